@@ -1,0 +1,34 @@
+// The asynchronous interface between gateways and allocators: get a segment of a tag, administer
+// tags. Implemented in-process (LocalAllocator) and, in the cluster shape, over Kafka.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "allocator/allocation.h"
+#include "base/error.h"
+#include "state/records.h"
+
+namespace kleaf::allocator {
+
+template <typename T>
+using Callback = std::function<void(Result<T>)>;
+
+// Every method returns at once and completes `done` exactly once, on a thread of the
+// implementation's choosing (never the caller's I/O thread for blocking work).
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // A new segment of `tag`; `step` is the size the caller would like (0: the tag's own step).
+  virtual void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) = 0;
+  // Live (not deleted) tags, ordered by name.
+  virtual void ListTags(Callback<std::vector<state::TagRecord>> done) = 0;
+  virtual void GetTag(std::string tag, Callback<state::TagRecord> done) = 0;
+  // Creates or updates; answers the record as stored.
+  virtual void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) = 0;
+  // Marks the tag deleted (its max_id is kept); answers the record as it was.
+  virtual void DeleteTag(std::string tag, Callback<state::TagRecord> done) = 0;
+};
+
+}  // namespace kleaf::allocator

@@ -1,0 +1,49 @@
+// The in-process allocator of the standalone shape: reserves segments in a local state::Store.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "allocator/allocator.h"
+#include "base/clock.h"
+#include "base/worker_pool.h"
+#include "state/store.h"
+
+namespace kleaf::allocator {
+
+struct LocalAllocatorOptions {
+  int64_t max_step = 1000000;
+  int64_t default_step = 1000;
+  bool auto_create = false;  // an unknown tag gets a record with default_step instead of kNotFound
+  int threads = 2;
+};
+
+// Thread-safe. Owns its worker threads; callbacks run on them. Invariant (DESIGN.md I2): the
+// record holding a segment's new max_id is synced to the store before the callback sees it.
+class LocalAllocator final : public Allocator {
+ public:
+  LocalAllocator(state::Store& store, Clock& clock, LocalAllocatorOptions options);
+  ~LocalAllocator() override;
+
+  void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) override;
+  void ListTags(Callback<std::vector<state::TagRecord>> done) override;
+  void GetTag(std::string tag, Callback<state::TagRecord> done) override;
+  void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
+  void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
+
+  // The same operations, blocking the caller; used by the callbacks above and by tests.
+  Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step);
+  Result<state::TagRecord> PutTagNow(const std::string& tag, const TagUpdate& update);
+
+  // Drains queued work and joins the worker threads.
+  void Stop() { pool_.Stop(); }
+
+ private:
+  state::Store& store_;
+  Clock& clock_;
+  LocalAllocatorOptions options_;
+  std::mutex mu_;  // serializes every read-modify-write of a tag record
+  WorkerPool pool_;
+};
+
+}  // namespace kleaf::allocator

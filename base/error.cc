@@ -1,0 +1,37 @@
+#include "base/error.h"
+
+namespace kleaf {
+
+std::string_view CodeName(Code code) {
+  switch (code) {
+    case Code::kInvalidArgument: return "invalid_argument";
+    case Code::kNotFound: return "not_found";
+    case Code::kAlreadyExists: return "already_exists";
+    case Code::kFailedPrecondition: return "failed_precondition";
+    case Code::kResourceExhausted: return "resource_exhausted";
+    case Code::kUnavailable: return "unavailable";
+    case Code::kUnauthenticated: return "unauthenticated";
+    case Code::kPayloadTooLarge: return "payload_too_large";
+    case Code::kMethodNotAllowed: return "method_not_allowed";
+    case Code::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+int HttpStatus(Code code) {
+  switch (code) {
+    case Code::kInvalidArgument: return 400;
+    case Code::kUnauthenticated: return 401;
+    case Code::kNotFound: return 404;
+    case Code::kMethodNotAllowed: return 405;
+    case Code::kAlreadyExists: return 409;
+    case Code::kFailedPrecondition: return 409;
+    case Code::kPayloadTooLarge: return 413;
+    case Code::kResourceExhausted: return 503;
+    case Code::kUnavailable: return 503;
+    case Code::kInternal: return 500;
+  }
+  return 500;
+}
+
+}  // namespace kleaf

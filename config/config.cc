@@ -1,0 +1,277 @@
+#include "config/config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace kleaf::config {
+namespace {
+
+// One settable key: its dotted name and how to read it into a Config.
+struct Field {
+  std::string key;
+  std::function<Result<void>(const YAML::Node&, Config&)> set;
+};
+
+Error KeyError(const std::string& key, const std::string& what) {
+  return Error{Code::kInvalidArgument, key + ": " + what};
+}
+
+Field IntField(std::string key, int64_t min, int64_t max,
+               std::function<void(Config&, int64_t)> assign) {
+  return Field{key, [key, min, max, assign](const YAML::Node& n, Config& c) -> Result<void> {
+                 if (!n.IsScalar()) return std::unexpected(KeyError(key, "expected an integer"));
+                 const std::string& s = n.Scalar();
+                 int64_t v = 0;
+                 auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+                 if (ec != std::errc() || ptr != s.data() + s.size()) {
+                   return std::unexpected(KeyError(key, "expected an integer, got '" + s + "'"));
+                 }
+                 if (v < min || v > max) {
+                   return std::unexpected(KeyError(key, "must be between " + std::to_string(min) +
+                                                            " and " + std::to_string(max) +
+                                                            ", got " + s));
+                 }
+                 assign(c, v);
+                 return {};
+               }};
+}
+
+Field BoolField(std::string key, std::function<void(Config&, bool)> assign) {
+  return Field{key, [key, assign](const YAML::Node& n, Config& c) -> Result<void> {
+                 if (!n.IsScalar()) return std::unexpected(KeyError(key, "expected true or false"));
+                 const std::string& s = n.Scalar();
+                 if (s == "true") {
+                   assign(c, true);
+                 } else if (s == "false") {
+                   assign(c, false);
+                 } else {
+                   return std::unexpected(KeyError(key, "expected true or false, got '" + s + "'"));
+                 }
+                 return {};
+               }};
+}
+
+Field StringField(std::string key, std::function<Result<void>(Config&, const std::string&)> assign) {
+  return Field{key, [key, assign](const YAML::Node& n, Config& c) -> Result<void> {
+                 if (!n.IsScalar()) return std::unexpected(KeyError(key, "expected a string"));
+                 auto r = assign(c, n.Scalar());
+                 if (!r) return std::unexpected(KeyError(key, r.error().message));
+                 return {};
+               }};
+}
+
+constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+
+std::vector<Field> AllFields() {
+  std::vector<Field> f;
+  f.push_back(StringField("node.id", [](Config& c, const std::string& s) -> Result<void> {
+    if (s.empty() || s.size() > 128) return Fail(Code::kInvalidArgument, "must be 1-128 characters");
+    c.node.id = s;
+    return {};
+  }));
+  f.push_back(StringField("http.listen", [](Config& c, const std::string& s) -> Result<void> {
+    auto hp = ParseHostPort(s);
+    if (!hp) return std::unexpected(hp.error());
+    c.http.listen = s;
+    return {};
+  }));
+  f.push_back(IntField("http.threads", 1, 256,
+                       [](Config& c, int64_t v) { c.http.threads = static_cast<int>(v); }));
+  f.push_back(IntField("http.max_batch", 1, 1000000,
+                       [](Config& c, int64_t v) { c.http.max_batch = v; }));
+  f.push_back(IntField("http.header_limit_bytes", 1024, 1 << 20,
+                       [](Config& c, int64_t v) { c.http.header_limit_bytes = v; }));
+  f.push_back(IntField("http.body_limit_bytes", 1024, 16 << 20,
+                       [](Config& c, int64_t v) { c.http.body_limit_bytes = v; }));
+  f.push_back(IntField("http.idle_timeout_ms", 100, 3600000,
+                       [](Config& c, int64_t v) { c.http.idle_timeout_ms = v; }));
+  f.push_back(IntField("http.max_connections", 1, 1000000,
+                       [](Config& c, int64_t v) { c.http.max_connections = static_cast<int>(v); }));
+  f.push_back(StringField("state.path", [](Config& c, const std::string& s) -> Result<void> {
+    if (s.empty()) return Fail(Code::kInvalidArgument, "must not be empty");
+    c.state.path = s;
+    return {};
+  }));
+  f.push_back(StringField("admin.token", [](Config& c, const std::string& s) -> Result<void> {
+    if (!s.empty() && s.size() < 16) {
+      return Fail(Code::kInvalidArgument, "must be at least 16 characters (or empty to generate one)");
+    }
+    c.admin.token = s;
+    return {};
+  }));
+  f.push_back(BoolField("segment.auto_create", [](Config& c, bool v) { c.segment.auto_create = v; }));
+  f.push_back(IntField("segment.default_step", 1, 1000000000,
+                       [](Config& c, int64_t v) { c.segment.default_step = v; }));
+  f.push_back(IntField("segment.max_step", 1, 1000000000,
+                       [](Config& c, int64_t v) { c.segment.max_step = v; }));
+  f.push_back(IntField("segment.preload_percent", 1, 99,
+                       [](Config& c, int64_t v) { c.segment.preload_percent = static_cast<int>(v); }));
+  f.push_back(IntField("segment.wait_ms", 0, 60000,
+                       [](Config& c, int64_t v) { c.segment.wait_ms = v; }));
+  f.push_back(IntField("segment.fetch_threads", 1, 64,
+                       [](Config& c, int64_t v) { c.segment.fetch_threads = static_cast<int>(v); }));
+  f.push_back(IntField("segment.retry_after_s", 1, 3600,
+                       [](Config& c, int64_t v) { c.segment.retry_after_s = static_cast<int>(v); }));
+  f.push_back(IntField("snowflake.worker_id", 0, (1 << 22) - 1,
+                       [](Config& c, int64_t v) { c.snowflake.worker_id = v; }));
+  f.push_back(IntField("snowflake.epoch_ms", 0, kMaxInt,
+                       [](Config& c, int64_t v) { c.snowflake.epoch_ms = v; }));
+  f.push_back(IntField("snowflake.timestamp_bits", 20, 61,
+                       [](Config& c, int64_t v) { c.snowflake.timestamp_bits = static_cast<int>(v); }));
+  f.push_back(IntField("snowflake.worker_bits", 1, 22,
+                       [](Config& c, int64_t v) { c.snowflake.worker_bits = static_cast<int>(v); }));
+  f.push_back(IntField("snowflake.sequence_bits", 1, 22,
+                       [](Config& c, int64_t v) { c.snowflake.sequence_bits = static_cast<int>(v); }));
+  f.push_back(IntField("snowflake.time_unit_ms", 1, 60000,
+                       [](Config& c, int64_t v) { c.snowflake.time_unit_ms = v; }));
+  f.push_back(BoolField("snowflake.random_sequence_start",
+                        [](Config& c, bool v) { c.snowflake.random_sequence_start = v; }));
+  f.push_back(IntField("snowflake.max_backward_ms", 0, 1000,
+                       [](Config& c, int64_t v) { c.snowflake.max_backward_ms = v; }));
+  f.push_back(IntField("snowflake.persist_interval_ms", 10, 60000,
+                       [](Config& c, int64_t v) { c.snowflake.persist_interval_ms = v; }));
+  f.push_back(IntField("snowflake.reserve_ms", 20, 600000,
+                       [](Config& c, int64_t v) { c.snowflake.reserve_ms = v; }));
+  f.push_back(IntField("snowflake.max_startup_wait_ms", 0, 3600000,
+                       [](Config& c, int64_t v) { c.snowflake.max_startup_wait_ms = v; }));
+  f.push_back(StringField("kafka.bootstrap", [](Config& c, const std::string& s) -> Result<void> {
+    c.kafka.bootstrap = s;
+    return {};
+  }));
+  f.push_back(StringField("log.level", [](Config& c, const std::string& s) -> Result<void> {
+    if (s != "trace" && s != "debug" && s != "info" && s != "warn" && s != "error") {
+      return Fail(Code::kInvalidArgument, "expected one of trace, debug, info, warn, error; got '" + s + "'");
+    }
+    c.log.level = s;
+    return {};
+  }));
+  return f;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "kleaf";
+  return buf;
+}
+
+// Checks that span several keys; each message names the key to change.
+Result<void> CrossCheck(const Config& c) {
+  const auto& s = c.snowflake;
+  if (s.timestamp_bits + s.worker_bits + s.sequence_bits != 63) {
+    return Fail(Code::kInvalidArgument,
+                "snowflake.timestamp_bits: timestamp_bits + worker_bits + sequence_bits must be 63, got " +
+                    std::to_string(s.timestamp_bits + s.worker_bits + s.sequence_bits));
+  }
+  if (s.worker_id >= (int64_t{1} << s.worker_bits)) {
+    return Fail(Code::kInvalidArgument, "snowflake.worker_id: must be below 2^worker_bits = " +
+                                            std::to_string(int64_t{1} << s.worker_bits) + ", got " +
+                                            std::to_string(s.worker_id));
+  }
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  if (s.epoch_ms > now_ms) {
+    return Fail(Code::kInvalidArgument, "snowflake.epoch_ms: must not be in the future");
+  }
+  if (s.reserve_ms > s.max_startup_wait_ms && s.max_startup_wait_ms != 0) {
+    // A kill -9 leaves the durable mark up to reserve_ms ahead; startup must be allowed to wait it out.
+    return Fail(Code::kInvalidArgument,
+                "snowflake.max_startup_wait_ms: must be at least snowflake.reserve_ms (" +
+                    std::to_string(s.reserve_ms) + ")");
+  }
+  if (s.persist_interval_ms * 2 > s.reserve_ms) {
+    return Fail(Code::kInvalidArgument,
+                "snowflake.reserve_ms: must be at least twice snowflake.persist_interval_ms");
+  }
+  if (c.segment.default_step > c.segment.max_step) {
+    return Fail(Code::kInvalidArgument, "segment.default_step: must not exceed segment.max_step");
+  }
+  return {};
+}
+
+}  // namespace
+
+Config DefaultConfig() {
+  Config c;
+  c.node.id = HostName();
+  return c;
+}
+
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Fail(Code::kInvalidArgument, "expected host:port, got '" + s + "'");
+  }
+  std::string host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::string port_text = s.substr(colon + 1);
+  unsigned port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
+      port > 65535) {
+    return Fail(Code::kInvalidArgument, "expected host:port with a port 0-65535, got '" + s + "'");
+  }
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+Result<Config> ParseConfig(const std::string& yaml_text) {
+  Config c = DefaultConfig();
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Fail(Code::kInvalidArgument, std::string("config is not valid YAML: ") + e.what());
+  }
+  if (root.IsNull()) {
+    auto check = CrossCheck(c);
+    if (!check) return std::unexpected(check.error());
+    return c;
+  }
+  if (!root.IsMap()) return Fail(Code::kInvalidArgument, "config: expected a mapping of sections");
+
+  static const std::vector<Field> fields = AllFields();
+  for (const auto& section : root) {
+    std::string name = section.first.as<std::string>();
+    const YAML::Node& body = section.second;
+    bool known_section = false;
+    for (const auto& f : fields) {
+      if (f.key.starts_with(name + ".")) known_section = true;
+    }
+    if (!known_section) return Fail(Code::kInvalidArgument, name + ": unknown key");
+    if (body.IsNull()) continue;
+    if (!body.IsMap()) return Fail(Code::kInvalidArgument, name + ": expected a mapping");
+    for (const auto& entry : body) {
+      std::string key = name + "." + entry.first.as<std::string>();
+      const Field* field = nullptr;
+      for (const auto& f : fields) {
+        if (f.key == key) field = &f;
+      }
+      if (field == nullptr) return Fail(Code::kInvalidArgument, key + ": unknown key");
+      auto r = field->set(entry.second, c);
+      if (!r) return std::unexpected(r.error());
+    }
+  }
+  auto check = CrossCheck(c);
+  if (!check) return std::unexpected(check.error());
+  return c;
+}
+
+Result<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Fail(Code::kInvalidArgument, "cannot read config file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto r = ParseConfig(ss.str());
+  if (!r) return Fail(r.error().code, path + ": " + r.error().message);
+  return r;
+}
+
+}  // namespace kleaf::config

@@ -1,0 +1,87 @@
+// kleaf's configuration as plain structs with defaults, and the YAML loader that fills them.
+// The only component that sees yaml-cpp; everything else receives these structs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/error.h"
+
+namespace kleaf::config {
+
+struct Node {
+  std::string id;  // stable node identity; default: the host name
+};
+
+struct Http {
+  std::string listen = "127.0.0.1:8080";  // host:port; port 0 picks a free port
+  int threads = 2;                        // I/O threads
+  int64_t max_batch = 10000;              // largest count= a batch request may ask for
+  int64_t header_limit_bytes = 8192;
+  int64_t body_limit_bytes = 65536;
+  int64_t idle_timeout_ms = 30000;        // a connection silent this long is closed
+  int max_connections = 10000;            // further connections are refused until some close
+};
+
+struct State {
+  std::string path = "./data";  // RocksDB directory (created if missing)
+};
+
+struct Admin {
+  std::string token;  // bearer token for /api/v1/tags; empty: generated into <state.path>/admin.token
+};
+
+struct Segment {
+  bool auto_create = false;       // create unknown tags on first use instead of answering 404
+  int64_t default_step = 1000;    // step of auto-created tags and of PUT without a step
+  int64_t max_step = 1000000;     // cap of the dynamic step
+  int preload_percent = 10;       // start fetching the next segment at this much use
+  int64_t wait_ms = 100;          // how long a request waits when both segments are empty
+  int fetch_threads = 2;          // threads that talk to the store / allocator
+  int retry_after_s = 1;          // Retry-After on 503
+};
+
+struct Snowflake {
+  int64_t worker_id = 0;
+  int64_t epoch_ms = 1288834974657;  // Twitter/Leaf epoch
+  int timestamp_bits = 41;
+  int worker_bits = 10;
+  int sequence_bits = 12;
+  int64_t time_unit_ms = 1;
+  bool random_sequence_start = true;  // start each tick's sequence at a random value in [0,100)
+  int64_t max_backward_ms = 5;        // clock moved back this much or less: wait; more: 503
+  int64_t persist_interval_ms = 1000; // how often the timestamp high-water mark is made durable
+  int64_t reserve_ms = 3000;          // how far ahead of the clock the durable mark is set
+  int64_t max_startup_wait_ms = 5000; // clock behind the durable mark by more: refuse to start
+};
+
+struct Kafka {
+  std::string bootstrap;  // host:port[,host:port]; used by the cluster shape
+};
+
+struct Log {
+  std::string level = "info";  // trace, debug, info, warn, error
+};
+
+struct Config {
+  Node node;
+  Http http;
+  State state;
+  Admin admin;
+  Segment segment;
+  Snowflake snowflake;
+  Kafka kafka;
+  Log log;
+};
+
+// Parses YAML text. Errors are kInvalidArgument with a message that starts with the key.
+Result<Config> ParseConfig(const std::string& yaml_text);
+// Reads and parses a file; a missing file is an error naming it.
+Result<Config> LoadConfigFile(const std::string& path);
+// Defaults, with node.id filled from the host name.
+Config DefaultConfig();
+
+// Splits "host:port"; port must be 0-65535.
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s);
+
+}  // namespace kleaf::config

@@ -1,0 +1,304 @@
+#include "gateway/api.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "base/tag.h"
+
+namespace kleaf::gateway {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> parts;
+  if (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  while (true) {
+    auto slash = path.find('/');
+    parts.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return parts;
+}
+
+// The value of `name` in a query string ("a=1&count=5"), if present.
+std::optional<std::string_view> QueryParam(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    auto eq = pair.find('=');
+    if (pair.substr(0, eq) == name) {
+      return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+Result<int64_t> ParseCount(std::string_view query, int64_t max_batch) {
+  auto text = QueryParam(query, "count");
+  if (!text) return 1;
+  int64_t count = 0;
+  auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), count);
+  if (text->empty() || ec != std::errc() || ptr != text->data() + text->size() || count < 1 ||
+      count > max_batch) {
+    return Fail(Code::kInvalidArgument,
+                "count: must be an integer between 1 and " + std::to_string(max_batch));
+  }
+  return count;
+}
+
+void AppendInt(std::string& out, int64_t v) {
+  char buf[24];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  (void)ec;
+  out.append(buf, ptr);
+}
+
+HttpResponse PlainId(int64_t id) {
+  HttpResponse r;
+  r.content_type = "text/plain; charset=utf-8";
+  AppendInt(r.body, id);
+  return r;
+}
+
+// {"tag":"…","ids":["…",…]} built by hand: this is the hot path of batch requests.
+template <typename ForEach>
+HttpResponse IdList(const std::string& tag, int64_t count, ForEach for_each) {
+  HttpResponse r;
+  r.body.reserve(32 + tag.size() + static_cast<size_t>(count) * 22);
+  r.body += "{\"tag\":\"";
+  r.body += tag;  // validated: no characters that need escaping
+  r.body += "\",\"ids\":[";
+  bool first = true;
+  for_each([&](int64_t id) {
+    if (!first) r.body += ',';
+    first = false;
+    r.body += '"';
+    AppendInt(r.body, id);
+    r.body += '"';
+  });
+  r.body += "]}";
+  return r;
+}
+
+HttpResponse SegmentIds(const std::string& tag, int64_t count, bool plain,
+                        const std::vector<IdRange>& ranges) {
+  if (plain) return PlainId(ranges.front().start);
+  return IdList(tag, count, [&](auto emit) {
+    for (const auto& range : ranges) {
+      for (int64_t id = range.start; id < range.end; ++id) emit(id);
+    }
+  });
+}
+
+json TagJson(const state::TagRecord& r) {
+  return json{{"tag", r.tag},
+              {"max_id", r.max_id},
+              {"step", r.step},
+              {"description", r.description},
+              {"update_time", FormatUtcMs(r.update_time_ms)}};
+}
+
+HttpResponse JsonResponse(const json& j, int status = 200) {
+  HttpResponse r;
+  r.status = status;
+  r.body = j.dump();
+  return r;
+}
+
+HttpResponse MethodNotAllowed(std::string allow) {
+  HttpResponse r = ErrorResponse(Error{Code::kMethodNotAllowed, "method not allowed; use " + allow});
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
+Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body.empty() ? "{}" : body);
+  } catch (const std::exception&) {
+    return Fail(Code::kInvalidArgument, "body: expected a JSON object {step, max_id?, description?}");
+  }
+  if (!j.is_object()) return Fail(Code::kInvalidArgument, "body: expected a JSON object");
+  allocator::TagUpdate u;
+  for (auto& [key, value] : j.items()) {
+    if (key == "step" || key == "max_id") {
+      if (!value.is_number_integer()) return Fail(Code::kInvalidArgument, key + ": expected an integer");
+      (key == "step" ? u.step : u.max_id) = value.get<int64_t>();
+    } else if (key == "description") {
+      if (!value.is_string()) return Fail(Code::kInvalidArgument, "description: expected a string");
+      u.description = value.get<std::string>();
+    } else {
+      return Fail(Code::kInvalidArgument, key + ": unknown field (expected step, max_id, description)");
+    }
+  }
+  return u;
+}
+
+}  // namespace
+
+HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
+  HttpResponse r;
+  r.status = HttpStatus(error.code);
+  r.body = json{{"error", {{"code", CodeName(error.code)}, {"message", error.message}}}}.dump();
+  if (r.status == 503) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+  return r;
+}
+
+Api::Api(ApiOptions options, SegmentCache& segments, SnowflakeGenerator& snowflake,
+         allocator::Allocator& allocator, WorkerPool& blocking, Clock& clock)
+    : options_(std::move(options)),
+      segments_(segments),
+      snowflake_(snowflake),
+      allocator_(allocator),
+      blocking_(blocking),
+      clock_(clock) {}
+
+void Api::Handle(HttpRequest request, Respond respond) {
+  std::string_view target = request.target;
+  auto qmark = target.find('?');
+  std::string_view path = target.substr(0, qmark);
+  std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
+  auto parts = SplitPath(path);
+  const bool get = request.method == "GET";
+  auto fail = [&](Code code, std::string message) {
+    respond(ErrorResponse(Error{code, std::move(message)}, options_.retry_after_s));
+  };
+
+  if (parts.size() == 1 && parts[0] == "healthz") {
+    if (!get) return respond(MethodNotAllowed("GET"));
+    return respond(JsonResponse(json{{"status", "ok"}}));
+  }
+  if (parts.size() < 3 || parts[0] != "api") return fail(Code::kNotFound, "no such path");
+
+  // Leaf-compatible: /api/segment/get/{tag}, /api/snowflake/get/{tag}
+  if (parts.size() == 4 && parts[2] == "get" && (parts[1] == "segment" || parts[1] == "snowflake")) {
+    if (!get) return respond(MethodNotAllowed("GET"));
+    std::string tag(parts[3]);
+    if (auto v = ValidateTag(tag); !v) return fail(v.error().code, v.error().message);
+    if (parts[1] == "segment") return Segment(tag, 1, true, std::move(respond));
+    return Snowflake(tag, 1, true, std::move(respond));
+  }
+  if (parts[1] != "v1") return fail(Code::kNotFound, "no such path");
+
+  if (parts.size() == 5 && parts[2] == "snowflake" && parts[3] == "decode") {
+    if (!get) return respond(MethodNotAllowed("GET"));
+    return Decode(std::string(parts[4]), std::move(respond));
+  }
+  if (parts.size() == 4 && (parts[2] == "segment" || parts[2] == "snowflake")) {
+    if (!get) return respond(MethodNotAllowed("GET"));
+    std::string tag(parts[3]);
+    if (auto v = ValidateTag(tag); !v) return fail(v.error().code, v.error().message);
+    auto count = ParseCount(query, options_.max_batch);
+    if (!count) return fail(count.error().code, count.error().message);
+    if (parts[2] == "segment") return Segment(tag, *count, false, std::move(respond));
+    return Snowflake(tag, *count, false, std::move(respond));
+  }
+  if (parts[2] == "tags" && (parts.size() == 3 || parts.size() == 4)) {
+    if (!Authorized(request.authorization)) {
+      return fail(Code::kUnauthenticated, "admin routes need 'Authorization: Bearer <admin token>'");
+    }
+    return Tags(request, parts.size() == 4 ? std::string(parts[3]) : std::string(),
+                std::move(respond));
+  }
+  return fail(Code::kNotFound, "no such path");
+}
+
+void Api::Segment(const std::string& tag, int64_t count, bool plain, Respond respond) {
+  auto buffer = segments_.Get(tag);
+  std::vector<IdRange> ranges;
+  if (buffer->TryTake(count, ranges) == count) {
+    return respond(SegmentIds(tag, count, plain, ranges));
+  }
+  // Both segments are empty: wait for the fetch, off the I/O thread, for a bounded time.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.wait_ms);
+  int64_t missing = count;
+  for (const auto& r : ranges) missing -= r.size();
+  blocking_.Post([this, buffer = std::move(buffer), tag, count, missing, plain, deadline,
+                  ranges = std::move(ranges), respond = std::move(respond)]() mutable {
+    auto more = buffer->Take(missing, deadline);
+    if (!more) {
+      if (more.error().code == Code::kNotFound) segments_.Forget(tag, buffer.get());
+      return respond(ErrorResponse(more.error(), options_.retry_after_s));
+    }
+    ranges.insert(ranges.end(), more->begin(), more->end());
+    respond(SegmentIds(tag, count, plain, ranges));
+  });
+}
+
+void Api::Snowflake(const std::string& tag, int64_t count, bool plain, Respond respond) {
+  auto issue = [this, tag, count, plain](Respond respond) {
+    std::vector<int64_t> ids;
+    if (auto r = snowflake_.NextBatch(count, ids); !r) {
+      return respond(ErrorResponse(r.error(), options_.retry_after_s));
+    }
+    if (plain) return respond(PlainId(ids.front()));
+    respond(IdList(tag, count, [&](auto emit) {
+      for (int64_t id : ids) emit(id);
+    }));
+  };
+  // A large batch may wait for several ticks (4096 IDs per ms at most): not on an I/O thread.
+  constexpr int64_t kInlineLimit = 256;
+  if (count <= kInlineLimit) return issue(std::move(respond));
+  blocking_.Post([issue, respond = std::move(respond)]() mutable { issue(std::move(respond)); });
+}
+
+void Api::Decode(const std::string& id_text, Respond respond) {
+  auto described = DecodeToJson(snowflake_.layout(), id_text);
+  if (!described) return respond(ErrorResponse(described.error()));
+  HttpResponse r;
+  r.body = std::move(*described);
+  respond(std::move(r));
+}
+
+void Api::Tags(const HttpRequest& request, const std::string& tag, Respond respond) {
+  auto reply = [this, respond](int status) {
+    return [this, respond, status](Result<state::TagRecord> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      respond(JsonResponse(TagJson(*r), status));
+    };
+  };
+  if (tag.empty()) {
+    if (request.method != "GET") return respond(MethodNotAllowed("GET"));
+    return allocator_.ListTags([this, respond](Result<std::vector<state::TagRecord>> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      json list = json::array();
+      for (const auto& t : *r) list.push_back(TagJson(t));
+      respond(JsonResponse(json{{"tags", list}}));
+    });
+  }
+  if (auto v = ValidateTag(tag); !v) return respond(ErrorResponse(v.error()));
+  if (request.method == "GET") return allocator_.GetTag(tag, reply(200));
+  if (request.method == "PUT") {
+    auto update = ParseTagUpdate(request.body);
+    if (!update) return respond(ErrorResponse(update.error()));
+    return allocator_.PutTag(tag, std::move(*update), reply(200));
+  }
+  if (request.method == "DELETE") {
+    return allocator_.DeleteTag(tag, [this, tag, respond](Result<state::TagRecord> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      segments_.Forget(tag);
+      respond(JsonResponse(json{{"deleted", TagJson(*r)}}));
+    });
+  }
+  respond(MethodNotAllowed("GET, PUT, DELETE"));
+}
+
+bool Api::Authorized(const std::string& authorization) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (options_.admin_token.empty() || !authorization.starts_with(kBearer)) return false;
+  std::string_view given = std::string_view(authorization).substr(kBearer.size());
+  const std::string& want = options_.admin_token;
+  // Constant time in the token's content: always walk the whole expected token.
+  unsigned diff = given.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    char g = i < given.size() ? given[i] : 0;
+    diff |= static_cast<unsigned char>(g ^ want[i]);
+  }
+  return diff == 0;
+}
+
+}  // namespace kleaf::gateway

@@ -1,0 +1,212 @@
+#include "gateway/http_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <mutex>
+
+namespace kleaf::gateway {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using tcp = boost::asio::ip::tcp;
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  Api& api;
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  net::steady_timer accept_backoff{ioc};
+  std::vector<std::thread> threads;
+  std::atomic<int> connections{0};
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> stopping{false};
+  std::mutex mu;
+  std::condition_variable idle_cv;
+
+  Impl(HttpServerOptions o, Api& a) : options(std::move(o)), api(a) {}
+  void Accept();
+  void RequestDone() {
+    if (in_flight.fetch_sub(1) == 1) {
+      std::lock_guard lock(mu);
+      idle_cv.notify_all();
+    }
+  }
+};
+
+namespace {
+
+// One connection. Lives as long as an asynchronous operation holds a shared_ptr to it.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, HttpServer::Impl& server)
+      : stream_(std::move(socket)), server_(server) {
+    server_.connections.fetch_add(1);
+  }
+  ~Session() { server_.connections.fetch_sub(1); }
+
+  void Run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+  }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->header_limit(server_.options.header_limit_bytes);
+    parser_->body_limit(server_.options.body_limit_bytes);
+    stream_.expires_after(server_.options.idle_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == net::error::connection_reset || ec == net::error::eof) {
+      return Close();
+    }
+    if (ec) {
+      // The request could not be parsed: answer once, then close.
+      Code code = Code::kInvalidArgument;
+      std::string message = "malformed HTTP request: " + ec.message();
+      if (ec == http::error::header_limit) {
+        return WriteError(431, "request_header_fields_too_large", "request headers are too large");
+      }
+      if (ec == http::error::body_limit) code = Code::kPayloadTooLarge, message = "request body is too large";
+      HttpResponse r = ErrorResponse(Error{code, message});
+      return Write(std::move(r), false, 11);
+    }
+    auto& req = parser_->get();
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.body = std::move(req.body());
+    if (auto it = req.find(http::field::authorization); it != req.end()) {
+      request.authorization = std::string(it->value());
+    }
+    const bool keep_alive = req.keep_alive() && !server_.stopping.load();
+    const unsigned version = req.version();
+    server_.in_flight.fetch_add(1);
+    server_.api.Handle(std::move(request), [self = shared_from_this(), keep_alive,
+                                            version](HttpResponse response) {
+      net::post(self->stream_.get_executor(),
+                [self, keep_alive, version, response = std::move(response)]() mutable {
+                  self->Write(std::move(response), keep_alive, version);
+                  self->server_.RequestDone();
+                });
+    });
+  }
+
+  void WriteError(int status, const char* code, const char* message) {
+    HttpResponse r;
+    r.status = status;
+    r.body = std::string("{\"error\":{\"code\":\"") + code + "\",\"message\":\"" + message + "\"}}";
+    Write(std::move(r), false, 11);
+  }
+
+  void Write(HttpResponse r, bool keep_alive, unsigned version) {
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), version);
+    res->set(http::field::server, "kleaf");
+    res->set(http::field::content_type, r.content_type);
+    for (auto& [name, value] : r.headers) res->set(name, value);
+    res->keep_alive(keep_alive);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    stream_.expires_after(server_.options.idle_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
+                        if (ec || !keep_alive) return self->Close();
+                        self->Read();
+                      });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpServer::Impl& server_;
+};
+
+}  // namespace
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (stopping.load()) return;
+    if (ec) {
+      if (ec == net::error::operation_aborted) return;
+      // e.g. EMFILE: back off instead of spinning on a failing accept.
+      spdlog::warn("[http] accept failed: {}", ec.message());
+      accept_backoff.expires_after(std::chrono::milliseconds(100));
+      accept_backoff.async_wait([this](beast::error_code) { Accept(); });
+      return;
+    }
+    if (connections.load() >= options.max_connections) {
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      std::make_shared<Session>(std::move(socket), *this)->Run();
+    }
+    Accept();
+  });
+}
+
+HttpServer::HttpServer(HttpServerOptions options, Api& api)
+    : impl_(std::make_unique<Impl>(std::move(options), api)) {}
+
+HttpServer::~HttpServer() { Stop(std::chrono::milliseconds(0)); }
+
+Result<uint16_t> HttpServer::Start() {
+  auto& o = impl_->options;
+  beast::error_code ec;
+  auto address = net::ip::make_address(o.host, ec);
+  if (ec) return Fail(Code::kInvalidArgument, "http.listen: bad address '" + o.host + "'");
+  tcp::endpoint endpoint(address, o.port);
+  auto& acceptor = impl_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Fail(Code::kUnavailable, "http.listen: cannot listen on " + o.host + ":" +
+                                        std::to_string(o.port) + ": " + ec.message());
+  }
+  uint16_t port = acceptor.local_endpoint().port();
+  impl_->Accept();
+  for (int i = 0; i < o.threads; ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  }
+  return port;
+}
+
+void HttpServer::Stop(std::chrono::milliseconds grace) {
+  if (impl_->stopping.exchange(true)) return;
+  net::post(impl_->ioc, [this] {
+    beast::error_code ignored;
+    impl_->acceptor.close(ignored);
+    impl_->accept_backoff.cancel();
+  });
+  {
+    std::unique_lock lock(impl_->mu);
+    impl_->idle_cv.wait_for(lock, grace, [this] { return impl_->in_flight.load() == 0; });
+  }
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+}  // namespace kleaf::gateway

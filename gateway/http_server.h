@@ -1,0 +1,47 @@
+// The HTTP front end (Boost.Beast): accepts connections and hands each request to an Api.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "gateway/api.h"
+
+namespace kleaf::gateway {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: any free port
+  int threads = 2;
+  uint32_t header_limit_bytes = 8192;
+  uint64_t body_limit_bytes = 65536;
+  std::chrono::milliseconds idle_timeout{30000};
+  int max_connections = 10000;
+};
+
+// Owns an io_context and its I/O threads. Each connection runs on its own strand, reads one
+// request at a time (keep-alive), and is closed after a timeout, a malformed request (answered 400),
+// or oversized headers/body (431/413). Api::Handle runs on the I/O thread; its response may come
+// from any thread and is posted back to the connection's strand.
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, Api& api);
+  ~HttpServer();
+
+  // Binds and starts the I/O threads; returns the port listened on.
+  Result<uint16_t> Start();
+  // Stops accepting, lets requests in flight finish (up to `grace`), then stops the I/O threads.
+  void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kleaf::gateway

@@ -1,0 +1,182 @@
+#include "gateway/segment_buffer.h"
+
+#include <algorithm>
+
+namespace kleaf::gateway {
+
+std::shared_ptr<SegmentBuffer> SegmentBuffer::Create(std::string tag, FetchFn fetch, Clock& clock,
+                                                     Options options) {
+  return std::shared_ptr<SegmentBuffer>(
+      new SegmentBuffer(std::move(tag), std::move(fetch), clock, options));
+}
+
+SegmentBuffer::SegmentBuffer(std::string tag, FetchFn fetch, Clock& clock, Options options)
+    : tag_(std::move(tag)), fetch_(std::move(fetch)), clock_(clock), options_(options) {}
+
+int64_t SegmentBuffer::Draw(int64_t count, int64_t* start) {
+  const uint64_t gen = gen_.load(std::memory_order_acquire);
+  if (gen & 1) return 0;
+  const int64_t v = next_.fetch_add(count, std::memory_order_relaxed);
+  const int64_t end = end_.load(std::memory_order_relaxed);
+  const int64_t preload_at = preload_at_.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (gen_.load(std::memory_order_relaxed) != gen) return 0;  // raced an install: drop (a gap)
+  if (v >= end) return 0;
+  const int64_t got = std::min(count, end - v);
+  if (v + got > preload_at && !preload_started_.load(std::memory_order_relaxed)) StartPreload();
+  *start = v;
+  return got;
+}
+
+std::optional<int64_t> SegmentBuffer::TryNext() {
+  int64_t id = 0;
+  if (Draw(1, &id) == 1) return id;
+  std::vector<IdRange> one;
+  if (TryTake(1, one) == 1) return one.front().start;
+  return std::nullopt;
+}
+
+int64_t SegmentBuffer::TryTake(int64_t count, std::vector<IdRange>& out) {
+  int64_t taken = 0;
+  while (taken < count) {
+    int64_t start = 0;
+    int64_t got = Draw(count - taken, &start);
+    if (got > 0) {
+      if (!out.empty() && out.back().end == start) {
+        out.back().end += got;
+      } else {
+        out.push_back({start, start + got});
+      }
+      taken += got;
+      continue;
+    }
+    if (!Advance()) break;
+  }
+  return taken;
+}
+
+Result<std::vector<IdRange>> SegmentBuffer::Take(int64_t count,
+                                                 std::chrono::steady_clock::time_point deadline) {
+  std::vector<IdRange> out;
+  int64_t taken = TryTake(count, out);
+  while (taken < count) {
+    std::unique_lock lock(mu_);
+    const uint64_t seen = completions_;
+    if (standby_ || !ActiveUsedUpLocked()) {
+      lock.unlock();
+      taken += TryTake(count - taken, out);
+      continue;
+    }
+    if (auto step = PrepareFetchLocked()) {
+      lock.unlock();
+      IssueFetch(*step);
+      lock.lock();
+    }
+    bool woke = cv_.wait_until(lock, deadline, [&] {
+      return completions_ != seen || standby_.has_value() || !ActiveUsedUpLocked();
+    });
+    if (!woke) {
+      return Fail(Code::kUnavailable, "no segment of tag '" + tag_ + "' ready in time; retry");
+    }
+    if (completions_ != seen && last_error_ && !standby_ && ActiveUsedUpLocked()) {
+      return std::unexpected(*last_error_);
+    }
+    lock.unlock();
+    taken += TryTake(count - taken, out);
+  }
+  return out;
+}
+
+bool SegmentBuffer::ActiveUsedUpLocked() const {
+  return next_.load(std::memory_order_relaxed) >= end_.load(std::memory_order_relaxed);
+}
+
+void SegmentBuffer::Install(const allocator::Segment& s) {
+  const uint64_t gen = gen_.load(std::memory_order_relaxed);
+  gen_.store(gen + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  next_.store(s.start, std::memory_order_relaxed);
+  end_.store(s.end, std::memory_order_relaxed);
+  preload_at_.store(s.start + s.size() * options_.preload_percent / 100, std::memory_order_relaxed);
+  preload_started_.store(false, std::memory_order_relaxed);
+  gen_.store(gen + 2, std::memory_order_release);
+  active_ = s;
+}
+
+bool SegmentBuffer::Advance() {
+  std::unique_lock lock(mu_);
+  if (!ActiveUsedUpLocked()) return true;  // another thread switched already
+  if (standby_) {
+    Install(*standby_);
+    standby_.reset();
+    return true;
+  }
+  if (auto step = PrepareFetchLocked()) {
+    lock.unlock();
+    IssueFetch(*step);
+  }
+  return false;
+}
+
+void SegmentBuffer::StartPreload() {
+  std::unique_lock lock(mu_);
+  preload_started_.store(true, std::memory_order_relaxed);
+  if (auto step = PrepareFetchLocked()) {
+    lock.unlock();
+    IssueFetch(*step);
+  }
+}
+
+std::optional<int64_t> SegmentBuffer::PrepareFetchLocked() {
+  if (fetching_ || standby_) return std::nullopt;
+  fetching_ = true;
+  if (last_fetch_mono_ns_ < 0) return 0;  // first fetch: the tag's own step
+  auto lasted = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(clock_.MonotonicNs() - last_fetch_mono_ns_));
+  return allocator::NextStep(step_, min_step_, options_.max_step, lasted);
+}
+
+void SegmentBuffer::IssueFetch(int64_t step) {
+  std::weak_ptr<SegmentBuffer> weak = weak_from_this();
+  fetch_(step, [weak](Result<allocator::Segment> result) {
+    if (auto self = weak.lock()) self->OnFetched(std::move(result));
+  });
+}
+
+void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
+  {
+    std::lock_guard lock(mu_);
+    fetching_ = false;
+    ++completions_;
+    if (result) {
+      last_error_.reset();
+      min_step_ = result->min_step;
+      step_ = result->size();
+      last_fetch_mono_ns_ = clock_.MonotonicNs();
+      if (ActiveUsedUpLocked()) {
+        Install(*result);
+      } else {
+        standby_ = std::move(*result);
+      }
+    } else {
+      last_error_ = std::move(result.error());
+    }
+  }
+  cv_.notify_all();
+}
+
+SegmentBuffer::Snapshot SegmentBuffer::snapshot() const {
+  std::lock_guard lock(mu_);
+  Snapshot s;
+  s.tag = tag_;
+  s.active = active_;
+  s.next = active_ ? std::min(next_.load(std::memory_order_relaxed), active_->end) : 0;
+  s.standby = standby_;
+  s.step = step_;
+  s.min_step = min_step_;
+  s.fetching = fetching_;
+  s.last_error = last_error_;
+  return s;
+}
+
+}  // namespace kleaf::gateway

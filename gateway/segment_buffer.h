@@ -1,0 +1,115 @@
+// The double buffer of one tag in segment mode: the segment IDs are drawn from, a standby segment
+// fetched in advance, and Leaf's dynamic step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator/allocator.h"
+#include "base/clock.h"
+#include "base/error.h"
+
+namespace kleaf::gateway {
+
+// IDs [start, end) handed to one caller.
+struct IdRange {
+  int64_t start = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - start; }
+};
+
+// One tag's buffer, owned by a shared_ptr (fetch callbacks hold weak references). Thread-safe:
+// any number of threads draw IDs concurrently.
+//
+// Drawing is lock-free: the active segment lives in atomics guarded by a sequence lock (gen_ odd
+// while a new segment is being installed). A drawer fetch_adds next_ and keeps the IDs only when
+// the generation was even and unchanged around the draw, so an ID is returned at most once and
+// only from a range this buffer was handed (DESIGN.md I1). IDs drawn across a switch are dropped
+// (a gap, never a duplicate). mu_ serializes installs and guards the standby segment, fetch state
+// and step.
+class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
+ public:
+  // Asks the allocator for a segment of `step` IDs (0: the tag's own step).
+  using FetchFn = std::function<void(int64_t step, allocator::Callback<allocator::Segment>)>;
+  struct Options {
+    int64_t max_step = 1000000;
+    int preload_percent = 10;  // fetch the standby segment once this much of the active one is used
+  };
+  struct Snapshot {
+    std::string tag;
+    std::optional<allocator::Segment> active;  // with `next` the next ID to hand out
+    int64_t next = 0;
+    std::optional<allocator::Segment> standby;
+    int64_t step = 0;
+    int64_t min_step = 0;
+    bool fetching = false;
+    std::optional<Error> last_error;
+  };
+
+  static std::shared_ptr<SegmentBuffer> Create(std::string tag, FetchFn fetch, Clock& clock,
+                                               Options options);
+
+  // Never blocks: the next ID of the active segment, or nullopt when it is used up (a switch to the
+  // standby segment or a fetch is then needed: use TryTake or Take).
+  std::optional<int64_t> TryNext();
+  // Never blocks on a fetch: appends up to `count` IDs to `out`, switching to the standby segment
+  // when the active one runs out, and returns how many it appended. Starts a fetch when needed.
+  int64_t TryTake(int64_t count, std::vector<IdRange>& out);
+  // Like TryTake but waits until `deadline` for fetches to bring `count` IDs. On timeout
+  // kUnavailable; on a failed fetch that fetch's error (e.g. kNotFound for an unknown tag).
+  Result<std::vector<IdRange>> Take(int64_t count, std::chrono::steady_clock::time_point deadline);
+
+  Snapshot snapshot() const;
+  const std::string& tag() const { return tag_; }
+
+ private:
+  SegmentBuffer(std::string tag, FetchFn fetch, Clock& clock, Options options);
+
+  // Draws up to `count` IDs from the active segment without locking; 0 when it is used up or a
+  // switch raced the draw.
+  int64_t Draw(int64_t count, int64_t* start);
+  void Install(const allocator::Segment& s);  // requires mu_
+  bool ActiveUsedUpLocked() const;            // requires mu_
+  // Under mu_: decides whether a fetch must start and with which step; the caller issues it after
+  // unlocking with IssueFetch.
+  std::optional<int64_t> PrepareFetchLocked();
+  void IssueFetch(int64_t step);
+  void OnFetched(Result<allocator::Segment> result);
+  // Switches to the standby segment when the active one is used up; starts a fetch when neither
+  // has IDs. True when drawing again may succeed.
+  bool Advance();
+  void StartPreload();
+
+  const std::string tag_;
+  const FetchFn fetch_;
+  Clock& clock_;
+  const Options options_;
+
+  // Active segment, read lock-free under the sequence lock gen_.
+  alignas(64) std::atomic<uint64_t> gen_{0};
+  std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> end_{0};
+  std::atomic<int64_t> preload_at_{0};
+  std::atomic<bool> preload_started_{true};
+
+  alignas(64) mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<allocator::Segment> active_;   // guarded by mu_ (for snapshots)
+  std::optional<allocator::Segment> standby_;  // guarded by mu_
+  bool fetching_ = false;                      // guarded by mu_
+  uint64_t completions_ = 0;                   // guarded by mu_: fetches completed so far
+  std::optional<Error> last_error_;            // guarded by mu_: error of the last fetch, if it failed
+  int64_t step_ = 0;                           // guarded by mu_: size of the last segment fetched
+  int64_t min_step_ = 0;                       // guarded by mu_: the tag's configured step
+  int64_t last_fetch_mono_ns_ = -1;            // guarded by mu_
+};
+
+}  // namespace kleaf::gateway

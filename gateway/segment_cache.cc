@@ -1,0 +1,55 @@
+#include "gateway/segment_cache.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace kleaf::gateway {
+
+SegmentCache::SegmentCache(allocator::Allocator& allocator, Clock& clock,
+                           SegmentBuffer::Options options)
+    : allocator_(allocator), clock_(clock), options_(options) {}
+
+std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
+  {
+    std::shared_lock lock(mu_);
+    auto it = buffers_.find(tag);
+    if (it != buffers_.end()) return it->second;
+  }
+  std::unique_lock lock(mu_);
+  auto& slot = buffers_[tag];
+  if (!slot) {
+    allocator::Allocator* allocator = &allocator_;
+    slot = SegmentBuffer::Create(
+        tag,
+        [allocator, tag](int64_t step, allocator::Callback<allocator::Segment> done) {
+          allocator->AllocateSegment(tag, step, std::move(done));
+        },
+        clock_, options_);
+  }
+  return slot;
+}
+
+void SegmentCache::Forget(const std::string& tag, const SegmentBuffer* buffer) {
+  std::unique_lock lock(mu_);
+  auto it = buffers_.find(tag);
+  if (it != buffers_.end() && (buffer == nullptr || it->second.get() == buffer)) buffers_.erase(it);
+}
+
+std::vector<SegmentBuffer::Snapshot> SegmentCache::Snapshots() const {
+  std::vector<std::shared_ptr<SegmentBuffer>> all;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [tag, buffer] : buffers_) all.push_back(buffer);
+  }
+  std::vector<SegmentBuffer::Snapshot> out;
+  for (const auto& b : all) out.push_back(b->snapshot());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
+  return out;
+}
+
+size_t SegmentCache::size() const {
+  std::shared_lock lock(mu_);
+  return buffers_.size();
+}
+
+}  // namespace kleaf::gateway

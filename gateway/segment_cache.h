@@ -1,0 +1,36 @@
+// The gateway's segment buffers, one per tag, created on first use.
+#pragma once
+
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "allocator/allocator.h"
+#include "gateway/segment_buffer.h"
+
+namespace kleaf::gateway {
+
+// Thread-safe map tag -> SegmentBuffer. Buffers of tags the allocator does not know are dropped
+// again (Forget) so that requests for made-up tags cannot grow it.
+class SegmentCache {
+ public:
+  SegmentCache(allocator::Allocator& allocator, Clock& clock, SegmentBuffer::Options options);
+
+  // The buffer of `tag`, created (empty; its first draw starts a fetch) when missing.
+  std::shared_ptr<SegmentBuffer> Get(const std::string& tag);
+  // Drops `tag`'s buffer if it is still `buffer` (or any buffer when `buffer` is null).
+  void Forget(const std::string& tag, const SegmentBuffer* buffer = nullptr);
+  std::vector<SegmentBuffer::Snapshot> Snapshots() const;
+  size_t size() const;
+
+ private:
+  allocator::Allocator& allocator_;
+  Clock& clock_;
+  const SegmentBuffer::Options options_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<SegmentBuffer>> buffers_;  // guarded by mu_
+};
+
+}  // namespace kleaf::gateway

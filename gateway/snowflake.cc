@@ -1,0 +1,141 @@
+#include "gateway/snowflake.h"
+
+#include <charconv>
+#include <limits>
+
+namespace kleaf::gateway {
+
+Result<SnowflakeLayout> SnowflakeLayout::Make(int timestamp_bits, int worker_bits,
+                                              int sequence_bits, int64_t epoch_ms,
+                                              int64_t time_unit_ms, int64_t now_ms) {
+  if (timestamp_bits < 1 || worker_bits < 1 || sequence_bits < 1 ||
+      timestamp_bits + worker_bits + sequence_bits != 63) {
+    return Fail(Code::kInvalidArgument,
+                "snowflake layout: timestamp, worker and sequence bits must each be >= 1 and add "
+                "up to 63");
+  }
+  if (time_unit_ms < 1) return Fail(Code::kInvalidArgument, "snowflake layout: time unit must be >= 1 ms");
+  if (epoch_ms < 0 || epoch_ms > now_ms) {
+    return Fail(Code::kInvalidArgument, "snowflake layout: epoch must be between 0 and now");
+  }
+  return SnowflakeLayout(timestamp_bits, worker_bits, sequence_bits, epoch_ms, time_unit_ms);
+}
+
+SnowflakeLayout SnowflakeLayout::Default() {
+  return SnowflakeLayout(41, 10, 12, 1288834974657, 1);
+}
+
+Result<SnowflakeLayout::Parts> SnowflakeLayout::Decode(int64_t id) const {
+  if (id < 0) return Fail(Code::kInvalidArgument, "a snowflake ID is a non-negative 64-bit integer");
+  Parts p;
+  p.sequence = id & max_sequence();
+  p.worker_id = (id >> sequence_bits_) & max_worker_id();
+  p.timestamp_ms = MsOf(id >> (sequence_bits_ + worker_bits_));
+  return p;
+}
+
+Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text) {
+  int64_t id = 0;
+  auto [ptr, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+  if (id_text.empty() || ec != std::errc() || ptr != id_text.data() + id_text.size() || id < 0) {
+    return Fail(Code::kInvalidArgument, "id: expected a non-negative 64-bit decimal integer");
+  }
+  auto parts = layout.Decode(id);
+  if (!parts) return std::unexpected(parts.error());
+  return "{\"id\":\"" + std::to_string(id) + "\",\"timestamp_ms\":" +
+         std::to_string(parts->timestamp_ms) + ",\"time\":\"" + FormatUtcMs(parts->timestamp_ms) +
+         "\",\"worker_id\":" + std::to_string(parts->worker_id) +
+         ",\"sequence\":" + std::to_string(parts->sequence) + "}";
+}
+
+SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, Clock& clock)
+    : layout_(layout),
+      options_(options),
+      clock_(clock),
+      limit_ms_(std::numeric_limits<int64_t>::max()),
+      rng_(std::random_device{}()) {}
+
+void SnowflakeGenerator::SetFloorMs(int64_t ms) {
+  std::lock_guard lock(mu_);
+  int64_t ticks = layout_.TicksOf(ms);
+  if (ticks >= last_ticks_) {
+    last_ticks_ = ticks;
+    sequence_ = layout_.max_sequence();  // the floor's tick itself is used up
+  }
+}
+
+int64_t SnowflakeGenerator::last_ms() const {
+  std::lock_guard lock(mu_);
+  // The last millisecond of the newest tick, so a floor set from it excludes the whole tick.
+  return last_ticks_ < 0 ? 0 : layout_.MsOf(last_ticks_) + layout_.time_unit_ms() - 1;
+}
+
+Result<int64_t> SnowflakeGenerator::Next() {
+  std::lock_guard lock(mu_);
+  return NextLocked();
+}
+
+Result<void> SnowflakeGenerator::NextBatch(int64_t count, std::vector<int64_t>& out) {
+  std::lock_guard lock(mu_);
+  const size_t before = out.size();
+  out.reserve(before + count);
+  for (int64_t i = 0; i < count; ++i) {
+    auto id = NextLocked();
+    if (!id) {
+      out.resize(before);
+      return std::unexpected(id.error());
+    }
+    out.push_back(*id);
+  }
+  return {};
+}
+
+Result<int64_t> SnowflakeGenerator::NextLocked() {
+  // Works on locals and commits last_ticks_/sequence_ only once every check has passed, so a
+  // refused call never changes what the next call may issue.
+  int64_t now_ms = clock_.NowMs();
+  if (now_ms < layout_.epoch_ms()) {
+    return Fail(Code::kUnavailable, "clock is before the snowflake epoch");
+  }
+  int64_t ticks = layout_.TicksOf(now_ms);
+  if (ticks < last_ticks_) {
+    int64_t back_ms = layout_.MsOf(last_ticks_) - now_ms;
+    if (back_ms > options_.max_backward_ms) {
+      return Fail(Code::kUnavailable,
+                  "clock moved backwards by " + std::to_string(back_ms) + " ms; refusing to issue");
+    }
+    clock_.SleepFor(std::chrono::milliseconds(back_ms));
+    ticks = layout_.TicksOf(clock_.NowMs());
+    if (ticks < last_ticks_) {
+      return Fail(Code::kUnavailable, "clock moved backwards and has not caught up; retry");
+    }
+  }
+  int64_t sequence = 0;
+  if (ticks == last_ticks_ && sequence_ < layout_.max_sequence()) {
+    sequence = sequence_ + 1;
+  } else {
+    // This tick's sequence is used up: wait for the next tick.
+    while (ticks <= last_ticks_) {
+      clock_.SleepFor(std::chrono::nanoseconds(0));
+      ticks = layout_.TicksOf(clock_.NowMs());
+      if (ticks < last_ticks_) {
+        return Fail(Code::kUnavailable, "clock moved backwards while waiting; retry");
+      }
+    }
+    sequence = options_.random_sequence_start ? static_cast<int64_t>(rng_() % 100) : 0;
+    sequence &= layout_.max_sequence();
+  }
+  if (ticks > layout_.max_ticks()) {
+    return Fail(Code::kResourceExhausted,
+                "snowflake timestamp bits are used up: the layout ends at epoch + " +
+                    std::to_string(layout_.max_ticks()) + " time units");
+  }
+  if (layout_.MsOf(ticks) > limit_ms_.load(std::memory_order_acquire)) {
+    return Fail(Code::kUnavailable, "snowflake timestamp not yet durably reserved; retry");
+  }
+  last_ticks_ = ticks;
+  sequence_ = sequence;
+  return layout_.Compose(ticks, options_.worker_id, sequence);
+}
+
+}  // namespace kleaf::gateway

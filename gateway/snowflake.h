@@ -1,0 +1,105 @@
+// Snowflake IDs: the bit layout (timestamp | worker | sequence under a zero sign bit) and the
+// generator that issues IDs for one worker id with Leaf's clock-rollback rules.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/error.h"
+
+namespace kleaf::gateway {
+
+// Immutable after Make(). Bits add up to 63, so every ID is a non-negative int64.
+class SnowflakeLayout {
+ public:
+  struct Parts {
+    int64_t timestamp_ms;
+    int64_t worker_id;
+    int64_t sequence;
+  };
+
+  // Validates: bits add up to 63, each part at least 1 bit, epoch not after `now_ms`, time unit >= 1.
+  static Result<SnowflakeLayout> Make(int timestamp_bits, int worker_bits, int sequence_bits,
+                                      int64_t epoch_ms, int64_t time_unit_ms, int64_t now_ms);
+  static SnowflakeLayout Default();  // 41/10/12, epoch 1288834974657, 1 ms
+
+  int64_t Compose(int64_t ticks, int64_t worker_id, int64_t sequence) const {
+    return (ticks << (worker_bits_ + sequence_bits_)) | (worker_id << sequence_bits_) | sequence;
+  }
+  // Fails for a negative ID.
+  Result<Parts> Decode(int64_t id) const;
+
+  // Ticks (time units since the epoch) of a wall-clock time, and back.
+  int64_t TicksOf(int64_t ms) const { return (ms - epoch_ms_) / time_unit_ms_; }
+  int64_t MsOf(int64_t ticks) const { return epoch_ms_ + ticks * time_unit_ms_; }
+
+  int64_t max_ticks() const { return (int64_t{1} << timestamp_bits_) - 1; }
+  int64_t max_worker_id() const { return (int64_t{1} << worker_bits_) - 1; }
+  int64_t max_sequence() const { return (int64_t{1} << sequence_bits_) - 1; }
+  int64_t epoch_ms() const { return epoch_ms_; }
+  int64_t time_unit_ms() const { return time_unit_ms_; }
+  // The last wall-clock millisecond this layout can encode.
+  int64_t last_ms() const { return MsOf(max_ticks()); }
+
+ private:
+  SnowflakeLayout(int t, int w, int s, int64_t epoch, int64_t unit)
+      : timestamp_bits_(t), worker_bits_(w), sequence_bits_(s), epoch_ms_(epoch), time_unit_ms_(unit) {}
+  int timestamp_bits_;
+  int worker_bits_;
+  int sequence_bits_;
+  int64_t epoch_ms_;
+  int64_t time_unit_ms_;
+};
+
+// Parses a decimal ID and describes it as JSON:
+// {"id":"…","timestamp_ms":…,"time":"…Z","worker_id":…,"sequence":…}.
+Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text);
+
+// Issues snowflake IDs for one worker id. Thread-safe (one mutex; IDs strictly increase in the
+// order they are issued). Guarantees, for the lifetime of the object:
+// - never a timestamp at or below the floor given by SetFloorMs (the durable high-water mark of
+//   the previous run) and never above the limit given by SetLimitMs (the durable reservation);
+// - timestamps never go back: clock moved back by <= max_backward_ms -> wait; more -> kUnavailable;
+// - timestamp bits used up -> kResourceExhausted, never a negative ID.
+class SnowflakeGenerator {
+ public:
+  struct Options {
+    int64_t worker_id = 0;
+    bool random_sequence_start = true;  // sequence starts at a random value in [0,100) per tick
+    int64_t max_backward_ms = 5;
+  };
+
+  SnowflakeGenerator(SnowflakeLayout layout, Options options, Clock& clock);
+
+  Result<int64_t> Next();
+  // Appends `count` IDs to `out` (all or nothing).
+  Result<void> NextBatch(int64_t count, std::vector<int64_t>& out);
+
+  // No ID will carry a timestamp at or before `ms`.
+  void SetFloorMs(int64_t ms);
+  // No ID will carry a timestamp after `ms` until the limit is raised (kUnavailable meanwhile).
+  void SetLimitMs(int64_t ms) { limit_ms_.store(ms, std::memory_order_release); }
+  // Wall-clock ms of the newest timestamp issued (or of the floor), for persisting.
+  int64_t last_ms() const;
+  const SnowflakeLayout& layout() const { return layout_; }
+  int64_t worker_id() const { return options_.worker_id; }
+
+ private:
+  Result<int64_t> NextLocked();  // requires mu_
+
+  const SnowflakeLayout layout_;
+  const Options options_;
+  Clock& clock_;
+  std::atomic<int64_t> limit_ms_;
+  mutable std::mutex mu_;
+  int64_t last_ticks_ = -1;  // guarded by mu_
+  int64_t sequence_ = 0;     // guarded by mu_
+  std::minstd_rand rng_;     // guarded by mu_
+};
+
+}  // namespace kleaf::gateway

@@ -1,0 +1,104 @@
+#include "gateway/timestamp_guard.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace kleaf::gateway {
+namespace {
+constexpr int64_t kYearMs = 365LL * 24 * 3600 * 1000;
+}
+
+TimestampGuard::TimestampGuard(SnowflakeGenerator& generator, Clock& clock, Load load, Save save,
+                               Options options)
+    : generator_(generator),
+      clock_(clock),
+      load_(std::move(load)),
+      save_(std::move(save)),
+      options_(options) {}
+
+TimestampGuard::~TimestampGuard() { Stop(); }
+
+Result<void> TimestampGuard::Start() {
+  auto stored = load_();
+  if (!stored) return std::unexpected(stored.error());
+  if (*stored) {
+    const int64_t mark = **stored;
+    const int64_t behind = mark - clock_.NowMs();
+    if (behind >= 0) {
+      if (behind > options_.max_startup_wait_ms) {
+        return Fail(Code::kFailedPrecondition,
+                    "the clock is " + std::to_string(behind) +
+                        " ms behind the last snowflake timestamp this node persisted (" +
+                        FormatUtcMs(mark) +
+                        "); refusing to start, since IDs could repeat. Fix the clock, or wait.");
+      }
+      spdlog::warn("[snowflake] clock is {} ms behind the persisted timestamp; waiting", behind);
+      clock_.SleepFor(std::chrono::milliseconds(behind + 1));
+      if (clock_.NowMs() <= mark) {
+        return Fail(Code::kFailedPrecondition,
+                    "the clock did not pass the last persisted snowflake timestamp; refusing to start");
+      }
+    }
+    generator_.SetFloorMs(mark);
+    durable_ms_ = mark;
+  }
+  if (auto r = Renew(); !r) return r;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Run(); });
+  return {};
+}
+
+Result<void> TimestampGuard::Renew() {
+  const int64_t now = clock_.NowMs();
+  // Never lower the durable mark while running, even if the clock moved back.
+  const int64_t mark = std::max(durable_ms_, now + options_.reserve_ms);
+  if (auto r = save_(mark); !r) return r;
+  durable_ms_ = mark;
+  generator_.SetLimitMs(mark);
+  const int64_t left = generator_.layout().last_ms() - now;
+  if (left < kYearMs && now - last_warning_ms_ > 3600 * 1000) {
+    last_warning_ms_ = now;
+    spdlog::warn("[snowflake] timestamp bits run out in {} days ({}); plan a new epoch or layout",
+                 left / (24 * 3600 * 1000), FormatUtcMs(generator_.layout().last_ms()));
+  }
+  return {};
+}
+
+void TimestampGuard::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.persist_interval_ms), [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    if (auto r = Renew(); !r) {
+      // The generator stays limited to the old mark and refuses once the clock passes it.
+      spdlog::error("[snowflake] cannot persist the timestamp mark: {}", r.error().message);
+    }
+    lock.lock();
+  }
+}
+
+void TimestampGuard::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || !thread_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  // Issuing has stopped (the caller stops serving first): record what was really issued.
+  generator_.SetLimitMs(0);
+  int64_t last = generator_.last_ms();
+  if (last == 0) last = std::min(durable_ms_, clock_.NowMs());  // nothing issued this run
+  if (last < durable_ms_) {
+    if (auto r = save_(last); !r) {
+      spdlog::warn("[snowflake] could not record the last timestamp at shutdown: {}", r.error().message);
+    }
+  }
+}
+
+}  // namespace kleaf::gateway

@@ -1,0 +1,59 @@
+// Keeps the snowflake generator's timestamps above everything a previous run of this node issued,
+// across restarts and kill -9, through a durable high-water mark.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "gateway/snowflake.h"
+
+namespace kleaf::gateway {
+
+// Owned by the process wiring; runs one thread between Start and Stop.
+//
+// Invariant: every timestamp the generator issues is <= the durable mark. While running, the mark
+// is a reservation `reserve_ms` ahead of the clock, renewed every `persist_interval_ms`; the
+// generator is limited to it (SetLimitMs), so a crash can never have issued past the mark. At Stop
+// the mark is lowered to the last timestamp actually issued, so a clean restart needs no wait.
+// At Start, a clock behind the mark by at most `max_startup_wait_ms` is waited out; further
+// behind, Start fails: the clock was set back and IDs could repeat.
+class TimestampGuard {
+ public:
+  using Load = std::function<Result<std::optional<int64_t>>()>;
+  using Save = std::function<Result<void>(int64_t)>;
+  struct Options {
+    int64_t persist_interval_ms = 1000;
+    int64_t reserve_ms = 3000;
+    int64_t max_startup_wait_ms = 5000;
+  };
+
+  TimestampGuard(SnowflakeGenerator& generator, Clock& clock, Load load, Save save, Options options);
+  ~TimestampGuard();
+
+  Result<void> Start();
+  void Stop();
+  // One renewal of the reservation (the thread calls it; tests call it directly).
+  Result<void> Renew();
+
+ private:
+  void Run();
+
+  SnowflakeGenerator& generator_;
+  Clock& clock_;
+  Load load_;
+  Save save_;
+  const Options options_;
+  int64_t durable_ms_ = 0;  // the mark as last written; only the guard's thread touches it after Start
+  int64_t last_warning_ms_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace kleaf::gateway

@@ -1,0 +1,35 @@
+#include "state/records.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kleaf::state {
+
+std::string TagKey(std::string_view tag) { return "seg/" + std::string(tag); }
+
+std::string EncodeTag(const TagRecord& r) {
+  nlohmann::json j = {{"tag", r.tag},
+                      {"max_id", r.max_id},
+                      {"step", r.step},
+                      {"description", r.description},
+                      {"update_time", r.update_time_ms},
+                      {"deleted", r.deleted}};
+  return j.dump();
+}
+
+Result<TagRecord> DecodeTag(std::string_view json) {
+  try {
+    auto j = nlohmann::json::parse(json);
+    TagRecord r;
+    r.tag = j.at("tag").get<std::string>();
+    r.max_id = j.at("max_id").get<int64_t>();
+    r.step = j.at("step").get<int64_t>();
+    r.description = j.value("description", "");
+    r.update_time_ms = j.value("update_time", int64_t{0});
+    r.deleted = j.value("deleted", false);
+    return r;
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("corrupt tag record: ") + e.what());
+  }
+}
+
+}  // namespace kleaf::state

@@ -1,0 +1,95 @@
+#include "state/store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+namespace kleaf::state {
+namespace {
+
+constexpr std::string_view kTagPrefix = "seg/";
+constexpr std::string_view kValuePrefix = "val/";
+
+Error ToError(const rocksdb::Status& s, std::string_view what) {
+  return Error{Code::kInternal, std::string(what) + ": " + s.ToString()};
+}
+
+}  // namespace
+
+struct Store::Impl {
+  std::unique_ptr<rocksdb::DB> db;
+  rocksdb::WriteOptions sync_write;
+};
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.keep_log_file_num = 4;
+  options.max_log_file_size = 8 << 20;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(options, path, &raw);
+  if (!s.ok()) {
+    std::string msg = "cannot open state store at '" + path + "': " + s.ToString();
+    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+      msg += " (is another kleaf process using this state.path?)";
+    }
+    return Fail(Code::kFailedPrecondition, msg);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->db.reset(raw);
+  impl->sync_write.sync = true;
+  return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
+Result<std::optional<TagRecord>> Store::GetTag(std::string_view tag) {
+  std::string value;
+  auto s = impl_->db->Get(rocksdb::ReadOptions(), TagKey(tag), &value);
+  if (s.IsNotFound()) return std::optional<TagRecord>();
+  if (!s.ok()) return std::unexpected(ToError(s, "reading tag"));
+  auto r = DecodeTag(value);
+  if (!r) return std::unexpected(r.error());
+  return std::optional<TagRecord>(std::move(*r));
+}
+
+Result<void> Store::PutTag(const TagRecord& record) {
+  auto s = impl_->db->Put(impl_->sync_write, TagKey(record.tag), EncodeTag(record));
+  if (!s.ok()) return std::unexpected(ToError(s, "writing tag"));
+  return {};
+}
+
+Result<std::vector<TagRecord>> Store::ListTags() {
+  std::vector<TagRecord> out;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(rocksdb::Slice(kTagPrefix.data(), kTagPrefix.size()));
+       it->Valid() && it->key().starts_with(rocksdb::Slice(kTagPrefix.data(), kTagPrefix.size()));
+       it->Next()) {
+    auto r = DecodeTag(it->value().ToStringView());
+    if (!r) return std::unexpected(r.error());
+    out.push_back(std::move(*r));
+  }
+  if (!it->status().ok()) return std::unexpected(ToError(it->status(), "listing tags"));
+  return out;
+}
+
+Result<std::optional<int64_t>> Store::GetValue(std::string_view name) {
+  std::string value;
+  auto s = impl_->db->Get(rocksdb::ReadOptions(), std::string(kValuePrefix) + std::string(name), &value);
+  if (s.IsNotFound()) return std::optional<int64_t>();
+  if (!s.ok()) return std::unexpected(ToError(s, "reading value"));
+  try {
+    return std::optional<int64_t>(std::stoll(value));
+  } catch (const std::exception&) {
+    return Fail(Code::kInternal, "corrupt value '" + std::string(name) + "'");
+  }
+}
+
+Result<void> Store::PutValue(std::string_view name, int64_t value) {
+  auto s = impl_->db->Put(impl_->sync_write, std::string(kValuePrefix) + std::string(name),
+                          std::to_string(value));
+  if (!s.ok()) return std::unexpected(ToError(s, "writing value"));
+  return {};
+}
+
+}  // namespace kleaf::state

@@ -1,0 +1,38 @@
+// The local durable store: tag records and named 64-bit values in RocksDB, every write synced.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "state/records.h"
+
+namespace kleaf::state {
+
+// Owned by the process's wiring code; thread-safe; every call may block on disk.
+class Store {
+ public:
+  // Opens (creating if missing) the RocksDB directory at `path`. Fails with a clear message if
+  // another process holds it.
+  static Result<std::unique_ptr<Store>> Open(const std::string& path);
+  ~Store();
+
+  Result<std::optional<TagRecord>> GetTag(std::string_view tag);
+  // Synced: durable when this returns.
+  Result<void> PutTag(const TagRecord& record);
+  // All tag records, deleted ones included, ordered by tag.
+  Result<std::vector<TagRecord>> ListTags();
+
+  Result<std::optional<int64_t>> GetValue(std::string_view name);
+  // Synced: durable when this returns.
+  Result<void> PutValue(std::string_view name, int64_t value);
+
+ private:
+  struct Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kleaf::state
