@@ -17,6 +17,7 @@ int64_t SegmentBuffer::Draw(int64_t count, int64_t* start) {
   const uint64_t gen = gen_.load(std::memory_order_acquire);
   if (gen & 1) return 0;
   const int64_t v = next_.fetch_add(count, std::memory_order_relaxed);
+  if (draw_hook_) [[unlikely]] draw_hook_();
   const int64_t end = end_.load(std::memory_order_relaxed);
   const int64_t preload_at = preload_at_.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
@@ -114,6 +115,8 @@ bool SegmentBuffer::Advance() {
   if (auto step = PrepareFetchLocked()) {
     lock.unlock();
     IssueFetch(*step);
+    lock.lock();  // the fetch may have completed already (an in-process source)
+    return !ActiveUsedUpLocked() || standby_.has_value();
   }
   return false;
 }

@@ -70,6 +70,10 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   Snapshot snapshot() const;
   const std::string& tag() const { return tag_; }
 
+  // Tests only: called inside the lock-free draw, between taking IDs and validating them, to force
+  // an install into that window. Set before any other thread uses the buffer.
+  void SetDrawHookForTest(std::function<void()> hook) { draw_hook_ = std::move(hook); }
+
  private:
   SegmentBuffer(std::string tag, FetchFn fetch, Clock& clock, Options options);
 
@@ -92,6 +96,7 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   const FetchFn fetch_;
   Clock& clock_;
   const Options options_;
+  std::function<void()> draw_hook_;
 
   // Active segment, read lock-free under the sequence lock gen_.
   alignas(64) std::atomic<uint64_t> gen_{0};

@@ -1,0 +1,80 @@
+// In-process throughput of the two ID paths (DESIGN.md targets: segment >= 50 M IDs/s on one
+// thread, snowflake >= 4.0 M IDs/s per worker). Run: build/kleaf_bench; see docs/benchmarks.md.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+
+#include "base/clock.h"
+#include "gateway/segment_buffer.h"
+#include "gateway/snowflake.h"
+
+namespace kleaf::gateway {
+namespace {
+
+// Hands out consecutive ranges inline, as fast as asked: the benchmark measures the buffer.
+SegmentBuffer::FetchFn InlineSource() {
+  auto next = std::make_shared<std::atomic<int64_t>>(1);
+  return [next](int64_t step, allocator::Callback<allocator::Segment> done) {
+    int64_t size = step == 0 ? 1000000 : step;
+    int64_t start = next->fetch_add(size);
+    done(allocator::Segment{"bench", start, start + size, 1000000});
+  };
+}
+
+void BM_SegmentNext(benchmark::State& state) {
+  static std::shared_ptr<SegmentBuffer> buffer;
+  if (state.thread_index() == 0) {
+    buffer = SegmentBuffer::Create("bench", InlineSource(), SystemClock::Instance(),
+                                   {.max_step = 1000000, .preload_percent = 10});
+  }
+  int64_t sum = 0;
+  for (auto _ : state) {
+    auto id = buffer->TryNext();
+    sum += *id;
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SegmentNext)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_SegmentBatch1000(benchmark::State& state) {
+  auto buffer = SegmentBuffer::Create("bench", InlineSource(), SystemClock::Instance(),
+                                      {.max_step = 1000000, .preload_percent = 10});
+  std::vector<IdRange> out;
+  std::vector<int64_t> ids;
+  ids.reserve(1000);
+  for (auto _ : state) {
+    out.clear();
+    ids.clear();
+    buffer->TryTake(1000, out);
+    for (auto r : out) {
+      for (int64_t id = r.start; id < r.end; ++id) ids.push_back(id);
+    }
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetItemsProcessed(state.iterations() * 1000);
+}
+BENCHMARK(BM_SegmentBatch1000);
+
+void BM_SnowflakeNext(benchmark::State& state) {
+  static SnowflakeGenerator* generator = nullptr;
+  if (state.thread_index() == 0) {
+    delete generator;
+    generator = new SnowflakeGenerator(SnowflakeLayout::Default(),
+                                       {.worker_id = 1, .random_sequence_start = false},
+                                       SystemClock::Instance());
+  }
+  int64_t sum = 0;
+  for (auto _ : state) {
+    auto id = generator->Next();
+    sum += *id;
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SnowflakeNext)->Threads(1)->Threads(2)->UseRealTime();
+
+}  // namespace
+}  // namespace kleaf::gateway
+
+BENCHMARK_MAIN();

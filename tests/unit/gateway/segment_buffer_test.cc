@@ -1,0 +1,321 @@
+// SegmentBuffer under many threads: no duplicate, no ID outside a granted range, no lost wake-up,
+// preload at the configured use, Leaf's dynamic step.
+#include "gateway/segment_buffer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <thread>
+#include <unordered_set>
+
+#include "base/worker_pool.h"
+
+namespace kleaf::gateway {
+namespace {
+
+using allocator::Callback;
+using allocator::Segment;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// Hands out consecutive ranges of one tag, like an allocator would, and records every request.
+// Completion is inline, on a worker thread, or held until Release().
+class FakeSource {
+ public:
+  enum class Mode { kInline, kThreaded, kHeld };
+  explicit FakeSource(Mode mode, int64_t min_step = 10) : mode_(mode), min_step_(min_step) {}
+
+  SegmentBuffer::FetchFn Fn() {
+    return [this](int64_t step, Callback<Segment> done) { Fetch(step, std::move(done)); };
+  }
+  void Fetch(int64_t step, Callback<Segment> done) {
+    Result<Segment> seg;
+    {
+      std::lock_guard lock(mu_);
+      requested_.push_back(step);
+      if (fail_) {
+        seg = std::unexpected(*fail_);
+      } else {
+        int64_t size = step == 0 ? min_step_ : step;
+        seg = Segment{"t", next_, next_ + size, min_step_};
+        granted_.push_back(*seg);
+        next_ += size + gap_;
+      }
+      if (mode_ == Mode::kHeld) {
+        held_.emplace_back(std::move(done), std::move(seg));
+        return;
+      }
+    }
+    if (mode_ == Mode::kInline) return done(std::move(seg));
+    pool_.Post([done = std::move(done), seg = std::move(seg)]() mutable { done(std::move(seg)); });
+  }
+  void ReleaseAll() {
+    std::deque<std::pair<Callback<Segment>, Result<Segment>>> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& [done, seg] : held) done(std::move(seg));
+  }
+  size_t held() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+  std::vector<int64_t> requested() {
+    std::lock_guard lock(mu_);
+    return requested_;
+  }
+  std::vector<Segment> granted() {
+    std::lock_guard lock(mu_);
+    return granted_;
+  }
+  void FailWith(Error e) {
+    std::lock_guard lock(mu_);
+    fail_ = std::move(e);
+  }
+  void set_gap(int64_t gap) { gap_ = gap; }
+  void Stop() { pool_.Stop(); }
+
+ private:
+  Mode mode_;
+  int64_t min_step_;
+  int64_t gap_ = 0;  // IDs between ranges that belong to someone else
+  std::mutex mu_;
+  int64_t next_ = 1;
+  std::vector<int64_t> requested_;
+  std::vector<Segment> granted_;
+  std::optional<Error> fail_;
+  std::deque<std::pair<Callback<Segment>, Result<Segment>>> held_;
+  WorkerPool pool_{1, "fake-source"};
+};
+
+bool InGrantedRange(int64_t id, const std::vector<Segment>& granted) {
+  for (const auto& s : granted) {
+    if (id >= s.start && id < s.end) return true;
+  }
+  return false;
+}
+
+TEST(SegmentBufferTest, FirstDrawStartsAFetchAndInlineFetchServesAtOnce) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kInline);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {});
+  auto first = buffer->TryNext();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, 1);
+  EXPECT_EQ(*buffer->TryNext(), 2);
+  ASSERT_FALSE(source.requested().empty());
+  EXPECT_EQ(source.requested().front(), 0) << "the first fetch asks for the tag's own step";
+}
+
+TEST(SegmentBufferTest, EmptyBufferNeverBlocksTryTake) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kHeld);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {});
+  std::vector<IdRange> out;
+  EXPECT_EQ(buffer->TryTake(5, out), 0);
+  EXPECT_FALSE(buffer->TryNext().has_value());
+  EXPECT_EQ(source.held(), 1u) << "exactly one fetch in flight, however often we ask";
+  source.ReleaseAll();
+  EXPECT_EQ(buffer->TryTake(5, out), 5);
+  EXPECT_EQ(out.front().start, 1);
+}
+
+TEST(SegmentBufferTest, PreloadsStandbyAtConfiguredUseAndSwitchesWithoutWaiting) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kHeld, /*min_step=*/100);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 1000, .preload_percent = 10});
+  std::vector<IdRange> out;
+  buffer->TryTake(1, out);
+  source.ReleaseAll();  // active = [1, 101)
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(buffer->TryNext().has_value());
+  EXPECT_EQ(source.held(), 0u) << "10 of 100 used: not past the preload point yet";
+  ASSERT_TRUE(buffer->TryNext().has_value());
+  EXPECT_EQ(source.held(), 1u) << "past 10%: the standby segment is being fetched";
+  source.ReleaseAll();
+  auto snap = buffer->snapshot();
+  ASSERT_TRUE(snap.standby.has_value());
+  // Use up the active segment; the next draw switches to the standby without any fetch.
+  out.clear();
+  EXPECT_EQ(buffer->TryTake(89, out), 89);
+  auto next = buffer->TryNext();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, snap.standby->start);
+}
+
+TEST(SegmentBufferTest, ManyThreadsNeverSeeDuplicatesOrIdsOutsideGrantedRanges) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kThreaded, /*min_step=*/7);
+  source.set_gap(3);  // ranges are not contiguous: an ID in a gap would be someone else's
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 50, .preload_percent = 10});
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 20000;
+  std::vector<std::vector<int64_t>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto& mine = seen[t];
+      while (static_cast<int>(mine.size()) < kPerThread) {
+        if (t % 2 == 0) {
+          if (auto id = buffer->TryNext()) mine.push_back(*id);
+        } else {
+          auto r = buffer->Take(3, steady_clock::now() + milliseconds(2000));
+          ASSERT_TRUE(r.has_value()) << r.error().message;
+          for (auto range : *r) {
+            for (int64_t id = range.start; id < range.end; ++id) mine.push_back(id);
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  source.Stop();
+  auto granted = source.granted();
+  std::unordered_set<int64_t> all;
+  for (const auto& mine : seen) {
+    EXPECT_TRUE(std::is_sorted(mine.begin(), mine.end())) << "each thread sees increasing IDs";
+    for (int64_t id : mine) {
+      ASSERT_TRUE(all.insert(id).second) << "duplicate ID " << id;
+      ASSERT_TRUE(InGrantedRange(id, granted)) << "ID " << id << " was never granted";
+    }
+  }
+  EXPECT_GT(granted.size(), 100u) << "the test must exercise many switches";
+}
+
+// A drawer that took IDs from a used-up segment just as the next segment is installed must not
+// keep them: they are overshoot past the old end, possibly inside the new range or in a gap.
+TEST(SegmentBufferTest, DrawRacingAnInstallNeverReturnsAnUngrantedOrDuplicateId) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kHeld, /*min_step=*/10);
+  source.set_gap(3);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 10, .preload_percent = 50});
+  std::vector<IdRange> out;
+  ASSERT_EQ(buffer->TryTake(1, out), 0);
+  source.ReleaseAll();  // active [1, 11)
+  ASSERT_EQ(buffer->TryTake(10, out), 10);
+  ASSERT_EQ(buffer->snapshot().next, 11) << "the active segment is used up";
+  ASSERT_EQ(source.held(), 1u) << "the standby fetch is in flight";
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool parked = false, go = false;
+  std::thread::id racer_id;
+  buffer->SetDrawHookForTest([&] {
+    std::unique_lock lock(mu);
+    if (std::this_thread::get_id() != racer_id) return;
+    if (parked) return;  // park only the first draw
+    parked = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return go; });
+  });
+  std::optional<int64_t> racer_got;
+  std::unique_lock start_lock(mu);  // the racer's first draw waits until racer_id is set
+  std::thread racer([&] { racer_got = buffer->TryNext(); });
+  racer_id = racer.get_id();
+  start_lock.unlock();
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return parked; });
+  }
+  source.ReleaseAll();  // installs [14, 24) while the racer holds an overshoot draw of the old one
+  {
+    std::lock_guard lock(mu);
+    go = true;
+  }
+  cv.notify_all();
+  racer.join();
+  std::vector<IdRange> rest;
+  buffer->TryTake(5, rest);
+  auto granted = source.granted();
+  std::unordered_set<int64_t> all;
+  if (racer_got) {
+    EXPECT_TRUE(InGrantedRange(*racer_got, granted)) << "ID " << *racer_got << " was never granted";
+    all.insert(*racer_got);
+  }
+  for (auto r : rest) {
+    for (int64_t id = r.start; id < r.end; ++id) EXPECT_TRUE(all.insert(id).second) << "duplicate " << id;
+  }
+}
+
+TEST(SegmentBufferTest, WaitersWakeWhenTheSegmentArrives) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kHeld, /*min_step=*/1000);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {});
+  constexpr int kWaiters = 16;
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&] {
+      auto r = buffer->Take(10, steady_clock::now() + std::chrono::seconds(30));
+      EXPECT_TRUE(r.has_value());
+      done.fetch_add(1);
+    });
+  }
+  // Release once the fetch is in flight; every waiter must then finish long before its deadline.
+  while (source.held() == 0) std::this_thread::yield();
+  auto released = steady_clock::now();
+  source.ReleaseAll();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(done.load(), kWaiters);
+  EXPECT_LT(steady_clock::now() - released, std::chrono::seconds(10)) << "a waiter missed its wake-up";
+}
+
+TEST(SegmentBufferTest, TakeTimesOutWithUnavailableWhenNoSegmentComes) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kHeld);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {});
+  auto r = buffer->Take(1, steady_clock::now() + milliseconds(20));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Code::kUnavailable);
+  source.ReleaseAll();
+  EXPECT_TRUE(buffer->TryNext().has_value()) << "the late segment is still used";
+}
+
+TEST(SegmentBufferTest, FailedFetchIsReportedToTheWaiter) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kThreaded);
+  source.FailWith(Error{Code::kNotFound, "unknown tag 't'"});
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {});
+  auto r = buffer->Take(1, steady_clock::now() + std::chrono::seconds(10));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Code::kNotFound);
+  source.Stop();
+}
+
+TEST(SegmentBufferTest, DynamicStepDoublesWhenFastAndHalvesWhenSlow) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kInline, /*min_step=*/100);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 800, .preload_percent = 10});
+  auto use_all = [&] {
+    auto snap = buffer->snapshot();
+    std::vector<IdRange> out;
+    // Draw the whole active segment plus one ID, which switches to the standby.
+    buffer->TryTake(snap.active->end - snap.next + 1, out);
+  };
+  buffer->TryNext();  // first segment: the tag's step
+  for (int i = 0; i < 5; ++i) {
+    clock.Advance(std::chrono::minutes(1));  // segments last a minute: < 15 min
+    use_all();
+  }
+  auto steps = source.requested();
+  ASSERT_GE(steps.size(), 4u);
+  EXPECT_EQ(steps[0], 0);
+  EXPECT_EQ(steps[1], 200);
+  EXPECT_EQ(steps[2], 400);
+  EXPECT_EQ(steps[3], 800);
+  EXPECT_EQ(steps.back(), 800) << "capped at max_step";
+  size_t before = steps.size();
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(std::chrono::minutes(45));  // > 30 min: halve
+    use_all();
+  }
+  steps = source.requested();
+  ASSERT_GT(steps.size(), before);
+  EXPECT_LT(steps.back(), 800);
+  EXPECT_GE(steps.back(), 100) << "never below the tag's step";
+}
+
+}  // namespace
+}  // namespace kleaf::gateway
