@@ -9,6 +9,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <array>
 #include <condition_variable>
 #include <mutex>
 
@@ -125,7 +126,8 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(server_.options.idle_timeout);
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
-                        if (ec || !keep_alive) return self->Close();
+                        if (ec) return self->Close();
+                        if (!keep_alive) return self->LingeringClose();
                         self->Read();
                       });
   }
@@ -136,8 +138,27 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.close();
   }
 
+  // After an answer that ends the connection (e.g. 413 with the body unread): stop sending, then
+  // read and discard until the client closes or a short deadline passes. Closing at once with
+  // unread input would reset the connection and could destroy the answer before the client reads it.
+  void LingeringClose() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(2));
+    Drain();
+  }
+
+  void Drain() {
+    stream_.async_read_some(net::buffer(drain_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) return self->stream_.close();
+                              self->Drain();
+                            });
+  }
+
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  std::array<char, 4096> drain_buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl& server_;
 };
