@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "allocator/allocator.h"
+#include "allocator/service.h"
 #include "base/clock.h"
 #include "base/worker_pool.h"
 #include "state/store.h"
@@ -31,7 +32,9 @@ class LocalAllocator final : public Allocator {
   void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
   void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
 
-  // The same operations, blocking the caller; used by the callbacks above and by tests.
+  // Executes one request, blocking the caller: the writes it implies are synced to the store
+  // before the reply is returned. The callbacks above run it on the worker threads.
+  Reply ExecuteNow(const Request& request);
   Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step);
   Result<state::TagRecord> PutTagNow(const std::string& tag, const TagUpdate& update);
 
@@ -42,7 +45,7 @@ class LocalAllocator final : public Allocator {
   state::Store& store_;
   Clock& clock_;
   LocalAllocatorOptions options_;
-  std::mutex mu_;  // serializes every read-modify-write of a tag record
+  std::mutex mu_;  // serializes every request: read, decide, synced write
   WorkerPool pool_;
 };
 

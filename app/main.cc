@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "app/cluster.h"
+#include "app/common.h"
 #include "app/standalone.h"
 #include "config/config.h"
 #include "gateway/snowflake.h"
@@ -34,14 +36,35 @@ int main(int argc, char** argv) {
   CLI::App app{"kleaf: unique 64-bit IDs (segment and snowflake), Leaf semantics"};
   app.require_subcommand(1);
   std::string config_path;
+  auto add_config = [&config_path](CLI::App* sub) {
+    sub->add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");
+  };
 
   auto* standalone = app.add_subcommand("standalone", "allocator and gateway in one process, state in RocksDB");
-  standalone->add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");
+  add_config(standalone);
+  auto* allocator = app.add_subcommand("allocator", "serve segment allocations from Kafka (cluster)");
+  add_config(allocator);
+  auto* gateway = app.add_subcommand("gateway", "serve IDs over HTTP, segments from the allocators (cluster)");
+  add_config(gateway);
+
+  auto* state = app.add_subcommand("state", "disaster recovery of the state topic");
+  state->require_subcommand(1);
+  auto* replay = state->add_subcommand("replay", "rebuild the RocksDB at state.path from the state topic");
+  add_config(replay);
+  std::string file;
+  auto* exporter = state->add_subcommand("export", "write every tag record of the state topic to FILE");
+  exporter->add_option("file", file, "output JSON file")->required();
+  add_config(exporter);
+  int64_t bump = 0;
+  auto* importer = state->add_subcommand("import", "republish FILE through the allocators, max_id raised by --bump");
+  importer->add_option("file", file, "a file written by 'state export'")->required();
+  importer->add_option("--bump", bump, "added to every max_id (safety margin)")->required();
+  add_config(importer);
 
   auto* decode = app.add_subcommand("decode", "decode a snowflake ID with the configured layout");
   std::string id_text;
   decode->add_option("id", id_text, "the ID")->required();
-  decode->add_option("-c,--config", config_path, "YAML config file (for the layout)");
+  add_config(decode);
 
   auto* version = app.add_subcommand("version", "print the version");
 
@@ -58,7 +81,14 @@ int main(int argc, char** argv) {
   }
   try {
     if (decode->parsed()) return Decode(*config, id_text);
+    kleaf::app::BlockShutdownSignals();
+    kleaf::app::SetUpLogging(config->log.level);
     if (standalone->parsed()) return kleaf::app::RunStandalone(*config);
+    if (allocator->parsed()) return kleaf::app::RunAllocator(*config);
+    if (gateway->parsed()) return kleaf::app::RunGateway(*config);
+    if (replay->parsed()) return kleaf::app::RunStateReplay(*config);
+    if (exporter->parsed()) return kleaf::app::RunStateExport(*config, file);
+    if (importer->parsed()) return kleaf::app::RunStateImport(*config, file, bump);
   } catch (const std::exception& e) {
     std::cerr << "kleaf: fatal: " << e.what() << "\n";
     return 1;

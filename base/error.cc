@@ -18,6 +18,15 @@ std::string_view CodeName(Code code) {
   return "internal";
 }
 
+Code CodeFromName(std::string_view name) {
+  for (Code c : {Code::kInvalidArgument, Code::kNotFound, Code::kAlreadyExists,
+                 Code::kFailedPrecondition, Code::kResourceExhausted, Code::kUnavailable,
+                 Code::kUnauthenticated, Code::kPayloadTooLarge, Code::kMethodNotAllowed}) {
+    if (CodeName(c) == name) return c;
+  }
+  return Code::kInternal;
+}
+
 int HttpStatus(Code code) {
   switch (code) {
     case Code::kInvalidArgument: return 400;

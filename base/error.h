@@ -36,6 +36,9 @@ inline std::unexpected<Error> Fail(Code code, std::string message) {
 // Stable lowercase name used in JSON error bodies, e.g. "not_found".
 std::string_view CodeName(Code code);
 
+// The code named by CodeName(), or kInternal for an unknown name.
+Code CodeFromName(std::string_view name);
+
 // HTTP status for a code (400, 401, 404, 405, 409, 413, 500, 503).
 int HttpStatus(Code code);
 

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <functional>
@@ -146,6 +147,34 @@ std::vector<Field> AllFields() {
     c.kafka.bootstrap = s;
     return {};
   }));
+  f.push_back(StringField("kafka.topic_prefix", [](Config& c, const std::string& s) -> Result<void> {
+    if (s.empty() || s.size() > 200) return Fail(Code::kInvalidArgument, "must be 1-200 characters");
+    for (char ch : s) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') {
+        return Fail(Code::kInvalidArgument, "may hold only [A-Za-z0-9._-]");
+      }
+    }
+    c.kafka.topic_prefix = s;
+    return {};
+  }));
+  f.push_back(IntField("kafka.partitions", 1, 10000,
+                       [](Config& c, int64_t v) { c.kafka.partitions = static_cast<int>(v); }));
+  f.push_back(IntField("kafka.reply_partitions", 1, 10000,
+                       [](Config& c, int64_t v) { c.kafka.reply_partitions = static_cast<int>(v); }));
+  f.push_back(IntField("kafka.reply_partition", -1, 9999,
+                       [](Config& c, int64_t v) { c.kafka.reply_partition = static_cast<int>(v); }));
+  f.push_back(IntField("kafka.replication_factor", 1, 16,
+                       [](Config& c, int64_t v) { c.kafka.replication_factor = static_cast<int>(v); }));
+  f.push_back(IntField("kafka.request_timeout_ms", 50, 600000,
+                       [](Config& c, int64_t v) { c.kafka.request_timeout_ms = v; }));
+  f.push_back(IntField("kafka.request_attempts", 1, 100,
+                       [](Config& c, int64_t v) { c.kafka.request_attempts = static_cast<int>(v); }));
+  f.push_back(IntField("kafka.session_timeout_ms", 1000, 300000,
+                       [](Config& c, int64_t v) { c.kafka.session_timeout_ms = v; }));
+  f.push_back(IntField("kafka.transaction_timeout_ms", 2000, 900000,
+                       [](Config& c, int64_t v) { c.kafka.transaction_timeout_ms = v; }));
+  f.push_back(IntField("allocator.batch_max", 1, 100000,
+                       [](Config& c, int64_t v) { c.allocator.batch_max = static_cast<int>(v); }));
   f.push_back(StringField("log.level", [](Config& c, const std::string& s) -> Result<void> {
     if (s != "trace" && s != "debug" && s != "info" && s != "warn" && s != "error") {
       return Fail(Code::kInvalidArgument, "expected one of trace, debug, info, warn, error; got '" + s + "'");
@@ -190,6 +219,9 @@ Result<void> CrossCheck(const Config& c) {
   if (s.persist_interval_ms * 2 > s.reserve_ms) {
     return Fail(Code::kInvalidArgument,
                 "snowflake.reserve_ms: must be at least twice snowflake.persist_interval_ms");
+  }
+  if (c.kafka.reply_partition >= c.kafka.reply_partitions) {
+    return Fail(Code::kInvalidArgument, "kafka.reply_partition: must be below kafka.reply_partitions");
   }
   if (c.segment.default_step > c.segment.max_step) {
     return Fail(Code::kInvalidArgument, "segment.default_step: must not exceed segment.max_step");

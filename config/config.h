@@ -56,7 +56,20 @@ struct Snowflake {
 };
 
 struct Kafka {
-  std::string bootstrap;  // host:port[,host:port]; used by the cluster shape
+  std::string bootstrap;               // host:port[,host:port]; required by the cluster shape
+  std::string topic_prefix = "kleaf";  // topics <prefix>.requests, .state, .replies
+  int partitions = 12;                 // of the requests and state topics
+  int reply_partitions = 12;
+  int reply_partition = -1;            // this node's reply partition; -1: derived from node.id
+  int replication_factor = 1;          // for topics kleaf creates
+  int64_t request_timeout_ms = 2000;   // per attempt of a gateway's request to the allocators
+  int request_attempts = 3;
+  int64_t session_timeout_ms = 6000;   // allocator group membership: failover takes about this long
+  int64_t transaction_timeout_ms = 10000;
+};
+
+struct Allocator {
+  int batch_max = 256;  // requests per transaction at most
 };
 
 struct Log {
@@ -71,6 +84,7 @@ struct Config {
   Segment segment;
   Snowflake snowflake;
   Kafka kafka;
+  Allocator allocator;
   Log log;
 };
 

@@ -2,6 +2,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
 namespace kleaf::state {
 namespace {
@@ -71,6 +72,20 @@ Result<std::vector<TagRecord>> Store::ListTags() {
   }
   if (!it->status().ok()) return std::unexpected(ToError(it->status(), "listing tags"));
   return out;
+}
+
+Result<void> Store::Write(const std::vector<TagRecord>& tags,
+                          const std::vector<std::pair<std::string, int64_t>>& values, bool sync) {
+  rocksdb::WriteBatch batch;
+  for (const auto& t : tags) batch.Put(TagKey(t.tag), EncodeTag(t));
+  for (const auto& [name, value] : values) {
+    batch.Put(std::string(kValuePrefix) + name, std::to_string(value));
+  }
+  rocksdb::WriteOptions options;
+  options.sync = sync;
+  auto s = impl_->db->Write(options, &batch);
+  if (!s.ok()) return std::unexpected(ToError(s, "writing batch"));
+  return {};
 }
 
 Result<std::optional<int64_t>> Store::GetValue(std::string_view name) {

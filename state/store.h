@@ -25,6 +25,10 @@ class Store {
   // All tag records, deleted ones included, ordered by tag.
   Result<std::vector<TagRecord>> ListTags();
 
+  // Writes tag records and named values atomically (one RocksDB write batch); synced if `sync`.
+  Result<void> Write(const std::vector<TagRecord>& tags,
+                     const std::vector<std::pair<std::string, int64_t>>& values, bool sync);
+
   Result<std::optional<int64_t>> GetValue(std::string_view name);
   // Synced: durable when this returns.
   Result<void> PutValue(std::string_view name, int64_t value);

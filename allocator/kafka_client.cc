@@ -1,0 +1,184 @@
+#include "allocator/kafka_client.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+
+namespace kleaf::allocator {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string Nonce() {
+  std::random_device rd;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 8; ++i) s += kHex[rd() % 16];
+  return s;
+}
+
+template <typename T>
+std::function<void(Result<Reply>)> Picking(std::optional<T> Reply::*field, Callback<T> done) {
+  return [field, done = std::move(done)](Result<Reply> r) {
+    if (!r) return done(std::unexpected(r.error()));
+    if (r->error) return done(std::unexpected(*r->error));
+    if (!((*r).*field)) return done(Fail(Code::kInternal, "allocator reply without a result"));
+    done(std::move(*((*r).*field)));
+  };
+}
+
+}  // namespace
+
+KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& clock)
+    : options_(std::move(options)), clock_(clock), id_prefix_(options_.node_id + "-" + Nonce() + "-") {}
+
+Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaClientOptions options,
+                                                                          Clock& clock) {
+  std::unique_ptr<KafkaAllocatorClient> c(new KafkaAllocatorClient(std::move(options), clock));
+  kafka::Properties producer_props = c->options_.props;
+  // A request not delivered within one attempt is dropped, not delivered late.
+  producer_props["message.timeout.ms"] = std::to_string(c->options_.request_timeout.count());
+  auto producer = kafka::Producer::Create(producer_props);
+  if (!producer) return std::unexpected(producer.error());
+  auto replies = kafka::PartitionReader::Create(c->options_.props);
+  if (!replies) return std::unexpected(replies.error());
+  c->producer_ = std::move(*producer);
+  c->replies_ = std::move(*replies);
+  const auto& t = c->options_.topics;
+  // Read only replies produced from now on.
+  auto marks = c->replies_->Watermarks(t.replies, c->options_.reply_partition, milliseconds(10000));
+  if (!marks) return std::unexpected(marks.error());
+  if (auto a = c->replies_->Assign({{t.replies, c->options_.reply_partition, marks->second}}); !a) {
+    return std::unexpected(a.error());
+  }
+  c->thread_ = std::thread([raw = c.get()] { raw->Run(); });
+  return c;
+}
+
+KafkaAllocatorClient::~KafkaAllocatorClient() { Stop(); }
+
+void KafkaAllocatorClient::Stop() {
+  if (stop_.exchange(true) || !thread_.joinable()) return;
+  thread_.join();
+  std::unordered_map<std::string, Pending> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(pending_);
+  }
+  for (auto& [id, p] : left) p.done(Fail(Code::kUnavailable, "shutting down"));
+}
+
+void KafkaAllocatorClient::Call(int32_t partition, std::string key, const Request& request,
+                                std::function<void(Result<Reply>)> done) {
+  Pending p{partition, std::move(key), EncodeRequest(request), options_.attempts, 0, std::move(done)};
+  std::lock_guard lock(mu_);
+  SendLocked(std::move(p));
+}
+
+void KafkaAllocatorClient::SendLocked(Pending p) {
+  const auto& t = options_.topics;
+  std::string id = id_prefix_ + std::to_string(next_id_.fetch_add(1));
+  --p.attempts_left;
+  p.deadline_ns = clock_.MonotonicNs() + std::chrono::nanoseconds(options_.request_timeout).count();
+  auto sent = producer_->Send(t.requests, p.partition, p.key, p.payload,
+                              {{kCorrelationHeader, id},
+                               {kReplyPartitionHeader, std::to_string(options_.reply_partition)}});
+  if (!sent) {
+    spdlog::warn("[kafka-client] sending a request failed: {}", sent.error().message);
+    // Left pending: the deadline retries it or fails it.
+  }
+  pending_.emplace(std::move(id), std::move(p));
+}
+
+void KafkaAllocatorClient::Run() {
+  while (!stop_.load()) {
+    if (auto m = replies_->Poll(milliseconds(20)); m && m->value) {
+      const std::string* id = m->header(kCorrelationHeader);
+      std::function<void(Result<Reply>)> done;
+      if (id) {
+        std::lock_guard lock(mu_);
+        if (auto it = pending_.find(*id); it != pending_.end()) {
+          done = std::move(it->second.done);
+          pending_.erase(it);
+        }
+      }
+      if (done) done(DecodeReply(*m->value));
+    }
+    // Deadlines: retry or give up.
+    std::vector<std::function<void(Result<Reply>)>> failed;
+    {
+      std::lock_guard lock(mu_);
+      const int64_t now = clock_.MonotonicNs();
+      std::vector<std::string> expired;
+      for (const auto& [id, p] : pending_) {
+        if (p.deadline_ns <= now) expired.push_back(id);
+      }
+      for (const auto& id : expired) {
+        auto node = pending_.extract(id);
+        if (node.mapped().attempts_left > 0) {
+          SendLocked(std::move(node.mapped()));
+        } else {
+          failed.push_back(std::move(node.mapped().done));
+        }
+      }
+    }
+    for (auto& done : failed) {
+      done(Fail(Code::kUnavailable, "no answer from the allocators (Kafka down or partition moving); retry"));
+    }
+  }
+}
+
+void KafkaAllocatorClient::AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) {
+  int32_t p = options_.topics.PartitionOf(tag);
+  Call(p, tag, MakeRequest(Request::Op::kAllocate, tag, step), Picking(&Reply::segment, std::move(done)));
+}
+
+void KafkaAllocatorClient::GetTag(std::string tag, Callback<state::TagRecord> done) {
+  int32_t p = options_.topics.PartitionOf(tag);
+  Call(p, tag, MakeRequest(Request::Op::kGetTag, tag), Picking(&Reply::tag, std::move(done)));
+}
+
+void KafkaAllocatorClient::PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) {
+  int32_t p = options_.topics.PartitionOf(tag);
+  Call(p, tag, MakeRequest(Request::Op::kPutTag, tag, 0, std::move(update)),
+       Picking(&Reply::tag, std::move(done)));
+}
+
+void KafkaAllocatorClient::DeleteTag(std::string tag, Callback<state::TagRecord> done) {
+  int32_t p = options_.topics.PartitionOf(tag);
+  Call(p, tag, MakeRequest(Request::Op::kDeleteTag, tag), Picking(&Reply::tag, std::move(done)));
+}
+
+void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {
+  // Every partition answers for its own tags; the answer is complete only with all of them.
+  struct Gather {
+    std::mutex mu;
+    int left;
+    std::vector<state::TagRecord> tags;
+    std::optional<Error> error;
+    Callback<std::vector<state::TagRecord>> done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->left = options_.topics.partitions;
+  g->done = std::move(done);
+  for (int32_t p = 0; p < options_.topics.partitions; ++p) {
+    Call(p, "", MakeRequest(Request::Op::kListTags), [g](Result<Reply> r) {
+      std::unique_lock lock(g->mu);
+      if (!r) {
+        g->error = r.error();
+      } else if (r->error) {
+        g->error = *r->error;
+      } else {
+        g->tags.insert(g->tags.end(), r->tags.begin(), r->tags.end());
+      }
+      if (--g->left > 0) return;
+      lock.unlock();
+      if (g->error) return g->done(std::unexpected(*g->error));
+      std::sort(g->tags.begin(), g->tags.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
+      g->done(std::move(g->tags));
+    });
+  }
+}
+
+}  // namespace kleaf::allocator

@@ -1,0 +1,77 @@
+// The Allocator interface over Kafka request/reply: what a gateway uses in the cluster shape.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "allocator/allocator.h"
+#include "allocator/cluster.h"
+#include "allocator/service.h"
+#include "base/clock.h"
+#include "kafka/client.h"
+
+namespace kleaf::allocator {
+
+struct KafkaClientOptions {
+  kafka::Properties props;
+  ClusterTopics topics;
+  std::string node_id;
+  int32_t reply_partition = 0;  // this node's partition of the replies topic
+  std::chrono::milliseconds request_timeout{2000};  // per attempt
+  int attempts = 3;
+};
+
+// Thread-safe. Sends each request to the partition owning its tag with a fresh correlation id
+// and this node's reply partition, and completes the callback when the matching reply arrives
+// (read_committed: only after the allocator's transaction committed) or, after `attempts`
+// timeouts, with kUnavailable. A late reply to an abandoned attempt is ignored: its segment is a
+// gap, never used twice. Callbacks run on the client's reply thread.
+class KafkaAllocatorClient final : public Allocator {
+ public:
+  static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options, Clock& clock);
+  ~KafkaAllocatorClient() override;
+
+  void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) override;
+  void ListTags(Callback<std::vector<state::TagRecord>> done) override;
+  void GetTag(std::string tag, Callback<state::TagRecord> done) override;
+  void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
+  void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
+
+  void Stop();
+
+ private:
+  struct Pending {
+    int32_t partition;
+    std::string key;
+    std::string payload;
+    int attempts_left;
+    int64_t deadline_ns;
+    std::function<void(Result<Reply>)> done;
+  };
+
+  KafkaAllocatorClient(KafkaClientOptions options, Clock& clock);
+  void Call(int32_t partition, std::string key, const Request& request,
+            std::function<void(Result<Reply>)> done);
+  // Sends `pending` under a new correlation id (requires mu_).
+  void SendLocked(Pending pending);
+  void Run();
+
+  const KafkaClientOptions options_;
+  Clock& clock_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<kafka::PartitionReader> replies_;
+  const std::string id_prefix_;  // node id + a per-process nonce
+  std::atomic<uint64_t> next_id_{0};
+  std::mutex mu_;
+  std::unordered_map<std::string, Pending> pending_;  // by correlation id; guarded by mu_
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace kleaf::allocator

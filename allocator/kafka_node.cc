@@ -1,0 +1,286 @@
+#include "allocator/kafka_node.h"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_map>
+
+namespace kleaf::allocator {
+namespace {
+
+using std::chrono::milliseconds;
+using Kind = kafka::TxnError::Kind;
+
+// Reads the partition's records from the store, overlaid by the writes staged in this batch.
+class BatchReader final : public TagReader {
+ public:
+  BatchReader(state::Store& store, const ClusterTopics& topics, int32_t partition)
+      : store_(store), topics_(topics), partition_(partition) {}
+
+  Result<std::optional<state::TagRecord>> Get(const std::string& tag) override {
+    if (auto it = staged_.find(tag); it != staged_.end()) return std::optional(it->second);
+    return store_.GetTag(tag);
+  }
+  Result<std::vector<state::TagRecord>> List() override {
+    auto all = store_.ListTags();
+    if (!all) return all;
+    std::map<std::string, state::TagRecord> mine;
+    for (auto& r : *all) {
+      if (topics_.PartitionOf(r.tag) == partition_) mine[r.tag] = std::move(r);
+    }
+    for (const auto& [tag, r] : staged_) mine[tag] = r;
+    std::vector<state::TagRecord> out;
+    for (auto& [tag, r] : mine) out.push_back(std::move(r));
+    return out;
+  }
+  void Stage(const state::TagRecord& r) { staged_[r.tag] = r; }
+  std::vector<state::TagRecord> Staged() const {
+    std::vector<state::TagRecord> out;
+    for (const auto& [tag, r] : staged_) out.push_back(r);
+    return out;
+  }
+
+ private:
+  state::Store& store_;
+  const ClusterTopics& topics_;
+  int32_t partition_;
+  std::map<std::string, state::TagRecord> staged_;
+};
+
+}  // namespace
+
+AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, Clock& clock)
+    : options_(std::move(options)), store_(store), clock_(clock) {}
+
+AllocatorNode::~AllocatorNode() { Stop(); }
+
+Result<void> AllocatorNode::Start() {
+  kafka::Properties consumer_props = options_.props;
+  consumer_props["group.id"] = options_.group_id;
+  consumer_props["session.timeout.ms"] = std::to_string(options_.session_timeout.count());
+  consumer_props["heartbeat.interval.ms"] =
+      std::to_string(std::max<int64_t>(options_.session_timeout.count() / 6, 100));
+  auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests});
+  if (!consumer) return std::unexpected(consumer.error());
+  auto reader = kafka::PartitionReader::Create(options_.props);
+  if (!reader) return std::unexpected(reader.error());
+  consumer_ = std::move(*consumer);
+  reader_ = std::move(*reader);
+  thread_ = std::thread([this] { Run(); });
+  return {};
+}
+
+void AllocatorNode::Stop() {
+  if (stop_.exchange(true) || !thread_.joinable()) return;
+  thread_.join();
+}
+
+std::vector<int32_t> AllocatorNode::Serving() const {
+  std::lock_guard lock(serving_mu_);
+  return serving_snapshot_;
+}
+
+void AllocatorNode::Run() {
+  std::vector<kafka::Message> batch;
+  while (!stop_.load()) {
+    RetryPending();
+    auto event = consumer_->Poll(milliseconds(50));
+    // Gather a batch: this message and whatever else is already fetched.
+    while (event.kind == kafka::GroupConsumer::Event::Kind::kMessage &&
+           static_cast<int>(batch.size()) < options_.batch_max) {
+      batch.push_back(std::move(event.message));
+      event = consumer_->Poll(milliseconds(0));
+    }
+    if (!batch.empty()) {
+      std::map<int32_t, std::vector<kafka::Message>> by_partition;
+      for (auto& m : batch) by_partition[m.partition].push_back(std::move(m));
+      batch.clear();
+      for (auto& [p, messages] : by_partition) ProcessBatch(p, messages);
+    }
+    switch (event.kind) {
+      case kafka::GroupConsumer::Event::Kind::kMessage:
+        batch.push_back(std::move(event.message));  // the batch was full: starts the next one
+        break;
+      case kafka::GroupConsumer::Event::Kind::kAssigned:
+        OnAssigned(event.partitions);
+        break;
+      case kafka::GroupConsumer::Event::Kind::kRevoked:
+        OnRevoked(event.partitions);
+        break;
+      case kafka::GroupConsumer::Event::Kind::kError:
+        spdlog::warn("[allocator] consumer: {}", event.error);
+        break;
+      case kafka::GroupConsumer::Event::Kind::kNone:
+        break;
+    }
+  }
+  for (auto& [p, producer] : serving_) producer->Abort(milliseconds(2000));
+  serving_.clear();
+  consumer_->Close();
+}
+
+void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partitions) {
+  for (const auto& tp : partitions) {
+    spdlog::info("[allocator] partition {} assigned", tp.partition);
+    pending_.insert(tp.partition);
+  }
+  next_retry_ns_ = 0;
+  RetryPending();
+}
+
+void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitions) {
+  for (const auto& tp : partitions) {
+    pending_.erase(tp.partition);
+    must_rewind_.erase(tp.partition);
+    Release(tp.partition, "revoked");
+  }
+}
+
+void AllocatorNode::RetryPending() {
+  if (pending_.empty() || clock_.MonotonicNs() < next_retry_ns_) return;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    int32_t p = *it;
+    if (auto r = TakeOver(p); !r) {
+      spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, r.error().message);
+      next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
+      ++it;
+      continue;
+    }
+    it = pending_.erase(it);
+    if (must_rewind_.erase(p)) {
+      auto committed = consumer_->Committed({{options_.topics.requests, p}}, milliseconds(5000));
+      int64_t offset = committed && committed->front().offset >= 0 ? committed->front().offset : -2;
+      Rewind(p, offset);
+    }
+  }
+}
+
+Result<void> AllocatorNode::TakeOver(int32_t p) {
+  const auto start = clock_.MonotonicNs();
+  auto producer = kafka::TxnProducer::Create(
+      [&] {
+        kafka::Properties props = options_.props;
+        props["transaction.timeout.ms"] = std::to_string(options_.txn_timeout.count());
+        props["message.timeout.ms"] = std::to_string(options_.txn_timeout.count() - 1000);
+        return props;
+      }(),
+      options_.topics.TransactionalId(p));
+  if (!producer) return std::unexpected(producer.error());
+  // Fence the previous owner first; only then is the state topic's end final.
+  for (int attempt = 0;; ++attempt) {
+    auto init = (*producer)->Init(milliseconds(10000));
+    if (init) break;
+    if (init.error().kind != Kind::kRetriable || attempt >= 3) {
+      return Fail(Code::kUnavailable, "init_transactions: " + init.error().message);
+    }
+  }
+  auto restored = RestorePartition(*reader_, store_, options_.topics, p, milliseconds(60000));
+  if (!restored) return std::unexpected(restored.error());
+  serving_[p] = std::move(*producer);
+  {
+    std::lock_guard lock(serving_mu_);
+    serving_snapshot_.clear();
+    for (const auto& [q, unused] : serving_) serving_snapshot_.push_back(q);
+  }
+  spdlog::info("[allocator] partition {} restored ({} records, offsets {} to {}) in {} ms; serving",
+               p, restored->records, restored->from, restored->end,
+               (clock_.MonotonicNs() - start) / 1'000'000);
+  return {};
+}
+
+void AllocatorNode::Release(int32_t p, const std::string& why) {
+  auto it = serving_.find(p);
+  if (it == serving_.end()) return;
+  spdlog::warn("[allocator] partition {} no longer served: {}", p, why);
+  it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
+  serving_.erase(it);
+  std::lock_guard lock(serving_mu_);
+  std::erase(serving_snapshot_, p);
+}
+
+void AllocatorNode::Rewind(int32_t p, int64_t offset) {
+  if (auto r = consumer_->Seek({options_.topics.requests, p, offset}, milliseconds(5000)); !r) {
+    // Cannot re-read the batch: give the partition up so the group hands it out again.
+    spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset, r.error().message);
+    Release(p, "rewind failed");
+    pending_.insert(p);
+    must_rewind_.insert(p);
+  }
+}
+
+void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch) {
+  auto it = serving_.find(p);
+  if (it == serving_.end()) {
+    if (pending_.contains(p)) must_rewind_.insert(p);  // re-read once taken over
+    return;
+  }
+  kafka::TxnProducer& producer = *it->second;
+  const auto& topics = options_.topics;
+  auto fatal = [&](const kafka::TxnError& e, const char* step) {
+    Release(p, std::string(e.fenced ? "fenced (another allocator owns it now)" : "fatal error") +
+                   " at " + step + ": " + e.message);
+  };
+  if (auto b = producer.Begin(); !b) return fatal(b.error(), "begin");
+
+  BatchReader reader(store_, topics, p);
+  for (const auto& m : batch) {
+    const std::string* correlation = m.header(kCorrelationHeader);
+    const std::string* reply_to = m.header(kReplyPartitionHeader);
+    Outcome outcome;
+    auto request = m.value ? DecodeRequest(*m.value)
+                           : Result<Request>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
+    if (request) {
+      outcome = Execute(*request, reader, options_.rules, clock_.NowMs());
+    } else {
+      outcome.reply.error = request.error();
+    }
+    bool sent = true;
+    for (const auto& record : outcome.writes) {
+      reader.Stage(record);
+      sent = sent && producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {}).has_value();
+    }
+    int reply_partition = -1;
+    if (reply_to) reply_partition = std::atoi(reply_to->c_str());
+    if (correlation && reply_partition >= 0 && reply_partition < topics.reply_partitions) {
+      sent = sent && producer.Send(topics.replies, reply_partition, m.key, EncodeReply(outcome.reply),
+                                   {{kCorrelationHeader, *correlation}})
+                         .has_value();
+    } else {
+      spdlog::warn("[allocator] partition {} offset {}: request without a valid reply address", p, m.offset);
+    }
+    if (!sent) {
+      spdlog::warn("[allocator] partition {}: producing failed; aborting the batch", p);
+      if (auto a = producer.Abort(milliseconds(5000)); !a) return fatal(a.error(), "abort");
+      return Rewind(p, batch.front().offset);
+    }
+  }
+  std::vector<kafka::TopicPartition> offsets = {{topics.requests, p, batch.back().offset + 1}};
+  kafka::TxnResult<void> done = producer.SendOffsets(offsets, *consumer_, milliseconds(10000));
+  if (done) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      done = producer.Commit(options_.txn_timeout);
+      if (done || done.error().kind != Kind::kRetriable) break;
+    }
+  }
+  if (!done) {
+    if (done.error().kind == Kind::kFatal) return fatal(done.error(), "commit");
+    // Abortable (e.g. the group moved on: KIP-447 fencing) or retries exhausted: undo and re-read.
+    spdlog::warn("[allocator] partition {}: transaction aborted: {}", p, done.error().message);
+    if (auto a = producer.Abort(milliseconds(5000)); !a) return fatal(a.error(), "abort");
+    return Rewind(p, batch.front().offset);
+  }
+  // Committed: now the local view may follow.
+  std::vector<std::pair<std::string, int64_t>> values;
+  auto delivered = producer.TakeDeliveredOffsets();
+  if (auto d = delivered.find({topics.state, p}); d != delivered.end()) {
+    values.emplace_back(AppliedOffsetKey(p), d->second + 1);
+  }
+  if (auto w = store_.Write(reader.Staged(), values, /*sync=*/false); !w) {
+    // The records are durable in Kafka; a restart catches up from the last applied offset.
+    spdlog::error("[allocator] partition {}: local store write failed: {}", p, w.error().message);
+    Release(p, "local store failure");
+    pending_.insert(p);
+    must_rewind_.insert(p);
+  }
+}
+
+}  // namespace kleaf::allocator

@@ -1,0 +1,76 @@
+// `kleaf allocator`: serves allocation requests from the Kafka requests topic, one transaction
+// per batch, with its partitions' state in RocksDB as a view of the compacted state topic.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "allocator/cluster.h"
+#include "allocator/service.h"
+#include "base/clock.h"
+#include "kafka/client.h"
+#include "state/store.h"
+
+namespace kleaf::allocator {
+
+struct AllocatorNodeOptions {
+  kafka::Properties props;  // bootstrap.servers and client settings
+  ClusterTopics topics;
+  Rules rules;
+  std::string group_id;                 // consumer group of all allocators
+  int batch_max = 256;                  // requests per transaction at most
+  std::chrono::milliseconds txn_timeout{10000};
+  std::chrono::milliseconds session_timeout{6000};  // group membership: bounds failover time
+};
+
+// One thread runs the consumer loop; everything below is owned by it.
+//
+// Invariant (DESIGN.md I1): this node serves partition p only between a successful
+// init_transactions on p's transactional.id (which fences any previous owner and aborts its open
+// transaction) followed by a restore of p's state to the last stable offset, and the first sign
+// that it no longer owns p (revocation, fencing, any fatal transaction error). Every state record,
+// reply and consumed offset of a batch commits in one transaction, so a reply is visible to
+// read_committed gateways only with the state that makes its segment unique. RocksDB is updated
+// only after the commit.
+class AllocatorNode {
+ public:
+  AllocatorNode(AllocatorNodeOptions options, state::Store& store, Clock& clock);
+  ~AllocatorNode();
+
+  Result<void> Start();
+  void Stop();
+  // Partitions restored and being served, for status and tests.
+  std::vector<int32_t> Serving() const;
+
+ private:
+  void Run();
+  void OnAssigned(const std::vector<kafka::TopicPartition>& partitions);
+  void OnRevoked(const std::vector<kafka::TopicPartition>& partitions);
+  Result<void> TakeOver(int32_t p);
+  void Release(int32_t p, const std::string& why);
+  void RetryPending();
+  void ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch);
+  void Rewind(int32_t p, int64_t offset);
+
+  const AllocatorNodeOptions options_;
+  state::Store& store_;
+  Clock& clock_;
+  std::unique_ptr<kafka::GroupConsumer> consumer_;
+  std::unique_ptr<kafka::PartitionReader> reader_;
+  std::map<int32_t, std::unique_ptr<kafka::TxnProducer>> serving_;  // loop thread only
+  std::set<int32_t> pending_;      // assigned but not yet taken over; loop thread only
+  std::set<int32_t> must_rewind_;  // messages were dropped while pending; loop thread only
+  int64_t next_retry_ns_ = 0;
+  mutable std::mutex serving_mu_;
+  std::vector<int32_t> serving_snapshot_;  // guarded by serving_mu_
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace kleaf::allocator

@@ -1,0 +1,193 @@
+#include "allocator/service.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "base/tag.h"
+
+namespace kleaf::allocator {
+namespace {
+
+using nlohmann::json;
+
+Outcome Failed(Error e) {
+  Outcome o;
+  o.reply.error = std::move(e);
+  return o;
+}
+
+Outcome ExecuteAllocate(const Request& r, TagReader& reader, const Rules& rules, int64_t now_ms) {
+  auto existing = reader.Get(r.tag);
+  if (!existing) return Failed(existing.error());
+  state::TagRecord record;
+  if (*existing && !(*existing)->deleted) {
+    record = **existing;
+  } else if (rules.auto_create) {
+    auto created = ApplyTagUpdate(*existing, r.tag, TagUpdate{}, rules.default_step, rules.max_step, now_ms);
+    if (!created) return Failed(created.error());
+    record = *created;
+  } else {
+    return Failed(Error{Code::kNotFound, "unknown tag '" + r.tag + "'"});
+  }
+  auto segment = ReserveSegment(record, r.step, rules.max_step, now_ms);
+  if (!segment) return Failed(segment.error());
+  Outcome o;
+  o.reply.segment = *segment;
+  o.writes.push_back(std::move(record));
+  return o;
+}
+
+json TagToJson(const state::TagRecord& r) {
+  return json::parse(state::EncodeTag(r));
+}
+
+}  // namespace
+
+Outcome Execute(const Request& r, TagReader& reader, const Rules& rules, int64_t now_ms) {
+  if (r.op != Request::Op::kListTags) {
+    if (auto v = ValidateTag(r.tag); !v) return Failed(v.error());
+  }
+  switch (r.op) {
+    case Request::Op::kAllocate:
+      return ExecuteAllocate(r, reader, rules, now_ms);
+    case Request::Op::kGetTag: {
+      auto existing = reader.Get(r.tag);
+      if (!existing) return Failed(existing.error());
+      if (!*existing || (*existing)->deleted) return Failed(Error{Code::kNotFound, "unknown tag '" + r.tag + "'"});
+      Outcome o;
+      o.reply.tag = **existing;
+      return o;
+    }
+    case Request::Op::kPutTag: {
+      auto existing = reader.Get(r.tag);
+      if (!existing) return Failed(existing.error());
+      auto record = ApplyTagUpdate(*existing, r.tag, r.update, rules.default_step, rules.max_step, now_ms);
+      if (!record) return Failed(record.error());
+      Outcome o;
+      o.reply.tag = *record;
+      o.writes.push_back(std::move(*record));
+      return o;
+    }
+    case Request::Op::kDeleteTag: {
+      auto existing = reader.Get(r.tag);
+      if (!existing) return Failed(existing.error());
+      if (!*existing || (*existing)->deleted) return Failed(Error{Code::kNotFound, "unknown tag '" + r.tag + "'"});
+      Outcome o;
+      o.reply.tag = **existing;
+      state::TagRecord deleted = **existing;
+      deleted.deleted = true;
+      deleted.update_time_ms = now_ms;
+      o.writes.push_back(std::move(deleted));
+      return o;
+    }
+    case Request::Op::kListTags: {
+      auto all = reader.List();
+      if (!all) return Failed(all.error());
+      Outcome o;
+      for (auto& t : *all) {
+        if (!t.deleted) o.reply.tags.push_back(std::move(t));
+      }
+      std::sort(o.reply.tags.begin(), o.reply.tags.end(),
+                [](const auto& a, const auto& b) { return a.tag < b.tag; });
+      return o;
+    }
+  }
+  return Failed(Error{Code::kInternal, "unknown request"});
+}
+
+std::string EncodeRequest(const Request& r) {
+  static constexpr const char* kOps[] = {"allocate", "get_tag", "put_tag", "delete_tag", "list_tags"};
+  json j = {{"op", kOps[static_cast<int>(r.op)]}};
+  if (r.op != Request::Op::kListTags) j["tag"] = r.tag;
+  if (r.op == Request::Op::kAllocate) j["step"] = r.step;
+  if (r.op == Request::Op::kPutTag) {
+    json u = json::object();
+    if (r.update.step) u["step"] = *r.update.step;
+    if (r.update.max_id) u["max_id"] = *r.update.max_id;
+    if (r.update.description) u["description"] = *r.update.description;
+    j["update"] = u;
+  }
+  return j.dump();
+}
+
+Result<Request> DecodeRequest(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    Request r;
+    std::string op = j.at("op").get<std::string>();
+    if (op == "allocate") {
+      r.op = Request::Op::kAllocate;
+      r.step = j.value("step", int64_t{0});
+    } else if (op == "get_tag") {
+      r.op = Request::Op::kGetTag;
+    } else if (op == "put_tag") {
+      r.op = Request::Op::kPutTag;
+      const json& u = j.at("update");
+      if (u.contains("step")) r.update.step = u.at("step").get<int64_t>();
+      if (u.contains("max_id")) r.update.max_id = u.at("max_id").get<int64_t>();
+      if (u.contains("description")) r.update.description = u.at("description").get<std::string>();
+    } else if (op == "delete_tag") {
+      r.op = Request::Op::kDeleteTag;
+    } else if (op == "list_tags") {
+      r.op = Request::Op::kListTags;
+    } else {
+      return Fail(Code::kInvalidArgument, "unknown request op '" + op + "'");
+    }
+    if (r.op != Request::Op::kListTags) r.tag = j.at("tag").get<std::string>();
+    return r;
+  } catch (const std::exception& e) {
+    return Fail(Code::kInvalidArgument, std::string("malformed request: ") + e.what());
+  }
+}
+
+std::string EncodeReply(const Reply& r) {
+  json j = json::object();
+  if (r.error) {
+    j["error"] = {{"code", CodeName(r.error->code)}, {"message", r.error->message}};
+  }
+  if (r.segment) {
+    j["segment"] = {{"tag", r.segment->tag},
+                    {"start", r.segment->start},
+                    {"end", r.segment->end},
+                    {"min_step", r.segment->min_step}};
+  }
+  if (r.tag) j["tag"] = TagToJson(*r.tag);
+  if (!r.tags.empty()) {
+    j["tags"] = json::array();
+    for (const auto& t : r.tags) j["tags"].push_back(TagToJson(t));
+  }
+  return j.dump();
+}
+
+Result<Reply> DecodeReply(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    Reply r;
+    if (j.contains("error")) {
+      r.error = Error{CodeFromName(j["error"].at("code").get<std::string>()),
+                      j["error"].at("message").get<std::string>()};
+    }
+    if (j.contains("segment")) {
+      const json& s = j["segment"];
+      r.segment = Segment{s.at("tag").get<std::string>(), s.at("start").get<int64_t>(),
+                          s.at("end").get<int64_t>(), s.at("min_step").get<int64_t>()};
+    }
+    if (j.contains("tag")) {
+      auto t = state::DecodeTag(j["tag"].dump());
+      if (!t) return std::unexpected(t.error());
+      r.tag = *t;
+    }
+    if (j.contains("tags")) {
+      for (const auto& t : j["tags"]) {
+        auto d = state::DecodeTag(t.dump());
+        if (!d) return std::unexpected(d.error());
+        r.tags.push_back(*d);
+      }
+    }
+    return r;
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("malformed reply: ") + e.what());
+  }
+}
+
+}  // namespace kleaf::allocator

@@ -1,0 +1,201 @@
+#include "app/cluster.h"
+
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "allocator/cluster.h"
+#include "allocator/kafka_client.h"
+#include "allocator/kafka_node.h"
+#include "app/common.h"
+#include "app/serve.h"
+#include "base/clock.h"
+#include "state/records.h"
+
+namespace kleaf::app {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kSetupTimeout{30000};
+
+Result<kafka::Properties> PrepareCluster(const config::Config& c) {
+  auto props = KafkaProperties(c);
+  if (!props) return props;
+  if (auto r = allocator::EnsureClusterTopics(*props, Topics(c),
+                                              static_cast<int16_t>(c.kafka.replication_factor),
+                                              kSetupTimeout);
+      !r) {
+    return std::unexpected(r.error());
+  }
+  return props;
+}
+
+Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartClient(const config::Config& c,
+                                                                     const kafka::Properties& props) {
+  int32_t reply_partition = c.kafka.reply_partition >= 0
+                                ? c.kafka.reply_partition
+                                : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
+  return allocator::KafkaAllocatorClient::Start(
+      {props, Topics(c), c.node.id, reply_partition, milliseconds(c.kafka.request_timeout_ms),
+       c.kafka.request_attempts},
+      SystemClock::Instance());
+}
+
+// Every live tag record of the state topic, read to the last stable offset.
+Result<std::map<std::string, state::TagRecord>> ReadAllTags(const config::Config& c,
+                                                            const kafka::Properties& props) {
+  auto reader = kafka::PartitionReader::Create(props);
+  if (!reader) return std::unexpected(reader.error());
+  auto topics = Topics(c);
+  std::map<std::string, state::TagRecord> tags;
+  for (int32_t p = 0; p < topics.partitions; ++p) {
+    auto end = (*reader)->ReadToEnd(
+        topics.state, p, 0,
+        [&](const kafka::Message& m) {
+          if (!m.key.starts_with("seg/") || !m.value) return;
+          if (auto r = state::DecodeTag(*m.value)) {
+            auto it = tags.find(r->tag);
+            tags[r->tag] = allocator::MergeRestored(
+                it == tags.end() ? std::nullopt : std::optional(it->second), std::move(*r));
+          }
+        },
+        milliseconds(120000));
+    if (!end) return std::unexpected(end.error());
+  }
+  return tags;
+}
+
+}  // namespace
+
+int RunAllocator(const config::Config& c) {
+  auto props = PrepareCluster(c);
+  if (!props) return StartupError(props.error().message);
+  auto store = OpenStore(c);
+  if (!store) return StartupError(store.error().message);
+  allocator::AllocatorNodeOptions options;
+  options.props = *props;
+  options.topics = Topics(c);
+  options.rules = {c.segment.max_step, c.segment.default_step, c.segment.auto_create};
+  options.group_id = c.kafka.topic_prefix + ".allocators";
+  options.batch_max = c.allocator.batch_max;
+  options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
+  options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
+  allocator::AllocatorNode node(options, **store, SystemClock::Instance());
+  if (auto r = node.Start(); !r) return StartupError(r.error().message);
+  spdlog::info("[allocator] node {} running (group {}, {} partitions)", c.node.id, options.group_id,
+               options.topics.partitions);
+  std::cout << "kleaf allocator running" << std::endl;
+  spdlog::info("[allocator] {} received; shutting down", WaitForShutdownSignal());
+  node.Stop();
+  spdlog::info("[allocator] stopped");
+  return 0;
+}
+
+int RunGateway(const config::Config& c) {
+  auto props = PrepareCluster(c);
+  if (!props) return StartupError(props.error().message);
+  auto store = OpenStore(c);
+  if (!store) return StartupError(store.error().message);
+  auto client = StartClient(c, *props);
+  if (!client) return StartupError(client.error().message);
+  int code = ServeIds(c, **store, **client, "gateway");
+  (*client)->Stop();
+  return code;
+}
+
+int RunStateReplay(const config::Config& c) {
+  auto props = KafkaProperties(c);
+  if (!props) return StartupError(props.error().message);
+  auto store = OpenStore(c);
+  if (!store) return StartupError(store.error().message);
+  auto reader = kafka::PartitionReader::Create(*props);
+  if (!reader) return StartupError(reader.error().message);
+  auto topics = Topics(c);
+  int64_t total = 0;
+  for (int32_t p = 0; p < topics.partitions; ++p) {
+    auto r = allocator::RestorePartition(**reader, **store, topics, p, milliseconds(120000));
+    if (!r) return StartupError("replaying partition " + std::to_string(p) + ": " + r.error().message);
+    total += r->records;
+  }
+  std::cout << "replayed " << total << " state records of " << topics.state << " into "
+            << c.state.path << std::endl;
+  return 0;
+}
+
+int RunStateExport(const config::Config& c, const std::string& file) {
+  auto props = KafkaProperties(c);
+  if (!props) return StartupError(props.error().message);
+  auto tags = ReadAllTags(c, *props);
+  if (!tags) return StartupError(tags.error().message);
+  nlohmann::json out = {{"topic", Topics(c).state},
+                        {"exported_at", FormatUtcMs(SystemClock::Instance().NowMs())},
+                        {"tags", nlohmann::json::array()}};
+  for (const auto& [tag, r] : *tags) out["tags"].push_back(nlohmann::json::parse(state::EncodeTag(r)));
+  std::ofstream f(file, std::ios::trunc);
+  f << out.dump(2) << "\n";
+  if (!f) return StartupError("cannot write " + file);
+  std::cout << "exported " << tags->size() << " tags to " << file << std::endl;
+  return 0;
+}
+
+int RunStateImport(const config::Config& c, const std::string& file, int64_t bump) {
+  if (bump < 0) return StartupError("--bump must not be negative");
+  std::ifstream in(file);
+  if (!in) return StartupError("cannot read " + file);
+  std::vector<state::TagRecord> records;
+  try {
+    auto j = nlohmann::json::parse(in);
+    for (const auto& t : j.at("tags")) {
+      auto r = state::DecodeTag(t.dump());
+      if (!r) return StartupError(file + ": " + r.error().message);
+      records.push_back(*r);
+    }
+  } catch (const std::exception& e) {
+    return StartupError(file + ": not an export file: " + e.what());
+  }
+  auto props = PrepareCluster(c);
+  if (!props) return StartupError(props.error().message);
+  auto client = StartClient(c, *props);
+  if (!client) return StartupError(client.error().message);
+  int failed = 0;
+  int64_t raised = 0, kept = 0;
+  for (const auto& r : records) {
+    if (r.max_id > allocator::kMaxSegmentId - bump) {
+      std::cerr << "kleaf: tag " << r.tag << ": max_id + bump exceeds the ID space\n";
+      ++failed;
+      continue;
+    }
+    allocator::TagUpdate update{r.step, r.max_id + bump, r.description};
+    std::promise<Result<state::TagRecord>> put;
+    (*client)->PutTag(r.tag, update, [&put](Result<state::TagRecord> res) { put.set_value(std::move(res)); });
+    auto result = put.get_future().get();
+    if (!result && result.error().code == Code::kFailedPrecondition) {
+      ++kept;  // the live max_id is higher already: keep it
+    } else if (!result) {
+      std::cerr << "kleaf: tag " << r.tag << ": " << result.error().message << "\n";
+      ++failed;
+      continue;
+    } else {
+      ++raised;
+    }
+    if (r.deleted) {
+      std::promise<Result<state::TagRecord>> del;
+      (*client)->DeleteTag(r.tag, [&del](Result<state::TagRecord> res) { del.set_value(std::move(res)); });
+      if (auto d = del.get_future().get(); !d && d.error().code != Code::kNotFound) {
+        std::cerr << "kleaf: tag " << r.tag << ": " << d.error().message << "\n";
+        ++failed;
+      }
+    }
+  }
+  (*client)->Stop();
+  std::cout << "imported " << records.size() << " tags from " << file << " (bump " << bump << "): "
+            << raised << " raised, " << kept << " already higher, " << failed << " failed" << std::endl;
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace kleaf::app

@@ -1,0 +1,29 @@
+// Pieces every kleaf subcommand wires the same way: logging, signals, the local store, Kafka
+// client properties.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "allocator/cluster.h"
+#include "config/config.h"
+#include "kafka/client.h"
+#include "state/store.h"
+
+namespace kleaf::app {
+
+void SetUpLogging(const std::string& level);
+// Blocks SIGINT and SIGTERM in the calling thread; threads started later inherit the mask, so
+// only WaitForShutdownSignal receives them. Call before starting any thread.
+void BlockShutdownSignals();
+// Waits for SIGINT or SIGTERM; returns its name.
+std::string WaitForShutdownSignal();
+// Prints "kleaf: <message>" on stderr, logs it, and returns exit code 1.
+int StartupError(const std::string& message);
+// Creates state.path if missing and opens the store in it.
+Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c);
+// bootstrap.servers and kleaf's client settings; fails if kafka.bootstrap is empty.
+Result<kafka::Properties> KafkaProperties(const config::Config& c);
+allocator::ClusterTopics Topics(const config::Config& c);
+
+}  // namespace kleaf::app

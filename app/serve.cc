@@ -1,0 +1,100 @@
+#include "app/serve.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include "app/common.h"
+#include "base/clock.h"
+#include "base/worker_pool.h"
+#include "gateway/api.h"
+#include "gateway/http_server.h"
+#include "gateway/segment_cache.h"
+#include "gateway/snowflake.h"
+#include "gateway/timestamp_guard.h"
+
+namespace kleaf::app {
+namespace {
+
+constexpr std::string_view kSnowflakeMark = "snowflake.high_water_ms";
+
+// The configured token, or the one in <state>/admin.token, created with a random value if missing.
+Result<std::string> AdminToken(const config::Config& c) {
+  if (!c.admin.token.empty()) return c.admin.token;
+  std::filesystem::path path = std::filesystem::path(c.state.path) / "admin.token";
+  if (std::ifstream in(path); in) {
+    std::string token;
+    std::getline(in, token);
+    if (token.size() >= 16) {
+      spdlog::info("[admin] token read from {}", path.string());
+      return token;
+    }
+  }
+  std::random_device rd;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (int i = 0; i < 32; ++i) token += kHex[rd() % 16];
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << token << "\n";
+    if (!out) return Fail(Code::kInternal, "cannot write admin token file " + path.string());
+  }
+  ::chmod(path.c_str(), 0600);
+  spdlog::info("[admin] generated an admin token into {}", path.string());
+  return token;
+}
+
+}  // namespace
+
+int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
+             const std::string& role) {
+  auto listen = config::ParseHostPort(c.http.listen);
+  if (!listen) return StartupError("http.listen: " + listen.error().message);
+  auto token = AdminToken(c);
+  if (!token) return StartupError(token.error().message);
+
+  Clock& clock = SystemClock::Instance();
+  const auto& sf = c.snowflake;
+  auto layout = gateway::SnowflakeLayout::Make(sf.timestamp_bits, sf.worker_bits, sf.sequence_bits,
+                                               sf.epoch_ms, sf.time_unit_ms, clock.NowMs());
+  if (!layout) return StartupError(layout.error().message);
+  gateway::SnowflakeGenerator generator(
+      *layout, {sf.worker_id, sf.random_sequence_start, sf.max_backward_ms}, clock);
+  gateway::TimestampGuard guard(
+      generator, clock, [&store] { return store.GetValue(kSnowflakeMark); },
+      [&store](int64_t ms) { return store.PutValue(kSnowflakeMark, ms); },
+      {sf.persist_interval_ms, sf.reserve_ms, sf.max_startup_wait_ms});
+  if (auto r = guard.Start(); !r) return StartupError(r.error().message);
+
+  gateway::SegmentCache segments(allocator, clock, {c.segment.max_step, c.segment.preload_percent});
+  WorkerPool blocking(4, "kleaf-wait");
+  gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token}, segments,
+                   generator, allocator, blocking, clock);
+  gateway::HttpServer server(
+      {listen->first, listen->second, c.http.threads,
+       static_cast<uint32_t>(c.http.header_limit_bytes),
+       static_cast<uint64_t>(c.http.body_limit_bytes),
+       std::chrono::milliseconds(c.http.idle_timeout_ms), c.http.max_connections},
+      api);
+  auto port = server.Start();
+  if (!port) return StartupError(port.error().message);
+
+  spdlog::info("[{}] node {} serving on http://{}:{} (state {}, worker id {})", role, c.node.id,
+               listen->first, *port, c.state.path, sf.worker_id);
+  std::cout << "kleaf " << role << " listening on http://" << listen->first << ":" << *port
+            << std::endl;
+
+  spdlog::info("[{}] {} received; shutting down", role, WaitForShutdownSignal());
+  // Stop taking requests, finish the waits, stop issuing, then persist.
+  server.Stop();
+  blocking.Stop();
+  guard.Stop();
+  spdlog::info("[{}] stopped", role);
+  return 0;
+}
+
+}  // namespace kleaf::app

@@ -1,0 +1,620 @@
+#include "kafka/client.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+#include <mutex>
+#include <thread>
+
+namespace kleaf::kafka {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct KafkaDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
+
+struct ListDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* l) const {
+    rd_kafka_topic_partition_list_destroy(l);
+  }
+};
+using PartitionList = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
+
+Error KafkaError(rd_kafka_resp_err_t err, std::string_view what) {
+  Code code = Code::kUnavailable;
+  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+      err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+    code = Code::kNotFound;
+  } else if (err == RD_KAFKA_RESP_ERR__INVALID_ARG) {
+    code = Code::kInvalidArgument;
+  }
+  return Error{code, std::string(what) + ": " + rd_kafka_err2str(err)};
+}
+
+PartitionList ToList(const std::vector<TopicPartition>& parts) {
+  PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(parts.size())));
+  for (const auto& p : parts) {
+    rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition)->offset = p.offset;
+  }
+  return list;
+}
+
+std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list) {
+  std::vector<TopicPartition> out;
+  for (int i = 0; list != nullptr && i < list->cnt; ++i) {
+    const auto& e = list->elems[i];
+    out.push_back({e.topic, e.partition, e.offset});
+  }
+  return out;
+}
+
+// Builds a configuration; `setup` may add callbacks. Returns the handle or a message naming the
+// property that was rejected.
+Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
+                              const std::function<void(rd_kafka_conf_t*)>& setup = nullptr) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char errstr[512];
+  for (const auto& [k, v] : props) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return Fail(Code::kInvalidArgument, "kafka property " + k + ": " + errstr);
+    }
+  }
+  if (setup) setup(conf);
+  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return Fail(Code::kInvalidArgument, std::string("kafka client: ") + errstr);
+  }
+  return KafkaHandle(rk);
+}
+
+Message ToMessage(const rd_kafka_message_t* m) {
+  Message out;
+  out.topic = rd_kafka_topic_name(m->rkt);
+  out.partition = m->partition;
+  out.offset = m->offset;
+  if (m->key) out.key.assign(static_cast<const char*>(m->key), m->key_len);
+  if (m->payload) {
+    out.value.emplace(static_cast<const char*>(m->payload), m->len);
+  } else if (m->len == 0) {
+    out.value.reset();
+  }
+  rd_kafka_headers_t* hdrs = nullptr;
+  if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    const char* name = nullptr;
+    const void* val = nullptr;
+    size_t size = 0;
+    for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+      out.headers.push_back({name, std::string(static_cast<const char*>(val), size)});
+    }
+  }
+  return out;
+}
+
+// Produces one message with librdkafka's varargs API; `opaque` reaches the delivery callback.
+rd_kafka_resp_err_t ProduceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                               std::string_view key, const std::optional<std::string>& value,
+                               const std::vector<Header>& headers, void* opaque) {
+  rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size());
+  for (const auto& h : headers) {
+    rd_kafka_header_add(hdrs, h.name.data(), static_cast<ssize_t>(h.name.size()), h.value.data(),
+                        static_cast<ssize_t>(h.value.size()));
+  }
+  void* payload = value ? const_cast<char*>(value->data()) : nullptr;
+  size_t payload_len = value ? value->size() : 0;
+  rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+      RD_KAFKA_V_KEY(key.data(), key.size()), RD_KAFKA_V_VALUE(payload, payload_len),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(opaque),
+      RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) rd_kafka_headers_destroy(hdrs);  // not taken over
+  return err;
+}
+
+TxnError ToTxnError(rd_kafka_error_t* error) {
+  TxnError e;
+  e.message = rd_kafka_error_string(error);
+  e.fenced = rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__FENCED ||
+             rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+             rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+  if (rd_kafka_error_is_fatal(error) || e.fenced) {
+    e.kind = TxnError::Kind::kFatal;
+  } else if (rd_kafka_error_txn_requires_abort(error)) {
+    e.kind = TxnError::Kind::kAbortable;
+  } else if (rd_kafka_error_is_retriable(error)) {
+    e.kind = TxnError::Kind::kRetriable;
+  } else {
+    e.kind = TxnError::Kind::kFatal;
+  }
+  rd_kafka_error_destroy(error);
+  return e;
+}
+
+TxnResult<void> Check(rd_kafka_error_t* error) {
+  if (error == nullptr) return {};
+  return std::unexpected(ToTxnError(error));
+}
+
+}  // namespace
+
+const std::string* Message::header(std::string_view name) const {
+  for (auto it = headers.rbegin(); it != headers.rend(); ++it) {
+    if (it->name == name) return &it->value;
+  }
+  return nullptr;
+}
+
+int32_t PartitionFor(std::string_view key, int32_t partitions) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return static_cast<int32_t>(h % static_cast<uint32_t>(partitions));
+}
+
+// --- Topics -------------------------------------------------------------------------------------
+
+Result<int32_t> PartitionCount(const Properties& props, const std::string& topic, milliseconds timeout) {
+  auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
+  if (!rk) return std::unexpected(rk.error());
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk->get(), topic.c_str(), nullptr);
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk->get(), 0, rkt, &md, static_cast<int>(timeout.count()));
+  rd_kafka_topic_destroy(rkt);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "metadata of " + topic));
+  int32_t count = -1;
+  if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) count = md->topics[0].partition_cnt;
+  rd_kafka_metadata_destroy(md);
+  if (count < 0) return Fail(Code::kNotFound, "topic " + topic + " does not exist");
+  return count;
+}
+
+Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
+                          milliseconds timeout) {
+  auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
+  if (!rk) return std::unexpected(rk.error());
+  std::vector<rd_kafka_NewTopic_t*> new_topics;
+  char errstr[512];
+  for (const auto& t : topics) {
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(t.name.c_str(), t.partitions,
+                                                     t.replication_factor, errstr, sizeof(errstr));
+    if (nt == nullptr) {
+      for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
+      return Fail(Code::kInvalidArgument, "topic " + t.name + ": " + errstr);
+    }
+    for (const auto& [k, v] : t.configs) rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str());
+    new_topics.push_back(nt);
+  }
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk->get());
+  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_operation_timeout(options, static_cast<int>(timeout.count()), errstr, sizeof(errstr));
+  rd_kafka_AdminOptions_set_request_timeout(options, static_cast<int>(timeout.count()), errstr, sizeof(errstr));
+  rd_kafka_CreateTopics(rk->get(), new_topics.data(), new_topics.size(), options, queue);
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, static_cast<int>(timeout.count()) + 1000);
+  Result<void> result;
+  if (event == nullptr) {
+    result = Fail(Code::kUnavailable, "creating topics timed out (is Kafka reachable?)");
+  } else if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    result = Fail(Code::kUnavailable, std::string("creating topics: ") + rd_kafka_event_error_string(event));
+  } else {
+    size_t n = 0;
+    const rd_kafka_topic_result_t** results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event), &n);
+    for (size_t i = 0; i < n && result; ++i) {
+      rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        const char* msg = rd_kafka_topic_result_error_string(results[i]);
+        result = Fail(Code::kUnavailable, std::string("creating topic ") + rd_kafka_topic_result_name(results[i]) +
+                                              ": " + (msg ? msg : rd_kafka_err2str(err)));
+      }
+    }
+  }
+  if (event) rd_kafka_event_destroy(event);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_queue_destroy(queue);
+  for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
+  if (!result) return result;
+  for (const auto& t : topics) {
+    auto count = PartitionCount(props, t.name, timeout);
+    if (!count) return std::unexpected(count.error());
+    if (*count < t.partitions) {
+      return Fail(Code::kFailedPrecondition,
+                  "topic " + t.name + " has " + std::to_string(*count) + " partitions, " +
+                      std::to_string(t.partitions) + " are configured");
+    }
+  }
+  return {};
+}
+
+// --- Producer -----------------------------------------------------------------------------------
+
+struct Producer::Impl {
+  KafkaHandle rk;
+  std::atomic<bool> stop{false};
+  std::thread poller;
+};
+
+namespace {
+void ProducerDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void*) {
+  auto* cb = static_cast<Producer::Delivered*>(m->_private);
+  if (cb == nullptr) return;
+  if (m->err) {
+    (*cb)(std::unexpected(KafkaError(m->err, "delivery")));
+  } else {
+    (*cb)(m->offset);
+  }
+  delete cb;
+}
+}  // namespace
+
+Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Producer>> Producer::Create(const Properties& props) {
+  Properties p = props;
+  p.emplace("enable.idempotence", "true");
+  p.emplace("linger.ms", "0");
+  p.emplace("socket.nagle.disable", "true");
+  auto rk = NewHandle(RD_KAFKA_PRODUCER, p,
+                      [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_dr_msg_cb(conf, ProducerDelivered); });
+  if (!rk) return std::unexpected(rk.error());
+  auto impl = std::make_unique<Impl>();
+  impl->rk = std::move(*rk);
+  Impl* raw = impl.get();
+  impl->poller = std::thread([raw] {
+    while (!raw->stop.load()) rd_kafka_poll(raw->rk.get(), 50);
+  });
+  return std::unique_ptr<Producer>(new Producer(std::move(impl)));
+}
+
+Producer::~Producer() {
+  rd_kafka_flush(impl_->rk.get(), 2000);
+  impl_->stop.store(true);
+  impl_->poller.join();
+  rd_kafka_purge(impl_->rk.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  rd_kafka_poll(impl_->rk.get(), 0);  // deliver the purge errors, freeing their callbacks
+}
+
+Result<void> Producer::Send(const std::string& topic, int32_t partition, std::string_view key,
+                            const std::optional<std::string>& value,
+                            const std::vector<Header>& headers, Delivered delivered) {
+  auto* cb = delivered ? new Delivered(std::move(delivered)) : nullptr;
+  rd_kafka_resp_err_t err = ProduceOne(impl_->rk.get(), topic, partition, key, value, headers, cb);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    delete cb;
+    return std::unexpected(KafkaError(err, "producing to " + topic));
+  }
+  return {};
+}
+
+Result<void> Producer::Flush(milliseconds timeout) {
+  rd_kafka_resp_err_t err = rd_kafka_flush(impl_->rk.get(), static_cast<int>(timeout.count()));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "flush"));
+  return {};
+}
+
+// --- TxnProducer --------------------------------------------------------------------------------
+
+struct TxnProducer::Impl {
+  KafkaHandle rk;
+  std::mutex mu;
+  std::map<std::pair<std::string, int32_t>, int64_t> delivered;  // guarded by mu
+};
+
+namespace {
+void TxnDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  if (m->err) return;  // the transaction's commit reports the failure
+  auto* impl = static_cast<TxnProducer::Impl*>(opaque);
+  std::lock_guard lock(impl->mu);
+  auto& best = impl->delivered[{rd_kafka_topic_name(m->rkt), m->partition}];
+  best = std::max(best, m->offset);
+}
+}  // namespace
+
+TxnProducer::TxnProducer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TxnProducer::~TxnProducer() = default;
+
+Result<std::unique_ptr<TxnProducer>> TxnProducer::Create(const Properties& props,
+                                                          const std::string& transactional_id) {
+  Properties p = props;
+  p["transactional.id"] = transactional_id;
+  p.emplace("linger.ms", "0");
+  p.emplace("socket.nagle.disable", "true");
+  p.emplace("transaction.timeout.ms", "10000");
+  p.emplace("message.timeout.ms", "9000");
+  auto impl = std::make_unique<Impl>();
+  Impl* raw = impl.get();
+  auto rk = NewHandle(RD_KAFKA_PRODUCER, p, [raw](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_dr_msg_cb(conf, TxnDelivered);
+    rd_kafka_conf_set_opaque(conf, raw);
+  });
+  if (!rk) return std::unexpected(rk.error());
+  impl->rk = std::move(*rk);
+  return std::unique_ptr<TxnProducer>(new TxnProducer(std::move(impl)));
+}
+
+TxnResult<void> TxnProducer::Init(milliseconds timeout) {
+  return Check(rd_kafka_init_transactions(impl_->rk.get(), static_cast<int>(timeout.count())));
+}
+
+TxnResult<void> TxnProducer::Begin() { return Check(rd_kafka_begin_transaction(impl_->rk.get())); }
+
+Result<void> TxnProducer::Send(const std::string& topic, int32_t partition, std::string_view key,
+                               const std::optional<std::string>& value,
+                               const std::vector<Header>& headers) {
+  rd_kafka_resp_err_t err = ProduceOne(impl_->rk.get(), topic, partition, key, value, headers, nullptr);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "producing to " + topic));
+  return {};
+}
+
+TxnResult<void> TxnProducer::Commit(milliseconds timeout) {
+  auto r = Check(rd_kafka_commit_transaction(impl_->rk.get(), static_cast<int>(timeout.count())));
+  rd_kafka_poll(impl_->rk.get(), 0);  // serve delivery reports (offsets)
+  return r;
+}
+
+TxnResult<void> TxnProducer::Abort(milliseconds timeout) {
+  auto r = Check(rd_kafka_abort_transaction(impl_->rk.get(), static_cast<int>(timeout.count())));
+  rd_kafka_poll(impl_->rk.get(), 0);
+  std::lock_guard lock(impl_->mu);
+  impl_->delivered.clear();
+  return r;
+}
+
+std::map<std::pair<std::string, int32_t>, int64_t> TxnProducer::TakeDeliveredOffsets() {
+  rd_kafka_poll(impl_->rk.get(), 0);
+  std::lock_guard lock(impl_->mu);
+  return std::exchange(impl_->delivered, {});
+}
+
+// --- GroupConsumer ------------------------------------------------------------------------------
+
+struct GroupConsumer::Impl {
+  KafkaHandle rk;
+  std::vector<GroupConsumer::Event> pending;  // rebalance events not yet returned by Poll
+};
+
+namespace {
+void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
+               void* opaque) {
+  auto* impl = static_cast<GroupConsumer::Impl*>(opaque);
+  GroupConsumer::Event e;
+  e.partitions = FromList(parts);
+  if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    rd_kafka_assign(rk, parts);
+    e.kind = GroupConsumer::Event::Kind::kAssigned;
+  } else {
+    rd_kafka_assign(rk, nullptr);
+    e.kind = GroupConsumer::Event::Kind::kRevoked;
+  }
+  impl->pending.push_back(std::move(e));
+}
+}  // namespace
+
+GroupConsumer::GroupConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GroupConsumer::~GroupConsumer() { Close(); }
+
+Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& props,
+                                                              const std::vector<std::string>& topics) {
+  Properties p = props;
+  p.emplace("enable.auto.commit", "false");
+  p.emplace("isolation.level", "read_committed");
+  p.emplace("auto.offset.reset", "earliest");
+  p.emplace("partition.assignment.strategy", "roundrobin");
+  p.emplace("fetch.wait.max.ms", "10");
+  p.emplace("socket.nagle.disable", "true");
+  auto impl = std::make_unique<Impl>();
+  Impl* raw = impl.get();
+  auto rk = NewHandle(RD_KAFKA_CONSUMER, p, [raw](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_rebalance_cb(conf, Rebalance);
+    rd_kafka_conf_set_opaque(conf, raw);
+  });
+  if (!rk) return std::unexpected(rk.error());
+  impl->rk = std::move(*rk);
+  rd_kafka_poll_set_consumer(impl->rk.get());
+  PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(topics.size())));
+  for (const auto& t : topics) rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  if (auto err = rd_kafka_subscribe(impl->rk.get(), list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::unexpected(KafkaError(err, "subscribe"));
+  }
+  return std::unique_ptr<GroupConsumer>(new GroupConsumer(std::move(impl)));
+}
+
+GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
+  if (impl_->pending.empty()) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count()));
+    if (!impl_->pending.empty()) {
+      // A rebalance happened during this poll: report it before the message.
+      if (m) {
+        Event msg;
+        if (m->err) {
+          msg.kind = Event::Kind::kError;
+          msg.error = rd_kafka_message_errstr(m);
+        } else {
+          msg.kind = Event::Kind::kMessage;
+          msg.message = ToMessage(m);
+        }
+        rd_kafka_message_destroy(m);
+        impl_->pending.push_back(std::move(msg));
+      }
+    } else {
+      Event e;
+      if (m == nullptr) return e;
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        rd_kafka_message_destroy(m);
+        return e;
+      }
+      if (m->err) {
+        e.kind = Event::Kind::kError;
+        e.error = rd_kafka_message_errstr(m);
+      } else {
+        e.kind = Event::Kind::kMessage;
+        e.message = ToMessage(m);
+      }
+      rd_kafka_message_destroy(m);
+      return e;
+    }
+  }
+  Event e = std::move(impl_->pending.front());
+  impl_->pending.erase(impl_->pending.begin());
+  return e;
+}
+
+Result<std::vector<TopicPartition>> GroupConsumer::Committed(const std::vector<TopicPartition>& partitions,
+                                                             milliseconds timeout) {
+  PartitionList list = ToList(partitions);
+  auto err = rd_kafka_committed(impl_->rk.get(), list.get(), static_cast<int>(timeout.count()));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "committed offsets"));
+  return FromList(list.get());
+}
+
+Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds timeout) {
+  PartitionList list = ToList({position});
+  rd_kafka_error_t* error = rd_kafka_seek_partitions(impl_->rk.get(), list.get(), static_cast<int>(timeout.count()));
+  if (error) {
+    std::string msg = rd_kafka_error_string(error);
+    rd_kafka_error_destroy(error);
+    return Fail(Code::kUnavailable, "seek: " + msg);
+  }
+  if (list->elems[0].err) return std::unexpected(KafkaError(list->elems[0].err, "seek"));
+  return {};
+}
+
+Result<void> GroupConsumer::Pause(const std::vector<TopicPartition>& partitions) {
+  PartitionList list = ToList(partitions);
+  if (auto err = rd_kafka_pause_partitions(impl_->rk.get(), list.get()); err) return std::unexpected(KafkaError(err, "pause"));
+  return {};
+}
+
+Result<void> GroupConsumer::Resume(const std::vector<TopicPartition>& partitions) {
+  PartitionList list = ToList(partitions);
+  if (auto err = rd_kafka_resume_partitions(impl_->rk.get(), list.get()); err) return std::unexpected(KafkaError(err, "resume"));
+  return {};
+}
+
+void GroupConsumer::Close() {
+  if (!impl_->rk) return;
+  rd_kafka_consumer_close(impl_->rk.get());
+  impl_->rk.reset();
+}
+
+TxnResult<void> TxnProducer::SendOffsets(const std::vector<TopicPartition>& offsets,
+                                         GroupConsumer& consumer, milliseconds timeout) {
+  PartitionList list = ToList(offsets);
+  rd_kafka_consumer_group_metadata_t* cgmd = rd_kafka_consumer_group_metadata(consumer.impl_->rk.get());
+  auto r = Check(rd_kafka_send_offsets_to_transaction(impl_->rk.get(), list.get(), cgmd,
+                                                      static_cast<int>(timeout.count())));
+  rd_kafka_consumer_group_metadata_destroy(cgmd);
+  return r;
+}
+
+// --- PartitionReader ----------------------------------------------------------------------------
+
+struct PartitionReader::Impl {
+  KafkaHandle rk;
+};
+
+PartitionReader::PartitionReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PartitionReader::~PartitionReader() {
+  if (impl_->rk) rd_kafka_consumer_close(impl_->rk.get());
+}
+
+Result<std::unique_ptr<PartitionReader>> PartitionReader::Create(const Properties& props) {
+  Properties p = props;
+  p.emplace("enable.auto.commit", "false");
+  p.emplace("enable.auto.offset.store", "false");
+  p.emplace("isolation.level", "read_committed");
+  p.emplace("auto.offset.reset", "earliest");
+  p.emplace("enable.partition.eof", "true");
+  p.emplace("fetch.wait.max.ms", "10");
+  p.emplace("socket.nagle.disable", "true");
+  p.emplace("group.id", "kleaf-reader-unused");  // never joins: assign() only, no commits
+  auto rk = NewHandle(RD_KAFKA_CONSUMER, p);
+  if (!rk) return std::unexpected(rk.error());
+  auto impl = std::make_unique<Impl>();
+  impl->rk = std::move(*rk);
+  rd_kafka_poll_set_consumer(impl->rk.get());
+  return std::unique_ptr<PartitionReader>(new PartitionReader(std::move(impl)));
+}
+
+Result<void> PartitionReader::Assign(const std::vector<TopicPartition>& partitions) {
+  PartitionList list = ToList(partitions);
+  if (auto err = rd_kafka_assign(impl_->rk.get(), list.get()); err) return std::unexpected(KafkaError(err, "assign"));
+  return {};
+}
+
+std::optional<Message> PartitionReader::Poll(milliseconds timeout) {
+  rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count()));
+  if (m == nullptr) return std::nullopt;
+  std::optional<Message> out;
+  if (!m->err) out = ToMessage(m);
+  rd_kafka_message_destroy(m);
+  return out;
+}
+
+Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::string& topic, int32_t partition,
+                                                                milliseconds timeout) {
+  int64_t low = 0, high = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto err = rd_kafka_query_watermark_offsets(impl_->rk.get(), topic.c_str(), partition, &low,
+                                                &high, static_cast<int>(std::max<int64_t>(left.count(), 1)));
+    if (!err) return std::make_pair(low, high);
+    // Right after a topic is created or while leadership moves, brokers answer "not leader" or
+    // "unknown partition" for a moment: ask again until the deadline.
+    const bool transient = err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+                           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                           err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                           err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
+                           err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__TIMED_OUT;
+    if (!transient || std::chrono::steady_clock::now() + milliseconds(200) > deadline) {
+      return std::unexpected(KafkaError(err, "watermarks of " + topic + "/" + std::to_string(partition)));
+    }
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+}
+
+Result<int64_t> PartitionReader::ReadToEnd(const std::string& topic, int32_t partition, int64_t from,
+                                           const std::function<void(const Message&)>& fn,
+                                           milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto marks = Watermarks(topic, partition, timeout);
+  if (!marks) return std::unexpected(marks.error());
+  const int64_t end = marks->second;
+  int64_t position = std::max(from, marks->first);
+  if (position >= end) return std::max(from, end);
+  if (auto r = Assign({{topic, partition, position}}); !r) return std::unexpected(r.error());
+  while (position < end) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Fail(Code::kUnavailable, "reading " + topic + "/" + std::to_string(partition) +
+                                          " timed out at offset " + std::to_string(position) +
+                                          " of " + std::to_string(end));
+    }
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
+    if (m == nullptr) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      position = std::max(position, m->offset);
+    } else if (m->err) {
+      std::string msg = rd_kafka_message_errstr(m);
+      rd_kafka_message_destroy(m);
+      return Fail(Code::kUnavailable, "reading " + topic + ": " + msg);
+    } else {
+      fn(ToMessage(m));
+      position = m->offset + 1;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_assign(impl_->rk.get(), nullptr);
+  return position;
+}
+
+}  // namespace kleaf::kafka
