@@ -3,6 +3,9 @@
 #include <algorithm>
 
 namespace kleaf::gateway {
+namespace {
+constexpr int64_t kPreloadRetryDelayNs = 200'000'000;
+}  // namespace
 
 std::shared_ptr<SegmentBuffer> SegmentBuffer::Create(std::string tag, FetchFn fetch, Clock& clock,
                                                      Options options) {
@@ -24,7 +27,10 @@ int64_t SegmentBuffer::Draw(int64_t count, int64_t* start) {
   if (gen_.load(std::memory_order_relaxed) != gen) return 0;  // raced an install: drop (a gap)
   if (v >= end) return 0;
   const int64_t got = std::min(count, end - v);
-  if (v + got > preload_at && !preload_started_.load(std::memory_order_relaxed)) StartPreload();
+  if (v + got > preload_at && !preload_started_.load(std::memory_order_relaxed) &&
+      clock_.MonotonicNs() >= preload_not_before_ns_.load(std::memory_order_relaxed)) {
+    StartPreload();
+  }
   *start = v;
   return got;
 }
@@ -163,6 +169,10 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
       }
     } else {
       last_error_ = std::move(result.error());
+      // Let a later draw start the preload again, after a pause (the allocators may be away).
+      preload_not_before_ns_.store(clock_.MonotonicNs() + kPreloadRetryDelayNs,
+                                   std::memory_order_relaxed);
+      preload_started_.store(false, std::memory_order_relaxed);
     }
   }
   cv_.notify_all();

@@ -104,6 +104,7 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   std::atomic<int64_t> end_{0};
   std::atomic<int64_t> preload_at_{0};
   std::atomic<bool> preload_started_{true};
+  std::atomic<int64_t> preload_not_before_ns_{0};  // after a failed fetch, preloads pause a moment
 
   alignas(64) mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds kleaf with warnings as errors, and runs every test (unit, e2e
-# against the real binary over real sockets) with ctest.
+# Installs what is missing, builds kleaf with warnings as errors, starts a real Kafka broker
+# (compose/kafka.sh), runs every test with ctest (unit, e2e against the real binary, integration
+# against the broker), and stops the broker again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 build=${KLEAF_TEST_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLEAF_WERROR=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
-ctest --test-dir "$build" --output-on-failure --timeout 300 -j2
+
+kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
+kafka_port=$(compose/kafka.sh free-port)
+stop_kafka() { compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null 2>&1 || true; }
+trap stop_kafka EXIT
+compose/kafka.sh start --port "$kafka_port" --dir "$kafka_dir" >/dev/null
+export KLEAF_TEST_KAFKA_BOOTSTRAP="127.0.0.1:$kafka_port"
+export KLEAF_TEST_KAFKA_PORT="$kafka_port"
+export KLEAF_TEST_KAFKA_DIR="$kafka_dir"
+export KLEAF_TEST_KAFKA_SCRIPT="$PWD/compose/kafka.sh"
+
+ctest --test-dir "$build" --output-on-failure --timeout 600 -j2

@@ -284,6 +284,24 @@ TEST(SegmentBufferTest, FailedFetchIsReportedToTheWaiter) {
   source.Stop();
 }
 
+TEST(SegmentBufferTest, FailedPreloadIsRetriedAfterAPauseWhileTheActiveSegmentServes) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kHeld, /*min_step=*/100);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 100, .preload_percent = 10});
+  std::vector<IdRange> out;
+  buffer->TryTake(1, out);
+  source.ReleaseAll();  // active [1, 101)
+  source.FailWith(Error{Code::kUnavailable, "allocators away"});
+  ASSERT_EQ(buffer->TryTake(20, out), 20);  // past 10%: the preload starts, and fails
+  ASSERT_EQ(source.held(), 1u);
+  source.ReleaseAll();
+  EXPECT_EQ(buffer->TryTake(5, out), 5) << "the active segment keeps serving";
+  EXPECT_EQ(source.held(), 0u) << "no retry during the pause";
+  clock.Advance(std::chrono::milliseconds(250));
+  EXPECT_EQ(buffer->TryTake(1, out), 1);
+  EXPECT_EQ(source.held(), 1u) << "after the pause a draw starts the preload again";
+}
+
 TEST(SegmentBufferTest, DynamicStepDoublesWhenFastAndHalvesWhenSlow) {
   ManualClock clock(1'700'000'000'000);
   FakeSource source(FakeSource::Mode::kInline, /*min_step=*/100);
