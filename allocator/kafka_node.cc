@@ -218,6 +218,13 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
   auto fatal = [&](const kafka::TxnError& e, const char* step) {
     Release(p, std::string(e.fenced ? "fenced (another allocator owns it now)" : "fatal error") +
                    " at " + step + ": " + e.message);
+    if (!e.fenced) {
+      // Still ours by the group's word: take it over again with a new producer (its
+      // init_transactions fences the broken one) and re-read the requests of this batch.
+      pending_.insert(p);
+      must_rewind_.insert(p);
+      next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
+    }
   };
   if (auto b = producer.Begin(); !b) return fatal(b.error(), "begin");
 

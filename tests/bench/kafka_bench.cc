@@ -1,0 +1,111 @@
+// Segment fetch round trip over Kafka: a gateway's KafkaAllocatorClient asks an AllocatorNode
+// (both in this process, talking through a real broker) for segments, one at a time for latency
+// (p50/p99), then with many in flight for throughput. Targets (DESIGN.md): p50 <= 5 ms,
+// p99 <= 25 ms on loopback.
+//
+//   kleaf_kafka_bench BOOTSTRAP [sequential-requests] [concurrent-requests]
+// Run by tests/bench/kafka_bench.sh, which starts and stops a broker.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "allocator/cluster.h"
+#include "allocator/kafka_client.h"
+#include "allocator/kafka_node.h"
+#include "base/clock.h"
+#include "state/store.h"
+
+using namespace kleaf;
+using std::chrono::milliseconds;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s BOOTSTRAP [sequential] [concurrent]\n", argv[0]);
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  const int sequential = argc > 2 ? std::atoi(argv[2]) : 2000;
+  const int concurrent = argc > 3 ? std::atoi(argv[3]) : 20000;
+  kafka::Properties props{{"bootstrap.servers", argv[1]}};
+  std::string prefix = "bench" + std::to_string(std::random_device{}());
+  auto topics = allocator::ClusterTopics::For(prefix, 4, 4);
+  if (auto r = allocator::EnsureClusterTopics(props, topics, 1, milliseconds(30000)); !r) {
+    std::fprintf(stderr, "topics: %s\n", r.error().message.c_str());
+    return 1;
+  }
+  auto dir = std::filesystem::temp_directory_path() / prefix;
+  auto store = state::Store::Open(dir.string());
+  if (!store) return 1;
+  Clock& clock = SystemClock::Instance();
+  allocator::AllocatorNodeOptions options;
+  options.props = props;
+  options.topics = topics;
+  options.rules = {1000000, 1000, true};
+  options.group_id = prefix + ".allocators";
+  allocator::AllocatorNode node(options, **store, clock);
+  if (!node.Start()) return 1;
+  auto client = allocator::KafkaAllocatorClient::Start({props, topics, "bench", 0, milliseconds(5000), 1}, clock);
+  if (!client) {
+    std::fprintf(stderr, "client: %s\n", client.error().message.c_str());
+    return 1;
+  }
+  auto allocate = [&](const std::string& tag) {
+    std::promise<Result<allocator::Segment>> p;
+    (*client)->AllocateSegment(tag, 1000, [&p](Result<allocator::Segment> s) { p.set_value(std::move(s)); });
+    return p.get_future().get();
+  };
+  // Warm up until every partition is served.
+  for (int i = 0; i < 200; ++i) {
+    bool ok = true;
+    for (int t = 0; t < 8; ++t) ok = ok && allocate("warm" + std::to_string(t)).has_value();
+    if (ok) break;
+  }
+
+  std::vector<double> ms;
+  int64_t failures = 0;
+  for (int i = 0; i < sequential; ++i) {
+    auto start = clock.MonotonicNs();
+    auto s = allocate("tag" + std::to_string(i % 16));
+    if (!s) ++failures;
+    ms.push_back((clock.MonotonicNs() - start) / 1e6);
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
+  std::printf("sequential round trips: %d, failures %lld, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+              sequential, static_cast<long long>(failures), pct(0.50), pct(0.90), pct(0.99), ms.back());
+
+  std::atomic<int> left{concurrent};
+  std::atomic<int64_t> bad{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  auto start = clock.MonotonicNs();
+  for (int i = 0; i < concurrent; ++i) {
+    (*client)->AllocateSegment("tag" + std::to_string(i % 64), 1000, [&](Result<allocator::Segment> s) {
+      if (!s) bad.fetch_add(1);
+      if (left.fetch_sub(1) == 1) {
+        std::lock_guard lock(mu);
+        cv.notify_all();
+      }
+    });
+  }
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return left.load() == 0; });
+  }
+  double secs = (clock.MonotonicNs() - start) / 1e9;
+  std::printf("concurrent: %d allocations in %.2f s = %.0f allocations/s, failures %lld\n", concurrent,
+              secs, concurrent / secs, static_cast<long long>(bad.load()));
+  (*client)->Stop();
+  node.Stop();
+  store->reset();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
