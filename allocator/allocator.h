@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "allocator/allocation.h"
+#include "allocator/service.h"
 #include "base/error.h"
 #include "state/records.h"
 
@@ -29,6 +30,9 @@ class Allocator {
   virtual void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) = 0;
   // Marks the tag deleted (its max_id is kept); answers the record as it was.
   virtual void DeleteTag(std::string tag, Callback<state::TagRecord> done) = 0;
+  // A worker-registry request (claim, renew, release, status), serialized with every other
+  // registry request by the owner of the `__workers__` partition.
+  virtual void Registry(Request request, Callback<Reply> done) = 0;
 };
 
 }  // namespace kleaf::allocator

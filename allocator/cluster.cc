@@ -58,13 +58,24 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
     result.from = 0;
   }
   std::map<std::string, state::TagRecord> merged;
+  std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
   int64_t skipped = 0;
   Error store_error{Code::kInternal, ""};
   bool store_failed = false;
   auto end = reader.ReadToEnd(
       topics.state, p, result.from,
       [&](const kafka::Message& m) {
-        if (!m.key.starts_with("seg/") || !m.value) return;
+        if (!m.value) return;
+        if (m.key.starts_with("wrk/")) {
+          if (auto w = state::DecodeWorker(*m.value)) {
+            workers[w->worker_id] = std::move(*w);
+            ++result.records;
+          } else {
+            ++skipped;
+          }
+          return;
+        }
+        if (!m.key.starts_with("seg/")) return;
         auto r = state::DecodeTag(*m.value);
         if (!r) {
           ++skipped;
@@ -86,9 +97,11 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
   if (!end) return std::unexpected(end.error());
   if (store_failed) return std::unexpected(store_error);
   if (skipped > 0) spdlog::error("[restore] state partition {}: {} unreadable records skipped", p, skipped);
-  std::vector<state::TagRecord> records;
-  for (auto& [tag, r] : merged) records.push_back(std::move(r));
-  if (auto w = store.Write(records, {{AppliedOffsetKey(p), *end}}, /*sync=*/true); !w) {
+  state::Store::Batch batch;
+  for (auto& [tag, r] : merged) batch.tags.push_back(std::move(r));
+  for (auto& [id, w] : workers) batch.workers.push_back(std::move(w));
+  batch.values.emplace_back(AppliedOffsetKey(p), *end);
+  if (auto w = store.Write(batch, /*sync=*/true); !w) {
     return std::unexpected(w.error());
   }
   result.end = *end;

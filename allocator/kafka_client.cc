@@ -150,6 +150,15 @@ void KafkaAllocatorClient::DeleteTag(std::string tag, Callback<state::TagRecord>
   Call(p, tag, MakeRequest(Request::Op::kDeleteTag, tag), Picking(&Reply::tag, std::move(done)));
 }
 
+void KafkaAllocatorClient::Registry(Request request, Callback<Reply> done) {
+  int32_t p = options_.topics.PartitionOf(kWorkersKey);
+  Call(p, kWorkersKey, request, [done = std::move(done)](Result<Reply> r) {
+    if (!r) return done(std::unexpected(r.error()));
+    if (r->error) return done(std::unexpected(*r->error));
+    done(std::move(*r));
+  });
+}
+
 void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {
   // Every partition answers for its own tags; the answer is complete only with all of them.
   struct Gather {

@@ -42,6 +42,7 @@ class KafkaAllocatorClient final : public Allocator {
   void GetTag(std::string tag, Callback<state::TagRecord> done) override;
   void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
   void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
+  void Registry(Request request, Callback<Reply> done) override;
 
   void Stop();
 

@@ -11,7 +11,7 @@ using std::chrono::milliseconds;
 using Kind = kafka::TxnError::Kind;
 
 // Reads the partition's records from the store, overlaid by the writes staged in this batch.
-class BatchReader final : public TagReader {
+class BatchReader final : public StateReader {
  public:
   BatchReader(state::Store& store, const ClusterTopics& topics, int32_t partition)
       : store_(store), topics_(topics), partition_(partition) {}
@@ -32,11 +32,23 @@ class BatchReader final : public TagReader {
     for (auto& [tag, r] : mine) out.push_back(std::move(r));
     return out;
   }
-  void Stage(const state::TagRecord& r) { staged_[r.tag] = r; }
-  std::vector<state::TagRecord> Staged() const {
-    std::vector<state::TagRecord> out;
-    for (const auto& [tag, r] : staged_) out.push_back(r);
+  Result<std::vector<state::WorkerRecord>> ListWorkers() override {
+    auto all = store_.ListWorkers();
+    if (!all) return all;
+    std::map<int64_t, state::WorkerRecord> merged;
+    for (auto& w : *all) merged[w.worker_id] = std::move(w);
+    for (const auto& [id, w] : staged_workers_) merged[id] = w;
+    std::vector<state::WorkerRecord> out;
+    for (auto& [id, w] : merged) out.push_back(std::move(w));
     return out;
+  }
+  void Stage(const state::TagRecord& r) { staged_[r.tag] = r; }
+  void Stage(const state::WorkerRecord& w) { staged_workers_[w.worker_id] = w; }
+  state::Store::Batch Staged() const {
+    state::Store::Batch b;
+    for (const auto& [tag, r] : staged_) b.tags.push_back(r);
+    for (const auto& [id, w] : staged_workers_) b.workers.push_back(w);
+    return b;
   }
 
  private:
@@ -44,6 +56,7 @@ class BatchReader final : public TagReader {
   const ClusterTopics& topics_;
   int32_t partition_;
   std::map<std::string, state::TagRecord> staged_;
+  std::map<int64_t, state::WorkerRecord> staged_workers_;
 };
 
 }  // namespace
@@ -245,6 +258,12 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
       reader.Stage(record);
       sent = sent && producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {}).has_value();
     }
+    for (const auto& worker : outcome.worker_writes) {
+      reader.Stage(worker);
+      sent = sent && producer.Send(topics.state, p, state::WorkerKey(worker.worker_id),
+                                   state::EncodeWorker(worker), {})
+                         .has_value();
+    }
     int reply_partition = -1;
     if (reply_to) reply_partition = std::atoi(reply_to->c_str());
     if (correlation && reply_partition >= 0 && reply_partition < topics.reply_partitions) {
@@ -276,12 +295,12 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
     return Rewind(p, batch.front().offset);
   }
   // Committed: now the local view may follow.
-  std::vector<std::pair<std::string, int64_t>> values;
+  state::Store::Batch staged = reader.Staged();
   auto delivered = producer.TakeDeliveredOffsets();
   if (auto d = delivered.find({topics.state, p}); d != delivered.end()) {
-    values.emplace_back(AppliedOffsetKey(p), d->second + 1);
+    staged.values.emplace_back(AppliedOffsetKey(p), d->second + 1);
   }
-  if (auto w = store_.Write(reader.Staged(), values, /*sync=*/false); !w) {
+  if (auto w = store_.Write(staged, /*sync=*/false); !w) {
     // The records are durable in Kafka; a restart catches up from the last applied offset.
     spdlog::error("[allocator] partition {}: local store write failed: {}", p, w.error().message);
     Release(p, "local store failure");

@@ -3,13 +3,14 @@
 namespace kleaf::allocator {
 namespace {
 
-class StoreReader final : public TagReader {
+class StoreReader final : public StateReader {
  public:
   explicit StoreReader(state::Store& store) : store_(store) {}
   Result<std::optional<state::TagRecord>> Get(const std::string& tag) override {
     return store_.GetTag(tag);
   }
   Result<std::vector<state::TagRecord>> List() override { return store_.ListTags(); }
+  Result<std::vector<state::WorkerRecord>> ListWorkers() override { return store_.ListWorkers(); }
 
  private:
   state::Store& store_;
@@ -31,11 +32,12 @@ LocalAllocator::~LocalAllocator() { pool_.Stop(); }
 Reply LocalAllocator::ExecuteNow(const Request& request) {
   std::lock_guard lock(mu_);
   StoreReader reader(store_);
-  Outcome outcome = Execute(request, reader,
-                            {options_.max_step, options_.default_step, options_.auto_create},
-                            clock_.NowMs());
-  for (const auto& record : outcome.writes) {
-    if (auto put = store_.PutTag(record); !put) {
+  Outcome outcome = Execute(
+      request, reader,
+      {options_.max_step, options_.default_step, options_.auto_create, options_.workers},
+      clock_.NowMs());
+  if (!outcome.writes.empty() || !outcome.worker_writes.empty()) {
+    if (auto put = store_.Write({outcome.writes, outcome.worker_writes, {}}, /*sync=*/true); !put) {
       Reply failed;
       failed.error = put.error();
       return failed;
@@ -81,6 +83,14 @@ void LocalAllocator::PutTag(std::string tag, TagUpdate update, Callback<state::T
 void LocalAllocator::DeleteTag(std::string tag, Callback<state::TagRecord> done) {
   pool_.Post([this, tag = std::move(tag), done = std::move(done)] {
     done(Pick(ExecuteNow(MakeRequest(Request::Op::kDeleteTag, tag)), &Reply::tag));
+  });
+}
+
+void LocalAllocator::Registry(Request request, Callback<Reply> done) {
+  pool_.Post([this, request = std::move(request), done = std::move(done)] {
+    Reply reply = ExecuteNow(request);
+    if (reply.error) return done(std::unexpected(std::move(*reply.error)));
+    done(std::move(reply));
   });
 }
 

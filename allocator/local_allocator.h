@@ -17,6 +17,7 @@ struct LocalAllocatorOptions {
   int64_t default_step = 1000;
   bool auto_create = false;  // an unknown tag gets a record with default_step instead of kNotFound
   int threads = 2;
+  WorkerRules workers;
 };
 
 // Thread-safe. Owns its worker threads; callbacks run on them. Invariant (DESIGN.md I2): the
@@ -31,6 +32,7 @@ class LocalAllocator final : public Allocator {
   void GetTag(std::string tag, Callback<state::TagRecord> done) override;
   void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
   void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
+  void Registry(Request request, Callback<Reply> done) override;
 
   // Executes one request, blocking the caller: the writes it implies are synced to the store
   // before the reply is returned. The callbacks above run it on the worker threads.

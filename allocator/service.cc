@@ -16,7 +16,7 @@ Outcome Failed(Error e) {
   return o;
 }
 
-Outcome ExecuteAllocate(const Request& r, TagReader& reader, const Rules& rules, int64_t now_ms) {
+Outcome ExecuteAllocate(const Request& r, StateReader& reader, const Rules& rules, int64_t now_ms) {
   auto existing = reader.Get(r.tag);
   if (!existing) return Failed(existing.error());
   state::TagRecord record;
@@ -41,10 +41,50 @@ json TagToJson(const state::TagRecord& r) {
   return json::parse(state::EncodeTag(r));
 }
 
+
+Outcome ExecuteWorker(const Request& r, StateReader& reader, const Rules& rules, int64_t now_ms) {
+  auto all = reader.ListWorkers();
+  if (!all) return Failed(all.error());
+  if (r.op == Request::Op::kWorkerStatus) {
+    Outcome o;
+    o.reply.workers = CountWorkers(*all, now_ms, rules.workers);
+    return o;
+  }
+  if (r.op == Request::Op::kClaimWorker) {
+    auto grant = ClaimWorker(*all, r.node_id, r.node_now_ms, now_ms, rules.workers);
+    if (!grant) return Failed(grant.error());
+    Outcome o;
+    o.reply.lease = WorkerLeaseInfo{grant->record.worker_id, grant->record.lease_until_ms, grant->not_before_ms};
+    o.worker_writes.push_back(grant->record);
+    return o;
+  }
+  std::optional<state::WorkerRecord> current;
+  for (const auto& w : *all) {
+    if (w.worker_id == r.worker_id) current = w;
+  }
+  auto updated = r.op == Request::Op::kRenewWorker
+                     ? RenewWorker(current, r.worker_id, r.node_id, r.last_timestamp_ms, now_ms, rules.workers)
+                     : ReleaseWorker(current, r.worker_id, r.node_id, r.last_timestamp_ms, now_ms);
+  if (!updated) return Failed(updated.error());
+  Outcome o;
+  o.reply.lease = WorkerLeaseInfo{updated->worker_id, updated->lease_until_ms, 0};
+  o.worker_writes.push_back(*updated);
+  return o;
+}
+
+constexpr const char* kOpNames[] = {"allocate",     "get_tag",      "put_tag",
+                                    "delete_tag",   "list_tags",    "claim_worker",
+                                    "renew_worker", "release_worker", "worker_status"};
+
+bool IsWorkerOp(Request::Op op) {
+  return op == Request::Op::kClaimWorker || op == Request::Op::kRenewWorker ||
+         op == Request::Op::kReleaseWorker || op == Request::Op::kWorkerStatus;
+}
+
 }  // namespace
 
-Outcome Execute(const Request& r, TagReader& reader, const Rules& rules, int64_t now_ms) {
-  if (r.op != Request::Op::kListTags) {
+Outcome Execute(const Request& r, StateReader& reader, const Rules& rules, int64_t now_ms) {
+  if (r.op != Request::Op::kListTags && !IsWorkerOp(r.op)) {
     if (auto v = ValidateTag(r.tag); !v) return Failed(v.error());
   }
   switch (r.op) {
@@ -80,6 +120,11 @@ Outcome Execute(const Request& r, TagReader& reader, const Rules& rules, int64_t
       o.writes.push_back(std::move(deleted));
       return o;
     }
+    case Request::Op::kClaimWorker:
+    case Request::Op::kRenewWorker:
+    case Request::Op::kReleaseWorker:
+    case Request::Op::kWorkerStatus:
+      return ExecuteWorker(r, reader, rules, now_ms);
     case Request::Op::kListTags: {
       auto all = reader.List();
       if (!all) return Failed(all.error());
@@ -96,8 +141,14 @@ Outcome Execute(const Request& r, TagReader& reader, const Rules& rules, int64_t
 }
 
 std::string EncodeRequest(const Request& r) {
-  static constexpr const char* kOps[] = {"allocate", "get_tag", "put_tag", "delete_tag", "list_tags"};
-  json j = {{"op", kOps[static_cast<int>(r.op)]}};
+  json j = {{"op", kOpNames[static_cast<int>(r.op)]}};
+  if (IsWorkerOp(r.op)) {
+    j["node_id"] = r.node_id;
+    j["worker_id"] = r.worker_id;
+    j["node_now"] = r.node_now_ms;
+    j["last_timestamp"] = r.last_timestamp_ms;
+    return j.dump();
+  }
   if (r.op != Request::Op::kListTags) j["tag"] = r.tag;
   if (r.op == Request::Op::kAllocate) j["step"] = r.step;
   if (r.op == Request::Op::kPutTag) {
@@ -130,6 +181,16 @@ Result<Request> DecodeRequest(std::string_view text) {
       r.op = Request::Op::kDeleteTag;
     } else if (op == "list_tags") {
       r.op = Request::Op::kListTags;
+    } else if (op == "claim_worker" || op == "renew_worker" || op == "release_worker" ||
+               op == "worker_status") {
+      for (int i = 5; i < 9; ++i) {
+        if (op == kOpNames[i]) r.op = static_cast<Request::Op>(i);
+      }
+      r.node_id = j.value("node_id", "");
+      r.worker_id = j.value("worker_id", int64_t{-1});
+      r.node_now_ms = j.value("node_now", int64_t{0});
+      r.last_timestamp_ms = j.value("last_timestamp", int64_t{0});
+      return r;
     } else {
       return Fail(Code::kInvalidArgument, "unknown request op '" + op + "'");
     }
@@ -156,6 +217,12 @@ std::string EncodeReply(const Reply& r) {
     j["tags"] = json::array();
     for (const auto& t : r.tags) j["tags"].push_back(TagToJson(t));
   }
+  if (r.lease) {
+    j["lease"] = {{"worker_id", r.lease->worker_id},
+                  {"lease_until", r.lease->lease_until_ms},
+                  {"not_before", r.lease->not_before_ms}};
+  }
+  if (r.workers) j["workers"] = {{"leased", r.workers->leased}, {"free", r.workers->free}};
   return j.dump();
 }
 
@@ -176,6 +243,14 @@ Result<Reply> DecodeReply(std::string_view text) {
       auto t = state::DecodeTag(j["tag"].dump());
       if (!t) return std::unexpected(t.error());
       r.tag = *t;
+    }
+    if (j.contains("lease")) {
+      const json& l = j["lease"];
+      r.lease = WorkerLeaseInfo{l.at("worker_id").get<int64_t>(), l.at("lease_until").get<int64_t>(),
+                                l.at("not_before").get<int64_t>()};
+    }
+    if (j.contains("workers")) {
+      r.workers = WorkerCounts{j["workers"].at("leased").get<int64_t>(), j["workers"].at("free").get<int64_t>()};
     }
     if (j.contains("tags")) {
       for (const auto& t : j["tags"]) {

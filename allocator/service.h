@@ -9,54 +9,90 @@
 #include <vector>
 
 #include "allocator/allocation.h"
+#include "allocator/workers.h"
 #include "base/error.h"
 #include "state/records.h"
 
 namespace kleaf::allocator {
 
 struct Request {
-  enum class Op { kAllocate, kGetTag, kPutTag, kDeleteTag, kListTags };
+  enum class Op {
+    kAllocate, kGetTag, kPutTag, kDeleteTag, kListTags,
+    kClaimWorker, kRenewWorker, kReleaseWorker, kWorkerStatus,
+  };
   Op op = Op::kAllocate;
   std::string tag;
   int64_t step = 0;  // kAllocate: the step the buffer would like (0: the tag's own)
   TagUpdate update;  // kPutTag
+  // Worker registry ops:
+  std::string node_id;
+  int64_t worker_id = -1;
+  int64_t node_now_ms = 0;        // kClaimWorker: the node's wall clock when it asked
+  int64_t last_timestamp_ms = 0;  // kRenewWorker, kReleaseWorker
 };
 
 inline Request MakeRequest(Request::Op op, std::string tag = {}, int64_t step = 0,
                            TagUpdate update = {}) {
-  return Request{op, std::move(tag), step, std::move(update)};
+  Request r;
+  r.op = op;
+  r.tag = std::move(tag);
+  r.step = step;
+  r.update = std::move(update);
+  return r;
 }
+
+inline Request MakeWorkerRequest(Request::Op op, std::string node_id, int64_t worker_id = -1,
+                                 int64_t node_now_ms = 0, int64_t last_timestamp_ms = 0) {
+  Request r;
+  r.op = op;
+  r.node_id = std::move(node_id);
+  r.worker_id = worker_id;
+  r.node_now_ms = node_now_ms;
+  r.last_timestamp_ms = last_timestamp_ms;
+  return r;
+}
+
+struct WorkerLeaseInfo {
+  int64_t worker_id = -1;
+  int64_t lease_until_ms = 0;
+  int64_t not_before_ms = 0;  // kClaimWorker: issue no timestamp at or before this
+};
 
 struct Reply {
   std::optional<Error> error;
   std::optional<Segment> segment;         // kAllocate
   std::optional<state::TagRecord> tag;    // kGetTag, kPutTag, kDeleteTag (as it was)
   std::vector<state::TagRecord> tags;     // kListTags
+  std::optional<WorkerLeaseInfo> lease;   // kClaimWorker, kRenewWorker, kReleaseWorker
+  std::optional<WorkerCounts> workers;    // kWorkerStatus
 };
 
 struct Rules {
   int64_t max_step = 1000000;
   int64_t default_step = 1000;
   bool auto_create = false;
+  WorkerRules workers;
 };
 
-// Read access to the current tag records (the store, or the store plus a batch's staged writes).
-class TagReader {
+// Read access to the current records (the store, or the store plus a batch's staged writes).
+class StateReader {
  public:
-  virtual ~TagReader() = default;
+  virtual ~StateReader() = default;
   virtual Result<std::optional<state::TagRecord>> Get(const std::string& tag) = 0;
-  // Every record this reader covers, deleted ones included.
+  // Every tag record this reader covers, deleted ones included.
   virtual Result<std::vector<state::TagRecord>> List() = 0;
+  virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
 };
 
 struct Outcome {
   Reply reply;
-  // Records to make durable before the reply is released (DESIGN.md I2).
+  // Records to make durable before the reply is released (DESIGN.md I2, I3).
   std::vector<state::TagRecord> writes;
+  std::vector<state::WorkerRecord> worker_writes;
 };
 
 // Pure: no I/O besides reading through `reader`.
-Outcome Execute(const Request& request, TagReader& reader, const Rules& rules, int64_t now_ms);
+Outcome Execute(const Request& request, StateReader& reader, const Rules& rules, int64_t now_ms);
 
 std::string EncodeRequest(const Request& request);
 Result<Request> DecodeRequest(std::string_view json);

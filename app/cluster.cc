@@ -80,7 +80,9 @@ int RunAllocator(const config::Config& c) {
   allocator::AllocatorNodeOptions options;
   options.props = *props;
   options.topics = Topics(c);
-  options.rules = {c.segment.max_step, c.segment.default_step, c.segment.auto_create};
+  options.rules = {c.segment.max_step, c.segment.default_step, c.segment.auto_create,
+                   {(int64_t{1} << c.snowflake.worker_bits) - 1, c.workers.lease_ttl_ms,
+                    c.workers.max_clock_skew_ms}};
   options.group_id = c.kafka.topic_prefix + ".allocators";
   options.batch_max = c.allocator.batch_max;
   options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
@@ -103,7 +105,7 @@ int RunGateway(const config::Config& c) {
   if (!store) return StartupError(store.error().message);
   auto client = StartClient(c, *props);
   if (!client) return StartupError(client.error().message);
-  int code = ServeIds(c, **store, **client, "gateway");
+  int code = ServeIds(c, **store, **client, "gateway", /*use_registry=*/true);
   (*client)->Stop();
   return code;
 }

@@ -16,11 +16,14 @@
 #include "gateway/segment_cache.h"
 #include "gateway/snowflake.h"
 #include "gateway/timestamp_guard.h"
+#include "gateway/worker_lease.h"
 
 namespace kleaf::app {
 namespace {
 
 constexpr std::string_view kSnowflakeMark = "snowflake.high_water_ms";
+constexpr std::string_view kCachedWorker = "worker.id";
+constexpr std::string_view kCachedLeaseUntil = "worker.lease_until_ms";
 
 // The configured token, or the one in <state>/admin.token, created with a random value if missing.
 Result<std::string> AdminToken(const config::Config& c) {
@@ -51,7 +54,7 @@ Result<std::string> AdminToken(const config::Config& c) {
 }  // namespace
 
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
-             const std::string& role) {
+             const std::string& role, bool use_registry) {
   auto listen = config::ParseHostPort(c.http.listen);
   if (!listen) return StartupError("http.listen: " + listen.error().message);
   auto token = AdminToken(c);
@@ -62,18 +65,60 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   auto layout = gateway::SnowflakeLayout::Make(sf.timestamp_bits, sf.worker_bits, sf.sequence_bits,
                                                sf.epoch_ms, sf.time_unit_ms, clock.NowMs());
   if (!layout) return StartupError(layout.error().message);
+
+  std::optional<gateway::WorkerLease> lease;
+  int64_t worker_id = sf.worker_id;
+  int64_t not_before_ms = 0;
+  if (use_registry) {
+    lease.emplace(
+        allocator, clock,
+        gateway::WorkerLease::Options{c.node.id, c.workers.lease_ttl_ms, c.workers.renew_interval_ms,
+                                      c.workers.safety_margin_ms, c.workers.claim_timeout_ms},
+        [&store]() -> std::optional<gateway::WorkerLease::Cached> {
+          auto id = store.GetValue(kCachedWorker);
+          auto until = store.GetValue(kCachedLeaseUntil);
+          if (!id || !*id || !until || !*until) return std::nullopt;
+          return gateway::WorkerLease::Cached{**id, **until};
+        },
+        [&store](const gateway::WorkerLease::Cached& cached) {
+          (void)store.Write({{}, {}, {{std::string(kCachedWorker), cached.worker_id},
+                                      {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
+                            /*sync=*/true);
+        });
+    auto grant = lease->Acquire();
+    if (!grant) return StartupError(grant.error().message);
+    if (grant->worker_id > layout->max_worker_id()) {
+      return StartupError("the registry granted worker id " + std::to_string(grant->worker_id) +
+                          ", beyond snowflake.worker_bits; the allocators and this node disagree on "
+                          "snowflake.worker_bits");
+    }
+    worker_id = grant->worker_id;
+    not_before_ms = grant->not_before_ms;
+  }
   gateway::SnowflakeGenerator generator(
-      *layout, {sf.worker_id, sf.random_sequence_start, sf.max_backward_ms}, clock);
+      *layout, {worker_id, sf.random_sequence_start, sf.max_backward_ms}, clock);
   gateway::TimestampGuard guard(
       generator, clock, [&store] { return store.GetValue(kSnowflakeMark); },
       [&store](int64_t ms) { return store.PutValue(kSnowflakeMark, ms); },
       {sf.persist_interval_ms, sf.reserve_ms, sf.max_startup_wait_ms});
+  guard.SetExternalFloorMs(not_before_ms);
   if (auto r = guard.Start(); !r) return StartupError(r.error().message);
+  if (lease) lease->Start(generator);
 
   gateway::SegmentCache segments(allocator, clock, {c.segment.max_step, c.segment.preload_percent});
   WorkerPool blocking(4, "kleaf-wait");
-  gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token}, segments,
-                   generator, allocator, blocking, clock);
+  std::function<std::string()> lease_status;
+  if (lease) {
+    lease_status = [&lease] {
+      auto s = lease->status();
+      return "{\"worker_id\":" + std::to_string(s.worker_id) +
+             ",\"valid_for_ms\":" + std::to_string(s.valid_for_ms) + ",\"last_error\":\"" +
+             (s.last_error.empty() ? "" : "renewal failed") + "\"}";
+    };
+  }
+  gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
+                    lease_status},
+                   segments, generator, allocator, blocking, clock);
   gateway::HttpServer server(
       {listen->first, listen->second, c.http.threads,
        static_cast<uint32_t>(c.http.header_limit_bytes),
@@ -84,7 +129,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   if (!port) return StartupError(port.error().message);
 
   spdlog::info("[{}] node {} serving on http://{}:{} (state {}, worker id {})", role, c.node.id,
-               listen->first, *port, c.state.path, sf.worker_id);
+               listen->first, *port, c.state.path, worker_id);
   std::cout << "kleaf " << role << " listening on http://" << listen->first << ":" << *port
             << std::endl;
 
@@ -92,6 +137,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   // Stop taking requests, finish the waits, stop issuing, then persist.
   server.Stop();
   blocking.Stop();
+  if (lease) lease->Stop();
   guard.Stop();
   spdlog::info("[{}] stopped", role);
   return 0;

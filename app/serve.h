@@ -12,7 +12,9 @@ namespace kleaf::app {
 
 // Runs until SIGINT/SIGTERM (signals must be blocked already); returns the exit code. Prints
 // "kleaf <role> listening on http://HOST:PORT" on stdout once it serves.
+// `use_registry`: lease the worker id from the allocators' registry (gateway) instead of taking
+// snowflake.worker_id from the config (standalone).
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
-             const std::string& role);
+             const std::string& role, bool use_registry);
 
 }  // namespace kleaf::app

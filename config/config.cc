@@ -175,6 +175,16 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.kafka.transaction_timeout_ms = v; }));
   f.push_back(IntField("allocator.batch_max", 1, 100000,
                        [](Config& c, int64_t v) { c.allocator.batch_max = static_cast<int>(v); }));
+  f.push_back(IntField("workers.lease_ttl_ms", 1000, 3600000,
+                       [](Config& c, int64_t v) { c.workers.lease_ttl_ms = v; }));
+  f.push_back(IntField("workers.renew_interval_ms", 100, 600000,
+                       [](Config& c, int64_t v) { c.workers.renew_interval_ms = v; }));
+  f.push_back(IntField("workers.safety_margin_ms", 0, 600000,
+                       [](Config& c, int64_t v) { c.workers.safety_margin_ms = v; }));
+  f.push_back(IntField("workers.max_clock_skew_ms", 0, 600000,
+                       [](Config& c, int64_t v) { c.workers.max_clock_skew_ms = v; }));
+  f.push_back(IntField("workers.claim_timeout_ms", 100, 3600000,
+                       [](Config& c, int64_t v) { c.workers.claim_timeout_ms = v; }));
   f.push_back(StringField("log.level", [](Config& c, const std::string& s) -> Result<void> {
     if (s != "trace" && s != "debug" && s != "info" && s != "warn" && s != "error") {
       return Fail(Code::kInvalidArgument, "expected one of trace, debug, info, warn, error; got '" + s + "'");
@@ -222,6 +232,19 @@ Result<void> CrossCheck(const Config& c) {
   }
   if (c.kafka.reply_partition >= c.kafka.reply_partitions) {
     return Fail(Code::kInvalidArgument, "kafka.reply_partition: must be below kafka.reply_partitions");
+  }
+  const auto& w = c.workers;
+  if (w.renew_interval_ms * 2 + w.safety_margin_ms > w.lease_ttl_ms) {
+    return Fail(Code::kInvalidArgument,
+                "workers.lease_ttl_ms: must be at least 2 * workers.renew_interval_ms + "
+                "workers.safety_margin_ms (" +
+                    std::to_string(w.renew_interval_ms * 2 + w.safety_margin_ms) + ")");
+  }
+  if (w.safety_margin_ms < w.max_clock_skew_ms) {
+    // A recycled id starts after the old lease's end by the allocator's clock; the old holder
+    // stops by its own clock, so the margin must cover the largest skew a claim may have.
+    return Fail(Code::kInvalidArgument,
+                "workers.safety_margin_ms: must be at least workers.max_clock_skew_ms");
   }
   if (c.segment.default_step > c.segment.max_step) {
     return Fail(Code::kInvalidArgument, "segment.default_step: must not exceed segment.max_step");

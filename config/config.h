@@ -72,6 +72,15 @@ struct Allocator {
   int batch_max = 256;  // requests per transaction at most
 };
 
+// The snowflake worker-id registry of the cluster shape (gateways lease their worker id).
+struct Workers {
+  int64_t lease_ttl_ms = 30000;       // allocator: a lease not renewed for this long expires
+  int64_t renew_interval_ms = 3000;   // gateway: how often it renews
+  int64_t safety_margin_ms = 5000;    // gateway: stops issuing at ttl - margin without a renewal
+  int64_t max_clock_skew_ms = 1000;   // allocator: refuses a claim from a clock this far off
+  int64_t claim_timeout_ms = 30000;   // gateway: how long startup tries to claim
+};
+
 struct Log {
   std::string level = "info";  // trace, debug, info, warn, error
 };
@@ -85,6 +94,7 @@ struct Config {
   Snowflake snowflake;
   Kafka kafka;
   Allocator allocator;
+  Workers workers;
   Log log;
 };
 

@@ -197,6 +197,13 @@ void Api::Handle(HttpRequest request, Respond respond) {
     if (parts[2] == "segment") return Segment(tag, *count, false, std::move(respond));
     return Snowflake(tag, *count, false, std::move(respond));
   }
+  if (parts.size() == 3 && parts[2] == "workers") {
+    if (!get) return respond(MethodNotAllowed("GET"));
+    if (!Authorized(request.authorization)) {
+      return fail(Code::kUnauthenticated, "admin routes need 'Authorization: Bearer <admin token>'");
+    }
+    return Workers(std::move(respond));
+  }
   if (parts[2] == "tags" && (parts.size() == 3 || parts.size() == 4)) {
     if (!Authorized(request.authorization)) {
       return fail(Code::kUnauthenticated, "admin routes need 'Authorization: Bearer <admin token>'");
@@ -285,6 +292,24 @@ void Api::Tags(const HttpRequest& request, const std::string& tag, Respond respo
     });
   }
   respond(MethodNotAllowed("GET, PUT, DELETE"));
+}
+
+void Api::Workers(Respond respond) {
+  if (!options_.lease_status) {
+    return respond(JsonResponse(json{{"source", "config"}, {"worker_id", snowflake_.worker_id()}}));
+  }
+  json node = json::parse(options_.lease_status());
+  allocator_.Registry(
+      allocator::MakeWorkerRequest(allocator::Request::Op::kWorkerStatus, ""),
+      [this, node, respond](Result<allocator::Reply> r) {
+        if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+        json out = {{"source", "registry"}, {"node", node}};
+        if (r->workers) {
+          out["leased"] = r->workers->leased;
+          out["free"] = r->workers->free;
+        }
+        respond(JsonResponse(out));
+      });
 }
 
 bool Api::Authorized(const std::string& authorization) const {

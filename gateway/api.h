@@ -42,6 +42,9 @@ struct ApiOptions {
   int64_t wait_ms = 100;
   int retry_after_s = 1;
   std::string admin_token;  // required as "Authorization: Bearer <token>" on /api/v1/tags
+  // This node's worker lease as a JSON object, for /api/v1/workers; empty when the worker id
+  // comes from config (standalone) and there is no registry to ask.
+  std::function<std::string()> lease_status;
 };
 
 // Routes requests to segment buffers, the snowflake generator and the allocator's tag admin.
@@ -59,6 +62,7 @@ class Api {
   void Snowflake(const std::string& tag, int64_t count, bool plain, Respond respond);
   void Decode(const std::string& id_text, Respond respond);
   void Tags(const HttpRequest& request, const std::string& tag, Respond respond);
+  void Workers(Respond respond);
   bool Authorized(const std::string& authorization) const;
 
   const ApiOptions options_;

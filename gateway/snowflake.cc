@@ -53,6 +53,7 @@ SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, 
       options_(options),
       clock_(clock),
       limit_ms_(std::numeric_limits<int64_t>::max()),
+      lease_deadline_ns_(std::numeric_limits<int64_t>::max()),
       rng_(std::random_device{}()) {}
 
 void SnowflakeGenerator::SetFloorMs(int64_t ms) {
@@ -93,6 +94,11 @@ Result<void> SnowflakeGenerator::NextBatch(int64_t count, std::vector<int64_t>& 
 Result<int64_t> SnowflakeGenerator::NextLocked() {
   // Works on locals and commits last_ticks_/sequence_ only once every check has passed, so a
   // refused call never changes what the next call may issue.
+  if (lease_deadline_ns_.load(std::memory_order_acquire) != std::numeric_limits<int64_t>::max() &&
+      clock_.MonotonicNs() >= lease_deadline_ns_.load(std::memory_order_acquire)) {
+    return Fail(Code::kUnavailable,
+                "worker id lease not renewed in time (allocators or Kafka unreachable); retry");
+  }
   int64_t now_ms = clock_.NowMs();
   if (now_ms < layout_.epoch_ms()) {
     return Fail(Code::kUnavailable, "clock is before the snowflake epoch");

@@ -84,6 +84,9 @@ class SnowflakeGenerator {
   void SetFloorMs(int64_t ms);
   // No ID will carry a timestamp after `ms` until the limit is raised (kUnavailable meanwhile).
   void SetLimitMs(int64_t ms) { limit_ms_.store(ms, std::memory_order_release); }
+  // No ID is issued once the monotonic clock reaches `ns` (the worker lease is then in doubt)
+  // until a later deadline is set.
+  void SetLeaseDeadlineNs(int64_t ns) { lease_deadline_ns_.store(ns, std::memory_order_release); }
   // Wall-clock ms of the newest timestamp issued (or of the floor), for persisting.
   int64_t last_ms() const;
   const SnowflakeLayout& layout() const { return layout_; }
@@ -96,6 +99,7 @@ class SnowflakeGenerator {
   const Options options_;
   Clock& clock_;
   std::atomic<int64_t> limit_ms_;
+  std::atomic<int64_t> lease_deadline_ns_;
   mutable std::mutex mu_;
   int64_t last_ticks_ = -1;  // guarded by mu_
   int64_t sequence_ = 0;     // guarded by mu_

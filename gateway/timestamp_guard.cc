@@ -22,6 +22,9 @@ TimestampGuard::~TimestampGuard() { Stop(); }
 Result<void> TimestampGuard::Start() {
   auto stored = load_();
   if (!stored) return std::unexpected(stored.error());
+  if (external_floor_ms_ > 0 && (!*stored || **stored < external_floor_ms_)) {
+    *stored = external_floor_ms_;
+  }
   if (*stored) {
     const int64_t mark = **stored;
     const int64_t behind = mark - clock_.NowMs();

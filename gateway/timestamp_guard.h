@@ -35,6 +35,9 @@ class TimestampGuard {
   TimestampGuard(SnowflakeGenerator& generator, Clock& clock, Load load, Save save, Options options);
   ~TimestampGuard();
 
+  // A floor from elsewhere (a recycled worker id's not_before), treated like the stored mark at
+  // Start. Call before Start.
+  void SetExternalFloorMs(int64_t ms) { external_floor_ms_ = ms; }
   Result<void> Start();
   void Stop();
   // One renewal of the reservation (the thread calls it; tests call it directly).
@@ -50,6 +53,7 @@ class TimestampGuard {
   const Options options_;
   int64_t durable_ms_ = 0;  // the mark as last written; only the guard's thread touches it after Start
   int64_t last_warning_ms_ = 0;
+  int64_t external_floor_ms_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_

@@ -32,4 +32,24 @@ Result<TagRecord> DecodeTag(std::string_view json) {
   }
 }
 
+std::string EncodeWorker(const WorkerRecord& r) {
+  return nlohmann::json{{"worker_id", r.worker_id},
+                        {"node_id", r.node_id},
+                        {"lease_until", r.lease_until_ms},
+                        {"last_timestamp", r.last_timestamp_ms}}
+      .dump();
+}
+
+Result<WorkerRecord> DecodeWorker(std::string_view json) {
+  try {
+    auto j = nlohmann::json::parse(json);
+    return WorkerRecord{j.at("worker_id").get<int64_t>(), j.at("node_id").get<std::string>(),
+                        j.at("lease_until").get<int64_t>(), j.at("last_timestamp").get<int64_t>()};
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("corrupt worker record: ") + e.what());
+  }
+}
+
+std::string WorkerKey(int64_t worker_id) { return "wrk/" + std::to_string(worker_id); }
+
 }  // namespace kleaf::state

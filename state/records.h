@@ -19,10 +19,25 @@ struct TagRecord {
   bool deleted = false;  // deleted tags keep max_id so a re-created tag continues above it
 };
 
+// One snowflake worker id in the registry. Invariant (DESIGN.md I3): at most one node holds an
+// unexpired lease on an id, and a new holder issues no timestamp at or before the previous
+// holders' reported timestamps and lease ends.
+struct WorkerRecord {
+  int64_t worker_id = 0;
+  std::string node_id;            // the last holder
+  int64_t lease_until_ms = 0;     // allocator wall clock; expired when <= now
+  int64_t last_timestamp_ms = 0;  // the newest timestamp any holder reported
+};
+
 std::string EncodeTag(const TagRecord& r);
 Result<TagRecord> DecodeTag(std::string_view json);
 
 // Store key of a tag record: "seg/<tag>".
 std::string TagKey(std::string_view tag);
+
+std::string EncodeWorker(const WorkerRecord& r);
+Result<WorkerRecord> DecodeWorker(std::string_view json);
+// Store key of a worker record: "wrk/<id>".
+std::string WorkerKey(int64_t worker_id);
 
 }  // namespace kleaf::state

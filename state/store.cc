@@ -74,11 +74,34 @@ Result<std::vector<TagRecord>> Store::ListTags() {
   return out;
 }
 
-Result<void> Store::Write(const std::vector<TagRecord>& tags,
-                          const std::vector<std::pair<std::string, int64_t>>& values, bool sync) {
+Result<std::optional<WorkerRecord>> Store::GetWorker(int64_t worker_id) {
+  std::string value;
+  auto s = impl_->db->Get(rocksdb::ReadOptions(), WorkerKey(worker_id), &value);
+  if (s.IsNotFound()) return std::optional<WorkerRecord>();
+  if (!s.ok()) return std::unexpected(ToError(s, "reading worker"));
+  auto r = DecodeWorker(value);
+  if (!r) return std::unexpected(r.error());
+  return std::optional<WorkerRecord>(std::move(*r));
+}
+
+Result<std::vector<WorkerRecord>> Store::ListWorkers() {
+  std::vector<WorkerRecord> out;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  const rocksdb::Slice prefix("wrk/");
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    auto r = DecodeWorker(it->value().ToStringView());
+    if (!r) return std::unexpected(r.error());
+    out.push_back(std::move(*r));
+  }
+  if (!it->status().ok()) return std::unexpected(ToError(it->status(), "listing workers"));
+  return out;
+}
+
+Result<void> Store::Write(const Batch& b, bool sync) {
   rocksdb::WriteBatch batch;
-  for (const auto& t : tags) batch.Put(TagKey(t.tag), EncodeTag(t));
-  for (const auto& [name, value] : values) {
+  for (const auto& t : b.tags) batch.Put(TagKey(t.tag), EncodeTag(t));
+  for (const auto& w : b.workers) batch.Put(WorkerKey(w.worker_id), EncodeWorker(w));
+  for (const auto& [name, value] : b.values) {
     batch.Put(std::string(kValuePrefix) + name, std::to_string(value));
   }
   rocksdb::WriteOptions options;

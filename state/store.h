@@ -25,9 +25,17 @@ class Store {
   // All tag records, deleted ones included, ordered by tag.
   Result<std::vector<TagRecord>> ListTags();
 
-  // Writes tag records and named values atomically (one RocksDB write batch); synced if `sync`.
-  Result<void> Write(const std::vector<TagRecord>& tags,
-                     const std::vector<std::pair<std::string, int64_t>>& values, bool sync);
+  Result<std::optional<WorkerRecord>> GetWorker(int64_t worker_id);
+  Result<std::vector<WorkerRecord>> ListWorkers();
+
+  // What Write() stores atomically.
+  struct Batch {
+    std::vector<TagRecord> tags;
+    std::vector<WorkerRecord> workers;
+    std::vector<std::pair<std::string, int64_t>> values;
+  };
+  // Writes a batch atomically (one RocksDB write batch); synced if `sync`.
+  Result<void> Write(const Batch& batch, bool sync);
 
   Result<std::optional<int64_t>> GetValue(std::string_view name);
   // Synced: durable when this returns.

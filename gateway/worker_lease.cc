@@ -1,0 +1,147 @@
+#include "gateway/worker_lease.h"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+namespace kleaf::gateway {
+
+using allocator::Request;
+using std::chrono::milliseconds;
+
+WorkerLease::WorkerLease(allocator::Allocator& allocator, Clock& clock, Options options,
+                         LoadCache load, SaveCache save)
+    : allocator_(allocator), clock_(clock), options_(std::move(options)), load_(std::move(load)),
+      save_(std::move(save)) {}
+
+WorkerLease::~WorkerLease() { Stop(); }
+
+Result<allocator::Reply> WorkerLease::Call(Request request, milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Result<allocator::Reply>>>();
+  auto future = promise->get_future();
+  allocator_.Registry(std::move(request), [promise](Result<allocator::Reply> r) { promise->set_value(std::move(r)); });
+  if (future.wait_for(timeout) != std::future_status::ready) {
+    return Fail(Code::kUnavailable, "no answer from the worker registry");
+  }
+  return future.get();
+}
+
+void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
+  // The allocator set lease_until from its clock when it handled the request, no earlier than we
+  // sent it: counting the TTL from the send time is on the safe side.
+  const int64_t deadline = sent_mono_ns + (options_.lease_ttl_ms - options_.safety_margin_ms) * 1'000'000;
+  deadline_ns_.store(deadline);
+  if (generator_ != nullptr) generator_->SetLeaseDeadlineNs(deadline);
+  save_({worker_id_, lease_until_ms});
+}
+
+Result<WorkerLease::Grant> WorkerLease::Acquire() {
+  const int64_t give_up = clock_.MonotonicNs() + options_.claim_timeout_ms * 1'000'000;
+  Error last{Code::kUnavailable, "no answer from the worker registry"};
+  while (clock_.MonotonicNs() < give_up) {
+    const int64_t sent = clock_.MonotonicNs();
+    auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, options_.node_id, -1,
+                                                   clock_.NowMs()),
+                      milliseconds(5000));
+    if (reply && reply->lease) {
+      worker_id_ = reply->lease->worker_id;
+      ExtendTo(sent, reply->lease->lease_until_ms);
+      spdlog::info("[lease] claimed worker id {} (not before {})", worker_id_,
+                   FormatUtcMs(reply->lease->not_before_ms));
+      return Grant{worker_id_, reply->lease->not_before_ms, false};
+    }
+    if (!reply && reply.error().code == Code::kFailedPrecondition) {
+      // Clock check failed. A request that waited in a queue (e.g. while the allocators start)
+      // makes a good clock look behind, so ask again with a fresh reading until the deadline.
+      last = reply.error();
+      spdlog::warn("[lease] {}", last.message);
+      clock_.SleepFor(milliseconds(500));
+      continue;
+    }
+    if (!reply && reply.error().code != Code::kUnavailable) return std::unexpected(reply.error());
+    last = reply ? Error{Code::kInternal, "registry reply without a lease"} : reply.error();
+    // No allocator answers: a still valid cached lease lets this node go on (weak dependency).
+    if (auto cached = load_()) {
+      const int64_t left_ms = cached->lease_until_ms - clock_.NowMs() - options_.safety_margin_ms;
+      if (left_ms > 0) {
+        worker_id_ = cached->worker_id;
+        const int64_t deadline = clock_.MonotonicNs() + left_ms * 1'000'000;
+        deadline_ns_.store(deadline);
+        spdlog::warn("[lease] registry unreachable ({}); reusing cached worker id {} for {} ms",
+                     last.message, worker_id_, left_ms);
+        return Grant{worker_id_, 0, true};
+      }
+    }
+    clock_.SleepFor(milliseconds(500));
+  }
+  return Fail(last.code == Code::kFailedPrecondition ? last.code : Code::kUnavailable,
+              "cannot claim a snowflake worker id: " + last.message);
+}
+
+void WorkerLease::Start(SnowflakeGenerator& generator) {
+  generator_ = &generator;
+  generator.SetLeaseDeadlineNs(deadline_ns_.load());
+  thread_ = std::thread([this] { Run(); });
+}
+
+void WorkerLease::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, milliseconds(options_.renew_interval_ms), [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    const int64_t sent = clock_.MonotonicNs();
+    auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kRenewWorker, options_.node_id,
+                                                   worker_id_, clock_.NowMs(), generator_->last_ms()),
+                      milliseconds(options_.renew_interval_ms));
+    std::string error;
+    if (reply && reply->lease) {
+      ExtendTo(sent, reply->lease->lease_until_ms);
+    } else {
+      error = reply ? "registry reply without a lease" : reply.error().message;
+      if (!reply && reply.error().code == Code::kFailedPrecondition) {
+        // Someone else holds the id now: stop issuing for good.
+        deadline_ns_.store(0);
+        generator_->SetLeaseDeadlineNs(0);
+        spdlog::error("[lease] lost worker id {}: {}", worker_id_, error);
+      } else {
+        spdlog::warn("[lease] renewing worker id {} failed: {}", worker_id_, error);
+      }
+    }
+    lock.lock();
+    last_error_ = error;
+  }
+}
+
+void WorkerLease::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (worker_id_ < 0 || generator_ == nullptr) return;
+  generator_->SetLeaseDeadlineNs(0);  // nothing more is issued with this id
+  auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kReleaseWorker, options_.node_id,
+                                                 worker_id_, clock_.NowMs(), generator_->last_ms()),
+                    milliseconds(3000));
+  if (reply) {
+    spdlog::info("[lease] released worker id {}", worker_id_);
+    save_({worker_id_, 0});
+  } else {
+    spdlog::warn("[lease] could not release worker id {}: {} (it expires by itself)", worker_id_,
+                 reply.error().message);
+  }
+}
+
+WorkerLease::Status WorkerLease::status() const {
+  Status s;
+  s.worker_id = worker_id_;
+  s.valid_for_ms = std::max<int64_t>(0, (deadline_ns_.load() - clock_.MonotonicNs()) / 1'000'000);
+  std::lock_guard lock(mu_);
+  s.last_error = last_error_;
+  return s;
+}
+
+}  // namespace kleaf::gateway

@@ -1,0 +1,91 @@
+// This node's snowflake worker id, leased from the registry the allocators keep in the state
+// topic: claimed at startup, renewed in the background, released at shutdown.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "allocator/allocator.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "gateway/snowflake.h"
+
+namespace kleaf::gateway {
+
+// Owned by the process wiring; one renewal thread between Start and Stop.
+//
+// Guarantees: the generator issues IDs only while this node's lease is certainly valid: the
+// deadline given to SnowflakeGenerator::SetLeaseDeadlineNs is the monotonic time the last
+// successful renewal (or claim) was *sent*, plus the TTL, minus a safety margin covering clock
+// skew. A node that cannot renew stops issuing (503) before its lease can expire and be granted
+// to someone else.
+class WorkerLease {
+ public:
+  struct Options {
+    std::string node_id;
+    int64_t lease_ttl_ms = 30000;
+    int64_t renew_interval_ms = 3000;
+    int64_t safety_margin_ms = 5000;
+    int64_t claim_timeout_ms = 30000;
+  };
+  // The last lease this node held, kept in a local file (the gateway's store) so that a restart
+  // while Kafka is unreachable can go on with the same id as long as that lease is still valid.
+  struct Cached {
+    int64_t worker_id;
+    int64_t lease_until_ms;
+  };
+  using LoadCache = std::function<std::optional<Cached>()>;
+  using SaveCache = std::function<void(const Cached&)>;
+
+  struct Grant {
+    int64_t worker_id;
+    int64_t not_before_ms;  // issue no timestamp at or before this
+    bool from_cache;        // Kafka was unreachable: reusing the cached, still valid lease
+  };
+
+  WorkerLease(allocator::Allocator& allocator, Clock& clock, Options options, LoadCache load,
+              SaveCache save);
+  ~WorkerLease();
+
+  // Claims a worker id (retrying until claim_timeout_ms), or falls back to the cached lease when
+  // no allocator answers and that lease has not expired. Errors from the registry (all ids
+  // leased, clock too far off) are returned as they are.
+  Result<Grant> Acquire();
+  // Starts renewing for `generator` (which must use the acquired id).
+  void Start(SnowflakeGenerator& generator);
+  // Stops renewing and releases the lease with the generator's last timestamp.
+  void Stop();
+
+  struct Status {
+    int64_t worker_id = -1;
+    int64_t valid_for_ms = 0;  // until this node stops issuing, by its monotonic clock
+    std::string last_error;
+  };
+  Status status() const;
+
+ private:
+  Result<allocator::Reply> Call(allocator::Request request, std::chrono::milliseconds timeout);
+  void Run();
+  void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
+
+  allocator::Allocator& allocator_;
+  Clock& clock_;
+  const Options options_;
+  LoadCache load_;
+  SaveCache save_;
+  SnowflakeGenerator* generator_ = nullptr;
+  int64_t worker_id_ = -1;
+  std::atomic<int64_t> deadline_ns_{0};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;       // guarded by mu_
+  std::string last_error_;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace kleaf::gateway
