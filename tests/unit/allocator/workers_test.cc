@@ -1,0 +1,109 @@
+// The worker-id registry's rules (DESIGN.md I3): one holder per id, ids come back to their
+// node, recycled ids start after everything their previous holder could have issued.
+#include "allocator/workers.h"
+
+#include <gtest/gtest.h>
+
+namespace kleaf::allocator {
+namespace {
+
+constexpr int64_t kNow = 1'800'000'000'000;
+const WorkerRules kRules{.max_worker_id = 3, .lease_ttl_ms = 30000, .max_clock_skew_ms = 1000};
+
+TEST(WorkersTest, FirstClaimsGetTheLowestUnusedIds) {
+  std::vector<WorkerRecord> records;
+  for (int i = 0; i < 4; ++i) {
+    auto g = ClaimWorker(records, "n" + std::to_string(i), kNow, kNow, kRules);
+    ASSERT_TRUE(g.has_value()) << g.error().message;
+    EXPECT_EQ(g->record.worker_id, i);
+    EXPECT_EQ(g->record.lease_until_ms, kNow + 30000);
+    EXPECT_EQ(g->not_before_ms, 0);
+    records.push_back(g->record);
+  }
+}
+
+TEST(WorkersTest, ExhaustedSpaceIsAClearError) {
+  std::vector<WorkerRecord> records;
+  for (int i = 0; i < 4; ++i) records.push_back({i, "n" + std::to_string(i), kNow + 1000, kNow});
+  auto g = ClaimWorker(records, "late", kNow, kNow, kRules);
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code, Code::kResourceExhausted);
+  EXPECT_NE(g.error().message.find("all 4 snowflake worker ids are leased"), std::string::npos);
+  auto counts = CountWorkers(records, kNow, kRules);
+  EXPECT_EQ(counts.leased, 4);
+  EXPECT_EQ(counts.free, 0);
+}
+
+TEST(WorkersTest, SameNodeGetsItsIdBackEvenWhileItsLeaseRuns) {
+  std::vector<WorkerRecord> records = {{0, "a", kNow + 20000, kNow - 5}, {1, "b", kNow + 20000, kNow}};
+  auto g = ClaimWorker(records, "b", kNow, kNow, kRules);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->record.worker_id, 1);
+  EXPECT_EQ(g->not_before_ms, kNow) << "its own last reported timestamp";
+}
+
+TEST(WorkersTest, RecycledIdStartsAfterThePreviousHoldersTimestampAndLease) {
+  // Every id used; id 2's lease expired 1 s ago, and its holder reported a timestamp before that.
+  std::vector<WorkerRecord> records = {{0, "a", kNow + 5000, 0},
+                                       {1, "b", kNow + 5000, 0},
+                                       {2, "dead", kNow - 1000, kNow - 4000},
+                                       {3, "c", kNow + 5000, 0}};
+  auto g = ClaimWorker(records, "new", kNow, kNow, kRules);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->record.worker_id, 2);
+  EXPECT_EQ(g->not_before_ms, kNow - 1000) << "the later of lease end and last timestamp";
+  EXPECT_EQ(g->record.node_id, "new");
+  // A holder whose reported timestamp is after its lease end (clock ahead) pushes not_before too.
+  records[2].last_timestamp_ms = kNow - 10;
+  EXPECT_EQ(ClaimWorker(records, "new", kNow, kNow, kRules)->not_before_ms, kNow - 10);
+}
+
+TEST(WorkersTest, NeverUsedIdsComeBeforeExpiredOnes) {
+  std::vector<WorkerRecord> records = {{0, "dead", kNow - 1000, kNow - 2000}};
+  auto g = ClaimWorker(records, "new", kNow, kNow, kRules);
+  EXPECT_EQ(g->record.worker_id, 1);
+}
+
+TEST(WorkersTest, ClaimFromAClockTooFarOffIsRefusedSayingSo) {
+  auto ahead = ClaimWorker({}, "n", kNow + 1500, kNow, kRules);
+  ASSERT_FALSE(ahead.has_value());
+  EXPECT_EQ(ahead.error().code, Code::kFailedPrecondition);
+  EXPECT_NE(ahead.error().message.find("clock differs"), std::string::npos);
+  EXPECT_FALSE(ClaimWorker({}, "n", kNow - 1500, kNow, kRules).has_value());
+  EXPECT_TRUE(ClaimWorker({}, "n", kNow + 900, kNow, kRules).has_value());
+}
+
+TEST(WorkersTest, RenewExtendsAndKeepsTheNewestTimestamp) {
+  WorkerRecord r{1, "n", kNow + 1000, kNow - 100};
+  auto renewed = RenewWorker(r, 1, "n", kNow, kNow + 10, kRules);
+  ASSERT_TRUE(renewed.has_value());
+  EXPECT_EQ(renewed->lease_until_ms, kNow + 10 + 30000);
+  EXPECT_EQ(renewed->last_timestamp_ms, kNow);
+  auto stale = RenewWorker(*renewed, 1, "n", kNow - 500, kNow + 20, kRules);
+  EXPECT_EQ(stale->last_timestamp_ms, kNow) << "a timestamp never goes back";
+}
+
+TEST(WorkersTest, RenewByAnotherNodeFails) {
+  WorkerRecord r{1, "taker", kNow + 1000, kNow};
+  auto renewed = RenewWorker(r, 1, "old", kNow, kNow, kRules);
+  ASSERT_FALSE(renewed.has_value());
+  EXPECT_EQ(renewed.error().code, Code::kFailedPrecondition);
+  EXPECT_FALSE(RenewWorker(std::nullopt, 1, "old", kNow, kNow, kRules).has_value());
+}
+
+TEST(WorkersTest, ReleaseEndsTheLeaseButNotBeforeTheLastTimestamp) {
+  WorkerRecord r{1, "n", kNow + 20000, kNow - 100};
+  auto released = ReleaseWorker(r, 1, "n", kNow + 50, kNow);
+  ASSERT_TRUE(released.has_value());
+  EXPECT_EQ(released->last_timestamp_ms, kNow + 50);
+  EXPECT_EQ(released->lease_until_ms, kNow + 50);
+  // A new holder of a released id starts after the released holder's last timestamp.
+  auto g = ClaimWorker({*released, {0, "x", kNow + 9000, 0}, {2, "y", kNow + 9000, 0}, {3, "z", kNow + 9000, 0}},
+                       "other", kNow + 100, kNow + 100, kRules);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->record.worker_id, 1);
+  EXPECT_GE(g->not_before_ms, kNow + 50);
+}
+
+}  // namespace
+}  // namespace kleaf::allocator
