@@ -67,6 +67,18 @@ Outcome ExecuteWorker(const Request& r, StateReader& reader, const Rules& rules,
                      : ReleaseWorker(current, r.worker_id, r.node_id, r.last_timestamp_ms, now_ms);
   if (!updated) return Failed(updated.error());
   Outcome o;
+  if (r.last_timestamp_ms > now_ms + rules.workers.max_clock_skew_ms) {
+    // The holder's clock ran ahead of ours after its claim: it may issue timestamps past the
+    // lease end as we count it. Record what it reported, keep the id blocked for a whole TTL
+    // beyond that, and tell it to stop.
+    updated->lease_until_ms = std::max(updated->lease_until_ms, r.last_timestamp_ms + rules.workers.lease_ttl_ms);
+    o.worker_writes.push_back(*updated);
+    o.reply.error = Error{Code::kFailedPrecondition,
+                          "worker id " + std::to_string(r.worker_id) + ": this node issued timestamps " +
+                              std::to_string(r.last_timestamp_ms - now_ms) +
+                              " ms ahead of the allocator's clock; fix the clock (NTP)"};
+    return o;
+  }
   o.reply.lease = WorkerLeaseInfo{updated->worker_id, updated->lease_until_ms, 0};
   o.worker_writes.push_back(*updated);
   return o;

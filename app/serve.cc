@@ -118,7 +118,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   }
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
                     lease_status},
-                   segments, generator, allocator, blocking, clock);
+                   segments, generator, allocator, blocking);
   gateway::HttpServer server(
       {listen->first, listen->second, c.http.threads,
        static_cast<uint32_t>(c.http.header_limit_bytes),

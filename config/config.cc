@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -252,6 +253,8 @@ Result<void> CrossCheck(const Config& c) {
   return {};
 }
 
+Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c);
+
 }  // namespace
 
 Config DefaultConfig() {
@@ -293,6 +296,17 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
   if (!root.IsMap()) return Fail(Code::kInvalidArgument, "config: expected a mapping of sections");
 
   static const std::vector<Field> fields = AllFields();
+  try {
+    return ParseSections(root, fields, c);
+  } catch (const YAML::Exception& e) {
+    // e.g. a key that is a list or a mapping: not a name
+    return Fail(Code::kInvalidArgument, std::string("config: keys must be plain names (") + e.what() + ")");
+  }
+}
+
+namespace {
+
+Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c) {
   for (const auto& section : root) {
     std::string name = section.first.as<std::string>();
     const YAML::Node& body = section.second;
@@ -319,11 +333,17 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
   return c;
 }
 
+}  // namespace
+
 Result<Config> LoadConfigFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Fail(Code::kInvalidArgument, "cannot read config file '" + path + "' (not a file)");
+  }
   std::ifstream in(path);
-  if (!in) return Fail(Code::kInvalidArgument, "cannot read config file '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (!in || in.bad()) return Fail(Code::kInvalidArgument, "cannot read config file '" + path + "'");
   auto r = ParseConfig(ss.str());
   if (!r) return Fail(r.error().code, path + ": " + r.error().message);
   return r;

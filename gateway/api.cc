@@ -149,13 +149,12 @@ HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
 }
 
 Api::Api(ApiOptions options, SegmentCache& segments, SnowflakeGenerator& snowflake,
-         allocator::Allocator& allocator, WorkerPool& blocking, Clock& clock)
+         allocator::Allocator& allocator, WorkerPool& blocking)
     : options_(std::move(options)),
       segments_(segments),
       snowflake_(snowflake),
       allocator_(allocator),
-      blocking_(blocking),
-      clock_(clock) {}
+      blocking_(blocking) {}
 
 void Api::Handle(HttpRequest request, Respond respond) {
   std::string_view target = request.target;

@@ -53,7 +53,7 @@ struct ApiOptions {
 class Api {
  public:
   Api(ApiOptions options, SegmentCache& segments, SnowflakeGenerator& snowflake,
-      allocator::Allocator& allocator, WorkerPool& blocking, Clock& clock);
+      allocator::Allocator& allocator, WorkerPool& blocking);
 
   void Handle(HttpRequest request, Respond respond);
 
@@ -70,7 +70,6 @@ class Api {
   SnowflakeGenerator& snowflake_;
   allocator::Allocator& allocator_;
   WorkerPool& blocking_;
-  Clock& clock_;
 };
 
 }  // namespace kleaf::gateway

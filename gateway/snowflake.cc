@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <limits>
+#include <stdexcept>
 
 namespace kleaf::gateway {
 
@@ -54,7 +55,13 @@ SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, 
       clock_(clock),
       limit_ms_(std::numeric_limits<int64_t>::max()),
       lease_deadline_ns_(std::numeric_limits<int64_t>::max()),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()) {
+  if (options_.worker_id < 0 || options_.worker_id > layout_.max_worker_id()) {
+    // It would spill into the timestamp bits and collide with other workers: a wiring bug.
+    throw std::invalid_argument("snowflake worker id " + std::to_string(options_.worker_id) +
+                                " does not fit the layout's worker bits");
+  }
+}
 
 void SnowflakeGenerator::SetFloorMs(int64_t ms) {
   std::lock_guard lock(mu_);

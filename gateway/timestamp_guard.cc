@@ -20,6 +20,12 @@ TimestampGuard::TimestampGuard(SnowflakeGenerator& generator, Clock& clock, Load
 TimestampGuard::~TimestampGuard() { Stop(); }
 
 Result<void> TimestampGuard::Start() {
+  if (clock_.NowMs() > generator_.layout().last_ms()) {
+    return Fail(Code::kResourceExhausted,
+                "the snowflake layout's timestamp bits ran out at " +
+                    FormatUtcMs(generator_.layout().last_ms()) +
+                    "; configure a later snowflake.epoch_ms or more timestamp_bits");
+  }
   auto stored = load_();
   if (!stored) return std::unexpected(stored.error());
   if (external_floor_ms_ > 0 && (!*stored || **stored < external_floor_ms_)) {

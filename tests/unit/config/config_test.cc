@@ -1,0 +1,462 @@
+#include "config/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include "tests/unit/testing/temp_dir.h"
+
+namespace kleaf::config {
+namespace {
+
+using ::testing::StartsWith;
+
+// The error of a YAML text that must not parse.
+Error ParseError(const std::string& yaml) {
+  auto r = ParseConfig(yaml);
+  EXPECT_FALSE(r.has_value()) << "expected an error for:\n" << yaml;
+  if (r) return Error{Code::kInternal, "<parsed>"};
+  return r.error();
+}
+
+// Asserts that `yaml` fails with kInvalidArgument and a message starting with "<key>:".
+void ExpectKeyError(const std::string& yaml, const std::string& key) {
+  SCOPED_TRACE(yaml);
+  Error e = ParseError(yaml);
+  EXPECT_EQ(e.code, Code::kInvalidArgument);
+  EXPECT_THAT(e.message, StartsWith(key + ":"));
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST(ConfigDefaultsTest, EmptyTextGivesTheDocumentedDefaults) {
+  for (const std::string text : {"", "\n", "# only a comment\n", "~"}) {
+    SCOPED_TRACE(text);
+    auto c = ParseConfig(text);
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_FALSE(c->node.id.empty());  // the host name
+    EXPECT_EQ(c->http.listen, "127.0.0.1:8080");
+    EXPECT_EQ(c->http.threads, 2);
+    EXPECT_EQ(c->http.max_batch, 10000);
+    EXPECT_EQ(c->state.path, "./data");
+    EXPECT_EQ(c->admin.token, "");
+    EXPECT_FALSE(c->segment.auto_create);
+    EXPECT_EQ(c->segment.default_step, 1000);
+    EXPECT_EQ(c->segment.max_step, 1000000);
+    EXPECT_EQ(c->segment.preload_percent, 10);
+    EXPECT_EQ(c->segment.wait_ms, 100);
+    EXPECT_EQ(c->snowflake.worker_id, 0);
+    EXPECT_EQ(c->snowflake.epoch_ms, 1288834974657);
+    EXPECT_EQ(c->snowflake.timestamp_bits, 41);
+    EXPECT_EQ(c->snowflake.worker_bits, 10);
+    EXPECT_EQ(c->snowflake.sequence_bits, 12);
+    EXPECT_EQ(c->snowflake.time_unit_ms, 1);
+    EXPECT_TRUE(c->snowflake.random_sequence_start);
+    EXPECT_EQ(c->snowflake.max_backward_ms, 5);
+    EXPECT_EQ(c->kafka.bootstrap, "");
+    EXPECT_EQ(c->log.level, "info");
+  }
+}
+
+TEST(ConfigDefaultsTest, DefaultConfigFillsTheNodeIdAndPassesItsOwnChecks) {
+  Config c = DefaultConfig();
+  EXPECT_FALSE(c.node.id.empty());
+  auto parsed = ParseConfig("");
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->node.id, c.node.id);
+}
+
+TEST(ConfigDefaultsTest, AnEmptySectionKeepsItsDefaults) {
+  auto c = ParseConfig("http:\nsnowflake:\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->http.listen, "127.0.0.1:8080");
+  EXPECT_EQ(c->snowflake.timestamp_bits, 41);
+}
+
+TEST(ConfigContractKeysTest, EveryContractKeyParses) {
+  auto c = ParseConfig(R"(
+node:
+  id: node-7
+http:
+  listen: 0.0.0.0:9090
+state:
+  path: /var/lib/kleaf
+kafka:
+  bootstrap: broker1:9092,broker2:9092
+admin:
+  token: 0123456789abcdef-secret
+snowflake:
+  worker_id: 1023
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->node.id, "node-7");
+  EXPECT_EQ(c->http.listen, "0.0.0.0:9090");
+  EXPECT_EQ(c->state.path, "/var/lib/kleaf");
+  EXPECT_EQ(c->kafka.bootstrap, "broker1:9092,broker2:9092");
+  EXPECT_EQ(c->admin.token, "0123456789abcdef-secret");
+  EXPECT_EQ(c->snowflake.worker_id, 1023);
+}
+
+TEST(ConfigContractKeysTest, FlowStyleAndQuotedValuesParse) {
+  auto c = ParseConfig(
+      "{node: {id: 'a b'}, http: {listen: \"[::1]:0\"}, snowflake: {worker_id: 0}}");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->node.id, "a b");
+  EXPECT_EQ(c->http.listen, "[::1]:0");
+  EXPECT_EQ(c->snowflake.worker_id, 0);
+}
+
+TEST(ConfigKeysTest, EveryOtherKeyParses) {
+  auto c = ParseConfig(R"(
+http:
+  threads: 8
+  max_batch: 500
+  header_limit_bytes: 4096
+  body_limit_bytes: 2048
+  idle_timeout_ms: 1000
+  max_connections: 64
+segment:
+  auto_create: true
+  default_step: 50
+  max_step: 5000
+  preload_percent: 20
+  wait_ms: 0
+  fetch_threads: 3
+  retry_after_s: 7
+snowflake:
+  epoch_ms: 1000000000000
+  timestamp_bits: 40
+  worker_bits: 11
+  sequence_bits: 12
+  time_unit_ms: 10
+  random_sequence_start: false
+  max_backward_ms: 0
+  persist_interval_ms: 100
+  reserve_ms: 200
+  max_startup_wait_ms: 200
+log:
+  level: debug
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->http.threads, 8);
+  EXPECT_EQ(c->http.max_batch, 500);
+  EXPECT_EQ(c->http.header_limit_bytes, 4096);
+  EXPECT_EQ(c->http.body_limit_bytes, 2048);
+  EXPECT_EQ(c->http.idle_timeout_ms, 1000);
+  EXPECT_EQ(c->http.max_connections, 64);
+  EXPECT_TRUE(c->segment.auto_create);
+  EXPECT_EQ(c->segment.default_step, 50);
+  EXPECT_EQ(c->segment.max_step, 5000);
+  EXPECT_EQ(c->segment.preload_percent, 20);
+  EXPECT_EQ(c->segment.wait_ms, 0);
+  EXPECT_EQ(c->segment.fetch_threads, 3);
+  EXPECT_EQ(c->segment.retry_after_s, 7);
+  EXPECT_EQ(c->snowflake.epoch_ms, 1000000000000);
+  EXPECT_EQ(c->snowflake.timestamp_bits, 40);
+  EXPECT_EQ(c->snowflake.worker_bits, 11);
+  EXPECT_EQ(c->snowflake.sequence_bits, 12);
+  EXPECT_EQ(c->snowflake.time_unit_ms, 10);
+  EXPECT_FALSE(c->snowflake.random_sequence_start);
+  EXPECT_EQ(c->snowflake.max_backward_ms, 0);
+  EXPECT_EQ(c->snowflake.persist_interval_ms, 100);
+  EXPECT_EQ(c->snowflake.reserve_ms, 200);
+  EXPECT_EQ(c->snowflake.max_startup_wait_ms, 200);
+  EXPECT_EQ(c->log.level, "debug");
+}
+
+TEST(ConfigKeysTest, ClusterKeysParse) {
+  auto c = ParseConfig(R"(
+kafka:
+  bootstrap: k1:9092
+  topic_prefix: ids.prod-1
+  partitions: 24
+  reply_partitions: 6
+  reply_partition: 5
+  replication_factor: 3
+  request_timeout_ms: 500
+  request_attempts: 5
+  session_timeout_ms: 10000
+  transaction_timeout_ms: 20000
+allocator:
+  batch_max: 64
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->kafka.topic_prefix, "ids.prod-1");
+  EXPECT_EQ(c->kafka.partitions, 24);
+  EXPECT_EQ(c->kafka.reply_partitions, 6);
+  EXPECT_EQ(c->kafka.reply_partition, 5);
+  EXPECT_EQ(c->kafka.replication_factor, 3);
+  EXPECT_EQ(c->kafka.request_timeout_ms, 500);
+  EXPECT_EQ(c->kafka.request_attempts, 5);
+  EXPECT_EQ(c->kafka.session_timeout_ms, 10000);
+  EXPECT_EQ(c->kafka.transaction_timeout_ms, 20000);
+  EXPECT_EQ(c->allocator.batch_max, 64);
+}
+
+TEST(ConfigKeysTest, ClusterKeysAreChecked) {
+  ExpectKeyError("kafka:\n  topic_prefix: 'a b'\n", "kafka.topic_prefix");
+  ExpectKeyError("kafka:\n  topic_prefix: ''\n", "kafka.topic_prefix");
+  ExpectKeyError("kafka:\n  partitions: 0\n", "kafka.partitions");
+  ExpectKeyError("kafka:\n  reply_partition: -2\n", "kafka.reply_partition");
+  ExpectKeyError("kafka:\n  reply_partitions: 4\n  reply_partition: 4\n", "kafka.reply_partition");
+  ExpectKeyError("allocator:\n  batch_max: 0\n", "allocator.batch_max");
+  ExpectKeyError("allocator:\n  bogus: 1\n", "allocator.bogus");
+}
+
+TEST(ConfigUnknownKeyTest, TopLevelUnknownKeyIsNamed) {
+  ExpectKeyError("bogus: 1\n", "bogus");
+  ExpectKeyError("http:\n  listen: 127.0.0.1:1\nsnowflak:\n  worker_id: 1\n", "snowflak");
+}
+
+TEST(ConfigUnknownKeyTest, NestedUnknownKeyIsNamedWithItsSection) {
+  ExpectKeyError("http:\n  listne: 127.0.0.1:1\n", "http.listne");
+  ExpectKeyError("snowflake:\n  workerid: 3\n", "snowflake.workerid");
+  ExpectKeyError("node:\n  id: a\n  name: b\n", "node.name");
+}
+
+TEST(ConfigUnknownKeyTest, DottedKeyAtTopLevelIsUnknown) {
+  ExpectKeyError("snowflake.worker_id: 3\n", "snowflake.worker_id");
+}
+
+TEST(ConfigWrongTypeTest, StringForIntegerIsNamed) {
+  ExpectKeyError("http:\n  threads: four\n", "http.threads");
+  ExpectKeyError("snowflake:\n  worker_id: 12abc\n", "snowflake.worker_id");
+  ExpectKeyError("snowflake:\n  worker_id: 1.5\n", "snowflake.worker_id");
+  ExpectKeyError("segment:\n  wait_ms: ''\n", "segment.wait_ms");
+}
+
+TEST(ConfigWrongTypeTest, YesIsNotABool) {
+  ExpectKeyError("segment:\n  auto_create: yes\n", "segment.auto_create");
+  ExpectKeyError("snowflake:\n  random_sequence_start: 1\n", "snowflake.random_sequence_start");
+}
+
+TEST(ConfigWrongTypeTest, MapOrListForScalarIsNamed) {
+  ExpectKeyError("node:\n  id:\n    first: a\n", "node.id");
+  ExpectKeyError("http:\n  listen: [127.0.0.1, 80]\n", "http.listen");
+  ExpectKeyError("http:\n  threads: {n: 2}\n", "http.threads");
+  ExpectKeyError("segment:\n  auto_create: [true]\n", "segment.auto_create");
+}
+
+TEST(ConfigWrongTypeTest, NullValueIsNamed) {
+  ExpectKeyError("http:\n  threads:\n", "http.threads");
+  ExpectKeyError("state:\n  path: ~\n", "state.path");
+}
+
+TEST(ConfigWrongTypeTest, ScalarForSectionIsNamed) {
+  ExpectKeyError("http: 8080\n", "http");
+  ExpectKeyError("snowflake: [1, 2]\n", "snowflake");
+}
+
+TEST(ConfigWrongTypeTest, TopLevelListIsRejected) {
+  Error e = ParseError("- http\n- node\n");
+  EXPECT_EQ(e.code, Code::kInvalidArgument);
+  EXPECT_FALSE(e.message.empty());
+}
+
+// A non-scalar mapping key is legal YAML; the parser must answer with an error value naming the
+// section, not throw (an exception here escapes ParseConfig's Result contract).
+TEST(ConfigWrongTypeTest, NonScalarKeyIsAnErrorNotAnException) {
+  for (const std::string text : {"[a, b]: 1\n", "http:\n  [a]: 1\n", "? {x: 1}\n: 2\n"}) {
+    SCOPED_TRACE(text);
+    try {
+      auto r = ParseConfig(text);
+      ASSERT_FALSE(r.has_value());
+      EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "ParseConfig threw instead of returning an error: " << e.what();
+    }
+  }
+}
+
+TEST(ConfigRangeTest, IntegersOutsideTheirRangeAreNamed) {
+  ExpectKeyError("http:\n  threads: 0\n", "http.threads");
+  ExpectKeyError("http:\n  threads: 257\n", "http.threads");
+  ExpectKeyError("http:\n  max_batch: 0\n", "http.max_batch");
+  ExpectKeyError("http:\n  header_limit_bytes: 10\n", "http.header_limit_bytes");
+  ExpectKeyError("segment:\n  preload_percent: 100\n", "segment.preload_percent");
+  ExpectKeyError("segment:\n  preload_percent: 0\n", "segment.preload_percent");
+  ExpectKeyError("segment:\n  wait_ms: -1\n", "segment.wait_ms");
+  ExpectKeyError("segment:\n  default_step: 0\n", "segment.default_step");
+  ExpectKeyError("snowflake:\n  worker_id: -1\n", "snowflake.worker_id");
+  ExpectKeyError("snowflake:\n  timestamp_bits: 19\n", "snowflake.timestamp_bits");
+  ExpectKeyError("snowflake:\n  worker_bits: 0\n", "snowflake.worker_bits");
+  ExpectKeyError("snowflake:\n  time_unit_ms: 0\n", "snowflake.time_unit_ms");
+  ExpectKeyError("snowflake:\n  max_backward_ms: 1001\n", "snowflake.max_backward_ms");
+  ExpectKeyError("snowflake:\n  epoch_ms: -5\n", "snowflake.epoch_ms");
+}
+
+TEST(ConfigRangeTest, OutOfRangeMessageShowsBoundsAndValue) {
+  Error e = ParseError("http:\n  threads: 300\n");
+  EXPECT_NE(e.message.find("1"), std::string::npos);
+  EXPECT_NE(e.message.find("256"), std::string::npos);
+  EXPECT_NE(e.message.find("300"), std::string::npos);
+}
+
+TEST(ConfigRangeTest, IntegerOverflowIsAnErrorNotAWrap) {
+  ExpectKeyError("snowflake:\n  epoch_ms: 99999999999999999999\n", "snowflake.epoch_ms");
+  ExpectKeyError("segment:\n  max_step: 18446744073709551617\n", "segment.max_step");
+}
+
+TEST(ConfigRangeTest, BoundsThemselvesAreAccepted) {
+  auto c = ParseConfig("http:\n  threads: 256\nsegment:\n  preload_percent: 99\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->http.threads, 256);
+  EXPECT_EQ(c->segment.preload_percent, 99);
+}
+
+TEST(ConfigRangeTest, BadStringValuesAreNamed) {
+  ExpectKeyError("http:\n  listen: localhost\n", "http.listen");
+  ExpectKeyError("http:\n  listen: localhost:65536\n", "http.listen");
+  ExpectKeyError("node:\n  id: ''\n", "node.id");
+  ExpectKeyError("node:\n  id: " + std::string(129, 'n') + "\n", "node.id");
+  ExpectKeyError("state:\n  path: ''\n", "state.path");
+  ExpectKeyError("admin:\n  token: short\n", "admin.token");
+  ExpectKeyError("log:\n  level: verbose\n", "log.level");
+}
+
+TEST(ConfigRangeTest, EmptyAdminTokenMeansGenerateOne) {
+  auto c = ParseConfig("admin:\n  token: ''\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->admin.token, "");
+}
+
+TEST(ConfigCrossCheckTest, SnowflakeBitsMustAddUpTo63) {
+  ExpectKeyError("snowflake:\n  timestamp_bits: 40\n", "snowflake.timestamp_bits");
+  ExpectKeyError("snowflake:\n  sequence_bits: 13\n", "snowflake.timestamp_bits");
+  auto ok = ParseConfig("snowflake:\n  timestamp_bits: 42\n  sequence_bits: 11\n");
+  EXPECT_TRUE(ok) << ok.error().message;
+}
+
+TEST(ConfigCrossCheckTest, WorkerIdMustFitTheWorkerBits) {
+  ExpectKeyError("snowflake:\n  worker_id: 1024\n", "snowflake.worker_id");
+  // 5 worker bits: 31 is the largest worker id.
+  const std::string small = "snowflake:\n  worker_bits: 5\n  sequence_bits: 17\n  worker_id: ";
+  ExpectKeyError(small + "32\n", "snowflake.worker_id");
+  auto ok = ParseConfig(small + "31\n");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->snowflake.worker_id, 31);
+}
+
+TEST(ConfigCrossCheckTest, EpochMustNotBeInTheFuture) {
+  const int64_t tomorrow = NowMs() + 24 * 3600 * 1000;
+  ExpectKeyError("snowflake:\n  epoch_ms: " + std::to_string(tomorrow) + "\n",
+                 "snowflake.epoch_ms");
+  const int64_t yesterday = NowMs() - 24 * 3600 * 1000;
+  auto ok = ParseConfig("snowflake:\n  epoch_ms: " + std::to_string(yesterday) + "\n");
+  EXPECT_TRUE(ok) << ok.error().message;
+}
+
+TEST(ConfigCrossCheckTest, StartupWaitMustCoverTheReservation) {
+  // A kill -9 leaves the mark reserve_ms ahead; a shorter startup wait could never restart.
+  ExpectKeyError("snowflake:\n  reserve_ms: 6000\n  max_startup_wait_ms: 5999\n",
+                 "snowflake.max_startup_wait_ms");
+  auto equal = ParseConfig("snowflake:\n  reserve_ms: 6000\n  max_startup_wait_ms: 6000\n");
+  EXPECT_TRUE(equal) << equal.error().message;
+}
+
+TEST(ConfigCrossCheckTest, ReservationMustBeTwiceThePersistInterval) {
+  ExpectKeyError("snowflake:\n  persist_interval_ms: 1501\n  reserve_ms: 3000\n",
+                 "snowflake.reserve_ms");
+  auto ok = ParseConfig("snowflake:\n  persist_interval_ms: 1500\n  reserve_ms: 3000\n");
+  EXPECT_TRUE(ok) << ok.error().message;
+}
+
+TEST(ConfigCrossCheckTest, DefaultStepMustNotExceedMaxStep) {
+  ExpectKeyError("segment:\n  default_step: 2000\n  max_step: 1000\n", "segment.default_step");
+  auto ok = ParseConfig("segment:\n  default_step: 1000\n  max_step: 1000\n");
+  EXPECT_TRUE(ok) << ok.error().message;
+}
+
+TEST(ConfigYamlTest, InvalidYamlIsAnError) {
+  for (const std::string text : {"http: [unclosed\n", "http:\n  listen: 'a\n", "a: b: c\n",
+                                 "http:\n\tthreads: 2\n"}) {
+    SCOPED_TRACE(text);
+    Error e = ParseError(text);
+    EXPECT_EQ(e.code, Code::kInvalidArgument);
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(ConfigYamlTest, InvalidYamlMessageSaysSo) {
+  Error e = ParseError("http: [unclosed\n");
+  EXPECT_NE(e.message.find("YAML"), std::string::npos) << e.message;
+}
+
+TEST(ConfigFileTest, MissingFileIsAnErrorNamingIt) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("does-not-exist.yaml");
+  auto r = LoadConfigFile(path);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+  EXPECT_NE(r.error().message.find(path), std::string::npos) << r.error().message;
+}
+
+TEST(ConfigFileTest, LoadsAFile) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("kleaf.yaml");
+  std::ofstream(path) << "node:\n  id: from-file\nsnowflake:\n  worker_id: 9\n";
+  auto r = LoadConfigFile(path);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->node.id, "from-file");
+  EXPECT_EQ(r->snowflake.worker_id, 9);
+}
+
+TEST(ConfigFileTest, ErrorInAFileNamesTheFileAndTheKey) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("bad.yaml");
+  std::ofstream(path) << "http:\n  threads: many\n";
+  auto r = LoadConfigFile(path);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+  EXPECT_NE(r.error().message.find(path), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("http.threads"), std::string::npos) << r.error().message;
+}
+
+TEST(ConfigFileTest, DirectoryIsNotAConfigFile) {
+  testing::TempDir dir;
+  auto r = LoadConfigFile(dir.path().string());
+  EXPECT_FALSE(r);
+}
+
+TEST(ParseHostPortTest, AcceptsHostAndPort) {
+  auto a = ParseHostPort("127.0.0.1:8080");
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->first, "127.0.0.1");
+  EXPECT_EQ(a->second, 8080);
+
+  auto b = ParseHostPort("localhost:0");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->first, "localhost");
+  EXPECT_EQ(b->second, 0);
+
+  auto c = ParseHostPort("example.com:65535");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->second, 65535);
+}
+
+TEST(ParseHostPortTest, StripsIpv6Brackets) {
+  auto r = ParseHostPort("[::1]:9092");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->first, "::1");
+  EXPECT_EQ(r->second, 9092);
+}
+
+TEST(ParseHostPortTest, RejectsMalformedInput) {
+  for (const std::string s : {"", "localhost", ":8080", "host:", "host:65536", "host:-1",
+                              "host:80x", "host: 80", "host:+80", "host:99999999999"}) {
+    SCOPED_TRACE(s);
+    auto r = ParseHostPort(s);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace kleaf::config

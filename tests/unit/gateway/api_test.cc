@@ -1,0 +1,774 @@
+#include "gateway/api.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allocator/allocation.h"
+#include "allocator/allocator.h"
+#include "allocator/service.h"
+#include "base/clock.h"
+#include "base/worker_pool.h"
+#include "gateway/segment_cache.h"
+#include "gateway/snowflake.h"
+
+namespace kleaf::gateway {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kNow = 1'700'000'000'000;  // 2023-11-14T22:13:20.000Z
+constexpr const char* kToken = "0123456789abcdef-admin";
+constexpr auto kAnswerTimeout = std::chrono::seconds(10);
+constexpr int64_t kWorkerId = 7;
+
+// The allocator seam: tags in memory with the real allocation rules. Callbacks complete inline,
+// later from whatever thread calls CompletePending (kDeferred), or never (kNever).
+class FakeAllocator final : public allocator::Allocator {
+ public:
+  enum class Mode { kInline, kDeferred, kNever };
+
+  explicit FakeAllocator(Clock& clock) : clock_(clock) {}
+
+  void set_mode(Mode mode) {
+    std::lock_guard lock(mu_);
+    mode_ = mode;
+  }
+  // Every AllocateSegment fails with `code` (nullopt: allocate normally).
+  void set_segment_failure(std::optional<Code> code) {
+    std::lock_guard lock(mu_);
+    segment_failure_ = code;
+  }
+  void AddTag(const std::string& tag, int64_t step, int64_t max_id = 1) {
+    std::lock_guard lock(mu_);
+    state::TagRecord r;
+    r.tag = tag;
+    r.step = step;
+    r.max_id = max_id;
+    tags_[tag] = r;
+  }
+  std::optional<state::TagRecord> Tag(const std::string& tag) {
+    std::lock_guard lock(mu_);
+    auto it = tags_.find(tag);
+    if (it == tags_.end()) return std::nullopt;
+    return it->second;
+  }
+  int segment_requests() {
+    std::lock_guard lock(mu_);
+    return segment_requests_;
+  }
+  // Waits (bounded) until at least `n` calls are pending.
+  bool WaitForPending(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kAnswerTimeout, [&] { return pending_.size() >= n; });
+  }
+  // Completes every pending call on the calling thread; answers how many.
+  int CompletePending() {
+    std::deque<std::function<void()>> run;
+    {
+      std::lock_guard lock(mu_);
+      run.swap(pending_);
+    }
+    for (auto& f : run) f();
+    return static_cast<int>(run.size());
+  }
+
+  void AllocateSegment(std::string tag, int64_t step,
+                       allocator::Callback<allocator::Segment> done) override {
+    {
+      std::lock_guard lock(mu_);
+      ++segment_requests_;
+    }
+    Dispatch([this, tag, step, done] {
+      done([&]() -> Result<allocator::Segment> {
+        std::lock_guard lock(mu_);
+        if (segment_failure_) return Fail(*segment_failure_, "forced failure");
+        auto it = tags_.find(tag);
+        if (it == tags_.end() || it->second.deleted) {
+          return Fail(Code::kNotFound, "unknown tag '" + tag + "'");
+        }
+        return allocator::ReserveSegment(it->second, step, kMaxStep, clock_.NowMs());
+      }());
+    });
+  }
+  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override {
+    Dispatch([this, done] {
+      std::vector<state::TagRecord> live;
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& [tag, r] : tags_) {
+          if (!r.deleted) live.push_back(r);
+        }
+      }
+      done(std::move(live));
+    });
+  }
+  void GetTag(std::string tag, allocator::Callback<state::TagRecord> done) override {
+    Dispatch([this, tag, done] {
+      done([&]() -> Result<state::TagRecord> {
+        std::lock_guard lock(mu_);
+        auto it = tags_.find(tag);
+        if (it == tags_.end() || it->second.deleted) return Fail(Code::kNotFound, "unknown tag");
+        return it->second;
+      }());
+    });
+  }
+  void PutTag(std::string tag, allocator::TagUpdate update,
+              allocator::Callback<state::TagRecord> done) override {
+    Dispatch([this, tag, update, done] {
+      done([&]() -> Result<state::TagRecord> {
+        std::lock_guard lock(mu_);
+        auto it = tags_.find(tag);
+        std::optional<state::TagRecord> existing;
+        if (it != tags_.end()) existing = it->second;
+        auto r = allocator::ApplyTagUpdate(existing, tag, update, 1000, kMaxStep, clock_.NowMs());
+        if (r) tags_[tag] = *r;
+        return r;
+      }());
+    });
+  }
+  void DeleteTag(std::string tag, allocator::Callback<state::TagRecord> done) override {
+    Dispatch([this, tag, done] {
+      done([&]() -> Result<state::TagRecord> {
+        std::lock_guard lock(mu_);
+        auto it = tags_.find(tag);
+        if (it == tags_.end() || it->second.deleted) return Fail(Code::kNotFound, "unknown tag");
+        state::TagRecord before = it->second;
+        it->second.deleted = true;
+        return before;
+      }());
+    });
+  }
+
+  // The gateway API does not use the worker registry; the fake has none.
+  void Registry(allocator::Request /*request*/,
+                allocator::Callback<allocator::Reply> done) override {
+    Dispatch([done] {
+      allocator::Reply reply;
+      reply.error = Error{Code::kFailedPrecondition, "the fake allocator has no worker registry"};
+      done(std::move(reply));
+    });
+  }
+
+  static constexpr int64_t kMaxStep = 1'000'000;
+
+ private:
+  void Dispatch(std::function<void()> call) {
+    std::unique_lock lock(mu_);
+    switch (mode_) {
+      case Mode::kInline:
+        lock.unlock();
+        call();
+        return;
+      case Mode::kDeferred:
+        pending_.push_back(std::move(call));
+        cv_.notify_all();
+        return;
+      case Mode::kNever:
+        never_.push_back(std::move(call));
+        return;
+    }
+  }
+
+  Clock& clock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Mode mode_ = Mode::kInline;
+  std::optional<Code> segment_failure_;
+  std::map<std::string, state::TagRecord> tags_;
+  std::deque<std::function<void()>> pending_;
+  std::vector<std::function<void()>> never_;
+  int segment_requests_ = 0;
+};
+
+// What one Handle() call answered, and how often (must be exactly once).
+struct Answer {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  HttpResponse response;
+};
+
+ApiOptions DefaultOptions() {
+  ApiOptions o;
+  o.max_batch = 1000;
+  o.wait_ms = 100;
+  o.retry_after_s = 2;
+  o.admin_token = kToken;
+  return o;
+}
+
+std::optional<std::string> Header(const HttpResponse& r, const std::string& name) {
+  for (const auto& [k, v] : r.headers) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+json Body(const HttpResponse& r) {
+  json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.body;
+  return j;
+}
+
+// Asserts the JSON error shape {"error":{"code","message"}} with `status` and `code`.
+void ExpectError(const HttpResponse& r, int status, const std::string& code) {
+  EXPECT_EQ(r.status, status) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  json j = Body(r);
+  ASSERT_TRUE(j.is_object()) << r.body;
+  ASSERT_TRUE(j.contains("error")) << r.body;
+  EXPECT_EQ(j["error"].value("code", ""), code) << r.body;
+  EXPECT_TRUE(j["error"]["message"].is_string()) << r.body;
+  EXPECT_FALSE(j["error"].value("message", "").empty());
+  EXPECT_EQ(Header(r, "Retry-After").has_value(), status == 503);
+}
+
+std::vector<int64_t> Ids(const HttpResponse& r) {
+  std::vector<int64_t> ids;
+  json j = Body(r);
+  if (!j.is_object() || !j.contains("ids")) {
+    ADD_FAILURE() << "no ids in " << r.body;
+    return ids;
+  }
+  for (const auto& id : j["ids"]) {
+    EXPECT_TRUE(id.is_string()) << "IDs must be strings: " << r.body;
+    if (id.is_string()) ids.push_back(std::stoll(id.get<std::string>()));
+  }
+  return ids;
+}
+
+SnowflakeGenerator::Options SnowflakeOptions() {
+  SnowflakeGenerator::Options o;
+  o.worker_id = kWorkerId;
+  o.random_sequence_start = false;
+  o.max_backward_ms = 5;
+  return o;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { MakeApi(DefaultOptions()); }
+
+  void TearDown() override {
+    // Work queued on the pool refers to the Api; finish it before anything is destroyed.
+    pool_.Stop();
+    std::lock_guard lock(answers_mu_);
+    for (const auto& a : answers_) {
+      std::lock_guard alock(a->mu);
+      EXPECT_EQ(a->calls, 1) << "a request was answered " << a->calls << " times";
+    }
+  }
+
+  void MakeApi(ApiOptions options) {
+    api_ = std::make_unique<Api>(options, cache_, snowflake_, allocator_, pool_);
+  }
+
+  std::shared_ptr<Answer> Send(std::string method, std::string target, std::string body = "",
+                               std::string authorization = "") {
+    auto answer = std::make_shared<Answer>();
+    {
+      std::lock_guard lock(answers_mu_);
+      answers_.push_back(answer);
+    }
+    HttpRequest request{std::move(method), std::move(target), std::move(body),
+                        std::move(authorization)};
+    api_->Handle(std::move(request), [answer](HttpResponse r) {
+      std::lock_guard lock(answer->mu);
+      ++answer->calls;
+      answer->response = std::move(r);
+      answer->cv.notify_all();
+    });
+    return answer;
+  }
+
+  static HttpResponse Await(const std::shared_ptr<Answer>& answer) {
+    std::unique_lock lock(answer->mu);
+    bool answered = answer->cv.wait_for(lock, kAnswerTimeout, [&] { return answer->calls > 0; });
+    EXPECT_TRUE(answered) << "no answer within " << kAnswerTimeout.count() << " s";
+    if (!answered) {
+      HttpResponse none;
+      none.status = 0;
+      return none;
+    }
+    return answer->response;
+  }
+
+  HttpResponse Get(const std::string& target) { return Await(Send("GET", target)); }
+  HttpResponse Admin(const std::string& method, const std::string& target,
+                     const std::string& body = "") {
+    return Await(Send(method, target, body, std::string("Bearer ") + kToken));
+  }
+
+  ManualClock clock_{kNow};
+  FakeAllocator allocator_{clock_};
+  SegmentCache cache_{allocator_, clock_, SegmentBuffer::Options{.max_step = 1'000'000,
+                                                                 .preload_percent = 10}};
+  SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), SnowflakeOptions(), clock_};
+  WorkerPool pool_{2, "api-test"};
+  std::unique_ptr<Api> api_;
+  std::mutex answers_mu_;
+  std::vector<std::shared_ptr<Answer>> answers_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Leaf-compatible routes
+
+TEST_F(ApiTest, LeafSegmentRouteAnswersPlainDecimalIds) {
+  allocator_.AddTag("order", 100);
+  for (int expected = 1; expected <= 3; ++expected) {
+    HttpResponse r = Get("/api/segment/get/order");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.content_type.rfind("text/plain", 0), 0u) << r.content_type;
+    EXPECT_EQ(r.body, std::to_string(expected));
+  }
+}
+
+TEST_F(ApiTest, LeafSegmentRouteIgnoresCount) {
+  allocator_.AddTag("order", 100);
+  HttpResponse r = Get("/api/segment/get/order?count=5");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "1");
+}
+
+TEST_F(ApiTest, LeafSnowflakeRouteAnswersAPlainDecimalId) {
+  HttpResponse r = Get("/api/snowflake/get/anything");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type.rfind("text/plain", 0), 0u);
+  ASSERT_FALSE(r.body.empty());
+  EXPECT_TRUE(
+      std::all_of(r.body.begin(), r.body.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      << r.body;
+  auto p = SnowflakeLayout::Default().Decode(std::stoll(r.body));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->worker_id, kWorkerId);
+  EXPECT_EQ(p->timestamp_ms, kNow);
+}
+
+TEST_F(ApiTest, IdFromALoadedSegmentIsAnsweredBeforeHandleReturns) {
+  allocator_.AddTag("order", 100);
+  ASSERT_EQ(Get("/api/segment/get/order").status, 200);  // loads the segment
+  auto answer = Send("GET", "/api/segment/get/order");
+  {
+    std::lock_guard lock(answer->mu);
+    EXPECT_EQ(answer->calls, 1) << "a loaded segment must not wait for a worker";
+  }
+  EXPECT_EQ(Await(answer).body, "2");
+}
+
+// ---------------------------------------------------------------------------------------------
+// v1 JSON routes
+
+TEST_F(ApiTest, V1SegmentCountDefaultsToOneWithIdsAsStrings) {
+  allocator_.AddTag("order", 100);
+  HttpResponse r = Get("/api/v1/segment/order");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  json j = Body(r);
+  EXPECT_EQ(j, json::parse(R"({"tag":"order","ids":["1"]})"));
+}
+
+TEST_F(ApiTest, V1SegmentBatchIsConsecutiveWithinOneAllocator) {
+  allocator_.AddTag("order", 100);
+  ASSERT_EQ(Ids(Get("/api/v1/segment/order")), std::vector<int64_t>{1});
+  EXPECT_EQ(Ids(Get("/api/v1/segment/order?count=5")), (std::vector<int64_t>{2, 3, 4, 5, 6}));
+  EXPECT_EQ(Ids(Get("/api/v1/segment/order?other=x&count=2")), (std::vector<int64_t>{7, 8}));
+}
+
+TEST_F(ApiTest, V1SegmentBatchSpansSeveralSegments) {
+  allocator_.AddTag("order", 10);
+  std::vector<int64_t> ids = Ids(Get("/api/v1/segment/order?count=1000"));
+  ASSERT_EQ(ids.size(), 1000u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << "duplicate ID";
+  auto tag = allocator_.Tag("order");
+  ASSERT_TRUE(tag);
+  EXPECT_LT(ids.back(), tag->max_id) << "an ID beyond what the allocator granted";
+}
+
+TEST_F(ApiTest, V1SnowflakeBatchIsIncreasingStrings) {
+  std::vector<int64_t> three = Ids(Get("/api/v1/snowflake/order?count=3"));
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(three.begin(), three.end()));
+  EXPECT_EQ(std::adjacent_find(three.begin(), three.end()), three.end());
+  json j = Body(Get("/api/v1/snowflake/order"));
+  EXPECT_EQ(j["tag"], "order");
+  ASSERT_EQ(j["ids"].size(), 1u);
+  EXPECT_TRUE(j["ids"][0].is_string());
+}
+
+TEST_F(ApiTest, V1SnowflakeLargeBatchIsAnsweredFromAWorker) {
+  std::vector<int64_t> ids = Ids(Get("/api/v1/snowflake/order?count=1000"));
+  ASSERT_EQ(ids.size(), 1000u);
+  std::set<int64_t> unique(ids.begin(), ids.end());
+  EXPECT_EQ(unique.size(), 1000u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+}
+
+TEST_F(ApiTest, BadCountIsBadRequest) {
+  allocator_.AddTag("order", 100);
+  for (const std::string count :
+       {"0", "-1", "abc", "1.5", "", "1001", "99999999999999999999", "5x", " 5", "0x10"}) {
+    for (const std::string route : {"/api/v1/segment/order", "/api/v1/snowflake/order"}) {
+      SCOPED_TRACE(route + "?count=" + count);
+      HttpResponse r = Get(route + "?count=" + count);
+      ExpectError(r, 400, "invalid_argument");
+      EXPECT_NE(Body(r)["error"].value("message", "").find("count"), std::string::npos);
+    }
+  }
+  ExpectError(Get("/api/v1/segment/order?count"), 400, "invalid_argument");
+  EXPECT_EQ(Ids(Get("/api/v1/segment/order?count=1000")).size(), 1000u);  // the maximum is fine
+}
+
+TEST_F(ApiTest, BadTagIsBadRequest) {
+  const std::string long_tag(129, 'x');
+  const std::vector<std::string> targets = {
+      "/api/v1/segment/a%20b", "/api/v1/snowflake/bad!tag", "/api/segment/get/" + long_tag,
+      "/api/snowflake/get/",   "/api/v1/segment/",          "/api/segment/get/a*b"};
+  for (const std::string& target : targets) {
+    SCOPED_TRACE(target);
+    ExpectError(Get(target), 400, "invalid_argument");
+  }
+  EXPECT_EQ(allocator_.segment_requests(), 0) << "a bad tag must not reach the allocator";
+}
+
+TEST_F(ApiTest, UnknownPathIsNotFound) {
+  for (const std::string target :
+       {"/", "/nope", "/api", "/api/v1", "/api/v2/segment/x", "/api/v1/segment/x/y",
+        "/api/v1/whatever/x", "/api/segment/get/x/y", "/api/segment/x",
+        "/api/v1/snowflake/decode/1/2",
+        "/api/v1/tags/a/b", "/healthz/x"}) {
+    SCOPED_TRACE(target);
+    ExpectError(Get(target), 404, "not_found");
+  }
+}
+
+TEST_F(ApiTest, WrongMethodIs405WithAllow) {
+  struct Case {
+    const char* method;
+    const char* target;
+    const char* allow;
+  };
+  for (const Case c : {Case{"POST", "/api/segment/get/x", "GET"},
+                       Case{"PUT", "/api/snowflake/get/x", "GET"},
+                       Case{"DELETE", "/api/v1/segment/x", "GET"},
+                       Case{"POST", "/api/v1/snowflake/x?count=2", "GET"},
+                       Case{"POST", "/api/v1/snowflake/decode/1", "GET"},
+                       Case{"PUT", "/healthz", "GET"}}) {
+    SCOPED_TRACE(std::string(c.method) + " " + c.target);
+    HttpResponse r = Await(Send(c.method, c.target));
+    ExpectError(r, 405, "method_not_allowed");
+    EXPECT_EQ(Header(r, "Allow"), c.allow);
+  }
+  HttpResponse list = Admin("POST", "/api/v1/tags");
+  ExpectError(list, 405, "method_not_allowed");
+  EXPECT_EQ(Header(list, "Allow"), "GET");
+  HttpResponse one = Admin("PATCH", "/api/v1/tags/order", "{}");
+  ExpectError(one, 405, "method_not_allowed");
+  EXPECT_EQ(Header(one, "Allow"), "GET, PUT, DELETE");
+}
+
+TEST_F(ApiTest, HealthzAnswersOk) {
+  HttpResponse r = Get("/healthz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Body(r), json::parse(R"({"status":"ok"})"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Segment failures and waiting
+
+TEST_F(ApiTest, UnknownTagIsNotFoundAndItsBufferIsDropped) {
+  for (const std::string target : {"/api/v1/segment/nope", "/api/segment/get/nope",
+                                   "/api/v1/segment/nope?count=50"}) {
+    SCOPED_TRACE(target);
+    ExpectError(Get(target), 404, "not_found");
+    EXPECT_EQ(cache_.size(), 0u) << "made-up tags must not grow the cache";
+  }
+}
+
+TEST_F(ApiTest, AllocatorThatNeverAnswersGives503WithRetryAfterWithinTheBoundedWait) {
+  allocator_.AddTag("order", 100);
+  allocator_.set_mode(FakeAllocator::Mode::kNever);
+  for (const std::string target : {"/api/v1/segment/order", "/api/segment/get/order"}) {
+    SCOPED_TRACE(target);
+    const auto start = std::chrono::steady_clock::now();
+    HttpResponse r = Get(target);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    ExpectError(r, 503, "unavailable");
+    EXPECT_EQ(Header(r, "Retry-After"), "2");
+    EXPECT_GE(waited, std::chrono::milliseconds(95)) << "gave up before the configured wait";
+    EXPECT_LT(waited, std::chrono::seconds(5)) << "the wait must be bounded";
+  }
+}
+
+// The wait is bounded per request from its arrival: requests queued behind others on the two
+// worker threads must not each wait the full wait_ms in turn (40 x 100 ms / 2 threads = 2 s).
+TEST_F(ApiTest, BurstOfWaitingRequestsIsAnsweredWithinAboutOneWait) {
+  allocator_.AddTag("order", 100);
+  allocator_.set_mode(FakeAllocator::Mode::kNever);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Answer>> answers;
+  for (int i = 0; i < 40; ++i) answers.push_back(Send("GET", "/api/v1/segment/order"));
+  for (const auto& a : answers) ExpectError(Await(a), 503, "unavailable");
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+}
+
+TEST_F(ApiTest, FetchCompletedFromAnotherThreadAnswersTheWaitingRequest) {
+  ApiOptions o = DefaultOptions();
+  o.wait_ms = 60'000;  // the test, not the deadline, decides when the fetch completes
+  MakeApi(o);
+  allocator_.AddTag("order", 100);
+  allocator_.set_mode(FakeAllocator::Mode::kDeferred);
+  auto answer = Send("GET", "/api/v1/segment/order?count=3");
+  ASSERT_TRUE(allocator_.WaitForPending(1));
+  {
+    std::lock_guard lock(answer->mu);
+    EXPECT_EQ(answer->calls, 0) << "answered before any segment existed";
+  }
+  std::thread completer([this] { allocator_.CompletePending(); });
+  HttpResponse r = Await(answer);
+  completer.join();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Ids(r), (std::vector<int64_t>{1, 2, 3}));
+}
+
+TEST_F(ApiTest, FailedFetchIsReportedWithItsStatus) {
+  allocator_.AddTag("order", 100);
+  allocator_.set_segment_failure(Code::kNotFound);
+  ExpectError(Get("/api/v1/segment/order"), 404, "not_found");
+  allocator_.set_segment_failure(Code::kUnavailable);
+  HttpResponse r = Get("/api/v1/segment/order");
+  ExpectError(r, 503, "unavailable");
+  EXPECT_EQ(Header(r, "Retry-After"), "2");
+  allocator_.set_segment_failure(std::nullopt);
+  EXPECT_EQ(Get("/api/v1/segment/order").status, 200);
+}
+
+TEST_F(ApiTest, ConcurrentSegmentRequestsNeverShareAnId) {
+  allocator_.AddTag("order", 10);
+  constexpr int kThreads = 4;
+  constexpr int kRequests = 150;
+  std::vector<std::vector<int64_t>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t, &got] {
+      for (int i = 0; i < kRequests; ++i) {
+        HttpResponse r = Get(i % 2 ? "/api/v1/segment/order?count=3" : "/api/segment/get/order");
+        if (r.status != 200) {
+          ADD_FAILURE() << r.status << " " << r.body;
+          continue;
+        }
+        if (i % 2) {
+          for (int64_t id : Ids(r)) got[t].push_back(id);
+        } else {
+          got[t].push_back(std::stoll(r.body));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<int64_t> all;
+  for (const auto& g : got) all.insert(all.end(), g.begin(), g.end());
+  EXPECT_EQ(all.size(), size_t{kThreads * kRequests / 2 * 4});
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "duplicate ID";
+  auto tag = allocator_.Tag("order");
+  ASSERT_TRUE(tag);
+  EXPECT_LT(all.back(), tag->max_id);
+  EXPECT_GE(all.front(), 1);
+}
+
+TEST_F(ApiTest, SnowflakeClockMovedBackIs503WithRetryAfter) {
+  ASSERT_EQ(Get("/api/snowflake/get/x").status, 200);
+  clock_.SetWallMs(kNow - 1000);
+  for (const std::string target : {"/api/snowflake/get/x", "/api/v1/snowflake/x?count=5",
+                                   "/api/v1/snowflake/x?count=500"}) {
+    SCOPED_TRACE(target);
+    HttpResponse r = Get(target);
+    ExpectError(r, 503, "unavailable");
+    EXPECT_EQ(Header(r, "Retry-After"), "2");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admin routes
+
+TEST_F(ApiTest, AdminRoutesNeedTheBearerToken) {
+  const std::string token = kToken;
+  const std::vector<std::string> wrong = {std::string(),
+                                          "Bearer",
+                                          "Bearer ",
+                                          "Bearer wrong-token-123456",
+                                          "Bearer " + token + "x",
+                                          "Bearer " + token.substr(0, 10),
+                                          "bearer " + token,
+                                          "Basic " + token,
+                                          token};
+  for (const std::string& auth : wrong) {
+    SCOPED_TRACE(auth);
+    ExpectError(Await(Send("GET", "/api/v1/tags", "", auth)), 401, "unauthenticated");
+    ExpectError(Await(Send("PUT", "/api/v1/tags/order", R"({"step":5})", auth)), 401,
+                "unauthenticated");
+    ExpectError(Await(Send("DELETE", "/api/v1/tags/order", "", auth)), 401, "unauthenticated");
+  }
+  EXPECT_FALSE(allocator_.Tag("order")) << "an unauthenticated PUT reached the allocator";
+  EXPECT_EQ(Admin("GET", "/api/v1/tags").status, 200);
+}
+
+TEST_F(ApiTest, AdminRoutesAreClosedWithoutAConfiguredToken) {
+  ApiOptions o = DefaultOptions();
+  o.admin_token = "";
+  MakeApi(o);
+  ExpectError(Await(Send("GET", "/api/v1/tags", "", "Bearer ")), 401, "unauthenticated");
+  ExpectError(Await(Send("GET", "/api/v1/tags", "", "")), 401, "unauthenticated");
+}
+
+TEST_F(ApiTest, PutGetListAndDeleteTags) {
+  HttpResponse put = Admin("PUT", "/api/v1/tags/order", R"({"step":500,"description":"orders"})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Body(put), json::parse(R"({"tag":"order","max_id":1,"step":500,
+      "description":"orders","update_time":"2023-11-14T22:13:20.000Z"})"));
+
+  HttpResponse get = Admin("GET", "/api/v1/tags/order");
+  ASSERT_EQ(get.status, 200) << get.body;
+  EXPECT_EQ(Body(get), Body(put));
+
+  ASSERT_EQ(Admin("PUT", "/api/v1/tags/billing", "").status, 200);  // empty body: defaults
+  HttpResponse list = Admin("GET", "/api/v1/tags");
+  ASSERT_EQ(list.status, 200) << list.body;
+  json tags = Body(list)["tags"];
+  ASSERT_EQ(tags.size(), 2u) << list.body;
+  EXPECT_EQ(tags[0]["tag"], "billing");
+  EXPECT_EQ(tags[0]["step"], 1000);
+  EXPECT_EQ(tags[1]["tag"], "order");
+
+  HttpResponse del = Admin("DELETE", "/api/v1/tags/order");
+  ASSERT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(Body(del)["deleted"]["tag"], "order");
+  ExpectError(Admin("GET", "/api/v1/tags/order"), 404, "not_found");
+  ExpectError(Admin("DELETE", "/api/v1/tags/order"), 404, "not_found");
+  json after = Body(Admin("GET", "/api/v1/tags"))["tags"];
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0]["tag"], "billing");
+}
+
+TEST_F(ApiTest, PutUpdatesOnlyWhatItNames) {
+  ASSERT_EQ(Admin("PUT", "/api/v1/tags/order", R"({"step":5,"description":"d"})").status, 200);
+  HttpResponse r = Admin("PUT", "/api/v1/tags/order", R"({"max_id":900})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = Body(r);
+  EXPECT_EQ(j["max_id"], 900);
+  EXPECT_EQ(j["step"], 5);
+  EXPECT_EQ(j["description"], "d");
+}
+
+TEST_F(ApiTest, PutWithABadBodyIsBadRequest) {
+  for (const std::string body :
+       {"not json", "[1]", "\"str\"", "42", R"({"step":"5"})", R"({"step":1.5})",
+        R"({"description":5})", R"({"max_id":null})", R"({"step":0})", R"({"step":1000001})",
+        R"({"max_id":-1})", R"({"step":5,"bogus":1})", "{\"step\":5"}) {
+    SCOPED_TRACE(body);
+    ExpectError(Admin("PUT", "/api/v1/tags/order", body), 400, "invalid_argument");
+  }
+  EXPECT_FALSE(allocator_.Tag("order")) << "a rejected PUT created the tag";
+}
+
+TEST_F(ApiTest, UnknownFieldErrorNamesTheField) {
+  HttpResponse r = Admin("PUT", "/api/v1/tags/order", R"({"stepp":5})");
+  ExpectError(r, 400, "invalid_argument");
+  EXPECT_EQ(Body(r)["error"].value("message", "").rfind("stepp", 0), 0u) << r.body;
+}
+
+TEST_F(ApiTest, LoweringMaxIdIsConflict) {
+  ASSERT_EQ(Admin("PUT", "/api/v1/tags/order", R"({"max_id":5000})").status, 200);
+  ExpectError(Admin("PUT", "/api/v1/tags/order", R"({"max_id":10})"), 409, "failed_precondition");
+  EXPECT_EQ(Body(Admin("GET", "/api/v1/tags/order"))["max_id"], 5000);
+}
+
+TEST_F(ApiTest, BadTagOnAdminRoutesIsBadRequest) {
+  ExpectError(Admin("GET", "/api/v1/tags/bad!tag"), 400, "invalid_argument");
+  ExpectError(Admin("PUT", "/api/v1/tags/a%2Fb", "{}"), 400, "invalid_argument");
+  ExpectError(Admin("DELETE", "/api/v1/tags/" + std::string(129, 't')), 400, "invalid_argument");
+}
+
+TEST_F(ApiTest, AdminAnswersFromTheAllocatorsThread) {
+  allocator_.set_mode(FakeAllocator::Mode::kDeferred);
+  auto answer = Send("PUT", "/api/v1/tags/order", R"({"step":5})", std::string("Bearer ") + kToken);
+  ASSERT_TRUE(allocator_.WaitForPending(1));
+  std::thread completer([this] { allocator_.CompletePending(); });
+  HttpResponse r = Await(answer);
+  completer.join();
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(ApiTest, DeletedTagStopsServingAndARecreatedTagContinuesAboveIt) {
+  ASSERT_EQ(Admin("PUT", "/api/v1/tags/order", R"({"step":100})").status, 200);
+  HttpResponse first = Get("/api/segment/get/order");
+  ASSERT_EQ(first.status, 200);
+  ASSERT_EQ(Admin("DELETE", "/api/v1/tags/order").status, 200);
+  ExpectError(Get("/api/segment/get/order"), 404, "not_found");
+  ExpectError(Get("/api/v1/segment/order"), 404, "not_found");
+
+  ASSERT_EQ(Admin("PUT", "/api/v1/tags/order", R"({"step":100})").status, 200);
+  HttpResponse again = Get("/api/segment/get/order");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_GT(std::stoll(again.body), std::stoll(first.body));
+  EXPECT_GE(std::stoll(again.body), 101) << "reused an ID range of the deleted tag";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode
+
+TEST_F(ApiTest, DecodeDescribesAnId) {
+  HttpResponse r = Get("/api/v1/snowflake/decode/1256557484213448722");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(Body(r), json::parse(R"({"id":"1256557484213448722","timestamp_ms":1588421624602,
+      "time":"2020-05-02T12:13:44.602Z","worker_id":619,"sequence":18})"));
+}
+
+TEST_F(ApiTest, DecodeRejectsBadIds) {
+  for (const std::string id : {"abc", "-1", "99999999999999999999", "", "1.5", "12a", "%201"}) {
+    SCOPED_TRACE(id);
+    ExpectError(Get("/api/v1/snowflake/decode/" + id), 400, "invalid_argument");
+  }
+}
+
+TEST(ErrorResponseTest, HasTheJsonShapeAndRetryAfterOnlyOn503) {
+  HttpResponse unavailable = ErrorResponse(Error{Code::kUnavailable, "try later"}, 7);
+  EXPECT_EQ(unavailable.status, 503);
+  EXPECT_EQ(Header(unavailable, "Retry-After"), "7");
+  EXPECT_EQ(Body(unavailable),
+            json::parse(R"({"error":{"code":"unavailable","message":"try later"}})"));
+
+  HttpResponse bad = ErrorResponse(Error{Code::kInvalidArgument, "no"});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_FALSE(Header(bad, "Retry-After"));
+
+  EXPECT_EQ(ErrorResponse(Error{Code::kUnauthenticated, "x"}).status, 401);
+  EXPECT_EQ(ErrorResponse(Error{Code::kNotFound, "x"}).status, 404);
+  EXPECT_EQ(ErrorResponse(Error{Code::kFailedPrecondition, "x"}).status, 409);
+  EXPECT_EQ(ErrorResponse(Error{Code::kInternal, "x"}).status, 500);
+}
+
+TEST(ErrorResponseTest, MessageIsEscapedAsJson) {
+  HttpResponse r = ErrorResponse(Error{Code::kInvalidArgument, "a \"quoted\"\nline\\"});
+  EXPECT_EQ(Body(r)["error"]["message"], "a \"quoted\"\nline\\");
+}
+
+}  // namespace
+}  // namespace kleaf::gateway

@@ -1,0 +1,221 @@
+#include "state/store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "state/records.h"
+#include "tests/unit/testing/temp_dir.h"
+
+namespace kleaf::state {
+namespace {
+
+TagRecord Record(std::string tag, int64_t max_id, int64_t step = 1000) {
+  TagRecord r;
+  r.tag = std::move(tag);
+  r.max_id = max_id;
+  r.step = step;
+  return r;
+}
+
+void ExpectSameRecord(const TagRecord& a, const TagRecord& b) {
+  EXPECT_EQ(a.tag, b.tag);
+  EXPECT_EQ(a.max_id, b.max_id);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.description, b.description);
+  EXPECT_EQ(a.update_time_ms, b.update_time_ms);
+  EXPECT_EQ(a.deleted, b.deleted);
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen() {
+    store_.reset();
+    auto s = Store::Open(path_);
+    ASSERT_TRUE(s) << s.error().message;
+    store_ = std::move(*s);
+  }
+
+  testing::TempDir dir_;
+  const std::string path_ = dir_.Sub("state");
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, MissingTagIsEmptyNotAnError) {
+  auto r = store_->GetTag("order");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST_F(StoreTest, PutThenGetReturnsEveryField) {
+  TagRecord in = Record("order", 4242, 17);
+  in.description = "orders, \"quoted\" and ünïcode\n";
+  in.update_time_ms = 1'700'000'000'123;
+  in.deleted = true;
+  ASSERT_TRUE(store_->PutTag(in));
+  auto out = store_->GetTag("order");
+  ASSERT_TRUE(out);
+  ASSERT_TRUE(out->has_value());
+  ExpectSameRecord(**out, in);
+}
+
+TEST_F(StoreTest, PutOverwrites) {
+  ASSERT_TRUE(store_->PutTag(Record("order", 1)));
+  ASSERT_TRUE(store_->PutTag(Record("order", 1001)));
+  auto out = store_->GetTag("order");
+  ASSERT_TRUE(out && out->has_value());
+  EXPECT_EQ((*out)->max_id, 1001);
+}
+
+TEST_F(StoreTest, ExtremeValuesRoundTrip) {
+  TagRecord in = Record(std::string(128, 't'), int64_t{1} << 62, 1'000'000'000);
+  ASSERT_TRUE(store_->PutTag(in));
+  auto out = store_->GetTag(in.tag);
+  ASSERT_TRUE(out && out->has_value());
+  ExpectSameRecord(**out, in);
+}
+
+TEST_F(StoreTest, ListIsOrderedByTagAndIncludesDeletedOnes) {
+  ASSERT_TRUE(store_->PutTag(Record("b", 2)));
+  TagRecord gone = Record("a.deleted", 3);
+  gone.deleted = true;
+  ASSERT_TRUE(store_->PutTag(gone));
+  ASSERT_TRUE(store_->PutTag(Record("a", 1)));
+  ASSERT_TRUE(store_->PutTag(Record("Z", 26)));
+  ASSERT_TRUE(store_->PutValue("snowflake.last_ms", 99));  // a value is not a tag
+
+  auto list = store_->ListTags();
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ(list->size(), 4u);
+  EXPECT_EQ((*list)[0].tag, "Z");
+  EXPECT_EQ((*list)[1].tag, "a");
+  EXPECT_EQ((*list)[2].tag, "a.deleted");
+  EXPECT_TRUE((*list)[2].deleted);
+  EXPECT_EQ((*list)[3].tag, "b");
+  EXPECT_EQ((*list)[3].max_id, 2);
+}
+
+TEST_F(StoreTest, EmptyStoreListsNothing) {
+  auto list = store_->ListTags();
+  ASSERT_TRUE(list);
+  EXPECT_TRUE(list->empty());
+}
+
+TEST_F(StoreTest, ValuesRoundTrip) {
+  auto missing = store_->GetValue("nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_FALSE(missing->has_value());
+
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1'700'000'000'000},
+                    std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    SCOPED_TRACE(v);
+    ASSERT_TRUE(store_->PutValue("v", v));
+    auto out = store_->GetValue("v");
+    ASSERT_TRUE(out && out->has_value());
+    EXPECT_EQ(**out, v);
+  }
+}
+
+TEST_F(StoreTest, ValuesAndTagsDoNotShareKeys) {
+  ASSERT_TRUE(store_->PutValue("order", 5));
+  auto tag = store_->GetTag("order");
+  ASSERT_TRUE(tag);
+  EXPECT_FALSE(tag->has_value());
+  ASSERT_TRUE(store_->PutTag(Record("x", 7)));
+  auto value = store_->GetValue("x");
+  ASSERT_TRUE(value);
+  EXPECT_FALSE(value->has_value());
+}
+
+TEST_F(StoreTest, EverythingSurvivesReopen) {
+  TagRecord a = Record("order", 123456, 50);
+  a.description = "durable";
+  a.update_time_ms = 42;
+  TagRecord b = Record("user", 9);
+  b.deleted = true;
+  ASSERT_TRUE(store_->PutTag(a));
+  ASSERT_TRUE(store_->PutTag(b));
+  ASSERT_TRUE(store_->PutValue("snowflake.last_ms", 1'700'000'000'999));
+
+  Reopen();
+
+  auto got = store_->GetTag("order");
+  ASSERT_TRUE(got && got->has_value());
+  ExpectSameRecord(**got, a);
+  auto list = store_->ListTags();
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 2u);
+  ExpectSameRecord((*list)[1], b);
+  auto v = store_->GetValue("snowflake.last_ms");
+  ASSERT_TRUE(v && v->has_value());
+  EXPECT_EQ(**v, 1'700'000'000'999);
+}
+
+TEST_F(StoreTest, OpeningTheSamePathTwiceFailsWithAClearMessage) {
+  auto second = Store::Open(path_);
+  ASSERT_FALSE(second) << "a second store opened the same RocksDB directory";
+  EXPECT_EQ(second.error().code, Code::kFailedPrecondition);
+  EXPECT_NE(second.error().message.find(path_), std::string::npos) << second.error().message;
+  EXPECT_NE(second.error().message.find("another kleaf process"), std::string::npos)
+      << second.error().message;
+  // The first store is unharmed.
+  EXPECT_TRUE(store_->PutValue("still", 1));
+}
+
+TEST_F(StoreTest, PathCanBeOpenedAgainOnceClosed) {
+  ASSERT_TRUE(store_->PutValue("n", 1));
+  store_.reset();
+  auto again = Store::Open(path_);
+  ASSERT_TRUE(again) << again.error().message;
+  auto v = (*again)->GetValue("n");
+  ASSERT_TRUE(v && v->has_value());
+  EXPECT_EQ(**v, 1);
+}
+
+TEST(StoreOpenTest, CreatesAMissingDirectory) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("fresh");
+  ASSERT_FALSE(std::filesystem::exists(path));
+  auto s = Store::Open(path);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE(std::filesystem::is_directory(path));
+}
+
+TEST(StoreOpenTest, PathThatIsAFileFails) {
+  testing::TempDir dir;
+  const std::string file = dir.Sub("not-a-dir");
+  std::ofstream(file) << "hello";
+  auto s = Store::Open(file);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find(file), std::string::npos) << s.error().message;
+}
+
+TEST(RecordsTest, EncodeDecodeRoundTrip) {
+  TagRecord in = Record("a:b-c_d.e", 99, 3);
+  in.description = "{\"json\": inside}";
+  in.update_time_ms = 7;
+  in.deleted = true;
+  auto out = DecodeTag(EncodeTag(in));
+  ASSERT_TRUE(out) << out.error().message;
+  ExpectSameRecord(*out, in);
+  EXPECT_EQ(TagKey("order"), "seg/order");
+}
+
+TEST(RecordsTest, CorruptRecordIsAnError) {
+  for (const char* bad :
+       {"", "{", "[]", "{\"tag\":\"a\"}", "{\"tag\":1,\"max_id\":1,\"step\":1}"}) {
+    SCOPED_TRACE(bad);
+    auto r = DecodeTag(bad);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, Code::kInternal);
+  }
+}
+
+}  // namespace
+}  // namespace kleaf::state
