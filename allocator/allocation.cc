@@ -11,7 +11,10 @@ Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step,
   if (record.deleted) return Fail(Code::kNotFound, "unknown tag '" + record.tag + "'");
   int64_t floor = std::min(record.step, max_step);
   int64_t step = std::clamp(requested_step <= 0 ? record.step : requested_step, floor, max_step);
-  if (record.max_id < 0 || record.max_id > kMaxSegmentId - step) {
+  if (record.max_id >= 0 && record.max_id < kMaxSegmentId && record.max_id > kMaxSegmentId - step) {
+    step = kMaxSegmentId - record.max_id;  // the last IDs of the space: a shorter segment
+  }
+  if (record.max_id < 0 || record.max_id >= kMaxSegmentId) {
     return Fail(Code::kResourceExhausted,
                 "tag '" + record.tag + "' has used up its ID space (max_id " +
                     std::to_string(record.max_id) + ")");

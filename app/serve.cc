@@ -1,7 +1,9 @@
 #include "app/serve.h"
 
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -41,12 +43,13 @@ Result<std::string> AdminToken(const config::Config& c) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string token;
   for (int i = 0; i < 32; ++i) token += kHex[rd() % 16];
-  {
-    std::ofstream out(path, std::ios::trunc);
-    out << token << "\n";
-    if (!out) return Fail(Code::kInternal, "cannot write admin token file " + path.string());
-  }
-  ::chmod(path.c_str(), 0600);
+  // Created with mode 0600 from the start: no moment where another user could open it.
+  std::filesystem::remove(path);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  std::string line = token + "\n";
+  bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (fd >= 0) ::close(fd);
+  if (!written) return Fail(Code::kInternal, "cannot write admin token file " + path.string());
   spdlog::info("[admin] generated an admin token into {}", path.string());
   return token;
 }
@@ -128,10 +131,13 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   auto port = server.Start();
   if (!port) return StartupError(port.error().message);
 
-  spdlog::info("[{}] node {} serving on http://{}:{} (state {}, worker id {})", role, c.node.id,
-               listen->first, *port, c.state.path, worker_id);
-  std::cout << "kleaf " << role << " listening on http://" << listen->first << ":" << *port
-            << std::endl;
+  const std::string url = "http://" +
+                          (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]"
+                                                                        : listen->first) +
+                          ":" + std::to_string(*port);
+  spdlog::info("[{}] node {} serving on {} (state {}, worker id {})", role, c.node.id, url,
+               c.state.path, worker_id);
+  std::cout << "kleaf " << role << " listening on " << url << std::endl;
 
   spdlog::info("[{}] {} received; shutting down", role, WaitForShutdownSignal());
   // Stop taking requests, finish the waits, stop issuing, then persist.

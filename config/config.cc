@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -270,6 +271,12 @@ Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s) {
   }
   std::string host = s.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  unsigned char addr[sizeof(in6_addr)];
+  if (host != "localhost" && inet_pton(AF_INET, host.c_str(), addr) != 1 &&
+      inet_pton(AF_INET6, host.c_str(), addr) != 1) {
+    return Fail(Code::kInvalidArgument,
+                "expected an IP address or localhost before the port, got '" + host + "'");
+  }
   std::string port_text = s.substr(colon + 1);
   unsigned port = 0;
   auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);

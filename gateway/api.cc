@@ -144,7 +144,9 @@ HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
   HttpResponse r;
   r.status = HttpStatus(error.code);
   r.body = json{{"error", {{"code", CodeName(error.code)}, {"message", error.message}}}}.dump();
-  if (r.status == 503) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+  if (r.status == 503 && error.code != Code::kResourceExhausted) {
+    r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+  }
   return r;
 }
 

@@ -194,7 +194,7 @@ HttpServer::~HttpServer() { Stop(std::chrono::milliseconds(0)); }
 Result<uint16_t> HttpServer::Start() {
   auto& o = impl_->options;
   beast::error_code ec;
-  auto address = net::ip::make_address(o.host, ec);
+  auto address = net::ip::make_address(o.host == "localhost" ? "127.0.0.1" : o.host, ec);
   if (ec) return Fail(Code::kInvalidArgument, "http.listen: bad address '" + o.host + "'");
   tcp::endpoint endpoint(address, o.port);
   auto& acceptor = impl_->acceptor;

@@ -74,7 +74,7 @@ Result<std::vector<IdRange>> SegmentBuffer::Take(int64_t count,
       taken += TryTake(count - taken, out);
       continue;
     }
-    if (auto step = PrepareFetchLocked()) {
+    if (auto step = PrepareFetchLocked(count - taken)) {
       lock.unlock();
       IssueFetch(*step);
       lock.lock();
@@ -136,13 +136,17 @@ void SegmentBuffer::StartPreload() {
   }
 }
 
-std::optional<int64_t> SegmentBuffer::PrepareFetchLocked() {
+std::optional<int64_t> SegmentBuffer::PrepareFetchLocked(int64_t demand) {
   if (fetching_ || standby_) return std::nullopt;
   fetching_ = true;
-  if (last_fetch_mono_ns_ < 0) return 0;  // first fetch: the tag's own step
-  auto lasted = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::nanoseconds(clock_.MonotonicNs() - last_fetch_mono_ns_));
-  return allocator::NextStep(step_, min_step_, options_.max_step, lasted);
+  int64_t step = 0;  // first fetch: the tag's own step
+  if (last_fetch_mono_ns_ >= 0) {
+    auto lasted = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::nanoseconds(clock_.MonotonicNs() - last_fetch_mono_ns_));
+    step = allocator::NextStep(step_, min_step_, options_.max_step, lasted);
+  }
+  if (demand > step) step = std::min(demand, options_.max_step);  // the allocator clamps to the tag's step
+  return step;
 }
 
 void SegmentBuffer::IssueFetch(int64_t step) {

@@ -83,8 +83,9 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   void Install(const allocator::Segment& s);  // requires mu_
   bool ActiveUsedUpLocked() const;            // requires mu_
   // Under mu_: decides whether a fetch must start and with which step; the caller issues it after
-  // unlocking with IssueFetch.
-  std::optional<int64_t> PrepareFetchLocked();
+  // unlocking with IssueFetch. `demand`: IDs a waiting request still needs; the step is at least
+  // that (up to max_step), so a big batch does not wait for many small segments.
+  std::optional<int64_t> PrepareFetchLocked(int64_t demand = 0);
   void IssueFetch(int64_t step);
   void OnFetched(Result<allocator::Segment> result);
   // Switches to the standby segment when the active one is used up; starts a fetch when neither

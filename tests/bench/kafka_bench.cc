@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   allocator::AllocatorNodeOptions options;
   options.props = props;
   options.topics = topics;
-  options.rules = {1000000, 1000, true};
+  options.rules.max_step = 1000000;
+  options.rules.auto_create = true;
   options.group_id = prefix + ".allocators";
   allocator::AllocatorNode node(options, **store, clock);
   if (!node.Start()) return 1;

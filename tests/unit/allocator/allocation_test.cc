@@ -95,25 +95,35 @@ TEST(ReserveSegmentTest, SegmentMayEndExactlyAtTheLimit) {
   EXPECT_EQ(r.max_id, kMaxSegmentId);
 }
 
-TEST(ReserveSegmentTest, OverflowNearTheLimitIsResourceExhaustedAndLeavesTheRecord) {
-  for (int64_t max_id : {kMaxSegmentId - 999, kMaxSegmentId - 1, kMaxSegmentId}) {
+TEST(ReserveSegmentTest, NearTheLimitTheLastSegmentIsShorterAndEndsAtTheLimit) {
+  for (int64_t max_id : {kMaxSegmentId - 999, kMaxSegmentId - 1}) {
     SCOPED_TRACE(max_id);
     auto r = Tag(max_id, 1000);
-    const auto before = r;
     auto s = ReserveSegment(r, 0, kMaxStep, kNow);
-    ASSERT_FALSE(s);
-    EXPECT_EQ(s.error().code, Code::kResourceExhausted);
-    EXPECT_EQ(r.max_id, before.max_id);
-    EXPECT_EQ(r.update_time_ms, before.update_time_ms);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(s->start, max_id);
+    EXPECT_EQ(s->end, kMaxSegmentId) << "the IDs left are handed out, never more";
+    EXPECT_EQ(r.max_id, kMaxSegmentId);
   }
+}
+
+TEST(ReserveSegmentTest, AtTheLimitIsResourceExhaustedAndLeavesTheRecord) {
+  auto r = Tag(kMaxSegmentId, 1000);
+  const auto before = r;
+  auto s = ReserveSegment(r, 0, kMaxStep, kNow);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, Code::kResourceExhausted);
+  EXPECT_EQ(r.max_id, before.max_id);
+  EXPECT_EQ(r.update_time_ms, before.update_time_ms);
 }
 
 TEST(ReserveSegmentTest, HugeRequestedStepNearTheLimitNeverWraps) {
   auto r = Tag(kMaxSegmentId - 10, 1);
   auto s = ReserveSegment(r, INT64_MAX, INT64_MAX, kNow);
-  ASSERT_FALSE(s);
-  EXPECT_EQ(s.error().code, Code::kResourceExhausted);
-  EXPECT_EQ(r.max_id, kMaxSegmentId - 10);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->end, kMaxSegmentId);
+  EXPECT_EQ(r.max_id, kMaxSegmentId);
+  EXPECT_FALSE(ReserveSegment(r, INT64_MAX, INT64_MAX, kNow)) << "then the space is used up";
 }
 
 TEST(ReserveSegmentTest, NegativeMaxIdIsRefused) {

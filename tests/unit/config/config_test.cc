@@ -436,9 +436,10 @@ TEST(ParseHostPortTest, AcceptsHostAndPort) {
   EXPECT_EQ(b->first, "localhost");
   EXPECT_EQ(b->second, 0);
 
-  auto c = ParseHostPort("example.com:65535");
+  auto c = ParseHostPort("0.0.0.0:65535");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->second, 65535);
+  EXPECT_FALSE(ParseHostPort("example.com:80")) << "a listen address is an IP or localhost";
 }
 
 TEST(ParseHostPortTest, StripsIpv6Brackets) {

@@ -1,0 +1,97 @@
+// What `kleaf standalone` prints when it is ready, the addresses http.listen takes, and a second
+// process on the same state.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "tests/e2e/e2e_env.h"
+#include "tests/e2e/http_client.h"
+
+namespace kleaf::e2e {
+namespace {
+
+using std::chrono::seconds;
+
+bool Ipv6LoopbackAvailable() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// GET /healthz over a raw connection to host:port; the status, 0 if there was no answer.
+int Health(const std::string& host, uint16_t port) {
+  auto raw = RawConnection::Connect(port, host);
+  if (!raw) return 0;
+  if (!raw->Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")) return 0;
+  return StatusOf(raw->ReadResponse(seconds(5)).data);
+}
+
+TEST(StartupE2eTest, PrintsExactlyOneReadyLine) {
+  TempDir dir;
+  auto config = dir.WriteFile("kleaf.yaml", TestConfig(dir.path() / "state").Yaml());
+  auto server = StartStandalone(config);
+  ASSERT_TRUE(server) << server.error();
+  EXPECT_EQ(server->process->Stdout(), "kleaf standalone listening on http://127.0.0.1:" +
+                                           std::to_string(server->port) + "\n");
+  EXPECT_EQ(Health("127.0.0.1", server->port), 200);
+}
+
+TEST(StartupE2eTest, Ipv6ListenAddressGivesAUsableUrl) {
+  if (!Ipv6LoopbackAvailable()) GTEST_SKIP() << "no IPv6 loopback here";
+  TempDir dir;
+  auto config = dir.WriteFile(
+      "kleaf.yaml", TestConfig(dir.path() / "state").Set("http.listen", "\"[::1]:0\"").Yaml());
+  auto server = StartStandalone(config);
+  ASSERT_TRUE(server) << server.error();
+  EXPECT_EQ(Health("::1", server->port), 200);
+  // An IPv6 host in a URL goes in brackets (RFC 3986); "http://::1:8080" is no URL.
+  EXPECT_EQ(server->process->Stdout(),
+            "kleaf standalone listening on http://[::1]:" + std::to_string(server->port) + "\n");
+}
+
+TEST(StartupE2eTest, ListenAcceptsTheNameLocalhost) {
+  // http.listen is host:port (DESIGN.md); "localhost:8080" is what people write.
+  TempDir dir;
+  auto config = dir.WriteFile(
+      "kleaf.yaml", TestConfig(dir.path() / "state").Set("http.listen", "localhost:0").Yaml());
+  auto server = StartStandalone(config);
+  ASSERT_TRUE(server) << server.error();
+  int status = Health("127.0.0.1", server->port);
+  if (status == 0) status = Health("::1", server->port);
+  EXPECT_EQ(status, 200);
+}
+
+TEST(StartupE2eTest, SecondProcessOnTheSameStateRefusesAndTheFirstKeepsServing) {
+  TempDir dir;
+  auto config = dir.WriteFile("kleaf.yaml", TestConfig(dir.path() / "state")
+                                                .Set("segment.auto_create", "true")
+                                                .Yaml());
+  auto first = StartStandalone(config);
+  ASSERT_TRUE(first) << first.error();
+  HttpClient client(first->port);
+  auto before = client.Get("/api/v1/segment/shared?count=10");
+  ASSERT_TRUE(before) << before.error();
+  ASSERT_EQ(before->status, 200);
+
+  CommandResult second = RunKleaf({"standalone", "--config", config.string()});
+  ASSERT_FALSE(second.status.timed_out) << "a second kleaf on the same state.path kept running";
+  EXPECT_TRUE(second.status.exited && second.status.code != 0) << second.status.ToString();
+  EXPECT_NE(second.err.find("state"), std::string::npos) << second.err;
+  EXPECT_EQ(second.out.find("listening"), std::string::npos) << second.out;
+
+  auto after = client.Get("/api/v1/segment/shared?count=10");
+  ASSERT_TRUE(after) << after.error();
+  EXPECT_EQ(after->status, 200) << after->body;
+}
+
+}  // namespace
+}  // namespace kleaf::e2e
