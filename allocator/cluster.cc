@@ -90,7 +90,8 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
           store_failed = true;
           store_error = stored.error();
         }
-        merged[r->tag] = MergeRestored(existing, std::move(*r));
+        std::string tag = r->tag;  // read before the record is moved from
+        merged[tag] = MergeRestored(existing, std::move(*r));
         ++result.records;
       },
       timeout);

@@ -98,8 +98,9 @@ void AllocatorNode::Run() {
     RetryPending();
     auto event = consumer_->Poll(milliseconds(50));
     // Gather a batch: this message and whatever else is already fetched.
-    while (event.kind == kafka::GroupConsumer::Event::Kind::kMessage &&
-           static_cast<int>(batch.size()) < options_.batch_max) {
+    // Up to batch_max requests per served partition: each partition is its own transaction.
+    const size_t limit = static_cast<size_t>(options_.batch_max) * std::max<size_t>(1, serving_.size());
+    while (event.kind == kafka::GroupConsumer::Event::Kind::kMessage && batch.size() < limit) {
       batch.push_back(std::move(event.message));
       event = consumer_->Poll(milliseconds(0));
     }
@@ -148,10 +149,25 @@ void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitio
   }
 }
 
+bool AllocatorNode::StillAssigned(int32_t p) {
+  for (const auto& tp : consumer_->Assignment()) {
+    if (tp.topic == options_.topics.requests && tp.partition == p) return true;
+  }
+  return false;
+}
+
 void AllocatorNode::RetryPending() {
   if (pending_.empty() || clock_.MonotonicNs() < next_retry_ns_) return;
   for (auto it = pending_.begin(); it != pending_.end();) {
     int32_t p = *it;
+    if (!StillAssigned(p)) {
+      // A queued assignment event that a later rebalance already overtook: taking p over now
+      // would fence its real owner.
+      spdlog::info("[allocator] partition {} no longer assigned here; not taking it over", p);
+      must_rewind_.erase(p);
+      it = pending_.erase(it);
+      continue;
+    }
     if (auto r = TakeOver(p); !r) {
       spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, r.error().message);
       next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
@@ -231,9 +247,10 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
   auto fatal = [&](const kafka::TxnError& e, const char* step) {
     Release(p, std::string(e.fenced ? "fenced (another allocator owns it now)" : "fatal error") +
                    " at " + step + ": " + e.message);
-    if (!e.fenced) {
-      // Still ours by the group's word: take it over again with a new producer (its
-      // init_transactions fences the broken one) and re-read the requests of this batch.
+    if (!e.fenced || StillAssigned(p)) {
+      // Still ours by the group's word (a fencing by an owner acting on a stale assignment, or
+      // a broken producer): take it over again with a new producer, whose init_transactions
+      // fences the other one, and re-read the requests of this batch.
       pending_.insert(p);
       must_rewind_.insert(p);
       next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;

@@ -24,7 +24,7 @@ struct AllocatorNodeOptions {
   ClusterTopics topics;
   Rules rules;
   std::string group_id;                 // consumer group of all allocators
-  int batch_max = 256;                  // requests per transaction at most
+  int batch_max = 256;                  // requests per transaction (per partition) at most
   std::chrono::milliseconds txn_timeout{10000};
   std::chrono::milliseconds session_timeout{6000};  // group membership: bounds failover time
 };
@@ -55,6 +55,7 @@ class AllocatorNode {
   Result<void> TakeOver(int32_t p);
   void Release(int32_t p, const std::string& why);
   void RetryPending();
+  bool StillAssigned(int32_t p);
   void ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch);
   void Rewind(int32_t p, int64_t offset);
 

@@ -62,11 +62,12 @@ Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const 
   grant.not_before_ms = 0;
   if (chosen != nullptr) {
     grant.record.last_timestamp_ms = chosen->last_timestamp_ms;
-    // The previous holder may have issued up to the end of its lease (its clock was within the
-    // allowed skew of ours): start after both.
-    grant.not_before_ms = std::max(chosen->last_timestamp_ms,
-                                   chosen->node_id == node_id ? chosen->last_timestamp_ms
-                                                              : chosen->lease_until_ms);
+    // The previous holder (this node's earlier life included: it may have crashed and lost its
+    // local mark) may have issued timestamps after its last report, up to the end of its lease
+    // and never beyond its clock, which is within max_clock_skew of ours: start after all of them.
+    const int64_t issued_at_most =
+        std::min(chosen->lease_until_ms, now_ms + rules.max_clock_skew_ms);
+    grant.not_before_ms = std::max(chosen->last_timestamp_ms, issued_at_most);
   }
   return grant;
 }

@@ -59,9 +59,11 @@ Result<std::map<std::string, state::TagRecord>> ReadAllTags(const config::Config
         [&](const kafka::Message& m) {
           if (!m.key.starts_with("seg/") || !m.value) return;
           if (auto r = state::DecodeTag(*m.value)) {
-            auto it = tags.find(r->tag);
-            tags[r->tag] = allocator::MergeRestored(
+            std::string tag = r->tag;  // read before the record is moved from
+            auto it = tags.find(tag);
+            auto merged = allocator::MergeRestored(
                 it == tags.end() ? std::nullopt : std::optional(it->second), std::move(*r));
+            tags[tag] = std::move(merged);
           }
         },
         milliseconds(120000));

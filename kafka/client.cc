@@ -487,6 +487,13 @@ Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds ti
   return {};
 }
 
+std::vector<TopicPartition> GroupConsumer::Assignment() {
+  rd_kafka_topic_partition_list_t* list = nullptr;
+  if (rd_kafka_assignment(impl_->rk.get(), &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return {};
+  PartitionList owned(list);
+  return FromList(list);
+}
+
 Result<void> GroupConsumer::Pause(const std::vector<TopicPartition>& partitions) {
   PartitionList list = ToList(partitions);
   if (auto err = rd_kafka_pause_partitions(impl_->rk.get(), list.get()); err) return std::unexpected(KafkaError(err, "pause"));

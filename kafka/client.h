@@ -157,6 +157,8 @@ class GroupConsumer {
   Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
                                                 std::chrono::milliseconds timeout);
   Result<void> Seek(const TopicPartition& position, std::chrono::milliseconds timeout);
+  // The partitions assigned right now (rebalance events still queued for Poll may be older).
+  std::vector<TopicPartition> Assignment();
   Result<void> Pause(const std::vector<TopicPartition>& partitions);
   Result<void> Resume(const std::vector<TopicPartition>& partitions);
   void Close();

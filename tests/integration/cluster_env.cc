@@ -1,0 +1,518 @@
+#include "tests/integration/cluster_env.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "kafka/client.h"
+#include "tests/e2e/http_client.h"
+
+extern char** environ;
+
+namespace kleaf::integration {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+std::string LastLines(const std::string& text, int lines) {
+  size_t pos = text.size();
+  for (int i = 0; i <= lines && pos > 0; ++i) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+  }
+  return "[...]\n" + text.substr(pos + 1);
+}
+
+}  // namespace
+
+// --- Broker
+// ---------------------------------------------------------------------------------------
+
+std::optional<KafkaBroker> KafkaBroker::FromEnvironment() {
+  KafkaBroker b{Env("KLEAF_TEST_KAFKA_BOOTSTRAP"), Env("KLEAF_TEST_KAFKA_PORT"),
+                Env("KLEAF_TEST_KAFKA_DIR"), Env("KLEAF_TEST_KAFKA_SCRIPT")};
+  if (b.bootstrap.empty()) return std::nullopt;
+  return b;
+}
+
+std::expected<void, std::string> KafkaBroker::Stop() const {
+  if (script.empty() || dir.empty()) {
+    return std::unexpected(
+        "KLEAF_TEST_KAFKA_SCRIPT and KLEAF_TEST_KAFKA_DIR are needed to stop the broker");
+  }
+  auto r = RunScript({script, "stop", "--dir", dir, "--timeout", "30"}, std::chrono::seconds(90));
+  if (r.exit_code != 0) {
+    return std::unexpected("kafka.sh stop: exit " + std::to_string(r.exit_code) + ":\n" + r.output);
+  }
+  return {};
+}
+
+std::expected<void, std::string> KafkaBroker::Start() const {
+  if (script.empty() || dir.empty() || port.empty()) {
+    return std::unexpected(
+        "KLEAF_TEST_KAFKA_SCRIPT, _DIR and _PORT are needed to start the broker");
+  }
+  auto r = RunScript({script, "start", "--port", port, "--dir", dir, "--timeout", "90"},
+                     std::chrono::seconds(150));
+  if (r.exit_code != 0) {
+    return std::unexpected("kafka.sh start: exit " + std::to_string(r.exit_code) + ":\n" +
+                           r.output);
+  }
+  return {};
+}
+
+BrokerRestartGuard::~BrokerRestartGuard() {
+  if (auto r = broker_.Start(); !r) {
+    ADD_FAILURE() << "could not bring the broker back for the next tests: " << r.error();
+  }
+}
+
+ScriptResult RunScript(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  ScriptResult result;
+  // Output goes to an anonymous memory file: no pipe to drain, and a background child of the
+  // script (the broker) cannot hold it open for us.
+  int out = ::memfd_create("kleaf-script-output", MFD_CLOEXEC);
+  if (out < 0) {
+    result.output = std::string("memfd_create: ") + std::strerror(errno);
+    return result;
+  }
+  std::vector<std::string> args = argv;
+  std::vector<char*> ptrs;
+  for (auto& a : args) ptrs.push_back(a.data());
+  ptrs.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out, 1);
+  posix_spawn_file_actions_adddup2(&actions, out, 2);
+  // Our sockets and pipes must not live on in the broker the script may start.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int s : {SIGPIPE, SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&defaults, s);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, ptrs[0], &actions, &attr, ptrs.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    ::close(out);
+    result.output = "posix_spawn " + argv.front() + ": " + std::strerror(rc);
+    return result;
+  }
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  const auto deadline = SteadyClock::now() + timeout;
+  bool ended = false;
+  while (pidfd >= 0) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()).count();
+    pollfd p{pidfd, POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0)));
+    if (n > 0) {
+      ended = true;
+      break;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // deadline
+  }
+  if (!ended && pidfd >= 0) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  ::lseek(out, 0, SEEK_SET);
+  char buf[8192];
+  for (ssize_t n; (n = ::read(out, buf, sizeof(buf))) > 0;)
+    result.output.append(buf, static_cast<size_t>(n));
+  ::close(out);
+  if (!ended)
+    result.output += "\n(killed at the deadline of " + std::to_string(timeout.count()) + " s)";
+  return result;
+}
+
+// --- Waiting and logs
+// -----------------------------------------------------------------------------
+
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  while (true) {
+    if (done()) return true;
+    if (SteadyClock::now() >= deadline) return done();
+    std::this_thread::sleep_for(milliseconds(20));  // poll interval of a deadline-bounded wait
+  }
+}
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+int Count(std::string_view text, std::string_view needle) {
+  int n = 0;
+  for (size_t pos = text.find(needle); pos != std::string_view::npos;
+       pos = text.find(needle, pos + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+std::vector<RestoreLine> Restores(std::string_view log) {
+  static const std::regex kRestored(
+      R"(\[allocator\] partition (\d+) restored \((\d+) records, offsets (-?\d+) to (-?\d+)\) in (\d+) ms)");
+  std::vector<RestoreLine> out;
+  std::string text(log);
+  for (std::sregex_iterator it(text.begin(), text.end(), kRestored), end; it != end; ++it) {
+    const auto& m = *it;
+    out.push_back({std::stoi(m[1].str()), std::stoll(m[2].str()), std::stoll(m[3].str()),
+                   std::stoll(m[4].str()), std::stoll(m[5].str())});
+  }
+  return out;
+}
+
+std::set<int32_t> ServedPartitions(std::string_view log) {
+  static const std::regex kRestored(R"(\[allocator\] partition (\d+) restored .*; serving)");
+  static const std::regex kReleased(R"(\[allocator\] partition (\d+) no longer served)");
+  std::set<int32_t> served;
+  std::istringstream in{std::string(log)};
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, kRestored)) {
+      served.insert(std::stoi(m[1].str()));
+    } else if (std::regex_search(line, m, kReleased)) {
+      served.erase(std::stoi(m[1].str()));
+    }
+  }
+  return served;
+}
+
+std::vector<std::string> LinesWith(std::string_view log, std::string_view needle) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(log)};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
+std::string RestoredNeedle(int32_t p) {
+  return "[allocator] partition " + std::to_string(p) + " restored";
+}
+std::string NoLongerServedNeedle(int32_t p) {
+  return "[allocator] partition " + std::to_string(p) + " no longer served";
+}
+std::string AssignedNeedle(int32_t p) {
+  return "[allocator] partition " + std::to_string(p) + " assigned";
+}
+
+std::string TagOnPartition(const std::string& base, int32_t partition, int32_t partitions) {
+  for (int k = 0;; ++k) {
+    std::string tag = base + "-" + std::to_string(k);
+    if (kafka::PartitionFor(tag, partitions) == partition) return tag;
+  }
+}
+
+// --- Admin API
+// ------------------------------------------------------------------------------------
+
+namespace {
+
+std::expected<TagState, std::string> TagFromJson(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("max_id") || !j.contains("step")) {
+    return std::unexpected("not a tag: " + j.dump());
+  }
+  return TagState{j["max_id"].get<int64_t>(), j["step"].get<int64_t>(),
+                  j.value("description", std::string())};
+}
+
+std::expected<nlohmann::json, std::string> AdminCall(uint16_t port, const std::string& method,
+                                                     const std::string& target, std::string body) {
+  e2e::HttpClient client(port, std::chrono::seconds(20));
+  auto reply = client.Request(method, target, std::move(body), e2e::Bearer(e2e::kAdminToken));
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200) {
+    return std::unexpected(method + " " + target + ": status " + std::to_string(reply->status) +
+                           ": " + reply->body);
+  }
+  auto j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (j.is_discarded())
+    return std::unexpected(method + " " + target + ": not JSON: " + reply->body);
+  return j;
+}
+
+}  // namespace
+
+std::expected<std::map<std::string, TagState>, std::string> ListTags(uint16_t port) {
+  auto j = AdminCall(port, "GET", "/api/v1/tags", "");
+  if (!j) return std::unexpected(j.error());
+  if (!j->contains("tags") || !(*j)["tags"].is_array()) {
+    return std::unexpected("tag list without tags: " + j->dump());
+  }
+  std::map<std::string, TagState> out;
+  for (const auto& t : (*j)["tags"]) {
+    auto state = TagFromJson(t);
+    if (!state) return std::unexpected(state.error());
+    out[t.value("tag", std::string())] = *state;
+  }
+  return out;
+}
+
+std::expected<TagState, std::string> GetTag(uint16_t port, const std::string& tag) {
+  auto j = AdminCall(port, "GET", "/api/v1/tags/" + tag, "");
+  if (!j) return std::unexpected(j.error());
+  return TagFromJson(*j);
+}
+
+std::expected<TagState, std::string> PutTag(uint16_t port, const std::string& tag,
+                                            const std::string& body) {
+  auto j = AdminCall(port, "PUT", "/api/v1/tags/" + tag, body);
+  if (!j) return std::unexpected(j.error());
+  return TagFromJson(*j);
+}
+
+std::expected<void, std::string> DeleteTag(uint16_t port, const std::string& tag) {
+  auto j = AdminCall(port, "DELETE", "/api/v1/tags/" + tag, "");
+  if (!j) return std::unexpected(j.error());
+  return {};
+}
+
+std::expected<std::vector<int64_t>, std::string> FetchIds(uint16_t port, const std::string& tag,
+                                                          int count) {
+  e2e::HttpClient client(port, std::chrono::seconds(20));
+  const bool plain = count == 1;
+  auto reply = client.Get(plain ? "/api/segment/get/" + tag
+                                : "/api/v1/segment/" + tag + "?count=" + std::to_string(count));
+  if (!reply) return std::unexpected(reply.error());
+  return e2e::IdsOf(*reply, plain, tag);
+}
+
+// --- Cluster
+// --------------------------------------------------------------------------------------
+
+Cluster::Cluster(const KafkaBroker& broker, const std::string& name,
+                 std::map<std::string, std::string> overrides)
+    : broker_(broker), overrides_(std::move(overrides)) {
+  // Unique per run and per test: topics of earlier runs and other tests stay out of sight.
+  auto nonce =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  prefix_ = "kleaf-it-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(nonce);
+}
+
+Cluster::~Cluster() {
+  if (::testing::Test::HasFailure()) {
+    std::cerr << "===== logs of cluster " << prefix_ << " =====\n" << Logs() << std::flush;
+  }
+  for (auto& n : nodes_) {
+    if (n.process && n.process->running()) n.process->Kill();
+  }
+  for (auto& n : nodes_) {
+    if (n.process && n.process->running()) n.process->WaitExit(std::chrono::seconds(10));
+  }
+}
+
+e2e::TestConfig Cluster::Config(const std::string& node_id,
+                                const std::filesystem::path& state) const {
+  e2e::TestConfig c(state);
+  c.Set("node.id", node_id)
+      .Set("log.level", "info")
+      .Set("kafka.bootstrap", "\"" + broker_.bootstrap + "\"")
+      .Set("kafka.topic_prefix", prefix_)
+      .Set("kafka.partitions", std::to_string(kPartitions))
+      .Set("kafka.reply_partitions", std::to_string(kReplyPartitions))
+      .Set("kafka.session_timeout_ms", "6000");
+  for (const auto& [key, value] : overrides_) c.Set(key, value);
+  return c;
+}
+
+std::filesystem::path Cluster::WriteConfig(const std::string& file,
+                                           const e2e::TestConfig& config) const {
+  return dir_.WriteFile(file, config.Yaml());
+}
+
+Node& Cluster::AddAllocator(const std::string& name) {
+  Node& n = nodes_.emplace_back();
+  n.name = name;
+  n.role = Node::Role::kAllocator;
+  n.state = dir() / (name + "-state");
+  n.config = WriteConfig(name + ".yaml", Config(name, n.state));
+  return n;
+}
+
+Node& Cluster::AddGateway(const std::string& name, int32_t reply_partition) {
+  Node& n = nodes_.emplace_back();
+  n.name = name;
+  n.role = Node::Role::kGateway;
+  n.state = dir() / (name + "-state");
+  n.config = WriteConfig(name + ".yaml",
+                         Config(name, n.state)
+                             .Set("kafka.reply_partition", std::to_string(reply_partition))
+                             .Set("snowflake.worker_id", std::to_string(reply_partition + 1)));
+  return n;
+}
+
+std::expected<void, std::string> Cluster::Start(const std::vector<Node*>& nodes,
+                                                std::chrono::milliseconds timeout) {
+  for (Node* n : nodes) {
+    if (n->process) {
+      if (n->process->running() && n->process->WaitExit(milliseconds(0)).timed_out) {
+        return std::unexpected(n->name + " is still running");
+      }
+      n->earlier_logs += "----- earlier run -----\n" + n->process->Stderr();
+      n->process.reset();
+    }
+    e2e::ProcessOptions options;
+    options.args = {n->role == Node::Role::kAllocator ? "allocator" : "gateway", "--config",
+                    n->config.string()};
+    auto p = e2e::KleafProcess::Start(std::move(options));
+    if (!p) return std::unexpected(n->name + ": " + p.error());
+    n->process = std::move(*p);
+    n->port = 0;
+  }
+  static const std::regex kListening(R"(kleaf gateway listening on http://\S+:(\d+)\r?\n)");
+  const auto deadline = SteadyClock::now() + timeout;
+  for (Node* n : nodes) {
+    std::string error;
+    bool ready = WaitUntil(
+        [&] {
+          std::string out = n->process->Stdout();
+          if (n->role == Node::Role::kAllocator) {
+            if (out.find("kleaf allocator running") != std::string::npos) return true;
+          } else if (std::smatch m; std::regex_search(out, m, kListening)) {
+            n->port = static_cast<uint16_t>(std::stoi(m[1].str()));
+            return true;
+          }
+          if (auto s = n->process->WaitExit(milliseconds(0)); !s.timed_out) {
+            error = "exited (" + s.ToString() + ")";
+            return true;
+          }
+          return false;
+        },
+        std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()));
+    if (!ready) error = "no ready line before the deadline";
+    if (!error.empty()) {
+      return std::unexpected(n->name + ": " + error + "; stdout:\n" + n->process->Stdout() +
+                             "\nstderr:\n" + LastLines(n->process->Stderr(), 40));
+    }
+  }
+  return {};
+}
+
+std::expected<void, std::string> Cluster::WaitBalanced(const std::vector<Node*>& allocators,
+                                                       std::chrono::milliseconds timeout) {
+  std::string state;
+  bool ok = WaitUntil(
+      [&] {
+        std::map<int32_t, int> owners;
+        state.clear();
+        bool each_serves = true;
+        for (const Node* a : allocators) {
+          auto served = ServedPartitions(a->Log());
+          if (served.empty()) each_serves = false;
+          state += a->name + " serves {";
+          for (int32_t p : served) {
+            ++owners[p];
+            state += " " + std::to_string(p);
+          }
+          state += " } ";
+        }
+        if (!each_serves) return false;
+        for (int32_t p = 0; p < kPartitions; ++p) {
+          if (owners[p] != 1) return false;
+        }
+        return true;
+      },
+      timeout);
+  if (!ok) return std::unexpected("partitions not balanced in time: " + state);
+  return {};
+}
+
+Node* Cluster::OwnerOf(int32_t p, const std::vector<Node*>& allocators) const {
+  Node* owner = nullptr;
+  for (Node* a : allocators) {
+    if (!ServedPartitions(a->Log()).contains(p)) continue;
+    if (owner != nullptr) return nullptr;
+    owner = a;
+  }
+  return owner;
+}
+
+std::expected<Cluster::Nodes, std::string> Cluster::StartNodes(int allocators, int gateways) {
+  Nodes nodes;
+  for (int i = 0; i < allocators; ++i) {
+    nodes.allocators.push_back(&AddAllocator("alloc-" + std::to_string(i + 1)));
+  }
+  for (int i = 0; i < gateways; ++i) {
+    nodes.gateways.push_back(&AddGateway(std::string("gw-") + static_cast<char>('a' + i), i));
+  }
+  // One at a time: each joins a group whose members already serve their partitions.
+  for (size_t i = 0; i < nodes.allocators.size(); ++i) {
+    if (auto r = Start({nodes.allocators[i]}); !r) return std::unexpected(r.error());
+    std::vector<Node*> running(nodes.allocators.begin(), nodes.allocators.begin() + i + 1);
+    if (auto r = WaitBalanced(running, std::chrono::seconds(90)); !r)
+      return std::unexpected(r.error());
+  }
+  if (auto r = Start(nodes.gateways); !r) return std::unexpected(r.error());
+  if (!nodes.gateways.empty()) {
+    if (auto r = CheckEveryPartitionAnswers(*nodes.gateways.front()); !r)
+      return std::unexpected(r.error());
+  }
+  return nodes;
+}
+
+std::expected<void, std::string> Cluster::CheckEveryPartitionAnswers(const Node& gateway) {
+  // The tag list is gathered from every partition's owner: it answers only if all of them serve.
+  auto listed = ListTags(gateway.port);
+  if (!listed) {
+    return std::unexpected("not every partition is served (" + listed.error() +
+                           "); allocator logs:\n" + Logs());
+  }
+  return {};
+}
+
+e2e::CommandResult Cluster::Run(std::vector<std::string> args,
+                                std::chrono::milliseconds timeout) const {
+  return e2e::RunKleaf(std::move(args), {}, timeout);
+}
+
+std::string Cluster::Logs() const {
+  std::string out;
+  for (const auto& n : nodes_) {
+    out += "----- " + n.name + " (" + (n.role == Node::Role::kAllocator ? "allocator" : "gateway") +
+           ") -----\n";
+    if (!n.earlier_logs.empty()) out += LastLines(n.earlier_logs, 40) + "\n";
+    out += LastLines(n.Log(), 80) + "\n";
+  }
+  return out;
+}
+
+void KafkaTest::SetUp() {
+  auto broker = KafkaBroker::FromEnvironment();
+  if (!broker) GTEST_SKIP() << kNoBrokerMessage;
+  broker_ = *broker;
+}
+
+}  // namespace kleaf::integration

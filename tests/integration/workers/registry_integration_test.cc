@@ -1,0 +1,226 @@
+// The worker-id registry with real gateways and a real broker (I3): gateways hold distinct worker
+// ids, a restarted gateway gets its own id back, and a full id space refuses one more gateway.
+#include <gtest/gtest.h>
+
+#include <latch>
+#include <set>
+#include <thread>
+
+#include "tests/integration/workers/worker_env.h"
+
+namespace kleaf::integration::workers {
+namespace {
+
+// Every ID of `ids` carries worker id `worker`; else a message naming one that does not.
+std::optional<std::string> FindForeignWorker(const Layout& layout, const std::vector<int64_t>& ids,
+                                             int64_t worker) {
+  for (int64_t id : ids) {
+    if (Split(layout, id).worker_id != worker) {
+      return "ID " + std::to_string(id) + " carries worker id " +
+             std::to_string(Split(layout, id).worker_id) + ", not " + std::to_string(worker);
+    }
+  }
+  return std::nullopt;
+}
+
+TEST_F(WorkerRegistryTest, GatewaysHoldDistinctWorkerIdsAndTheirIdsNeverCollide) {
+  const Layout layout;  // 41/10/12: 1024 worker ids
+  RegistryCluster cluster(bootstrap_, "distinct");
+  auto allocator = cluster.StartAllocator();
+  ASSERT_TRUE(allocator) << allocator.error();
+  std::vector<Node*> gateways = {&cluster.AddGateway("gw-a"), &cluster.AddGateway("gw-b"),
+                                 &cluster.AddGateway("gw-c")};
+  // All three start at once: their claims reach the registry together and must still differ.
+  auto started = cluster.StartGateways(gateways);
+  ASSERT_TRUE(started) << started.error();
+
+  std::map<Node*, int64_t> worker_of;
+  std::set<int64_t> distinct;
+  for (Node* g : gateways) {
+    auto claim = g->CurrentClaim();
+    ASSERT_TRUE(claim) << g->name << " logged no claim:\n" << g->Log();
+    worker_of[g] = claim->worker_id;
+    distinct.insert(claim->worker_id);
+  }
+  ASSERT_EQ(distinct.size(), gateways.size()) << "two gateways were granted the same worker id";
+  for (Node* g : gateways) {
+    auto view = GetWorkers(g->port);
+    ASSERT_TRUE(view) << view.error();
+    EXPECT_EQ(view->source, "registry") << view->body;
+    EXPECT_EQ(view->leased, 3) << view->body;
+    EXPECT_EQ(view->free, layout.workers() - 3) << view->body;
+    EXPECT_EQ(view->worker_id, worker_of[g]) << g->name << ": " << view->body;
+  }
+
+  // Two clients per gateway, all at once, batches and single IDs mixed.
+  constexpr int kClientsPerGateway = 2;
+  constexpr int kRounds = 12;
+  struct Stream {
+    Node* gateway;
+    std::vector<int64_t> ids;
+    std::string error;
+  };
+  std::vector<Stream> streams;
+  for (Node* g : gateways) {
+    for (int i = 0; i < kClientsPerGateway; ++i) streams.push_back({g, {}, {}});
+  }
+  std::latch go(static_cast<std::ptrdiff_t>(streams.size()));
+  std::vector<std::thread> threads;
+  for (Stream& s : streams) {
+    threads.emplace_back([&s, &go] {
+      go.arrive_and_wait();
+      for (int round = 0; round < kRounds && s.error.empty(); ++round) {
+        auto ids = GetSnowflakes(s.gateway->port, "collide", round % 3 == 2 ? 1 : 1000);
+        if (!ids) {
+          s.error = s.gateway->name + ": " + ids.error();
+          break;
+        }
+        s.ids.insert(s.ids.end(), ids->begin(), ids->end());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  std::vector<int64_t> all;
+  for (const Stream& s : streams) {
+    ASSERT_TRUE(s.error.empty()) << s.error;
+    // One client's IDs from one gateway come in issue order.
+    auto order = FindNonIncreasing(s.ids);
+    EXPECT_FALSE(order) << s.gateway->name << ": " << *order;
+    auto foreign = FindForeignWorker(layout, s.ids, worker_of[s.gateway]);
+    EXPECT_FALSE(foreign) << s.gateway->name << ": " << *foreign;
+    all.insert(all.end(), s.ids.begin(), s.ids.end());
+  }
+  EXPECT_GE(all.size(), size_t{3 * kClientsPerGateway * 8 * 1000});
+  auto duplicate = FindDuplicate(all);
+  EXPECT_FALSE(duplicate) << *duplicate;
+  std::cout << "[ worker ] " << all.size() << " IDs from 3 gateways (worker ids "
+            << worker_of[gateways[0]] << ", " << worker_of[gateways[1]] << ", "
+            << worker_of[gateways[2]] << "), no duplicate\n";
+
+  // `kleaf decode` reads the same worker ids out of the IDs.
+  for (const Stream& s : streams) {
+    auto decoded = cluster.DecodeWorkerId(*s.gateway, s.ids.back());
+    ASSERT_TRUE(decoded) << decoded.error();
+    EXPECT_EQ(*decoded, worker_of[s.gateway]) << s.gateway->name;
+  }
+}
+
+TEST_F(WorkerRegistryTest, RestartedGatewayGetsItsWorkerIdBack) {
+  const Layout layout;
+  RegistryCluster cluster(bootstrap_, "restart");
+  auto allocator = cluster.StartAllocator();
+  ASSERT_TRUE(allocator) << allocator.error();
+  Node& a = cluster.AddGateway("gw-a");
+  Node& b = cluster.AddGateway("gw-b");
+  {
+    auto r = cluster.StartGateway(a);
+    ASSERT_TRUE(r) << r.error();
+  }
+  {
+    auto r = cluster.StartGateway(b);
+    ASSERT_TRUE(r) << r.error();
+  }
+  ASSERT_TRUE(a.CurrentClaim() && b.CurrentClaim()) << cluster.Logs();
+  const int64_t a_id = a.CurrentClaim()->worker_id;
+  const int64_t b_id = b.CurrentClaim()->worker_id;
+  ASSERT_NE(a_id, b_id);
+  // b's id is not the lowest free one after b stops (that is a higher, never used id), so getting
+  // it back takes the registry's same-node rule.
+
+  auto before = GetSnowflakes(b.port, "restart", 500);
+  ASSERT_TRUE(before) << before.error();
+
+  // 1. SIGTERM: the lease is released, and the restart claims the same id.
+  auto stopped = cluster.Stop(b);
+  ASSERT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString() << "\n" << b.Log();
+  EXPECT_NE(b.Log().find("[lease] released worker id " + std::to_string(b_id)), std::string::npos)
+      << b.Log();
+  auto view = GetWorkers(a.port);
+  ASSERT_TRUE(view) << view.error();
+  EXPECT_EQ(view->leased, 1) << "b's lease was not released at SIGTERM: " << view->body;
+
+  {
+    auto r = cluster.StartGateway(b);
+    ASSERT_TRUE(r) << r.error();
+  }
+  ASSERT_TRUE(b.CurrentClaim()) << b.Log();
+  EXPECT_EQ(b.CurrentClaim()->worker_id, b_id) << "after SIGTERM and restart";
+  view = GetWorkers(b.port);
+  ASSERT_TRUE(view) << view.error();
+  EXPECT_EQ(view->worker_id, b_id) << view->body;
+  EXPECT_EQ(view->leased, 2) << view->body;
+  auto after_term = GetSnowflakes(b.port, "restart", 500);
+  ASSERT_TRUE(after_term) << after_term.error();
+  EXPECT_GT(after_term->front(), before->back())
+      << "IDs after the restart must be above those before";
+  for (int64_t id : *after_term) ASSERT_EQ(Split(layout, id).worker_id, b_id) << id;
+
+  // 2. kill -9: the lease is still valid when b comes back; the same node gets it again.
+  b.process->KillAndWait();
+  const auto killed = SteadyClock::now();
+  {
+    auto r = cluster.StartGateway(b);
+    ASSERT_TRUE(r) << r.error();
+  }
+  const double back_after_s = SecondsSince(killed);
+  ASSERT_TRUE(b.CurrentClaim()) << b.Log();
+  EXPECT_EQ(b.CurrentClaim()->worker_id, b_id) << "after kill -9 and restart";
+  view = GetWorkers(b.port);
+  ASSERT_TRUE(view) << view.error();
+  EXPECT_EQ(view->worker_id, b_id) << view->body;
+  // Still two leases: b did not take a second id beside its old, unexpired one.
+  EXPECT_EQ(view->leased, 2) << view->body;
+  EXPECT_LT(back_after_s * 1000, kLeaseTtlMs)
+      << "the restart took longer than the lease TTL: this run did not test a restart within it";
+  auto after_kill = GetSnowflakes(b.port, "restart", 500);
+  ASSERT_TRUE(after_kill) << after_kill.error();
+  EXPECT_GT(after_kill->front(), after_term->back());
+  for (int64_t id : *after_kill) ASSERT_EQ(Split(layout, id).worker_id, b_id) << id;
+  std::cout << "[ worker ] gw-b (worker id " << b_id << ") serving again " << back_after_s
+            << " s after kill -9\n";
+
+  auto done = cluster.Stop(b);
+  EXPECT_TRUE(done.exited && done.code == 0) << done.ToString();
+}
+
+TEST_F(WorkerRegistryTest, FullWorkerIdSpaceRefusesOneMoreGateway) {
+  const Layout layout = kTinyLayout;  // 4 worker ids
+  RegistryCluster cluster(bootstrap_, "exhaust", layout.Keys());
+  auto allocator = cluster.StartAllocator();
+  ASSERT_TRUE(allocator) << allocator.error();
+  std::vector<Node*> four = {&cluster.AddGateway("gw-a"), &cluster.AddGateway("gw-b"),
+                             &cluster.AddGateway("gw-c"), &cluster.AddGateway("gw-d")};
+  auto started = cluster.StartGateways(four);
+  ASSERT_TRUE(started) << started.error();
+  std::set<int64_t> ids;
+  for (Node* g : four) {
+    ASSERT_TRUE(g->CurrentClaim()) << g->Log();
+    ids.insert(g->CurrentClaim()->worker_id);
+    auto issued = GetSnowflakes(g->port, "full", 100);
+    ASSERT_TRUE(issued) << issued.error();
+    for (int64_t id : *issued) {
+      ASSERT_EQ(Split(layout, id).worker_id, g->CurrentClaim()->worker_id) << g->name << " " << id;
+    }
+  }
+  EXPECT_EQ(ids, (std::set<int64_t>{0, 1, 2, 3}));
+
+  Node& fifth = cluster.AddGateway("gw-e");
+  auto refused = cluster.StartExpectingExit(fifth);
+  ASSERT_TRUE(refused) << refused.error();
+  EXPECT_TRUE(refused->status.exited && refused->status.code != 0) << refused->status.ToString();
+  EXPECT_NE(refused->err.find("all 4 snowflake worker ids are leased"), std::string::npos)
+      << refused->err;
+  EXPECT_EQ(refused->out.find("listening on"), std::string::npos) << refused->out;
+  // The refusal is an answer, not a claim timeout (workers.claim_timeout_ms is 20 s here).
+  EXPECT_LT(refused->seconds, 15.0);
+  std::cout << "[ worker ] fifth gateway refused after " << refused->seconds << " s\n";
+
+  auto view = GetWorkers(four[0]->port);
+  ASSERT_TRUE(view) << view.error();
+  EXPECT_EQ(view->leased, 4) << view->body;
+  EXPECT_EQ(view->free, 0) << view->body;
+}
+
+}  // namespace
+}  // namespace kleaf::integration::workers
