@@ -1,0 +1,35 @@
+// An ID batch as it travels on the ids topic (`<prefix>.ids`, key = tag): a segment range
+// {"tag","mode":"segment","start","end"} or a list {"tag","mode":"snowflake","ids":[…]}.
+// IDs are JSON strings (as in the HTTP API: JavaScript readers lose precision above 2^53);
+// the decoder also accepts numbers. Part of the installed client library.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kleaf {
+
+struct IdBatch {
+  enum class Mode { kSegment, kSnowflake };
+  std::string tag;
+  Mode mode = Mode::kSegment;
+  int64_t start = 0;          // kSegment: IDs [start, end)
+  int64_t end = 0;
+  std::vector<int64_t> ids;   // kSnowflake: IDs in issue order
+
+  int64_t size() const;
+  // The i-th ID of the batch, 0 <= i < size().
+  int64_t at(int64_t i) const;
+};
+
+std::string_view ModeName(IdBatch::Mode mode);  // "segment" or "snowflake"
+
+std::string EncodeBatch(const IdBatch& batch);
+// Rejects anything that is not a well-formed batch: unknown mode, empty or reversed range,
+// negative IDs, missing tag. The error says which field is wrong.
+std::expected<IdBatch, std::string> DecodeBatch(std::string_view json);
+
+}  // namespace kleaf
