@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
+#include <map>
 #include <random>
 
 #include "app/common.h"
@@ -52,6 +55,64 @@ Result<std::string> AdminToken(const config::Config& c) {
   if (!written) return Fail(Code::kInternal, "cannot write admin token file " + path.string());
   spdlog::info("[admin] generated an admin token into {}", path.string());
   return token;
+}
+
+// Seeds the buffers with the segment rests this node kept at its last graceful shutdown. The
+// store deletes them before they are served, so a crash now cannot hand them out twice. Rests of
+// another ID space (scope) or of a tag deleted meanwhile are dropped (a gap).
+void ResumeSegmentRests(state::Store& store, allocator::Allocator& allocator,
+                        gateway::SegmentCache& segments, const std::string& scope) {
+  auto rests = store.TakeSegmentRests();
+  if (!rests) {
+    spdlog::warn("[segment] cannot read the kept segment rests: {}", rests.error().message);
+    return;
+  }
+  std::map<std::string, std::vector<gateway::IdRange>> by_tag;
+  for (const auto& r : *rests) {
+    if (r.scope != scope) {
+      spdlog::warn("[segment] dropping the kept rest [{}, {}) of tag {}: it belongs to {}, not {}",
+                   r.start, r.end, r.tag, r.scope, scope);
+      continue;
+    }
+    by_tag[r.tag].push_back({r.start, r.end});
+  }
+  for (auto& [tag, ranges] : by_tag) {
+    auto found = std::make_shared<std::promise<Result<state::TagRecord>>>();
+    allocator.GetTag(tag, [found](Result<state::TagRecord> r) { found->set_value(std::move(r)); });
+    auto answer = found->get_future();
+    if (answer.wait_for(std::chrono::seconds(5)) == std::future_status::ready) {
+      if (auto r = answer.get(); !r && r.error().code == Code::kNotFound) {
+        spdlog::info("[segment] tag {} was deleted; dropping its kept rest", tag);
+        continue;
+      }
+    }
+    std::sort(ranges.begin(), ranges.end(),
+              [](const auto& a, const auto& b) { return a.start < b.start; });
+    int64_t ids = 0;
+    for (const auto& r : ranges) ids += r.size();
+    segments.Get(tag)->Seed(ranges);
+    spdlog::info("[segment] tag {}: resuming {} IDs from [{}, {}) kept at the last shutdown", tag,
+                 ids, ranges.front().start, ranges.back().end);
+  }
+}
+
+// Keeps what the buffers hold but never handed out for the next start of this node.
+void KeepSegmentRests(state::Store& store, gateway::SegmentCache& segments,
+                      const std::string& scope) {
+  std::vector<state::Store::SegmentRest> rests;
+  int64_t ids = 0;
+  for (const auto& [tag, ranges] : segments.Drain()) {
+    for (const auto& r : ranges) {
+      rests.push_back({scope, tag, r.start, r.end});
+      ids += r.size();
+    }
+  }
+  if (rests.empty()) return;
+  if (auto r = store.PutSegmentRests(rests); !r) {
+    spdlog::warn("[segment] could not keep the unused segment rests (a gap): {}", r.error().message);
+    return;
+  }
+  spdlog::info("[segment] kept {} unused IDs in {} ranges for the next start", ids, rests.size());
 }
 
 }  // namespace
@@ -109,6 +170,8 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   if (lease) lease->Start(generator);
 
   gateway::SegmentCache segments(allocator, clock, {c.segment.max_step, c.segment.preload_percent});
+  const std::string rest_scope = use_registry ? "cluster:" + c.kafka.topic_prefix : "standalone";
+  ResumeSegmentRests(store, allocator, segments, rest_scope);
   WorkerPool blocking(4, "kleaf-wait");
   std::function<std::string()> lease_status;
   if (lease) {
@@ -143,6 +206,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   // Stop taking requests, finish the waits, stop issuing, then persist.
   server.Stop();
   blocking.Stop();
+  KeepSegmentRests(store, segments, rest_scope);
   if (lease) lease->Stop();
   guard.Stop();
   spdlog::info("[{}] stopped", role);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -12,6 +13,7 @@
 #include <array>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 
 namespace kleaf::gateway {
 
@@ -26,6 +28,9 @@ struct HttpServer::Impl {
   net::io_context ioc;
   tcp::acceptor acceptor{ioc};
   net::steady_timer accept_backoff{ioc};
+  // Keeps run() going while no connection has an operation pending: a request waiting for a
+  // segment on a worker thread must still find the I/O threads when its answer is posted.
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::atomic<int> connections{0};
   std::atomic<int> in_flight{0};
@@ -208,6 +213,7 @@ Result<uint16_t> HttpServer::Start() {
   }
   uint16_t port = acceptor.local_endpoint().port();
   impl_->Accept();
+  impl_->work.emplace(net::make_work_guard(impl_->ioc));
   for (int i = 0; i < o.threads; ++i) {
     impl_->threads.emplace_back([this] { impl_->ioc.run(); });
   }
@@ -225,6 +231,7 @@ void HttpServer::Stop(std::chrono::milliseconds grace) {
     std::unique_lock lock(impl_->mu);
     impl_->idle_cv.wait_for(lock, grace, [this] { return impl_->in_flight.load() == 0; });
   }
+  impl_->work.reset();
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();

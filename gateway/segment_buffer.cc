@@ -137,7 +137,7 @@ void SegmentBuffer::StartPreload() {
 }
 
 std::optional<int64_t> SegmentBuffer::PrepareFetchLocked(int64_t demand) {
-  if (fetching_ || standby_) return std::nullopt;
+  if (fetching_ || standby_ || drained_) return std::nullopt;
   fetching_ = true;
   int64_t step = 0;  // first fetch: the tag's own step
   if (last_fetch_mono_ns_ >= 0) {
@@ -161,7 +161,9 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
     std::lock_guard lock(mu_);
     fetching_ = false;
     ++completions_;
-    if (result) {
+    if (result && drained_) {
+      // Arrived after the drain: nobody will serve it, and it is not in the kept rests (a gap).
+    } else if (result) {
       last_error_.reset();
       min_step_ = result->min_step;
       step_ = result->size();
@@ -180,6 +182,27 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
     }
   }
   cv_.notify_all();
+}
+
+std::vector<IdRange> SegmentBuffer::Drain() {
+  std::lock_guard lock(mu_);
+  drained_ = true;
+  std::vector<IdRange> out;
+  // The exchange splits the active segment cleanly: a draw whose fetch_add came earlier keeps its
+  // IDs (they are below `next`); one that comes later starts at `end` and gets nothing.
+  const int64_t end = end_.load(std::memory_order_relaxed);
+  const int64_t next = next_.exchange(end, std::memory_order_acq_rel);
+  if (next < end) out.push_back({next, end});
+  if (standby_) out.push_back({standby_->start, standby_->end});
+  standby_.reset();
+  return out;
+}
+
+void SegmentBuffer::Seed(const std::vector<IdRange>& ranges) {
+  std::lock_guard lock(mu_);
+  if (ranges.empty() || drained_) return;
+  Install({tag_, ranges[0].start, ranges[0].end, 0});
+  if (ranges.size() > 1) standby_ = allocator::Segment{tag_, ranges[1].start, ranges[1].end, 0};
 }
 
 SegmentBuffer::Snapshot SegmentBuffer::snapshot() const {

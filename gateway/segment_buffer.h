@@ -67,6 +67,14 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   // kUnavailable; on a failed fetch that fetch's error (e.g. kNotFound for an unknown tag).
   Result<std::vector<IdRange>> Take(int64_t count, std::chrono::steady_clock::time_point deadline);
 
+  // Graceful shutdown: stops this buffer for good (later draws find nothing and start no fetch)
+  // and returns the IDs it holds but never handed out: the rest of the active segment and the
+  // standby segment, ascending. A draw racing the drain keeps its IDs; the ranges exclude them.
+  std::vector<IdRange> Drain();
+  // Startup, before any draw: installs `ranges` (the rests kept by this node's previous run,
+  // ascending) as the active and the standby segment. More than two are dropped (a gap).
+  void Seed(const std::vector<IdRange>& ranges);
+
   Snapshot snapshot() const;
   const std::string& tag() const { return tag_; }
 
@@ -117,6 +125,7 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   int64_t step_ = 0;                           // guarded by mu_: size of the last segment fetched
   int64_t min_step_ = 0;                       // guarded by mu_: the tag's configured step
   int64_t last_fetch_mono_ns_ = -1;            // guarded by mu_
+  bool drained_ = false;                       // guarded by mu_: Drain() ran; no more fetches
 };
 
 }  // namespace kleaf::gateway

@@ -47,6 +47,20 @@ std::vector<SegmentBuffer::Snapshot> SegmentCache::Snapshots() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::vector<IdRange>>> SegmentCache::Drain() {
+  std::vector<std::shared_ptr<SegmentBuffer>> all;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [tag, buffer] : buffers_) all.push_back(buffer);
+  }
+  std::vector<std::pair<std::string, std::vector<IdRange>>> out;
+  for (const auto& b : all) {
+    auto ranges = b->Drain();
+    if (!ranges.empty()) out.emplace_back(b->tag(), std::move(ranges));
+  }
+  return out;
+}
+
 size_t SegmentCache::size() const {
   std::shared_lock lock(mu_);
   return buffers_.size();

@@ -23,6 +23,9 @@ class SegmentCache {
   // Drops `tag`'s buffer if it is still `buffer` (or any buffer when `buffer` is null).
   void Forget(const std::string& tag, const SegmentBuffer* buffer = nullptr);
   std::vector<SegmentBuffer::Snapshot> Snapshots() const;
+  // Drains every buffer (SegmentBuffer::Drain): the unused IDs per tag, for keeping them across a
+  // graceful restart. Later requests find no IDs.
+  std::vector<std::pair<std::string, std::vector<IdRange>>> Drain();
   size_t size() const;
 
  private:

@@ -4,11 +4,14 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <nlohmann/json.hpp>
+
 namespace kleaf::state {
 namespace {
 
 constexpr std::string_view kTagPrefix = "seg/";
 constexpr std::string_view kValuePrefix = "val/";
+constexpr std::string_view kRestPrefix = "rest/";
 
 Error ToError(const rocksdb::Status& s, std::string_view what) {
   return Error{Code::kInternal, std::string(what) + ": " + s.ToString()};
@@ -109,6 +112,40 @@ Result<void> Store::Write(const Batch& b, bool sync) {
   auto s = impl_->db->Write(options, &batch);
   if (!s.ok()) return std::unexpected(ToError(s, "writing batch"));
   return {};
+}
+
+Result<void> Store::PutSegmentRests(const std::vector<SegmentRest>& rests) {
+  rocksdb::WriteBatch batch;
+  for (const auto& r : rests) {
+    // One key per range: <scope>/<tag>/<start> cannot collide between two ranges of one tag.
+    std::string key = std::string(kRestPrefix) + r.scope + "\x1f" + r.tag + "\x1f" + std::to_string(r.start);
+    nlohmann::json j = {{"scope", r.scope}, {"tag", r.tag}, {"start", r.start}, {"end", r.end}};
+    batch.Put(key, j.dump());
+  }
+  auto s = impl_->db->Write(impl_->sync_write, &batch);
+  if (!s.ok()) return std::unexpected(ToError(s, "writing segment rests"));
+  return {};
+}
+
+Result<std::vector<Store::SegmentRest>> Store::TakeSegmentRests() {
+  std::vector<SegmentRest> out;
+  rocksdb::WriteBatch deletes;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  const rocksdb::Slice prefix(kRestPrefix.data(), kRestPrefix.size());
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    deletes.Delete(it->key());
+    try {
+      auto j = nlohmann::json::parse(it->value().ToStringView());
+      out.push_back({j.at("scope").get<std::string>(), j.at("tag").get<std::string>(),
+                     j.at("start").get<int64_t>(), j.at("end").get<int64_t>()});
+    } catch (const std::exception&) {
+      // A record we cannot read is dropped with the others: its IDs become a gap.
+    }
+  }
+  if (!it->status().ok()) return std::unexpected(ToError(it->status(), "listing segment rests"));
+  auto s = impl_->db->Write(impl_->sync_write, &deletes);
+  if (!s.ok()) return std::unexpected(ToError(s, "deleting segment rests"));
+  return out;
 }
 
 Result<std::optional<int64_t>> Store::GetValue(std::string_view name) {

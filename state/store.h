@@ -37,6 +37,21 @@ class Store {
   // Writes a batch atomically (one RocksDB write batch); synced if `sync`.
   Result<void> Write(const Batch& batch, bool sync);
 
+  // The unused rest of a segment a gateway kept across a graceful restart (DESIGN.md: Leaf
+  // discards it). `scope` names the ID space it belongs to ("standalone", or the cluster's topic
+  // prefix), so a state directory moved to another cluster never serves it there.
+  struct SegmentRest {
+    std::string scope;
+    std::string tag;
+    int64_t start = 0;
+    int64_t end = 0;
+  };
+  // Stores `rests` (added to any kept before); synced.
+  Result<void> PutSegmentRests(const std::vector<SegmentRest>& rests);
+  // Returns every kept rest and deletes them all in the same synced write, so a rest is handed
+  // back at most once: after a crash while serving it, what was left of it is a gap.
+  Result<std::vector<SegmentRest>> TakeSegmentRests();
+
   Result<std::optional<int64_t>> GetValue(std::string_view name);
   // Synced: durable when this returns.
   Result<void> PutValue(std::string_view name, int64_t value);

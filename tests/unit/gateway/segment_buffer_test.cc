@@ -335,5 +335,60 @@ TEST(SegmentBufferTest, DynamicStepDoublesWhenFastAndHalvesWhenSlow) {
   EXPECT_GE(steps.back(), 100) << "never below the tag's step";
 }
 
+
+TEST(SegmentBufferTest, DrainReturnsTheUnusedRestAndStandbyAndStopsServing) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kInline, /*min_step=*/100);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 1000, .preload_percent = 10});
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(buffer->TryNext().has_value());  // 1..20, standby loaded
+  ASSERT_TRUE(buffer->snapshot().standby.has_value());
+  auto rest = buffer->Drain();
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].start, 21);
+  EXPECT_EQ(rest[0].end, 101);
+  EXPECT_EQ(rest[1].start, buffer->snapshot().active->end);
+  const size_t fetches = source.requested().size();
+  EXPECT_FALSE(buffer->TryNext().has_value()) << "a drained buffer hands out nothing";
+  EXPECT_EQ(source.requested().size(), fetches) << "and starts no fetch";
+  auto late = buffer->Take(1, steady_clock::now() + milliseconds(10));
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, Code::kUnavailable);
+}
+
+TEST(SegmentBufferTest, DrawRacingTheDrainKeepsItsIdsAndTheRestExcludesThem) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kInline, /*min_step=*/100);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 1000, .preload_percent = 100});
+  ASSERT_EQ(*buffer->TryNext(), 1);
+  std::vector<IdRange> rest;
+  bool drained = false;
+  buffer->SetDrawHookForTest([&] {
+    if (!drained) {
+      drained = true;
+      rest = buffer->Drain();  // between the draw's fetch_add and its validation
+    }
+  });
+  std::vector<IdRange> got;
+  EXPECT_EQ(buffer->TryTake(5, got), 5);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].start, 2);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].start, 7) << "the rest starts after the IDs the racing draw kept";
+  EXPECT_EQ(rest[0].end, 101);
+}
+
+TEST(SegmentBufferTest, SeededRestsAreServedFirstThenTheTagsOwnStep) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kInline, /*min_step=*/100);
+  auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 1000, .preload_percent = 50});
+  buffer->Seed({{5000, 5004}, {6000, 6002}});
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(*buffer->TryNext());
+  EXPECT_EQ(ids, (std::vector<int64_t>{5000, 5001, 5002, 5003, 6000, 6001}));
+  EXPECT_TRUE(source.requested().empty() || source.requested().front() == 0)
+      << "the first fetch after seeding asks for the tag's own step";
+  EXPECT_EQ(*buffer->TryNext(), 1) << "then IDs of a new segment";
+}
+
 }  // namespace
 }  // namespace kleaf::gateway

@@ -217,5 +217,22 @@ TEST(RecordsTest, CorruptRecordIsAnError) {
   }
 }
 
+
+TEST_F(StoreTest, SegmentRestsAreTakenOnceAndSurviveAReopen) {
+  ASSERT_TRUE(store_->PutSegmentRests({{"standalone", "order", 21, 101}, {"standalone", "order", 101, 201},
+                                       {"cluster:kleaf", "user", 7, 9}}));
+  Reopen();
+  auto taken = store_->TakeSegmentRests();
+  ASSERT_TRUE(taken) << taken.error().message;
+  ASSERT_EQ(taken->size(), 3u);
+  int64_t ids = 0;
+  for (const auto& r : *taken) ids += r.end - r.start;
+  EXPECT_EQ(ids, 80 + 100 + 2);
+  Reopen();
+  auto again = store_->TakeSegmentRests();
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->empty()) << "a rest is handed back at most once";
+}
+
 }  // namespace
 }  // namespace kleaf::state
