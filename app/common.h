@@ -12,7 +12,7 @@
 
 namespace kleaf::app {
 
-void SetUpLogging(const std::string& level);
+void SetUpLogging(const config::Log& log);
 // Blocks SIGINT and SIGTERM in the calling thread; threads started later inherit the mask, so
 // only WaitForShutdownSignal receives them. Call before starting any thread.
 void BlockShutdownSignals();

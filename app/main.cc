@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   try {
     if (decode->parsed()) return Decode(*config, id_text);
     kleaf::app::BlockShutdownSignals();
-    kleaf::app::SetUpLogging(config->log.level);
+    kleaf::app::SetUpLogging(config->log);
     if (standalone->parsed()) return kleaf::app::RunStandalone(*config);
     if (allocator->parsed()) return kleaf::app::RunAllocator(*config);
     if (gateway->parsed()) return kleaf::app::RunGateway(*config);

@@ -194,6 +194,13 @@ std::vector<Field> AllFields() {
     c.log.level = s;
     return {};
   }));
+  f.push_back(StringField("log.format", [](Config& c, const std::string& s) -> Result<void> {
+    if (s != "text" && s != "json") {
+      return Fail(Code::kInvalidArgument, "expected text or json; got '" + s + "'");
+    }
+    c.log.format = s;
+    return {};
+  }));
   return f;
 }
 

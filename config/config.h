@@ -83,6 +83,7 @@ struct Workers {
 
 struct Log {
   std::string level = "info";  // trace, debug, info, warn, error
+  std::string format = "text";  // text: "<UTC time> <level> [component] message"; json: one object per line
 };
 
 struct Config {

@@ -1,5 +1,7 @@
 #include "gateway/segment_buffer.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace kleaf::gateway {
@@ -166,6 +168,11 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
     } else if (result) {
       last_error_.reset();
       min_step_ = result->min_step;
+      if (step_ != 0 && result->size() != step_) {
+        spdlog::info("[segment] tag {}: step changed from {} to {}", tag_, step_, result->size());
+      }
+      spdlog::info("[segment] tag {}: fetched [{}, {}) ({} IDs)", tag_, result->start, result->end,
+                   result->size());
       step_ = result->size();
       last_fetch_mono_ns_ = clock_.MonotonicNs();
       if (ActiveUsedUpLocked()) {
@@ -174,6 +181,9 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
         standby_ = std::move(*result);
       }
     } else {
+      // An unknown tag is the client's mistake, not an event of this node: debug only.
+      spdlog::log(result.error().code == Code::kNotFound ? spdlog::level::debug : spdlog::level::warn,
+                  "[segment] tag {}: fetching a segment failed: {}", tag_, result.error().message);
       last_error_ = std::move(result.error());
       // Let a later draw start the preload again, after a pause (the allocators may be away).
       preload_not_before_ns_.store(clock_.MonotonicNs() + kPreloadRetryDelayNs,

@@ -1,5 +1,7 @@
 #include "gateway/snowflake.h"
 
+#include <spdlog/spdlog.h>
+
 #include <charconv>
 #include <limits>
 #include <stdexcept>
@@ -113,6 +115,12 @@ Result<int64_t> SnowflakeGenerator::NextLocked() {
   int64_t ticks = layout_.TicksOf(now_ms);
   if (ticks < last_ticks_) {
     int64_t back_ms = layout_.MsOf(last_ticks_) - now_ms;
+    // Once per second at most: a clock that stays behind would otherwise log on every request.
+    if (now_ms - last_backward_log_ms_ >= 1000 || now_ms < last_backward_log_ms_) {
+      last_backward_log_ms_ = now_ms;
+      spdlog::warn("[snowflake] clock moved back by {} ms ({})", back_ms,
+                   back_ms > options_.max_backward_ms ? "refusing to issue" : "waiting it out");
+    }
     if (back_ms > options_.max_backward_ms) {
       return Fail(Code::kUnavailable,
                   "clock moved backwards by " + std::to_string(back_ms) + " ms; refusing to issue");

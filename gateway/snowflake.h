@@ -102,6 +102,7 @@ class SnowflakeGenerator {
   std::atomic<int64_t> lease_deadline_ns_;
   mutable std::mutex mu_;
   int64_t last_ticks_ = -1;  // guarded by mu_
+  int64_t last_backward_log_ms_ = 0;  // guarded by mu_: when a clock step back was last logged
   int64_t sequence_ = 0;     // guarded by mu_
   std::minstd_rand rng_;     // guarded by mu_
 };

@@ -319,6 +319,7 @@ TEST(ConfigRangeTest, BadStringValuesAreNamed) {
   ExpectKeyError("state:\n  path: ''\n", "state.path");
   ExpectKeyError("admin:\n  token: short\n", "admin.token");
   ExpectKeyError("log:\n  level: verbose\n", "log.level");
+  ExpectKeyError("log:\n  format: xml\n", "log.format");
 }
 
 TEST(ConfigRangeTest, EmptyAdminTokenMeansGenerateOne) {
