@@ -1,0 +1,64 @@
+// compose/docker-compose.yml and its kleaf configs: the topology the docs promise (3 KRaft
+// brokers, 2 allocators, 2 gateways, 1 producer, replication factor 3), and configs kleaf accepts.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <set>
+
+#include "config/config.h"
+
+namespace kleaf {
+namespace {
+
+const std::filesystem::path kCompose = std::filesystem::path(KLEAF_SOURCE_DIR) / "compose";
+
+// node[key], following YAML merge keys ("<<: *anchor"), which yaml-cpp does not resolve.
+YAML::Node Lookup(const YAML::Node& node, const std::string& key) {
+  if (node[key]) return node[key];
+  if (node["<<"]) return Lookup(node["<<"], key);
+  return YAML::Node();
+}
+
+std::string Env(const YAML::Node& service, const std::string& key) {
+  YAML::Node v = Lookup(Lookup(service, "environment"), key);
+  return v ? v.as<std::string>() : "";
+}
+
+TEST(ComposeFilesTest, DockerComposeHasTheProductionTopology) {
+  YAML::Node doc = YAML::LoadFile((kCompose / "docker-compose.yml").string());
+  std::map<std::string, int> roles;
+  std::set<std::string> voters;
+  for (const auto& service : doc["services"]) {
+    const std::string name = service.first.as<std::string>();
+    const YAML::Node& s = service.second;
+    if (name.starts_with("kafka-")) {
+      ++roles["kafka"];
+      EXPECT_EQ(Env(s, "KAFKA_PROCESS_ROLES"), "broker,controller") << name;
+      EXPECT_EQ(Env(s, "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"), "3") << name;
+      EXPECT_EQ(Env(s, "KAFKA_NODE_ID"), name.substr(6)) << name;
+      EXPECT_EQ(Env(s, "KAFKA_ADVERTISED_LISTENERS"), "PLAINTEXT://" + name + ":9092");
+      voters.insert(Env(s, "KAFKA_CONTROLLER_QUORUM_VOTERS"));
+      EXPECT_EQ(Lookup(s, "image").as<std::string>().rfind("apache/kafka:3.9", 0), 0u)
+          << "librdkafka 2.0.2 needs a 3.x broker";
+      continue;
+    }
+    const std::string role = s["command"][0].as<std::string>();
+    ++roles[role];
+    const std::string config = s["command"][2].as<std::string>();
+    const std::string file = config.substr(config.rfind('/') + 1);
+    auto parsed = config::LoadConfigFile((kCompose / "config" / file).string());
+    ASSERT_TRUE(parsed) << file << ": " << parsed.error().message;
+    EXPECT_EQ(parsed->node.id, name) << file;
+    EXPECT_EQ(parsed->kafka.replication_factor, 3) << file;
+    EXPECT_EQ(parsed->kafka.bootstrap, "kafka-1:9092,kafka-2:9092,kafka-3:9092") << file;
+  }
+  EXPECT_EQ(roles["kafka"], 3);
+  EXPECT_EQ(roles["allocator"], 2);
+  EXPECT_EQ(roles["gateway"], 2);
+  EXPECT_EQ(roles["producer"], 1);
+  EXPECT_EQ(voters.size(), 1u) << "every broker must name the same controller quorum";
+}
+
+}  // namespace
+}  // namespace kleaf
