@@ -64,7 +64,11 @@ class WorkerLease {
   struct Status {
     int64_t worker_id = -1;
     int64_t valid_for_ms = 0;  // until this node stops issuing, by its monotonic clock
-    std::string last_error;
+    std::string last_error;    // of the last renewal; empty when it succeeded
+    // The allocator's clock minus ours, estimated from the last claim/renew reply (the reply's
+    // allocator time against the midpoint of our send and receive times); absent until a reply
+    // carried the allocator's time.
+    std::optional<int64_t> clock_offset_ms;
   };
   Status status() const;
 
@@ -72,6 +76,7 @@ class WorkerLease {
   Result<allocator::Reply> Call(allocator::Request request, std::chrono::milliseconds timeout);
   void Run();
   void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
+  void RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease);
 
   allocator::Allocator& allocator_;
   Clock& clock_;
@@ -81,6 +86,8 @@ class WorkerLease {
   SnowflakeGenerator* generator_ = nullptr;
   int64_t worker_id_ = -1;
   std::atomic<int64_t> deadline_ns_{0};
+  std::atomic<bool> has_offset_{false};
+  std::atomic<int64_t> clock_offset_ms_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;       // guarded by mu_
