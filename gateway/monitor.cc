@@ -162,12 +162,14 @@ std::string Monitor::StatusJson() {
     worker["valid_for_ms"] = s.valid_for_ms;
     worker["last_error"] = s.last_error.empty() ? json(nullptr) : json(s.last_error);
     worker["clock_offset_ms"] = s.clock_offset_ms ? json(*s.clock_offset_ms) : json(nullptr);
+    worker["clock_offset_error_ms"] = s.clock_offset_ms ? json(s.clock_offset_error_ms) : json(nullptr);
   } else {
     worker["source"] = "config";
     worker["held"] = true;
     worker["valid_for_ms"] = nullptr;
     worker["last_error"] = nullptr;
     worker["clock_offset_ms"] = nullptr;
+    worker["clock_offset_error_ms"] = nullptr;
   }
   out["worker"] = worker;
 

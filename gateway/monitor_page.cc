@@ -112,7 +112,8 @@ function render(s) {
   $("worker-id").textContent = w.worker_id;
   $("worker-source").textContent = w.source;
   $("worker-valid").textContent = w.valid_for_ms === null ? "no lease (from config)" : w.valid_for_ms + " ms";
-  $("worker-offset").textContent = w.clock_offset_ms === null ? "\u2013" : w.clock_offset_ms + " ms";
+  $("worker-offset").textContent = w.clock_offset_ms === null ? "\u2013"
+      : w.clock_offset_ms + " ms (\u00b1" + w.clock_offset_error_ms + " ms)";
   $("worker-error").textContent = w.last_error === null ? "none" : w.last_error;
   $("worker-error").className = w.last_error === null ? "" : "err";
   $("sf-last").textContent = s.snowflake.last_issued;

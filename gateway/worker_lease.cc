@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
 
 namespace kleaf::gateway {
@@ -38,8 +39,10 @@ void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
 void WorkerLease::RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease) {
   if (lease.allocator_now_ms <= 0) return;
   const int64_t received_ms = clock_.NowMs();
-  clock_offset_ms_.store(lease.allocator_now_ms - (sent_ms + received_ms) / 2);
-  has_offset_.store(true);
+  std::lock_guard lock(mu_);
+  offsets_.push_back({lease.allocator_now_ms - (sent_ms + received_ms) / 2,
+                      std::max<int64_t>(0, received_ms - sent_ms)});
+  if (offsets_.size() > kOffsetSamples) offsets_.pop_front();
 }
 
 Result<WorkerLease::Grant> WorkerLease::Acquire() {
@@ -150,9 +153,15 @@ WorkerLease::Status WorkerLease::status() const {
   Status s;
   s.worker_id = worker_id_;
   s.valid_for_ms = std::max<int64_t>(0, (deadline_ns_.load() - clock_.MonotonicNs()) / 1'000'000);
-  if (has_offset_.load()) s.clock_offset_ms = clock_offset_ms_.load();
   std::lock_guard lock(mu_);
   s.last_error = last_error_;
+  if (!offsets_.empty()) {
+    auto best = std::min_element(offsets_.begin(), offsets_.end(), [](const auto& a, const auto& b) {
+      return a.round_trip_ms < b.round_trip_ms;
+    });
+    s.clock_offset_ms = best->offset_ms;
+    s.clock_offset_error_ms = (best->round_trip_ms + 1) / 2;
+  }
   return s;
 }
 
