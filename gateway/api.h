@@ -47,6 +47,9 @@ class Api {
 
   void Handle(HttpRequest request, Respond respond);
 
+  // Snowflake tags with their own kleaf_ids_issued_total series; later ones count as "_other".
+  static constexpr size_t kMaxSnowflakeTagSeries = 1000;
+
  private:
   void Segment(const std::string& tag, int64_t count, bool plain, Respond respond);
   void Snowflake(const std::string& tag, int64_t count, bool plain, Respond respond);
@@ -54,11 +57,9 @@ class Api {
   void Tags(const HttpRequest& request, const std::string& tag, Respond respond);
   void Workers(Respond respond);
   bool Authorized(const std::string& authorization) const;
-  // The snowflake series of kleaf_ids_issued_total for `tag`; at most kMaxSnowflakeTagSeries
-  // tags get their own series (snowflake tags are not registered anywhere), the rest share
-  // tag="_other".
+  // The snowflake series of kleaf_ids_issued_total for `tag` (snowflake tags are not registered
+  // anywhere, so their number is capped).
   metrics::Counter& SnowflakeIssued(const std::string& tag);
-  static constexpr size_t kMaxSnowflakeTagSeries = 1000;
 
   const ApiOptions options_;
   SegmentCache& segments_;

@@ -242,6 +242,21 @@ TEST_F(MonitorTest, MetricsCountIssuedIdsPerTagAndModeExactly) {
   EXPECT_EQ(Metrics().find("mt-unknown\",mode"), std::string::npos);
 }
 
+TEST_F(MonitorTest, SnowflakeTagSeriesAreCappedAndTheRestCountAsOther) {
+  for (size_t i = 0; i < Api::kMaxSnowflakeTagSeries; ++i) {
+    ASSERT_EQ(Get("/api/v1/snowflake/cap-" + std::to_string(i)).status, 200);
+  }
+  const std::string other = R"(kleaf_ids_issued_total{tag="_other",mode="snowflake"})";
+  const double before = Value(Metrics(), other).value_or(0);
+  ASSERT_EQ(Get("/api/v1/snowflake/cap-x?count=2").status, 200);
+  ASSERT_EQ(Get("/api/v1/snowflake/cap-y?count=3").status, 200);
+  ASSERT_EQ(Get("/api/v1/snowflake/cap-0?count=4").status, 200);
+  std::string m = Metrics();
+  EXPECT_EQ(Value(m, other), before + 5);
+  EXPECT_EQ(m.find("tag=\"cap-x\""), std::string::npos);
+  EXPECT_EQ(Value(m, R"(kleaf_ids_issued_total{tag="cap-0",mode="snowflake"})"), 5);
+}
+
 TEST_F(MonitorTest, MetricsCountErrorsPerCode) {
   const std::string series = R"(kleaf_http_errors_total{code="invalid_argument",status="400"})";
   const double before = Value(Metrics(), series).value_or(0);
