@@ -31,7 +31,19 @@ std::function<void(Result<Reply>)> Picking(std::optional<T> Reply::*field, Callb
 }  // namespace
 
 KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock), id_prefix_(options_.node_id + "-" + Nonce() + "-") {}
+    : options_(std::move(options)), clock_(clock), id_prefix_(options_.node_id + "-" + Nonce() + "-") {
+  auto& registry = metrics::Registry::Default();
+  for (int op = 0; op < kOpCount; ++op) {
+    latency_[op] = &registry.GetHistogram(
+        "kleaf_kafka_request_seconds",
+        "Round trip of a request to the allocators over Kafka, from sending to the reply.",
+        {{"op", OpName(static_cast<Request::Op>(op))}});
+  }
+  attempts_timed_out_ = &registry.GetCounter(
+      "kleaf_kafka_request_timeouts_total", "Request attempts that got no reply in time (retried).");
+  given_up_ = &registry.GetCounter(
+      "kleaf_kafka_requests_failed_total", "Requests given up after every attempt timed out.");
+}
 
 Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaClientOptions options,
                                                                           Clock& clock) {
@@ -71,7 +83,8 @@ void KafkaAllocatorClient::Stop() {
 
 void KafkaAllocatorClient::Call(int32_t partition, std::string key, const Request& request,
                                 std::function<void(Result<Reply>)> done) {
-  Pending p{partition, std::move(key), EncodeRequest(request), options_.attempts, 0, std::move(done)};
+  Pending p{request.op, 0,       partition, std::move(key), EncodeRequest(request), options_.attempts,
+            0,          std::move(done)};
   std::lock_guard lock(mu_);
   SendLocked(std::move(p));
 }
@@ -80,7 +93,8 @@ void KafkaAllocatorClient::SendLocked(Pending p) {
   const auto& t = options_.topics;
   std::string id = id_prefix_ + std::to_string(next_id_.fetch_add(1));
   --p.attempts_left;
-  p.deadline_ns = clock_.MonotonicNs() + std::chrono::nanoseconds(options_.request_timeout).count();
+  p.sent_ns = clock_.MonotonicNs();
+  p.deadline_ns = p.sent_ns + std::chrono::nanoseconds(options_.request_timeout).count();
   auto sent = producer_->Send(t.requests, p.partition, p.key, p.payload,
                               {{kCorrelationHeader, id},
                                {kReplyPartitionHeader, std::to_string(options_.reply_partition)}});
@@ -99,6 +113,10 @@ void KafkaAllocatorClient::Run() {
       if (id) {
         std::lock_guard lock(mu_);
         if (auto it = pending_.find(*id); it != pending_.end()) {
+          const int64_t now = clock_.MonotonicNs();
+          latency_[static_cast<int>(it->second.op)]->Observe(
+              static_cast<double>(now - it->second.sent_ns) / 1e9);
+          last_reply_ns_.store(now);
           done = std::move(it->second.done);
           pending_.erase(it);
         }
@@ -116,12 +134,17 @@ void KafkaAllocatorClient::Run() {
       }
       for (const auto& id : expired) {
         auto node = pending_.extract(id);
+        attempts_timed_out_->Inc();
         if (node.mapped().attempts_left > 0) {
           SendLocked(std::move(node.mapped()));
         } else {
           failed.push_back(std::move(node.mapped().done));
         }
       }
+    }
+    if (!failed.empty()) {
+      given_up_->Inc(failed.size());
+      last_give_up_ns_.store(clock_.MonotonicNs());
     }
     for (auto& done : failed) {
       done(Fail(Code::kUnavailable, "no answer from the allocators (Kafka down or partition moving); retry"));

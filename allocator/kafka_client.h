@@ -1,6 +1,7 @@
 // The Allocator interface over Kafka request/reply: what a gateway uses in the cluster shape.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "allocator/cluster.h"
 #include "allocator/service.h"
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "kafka/client.h"
 
 namespace kleaf::allocator {
@@ -31,7 +33,8 @@ struct KafkaClientOptions {
 // and this node's reply partition, and completes the callback when the matching reply arrives
 // (read_committed: only after the allocator's transaction committed) or, after `attempts`
 // timeouts, with kUnavailable. A late reply to an abandoned attempt is ignored: its segment is a
-// gap, never used twice. Callbacks run on the client's reply thread.
+// gap, never used twice. Callbacks run on the client's reply thread. Metrics: the round trip of
+// each answered attempt (kleaf_kafka_request_seconds{op}), attempts timed out, calls given up.
 class KafkaAllocatorClient final : public Allocator {
  public:
   static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options, Clock& clock);
@@ -46,8 +49,15 @@ class KafkaAllocatorClient final : public Allocator {
 
   void Stop();
 
+  // Monotonic times of the last reply received and of the last call given up (-1: never), for
+  // readiness: the allocators are unreachable when a call was given up after the last reply.
+  int64_t last_reply_mono_ns() const { return last_reply_ns_.load(); }
+  int64_t last_give_up_mono_ns() const { return last_give_up_ns_.load(); }
+
  private:
   struct Pending {
+    Request::Op op;
+    int64_t sent_ns;  // of the current attempt
     int32_t partition;
     std::string key;
     std::string payload;
@@ -73,6 +83,11 @@ class KafkaAllocatorClient final : public Allocator {
   std::unordered_map<std::string, Pending> pending_;  // by correlation id; guarded by mu_
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::array<metrics::Histogram*, kOpCount> latency_{};
+  metrics::Counter* attempts_timed_out_ = nullptr;
+  metrics::Counter* given_up_ = nullptr;
+  std::atomic<int64_t> last_reply_ns_{-1};
+  std::atomic<int64_t> last_give_up_ns_{-1};
 };
 
 }  // namespace kleaf::allocator

@@ -62,7 +62,14 @@ class BatchReader final : public StateReader {
 }  // namespace
 
 AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, Clock& clock)
-    : options_(std::move(options)), store_(store), clock_(clock) {}
+    : options_(std::move(options)),
+      store_(store),
+      clock_(clock),
+      commit_latency_(metrics::Registry::Default().GetHistogram(
+          "kleaf_allocator_commit_seconds",
+          "Time to commit one batch's transaction (consumed offsets and commit).")),
+      serving_gauge_(metrics::Registry::Default().GetGauge(
+          "kleaf_allocator_partitions_serving", "Partitions this allocator has restored and serves.")) {}
 
 AllocatorNode::~AllocatorNode() { Stop(); }
 
@@ -92,6 +99,14 @@ std::vector<int32_t> AllocatorNode::Serving() const {
   return serving_snapshot_;
 }
 
+AllocatorNode::Status AllocatorNode::status() const {
+  Status s;
+  s.member = member_.load();
+  s.pending = pending_count_.load();
+  s.serving = Serving();
+  return s;
+}
+
 void AllocatorNode::Run() {
   std::vector<kafka::Message> batch;
   while (!stop_.load()) {
@@ -115,9 +130,11 @@ void AllocatorNode::Run() {
         batch.push_back(std::move(event.message));  // the batch was full: starts the next one
         break;
       case kafka::GroupConsumer::Event::Kind::kAssigned:
+        member_.store(true);
         OnAssigned(event.partitions);
         break;
       case kafka::GroupConsumer::Event::Kind::kRevoked:
+        member_.store(false);
         OnRevoked(event.partitions);
         break;
       case kafka::GroupConsumer::Event::Kind::kError:
@@ -126,6 +143,8 @@ void AllocatorNode::Run() {
       case kafka::GroupConsumer::Event::Kind::kNone:
         break;
     }
+    pending_count_.store(static_cast<int>(pending_.size()));
+    serving_gauge_.Set(static_cast<double>(serving_.size()));
   }
   for (auto& [p, producer] : serving_) producer->Abort(milliseconds(2000));
   serving_.clear();
@@ -259,6 +278,7 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
   if (auto b = producer.Begin(); !b) return fatal(b.error(), "begin");
 
   BatchReader reader(store_, topics, p);
+  int64_t segments = 0;
   for (const auto& m : batch) {
     const std::string* correlation = m.header(kCorrelationHeader);
     const std::string* reply_to = m.header(kReplyPartitionHeader);
@@ -270,6 +290,7 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
     } else {
       outcome.reply.error = request.error();
     }
+    if (outcome.reply.segment) ++segments;
     bool sent = true;
     for (const auto& record : outcome.writes) {
       reader.Stage(record);
@@ -297,6 +318,7 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
     }
   }
   std::vector<kafka::TopicPartition> offsets = {{topics.requests, p, batch.back().offset + 1}};
+  const int64_t commit_start = clock_.MonotonicNs();
   kafka::TxnResult<void> done = producer.SendOffsets(offsets, *consumer_, milliseconds(10000));
   if (done) {
     for (int attempt = 0; attempt < 3; ++attempt) {
@@ -312,6 +334,17 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
     return Rewind(p, batch.front().offset);
   }
   // Committed: now the local view may follow.
+  commit_latency_.Observe(static_cast<double>(clock_.MonotonicNs() - commit_start) / 1e9);
+  if (segments > 0) {
+    auto& counter = segments_allocated_[p];
+    if (counter == nullptr) {
+      counter = &metrics::Registry::Default().GetCounter(
+          "kleaf_allocator_segments_allocated_total",
+          "Segments this allocator allocated (committed), per partition of the requests topic.",
+          {{"partition", std::to_string(p)}});
+    }
+    counter->Inc(static_cast<uint64_t>(segments));
+  }
   state::Store::Batch staged = reader.Staged();
   auto delivered = producer.TakeDeliveredOffsets();
   if (auto d = delivered.find({topics.state, p}); d != delivered.end()) {

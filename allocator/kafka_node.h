@@ -14,6 +14,7 @@
 #include "allocator/cluster.h"
 #include "allocator/service.h"
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "kafka/client.h"
 #include "state/store.h"
 
@@ -47,6 +48,14 @@ class AllocatorNode {
   void Stop();
   // Partitions restored and being served, for status and tests.
   std::vector<int32_t> Serving() const;
+  // For /readyz: in the group (the last rebalance event assigned partitions, possibly none) and
+  // how many assigned partitions are not restored yet. Safe from any thread.
+  struct Status {
+    bool member = false;
+    int pending = 0;
+    std::vector<int32_t> serving;
+  };
+  Status status() const;
 
  private:
   void Run();
@@ -72,6 +81,12 @@ class AllocatorNode {
   std::vector<int32_t> serving_snapshot_;  // guarded by serving_mu_
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::atomic<bool> member_{false};
+  std::atomic<int> pending_count_{0};
+  // Metrics, looked up once; the per-partition counters by the loop thread only.
+  metrics::Histogram& commit_latency_;
+  metrics::Gauge& serving_gauge_;
+  std::map<int32_t, metrics::Counter*> segments_allocated_;
 };
 
 }  // namespace kleaf::allocator

@@ -54,7 +54,8 @@ Outcome ExecuteWorker(const Request& r, StateReader& reader, const Rules& rules,
     auto grant = ClaimWorker(*all, r.node_id, r.node_now_ms, now_ms, rules.workers);
     if (!grant) return Failed(grant.error());
     Outcome o;
-    o.reply.lease = WorkerLeaseInfo{grant->record.worker_id, grant->record.lease_until_ms, grant->not_before_ms};
+    o.reply.lease = WorkerLeaseInfo{grant->record.worker_id, grant->record.lease_until_ms,
+                                    grant->not_before_ms, now_ms};
     o.worker_writes.push_back(grant->record);
     return o;
   }
@@ -79,7 +80,7 @@ Outcome ExecuteWorker(const Request& r, StateReader& reader, const Rules& rules,
                               " ms ahead of the allocator's clock; fix the clock (NTP)"};
     return o;
   }
-  o.reply.lease = WorkerLeaseInfo{updated->worker_id, updated->lease_until_ms, 0};
+  o.reply.lease = WorkerLeaseInfo{updated->worker_id, updated->lease_until_ms, 0, now_ms};
   o.worker_writes.push_back(*updated);
   return o;
 }
@@ -94,6 +95,9 @@ bool IsWorkerOp(Request::Op op) {
 }
 
 }  // namespace
+
+const char* OpName(Request::Op op) { return kOpNames[static_cast<int>(op)]; }
+static_assert(std::size(kOpNames) == kOpCount);
 
 Outcome Execute(const Request& r, StateReader& reader, const Rules& rules, int64_t now_ms) {
   if (r.op != Request::Op::kListTags && !IsWorkerOp(r.op)) {
@@ -232,7 +236,8 @@ std::string EncodeReply(const Reply& r) {
   if (r.lease) {
     j["lease"] = {{"worker_id", r.lease->worker_id},
                   {"lease_until", r.lease->lease_until_ms},
-                  {"not_before", r.lease->not_before_ms}};
+                  {"not_before", r.lease->not_before_ms},
+                  {"allocator_now", r.lease->allocator_now_ms}};
   }
   if (r.workers) j["workers"] = {{"leased", r.workers->leased}, {"free", r.workers->free}};
   return j.dump();
@@ -259,7 +264,7 @@ Result<Reply> DecodeReply(std::string_view text) {
     if (j.contains("lease")) {
       const json& l = j["lease"];
       r.lease = WorkerLeaseInfo{l.at("worker_id").get<int64_t>(), l.at("lease_until").get<int64_t>(),
-                                l.at("not_before").get<int64_t>()};
+                                l.at("not_before").get<int64_t>(), l.value("allocator_now", int64_t{0})};
     }
     if (j.contains("workers")) {
       r.workers = WorkerCounts{j["workers"].at("leased").get<int64_t>(), j["workers"].at("free").get<int64_t>()};

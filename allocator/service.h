@@ -56,6 +56,9 @@ struct WorkerLeaseInfo {
   int64_t worker_id = -1;
   int64_t lease_until_ms = 0;
   int64_t not_before_ms = 0;  // kClaimWorker: issue no timestamp at or before this
+  // The allocator's wall clock when it handled the request (0 from allocators that predate it):
+  // lets the node estimate its clock offset to the allocator (kClaimWorker, kRenewWorker).
+  int64_t allocator_now_ms = 0;
 };
 
 struct Reply {
@@ -93,6 +96,10 @@ struct Outcome {
 
 // Pure: no I/O besides reading through `reader`.
 Outcome Execute(const Request& request, StateReader& reader, const Rules& rules, int64_t now_ms);
+
+// "allocate", "claim_worker", ...: the op's name on the wire and in metric labels.
+const char* OpName(Request::Op op);
+inline constexpr int kOpCount = 9;
 
 std::string EncodeRequest(const Request& request);
 Result<Request> DecodeRequest(std::string_view json);

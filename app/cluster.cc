@@ -14,6 +14,8 @@
 #include "app/common.h"
 #include "app/serve.h"
 #include "base/clock.h"
+#include "gateway/http_server.h"
+#include "kafka/probe.h"
 #include "state/records.h"
 
 namespace kleaf::app {
@@ -72,6 +74,50 @@ Result<std::map<std::string, state::TagRecord>> ReadAllTags(const config::Config
   return tags;
 }
 
+// Probes the cluster's requests topic every second; ready only after a success in the last 5 s.
+constexpr int64_t kProbeFreshMs = 5000;
+
+std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const kafka::Properties& props) {
+  auto probe = std::make_unique<kafka::BrokerProbe>(
+      props, kafka::BrokerProbe::Options{Topics(c).requests, milliseconds(1000), milliseconds(1000)},
+      SystemClock::Instance());
+  probe->Start();
+  return probe;
+}
+
+gateway::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
+  auto s = probe.status();
+  gateway::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs, ""};
+  check.detail = check.ok ? "metadata request answered " + std::to_string(s.since_ok_ms) + " ms ago"
+                          : "Kafka unreachable: " + s.last_error;
+  return check;
+}
+
+// The allocator's HTTP server: /metrics, /healthz, /readyz only.
+gateway::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::BrokerProbe& probe) {
+  return [&node, &probe](gateway::HttpRequest request, gateway::Respond respond) {
+    const std::string_view path = gateway::PathOf(request.target);
+    if (path != "/metrics" && path != "/healthz" && path != "/readyz") {
+      return respond(gateway::ErrorResponse(
+          Error{Code::kNotFound, "no such path (allocators serve /metrics, /healthz, /readyz)"}));
+    }
+    if (request.method != "GET") return respond(gateway::MethodNotAllowed("GET"));
+    if (path == "/metrics") return respond(gateway::MetricsResponse());
+    if (path == "/healthz") return respond(gateway::HealthResponse());
+    auto s = node.status();
+    std::vector<gateway::ReadyCheck> checks = {KafkaCheck(probe)};
+    checks.push_back({"group", s.member,
+                      s.member ? "member of the allocators' consumer group"
+                               : "not (or no longer) assigned partitions by the consumer group"});
+    std::string serving;
+    for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
+    checks.push_back({"partitions", s.pending == 0,
+                      std::to_string(s.pending) + " assigned partition(s) not restored yet; serving {" +
+                          serving + "}"});
+    respond(gateway::ReadyResponse(checks));
+  };
+}
+
 }  // namespace
 
 int RunAllocator(const config::Config& c) {
@@ -91,10 +137,28 @@ int RunAllocator(const config::Config& c) {
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
   allocator::AllocatorNode node(options, **store, SystemClock::Instance());
   if (auto r = node.Start(); !r) return StartupError(r.error().message);
-  spdlog::info("[allocator] node {} running (group {}, {} partitions)", c.node.id, options.group_id,
-               options.topics.partitions);
-  std::cout << "kleaf allocator running" << std::endl;
+  auto probe = StartProbe(c, *props);
+  // HTTP is for operators only here: a port already taken is logged, not fatal, so allocators
+  // configured without http.listen (default port) can share a host.
+  std::string http_note = "; no http";
+  std::optional<gateway::HttpServer> server;
+  if (auto listen = config::ParseHostPort(c.http.listen); !listen) {
+    return StartupError("http.listen: " + listen.error().message);
+  } else {
+    server.emplace(HttpOptions(c, listen->first, listen->second), AllocatorRoutes(node, *probe));
+    if (auto port = server->Start(); port) {
+      http_note = "; " + HttpUrl(listen->first, *port);
+    } else {
+      spdlog::warn("[allocator] no /metrics, /healthz, /readyz: {}", port.error().message);
+      server.reset();
+    }
+  }
+  spdlog::info("[allocator] node {} running (group {}, {} partitions){}", c.node.id,
+               options.group_id, options.topics.partitions, http_note);
+  std::cout << "kleaf allocator running" << http_note << std::endl;
   spdlog::info("[allocator] {} received; shutting down", WaitForShutdownSignal());
+  if (server) server->Stop();
+  probe->Stop();
   node.Stop();
   spdlog::info("[allocator] stopped");
   return 0;
@@ -107,7 +171,20 @@ int RunGateway(const config::Config& c) {
   if (!store) return StartupError(store.error().message);
   auto client = StartClient(c, *props);
   if (!client) return StartupError(client.error().message);
-  int code = ServeIds(c, **store, **client, "gateway", /*use_registry=*/true);
+  auto probe = StartProbe(c, *props);
+  allocator::KafkaAllocatorClient* allocators = client->get();
+  int code = ServeIds(c, **store, **client, "gateway", /*use_registry=*/true, [&probe, allocators] {
+    std::vector<gateway::ReadyCheck> checks = {KafkaCheck(*probe)};
+    // Segments are loadable while the allocators answer: no request given up since the last reply.
+    const int64_t reply = allocators->last_reply_mono_ns();
+    const bool answering = reply >= 0 && allocators->last_give_up_mono_ns() < reply;
+    checks.push_back({"allocators", answering,
+                      answering ? "the last request was answered"
+                                : reply < 0 ? "no allocator has answered yet"
+                                            : "a request got no answer after every attempt"});
+    return checks;
+  });
+  probe->Stop();
   (*client)->Stop();
   return code;
 }

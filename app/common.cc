@@ -104,4 +104,22 @@ allocator::ClusterTopics Topics(const config::Config& c) {
   return allocator::ClusterTopics::For(c.kafka.topic_prefix, c.kafka.partitions, c.kafka.reply_partitions);
 }
 
+gateway::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
+                                       uint16_t port) {
+  gateway::HttpServerOptions o;
+  o.host = host;
+  o.port = port;
+  o.threads = c.http.threads;
+  o.header_limit_bytes = static_cast<uint32_t>(c.http.header_limit_bytes);
+  o.body_limit_bytes = static_cast<uint64_t>(c.http.body_limit_bytes);
+  o.idle_timeout = std::chrono::milliseconds(c.http.idle_timeout_ms);
+  o.max_connections = c.http.max_connections;
+  return o;
+}
+
+std::string HttpUrl(const std::string& host, uint16_t port) {
+  return "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
 }  // namespace kleaf::app

@@ -7,6 +7,7 @@
 
 #include "allocator/cluster.h"
 #include "config/config.h"
+#include "gateway/http_server.h"
 #include "kafka/client.h"
 #include "state/store.h"
 
@@ -25,5 +26,10 @@ Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c);
 // bootstrap.servers and kleaf's client settings; fails if kafka.bootstrap is empty.
 Result<kafka::Properties> KafkaProperties(const config::Config& c);
 allocator::ClusterTopics Topics(const config::Config& c);
+// The HTTP server settings of the http.* keys, listening on `host`:`port`.
+gateway::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
+                                       uint16_t port);
+// "http://HOST:PORT", with an IPv6 host in brackets.
+std::string HttpUrl(const std::string& host, uint16_t port);
 
 }  // namespace kleaf::app

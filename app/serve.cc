@@ -18,6 +18,7 @@
 #include "base/worker_pool.h"
 #include "gateway/api.h"
 #include "gateway/http_server.h"
+#include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
 #include "gateway/snowflake.h"
 #include "gateway/timestamp_guard.h"
@@ -118,7 +119,8 @@ void KeepSegmentRests(state::Store& store, gateway::SegmentCache& segments,
 }  // namespace
 
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
-             const std::string& role, bool use_registry) {
+             const std::string& role, bool use_registry,
+             std::function<std::vector<gateway::ReadyCheck>()> ready_checks) {
   auto listen = config::ParseHostPort(c.http.listen);
   if (!listen) return StartupError("http.listen: " + listen.error().message);
   auto token = AdminToken(c);
@@ -182,22 +184,24 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
              (s.last_error.empty() ? "" : "renewal failed") + "\"}";
     };
   }
+  gateway::Monitor::Options monitor_options{role, c.node.id, {}, std::move(ready_checks)};
+  if (lease) monitor_options.lease = [&lease] { return lease->status(); };
+  gateway::Monitor monitor(std::move(monitor_options), segments, generator, clock);
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
-                    lease_status},
+                    lease_status, &monitor},
                    segments, generator, allocator, blocking);
+  gateway::HttpServerOptions http = HttpOptions(c, listen->first, listen->second);
+  http.on_error = [&monitor](std::string_view method, std::string_view target,
+                             const gateway::HttpResponse& r) { monitor.RecordError(method, target, r); };
   gateway::HttpServer server(
-      {listen->first, listen->second, c.http.threads,
-       static_cast<uint32_t>(c.http.header_limit_bytes),
-       static_cast<uint64_t>(c.http.body_limit_bytes),
-       std::chrono::milliseconds(c.http.idle_timeout_ms), c.http.max_connections},
-      api);
+      std::move(http),
+      [&api](gateway::HttpRequest request, gateway::Respond respond) {
+        api.Handle(std::move(request), std::move(respond));
+      });
   auto port = server.Start();
   if (!port) return StartupError(port.error().message);
 
-  const std::string url = "http://" +
-                          (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]"
-                                                                        : listen->first) +
-                          ":" + std::to_string(*port);
+  const std::string url = HttpUrl(listen->first, *port);
   spdlog::info("[{}] node {} serving on {} (state {}, worker id {})", role, c.node.id, url,
                c.state.path, worker_id);
   std::cout << "kleaf " << role << " listening on " << url << std::endl;

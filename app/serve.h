@@ -2,10 +2,13 @@
 // standalone and gateway nodes share.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "allocator/allocator.h"
 #include "config/config.h"
+#include "gateway/http.h"
 #include "state/store.h"
 
 namespace kleaf::app {
@@ -13,8 +16,10 @@ namespace kleaf::app {
 // Runs until SIGINT/SIGTERM (signals must be blocked already); returns the exit code. Prints
 // "kleaf <role> listening on http://HOST:PORT" on stdout once it serves.
 // `use_registry`: lease the worker id from the allocators' registry (gateway) instead of taking
-// snowflake.worker_id from the config (standalone).
+// snowflake.worker_id from the config (standalone). `ready_checks`: what /readyz checks besides
+// the worker lease (e.g. Kafka and the allocators reachable).
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
-             const std::string& role, bool use_registry);
+             const std::string& role, bool use_registry,
+             std::function<std::vector<gateway::ReadyCheck>()> ready_checks = {});
 
 }  // namespace kleaf::app

@@ -109,11 +109,6 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
   return r;
 }
 
-HttpResponse MethodNotAllowed(std::string allow) {
-  HttpResponse r = ErrorResponse(Error{Code::kMethodNotAllowed, "method not allowed; use " + allow});
-  r.headers.emplace_back("Allow", std::move(allow));
-  return r;
-}
 
 Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
   json j;
@@ -140,16 +135,6 @@ Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
 
 }  // namespace
 
-HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
-  HttpResponse r;
-  r.status = HttpStatus(error.code);
-  r.body = json{{"error", {{"code", CodeName(error.code)}, {"message", error.message}}}}.dump();
-  if (r.status == 503 && error.code != Code::kResourceExhausted) {
-    r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
-  }
-  return r;
-}
-
 Api::Api(ApiOptions options, SegmentCache& segments, SnowflakeGenerator& snowflake,
          allocator::Allocator& allocator, WorkerPool& blocking)
     : options_(std::move(options)),
@@ -169,9 +154,22 @@ void Api::Handle(HttpRequest request, Respond respond) {
     respond(ErrorResponse(Error{code, std::move(message)}, options_.retry_after_s));
   };
 
-  if (parts.size() == 1 && parts[0] == "healthz") {
-    if (!get) return respond(MethodNotAllowed("GET"));
-    return respond(JsonResponse(json{{"status", "ok"}}));
+  if (parts.size() == 1) {
+    if (parts[0] == "healthz") return respond(get ? HealthResponse() : MethodNotAllowed("GET"));
+    if (parts[0] == "metrics") return respond(get ? MetricsResponse() : MethodNotAllowed("GET"));
+    if (parts[0] == "readyz") {
+      if (!get) return respond(MethodNotAllowed("GET"));
+      return respond(ReadyResponse(options_.monitor ? options_.monitor->Readiness()
+                                                    : std::vector<ReadyCheck>{}));
+    }
+    if (parts[0].empty() && options_.monitor) {
+      if (!get) return respond(MethodNotAllowed("GET"));
+      HttpResponse page;
+      page.content_type = "text/html; charset=utf-8";
+      page.body = Monitor::Page();
+      page.headers.emplace_back("Cache-Control", "no-cache");
+      return respond(std::move(page));
+    }
   }
   if (parts.size() < 3 || parts[0] != "api") return fail(Code::kNotFound, "no such path");
 
@@ -198,6 +196,13 @@ void Api::Handle(HttpRequest request, Respond respond) {
     if (parts[2] == "segment") return Segment(tag, *count, false, std::move(respond));
     return Snowflake(tag, *count, false, std::move(respond));
   }
+  if (parts.size() == 3 && parts[2] == "status" && options_.monitor) {
+    if (!get) return respond(MethodNotAllowed("GET"));
+    HttpResponse status;
+    status.body = options_.monitor->StatusJson();
+    status.headers.emplace_back("Cache-Control", "no-store");
+    return respond(std::move(status));
+  }
   if (parts.size() == 3 && parts[2] == "workers") {
     if (!get) return respond(MethodNotAllowed("GET"));
     if (!Authorized(request.authorization)) {
@@ -219,6 +224,7 @@ void Api::Segment(const std::string& tag, int64_t count, bool plain, Respond res
   auto buffer = segments_.Get(tag);
   std::vector<IdRange> ranges;
   if (buffer->TryTake(count, ranges) == count) {
+    buffer->CountIssued(count);
     return respond(SegmentIds(tag, count, plain, ranges));
   }
   // Both segments are empty: wait for the fetch, off the I/O thread, for a bounded time.
@@ -233,6 +239,7 @@ void Api::Segment(const std::string& tag, int64_t count, bool plain, Respond res
       return respond(ErrorResponse(more.error(), options_.retry_after_s));
     }
     ranges.insert(ranges.end(), more->begin(), more->end());
+    buffer->CountIssued(count);
     respond(SegmentIds(tag, count, plain, ranges));
   });
 }
@@ -243,6 +250,7 @@ void Api::Snowflake(const std::string& tag, int64_t count, bool plain, Respond r
     if (auto r = snowflake_.NextBatch(count, ids); !r) {
       return respond(ErrorResponse(r.error(), options_.retry_after_s));
     }
+    SnowflakeIssued(tag).Inc(static_cast<uint64_t>(count));
     if (plain) return respond(PlainId(ids.front()));
     respond(IdList(tag, count, [&](auto emit) {
       for (int64_t id : ids) emit(id);
@@ -311,6 +319,25 @@ void Api::Workers(Respond respond) {
         }
         respond(JsonResponse(out));
       });
+}
+
+metrics::Counter& Api::SnowflakeIssued(const std::string& tag) {
+  {
+    std::shared_lock lock(snowflake_issued_mu_);
+    if (auto it = snowflake_issued_.find(tag); it != snowflake_issued_.end()) return *it->second;
+    if (snowflake_issued_.size() > kMaxSnowflakeTagSeries) {
+      return *snowflake_issued_.at("_other");  // full, and "_other" exists once it is
+    }
+  }
+  std::unique_lock lock(snowflake_issued_mu_);
+  const bool own = snowflake_issued_.size() < kMaxSnowflakeTagSeries;
+  auto& slot = snowflake_issued_[own ? tag : std::string("_other")];
+  if (slot == nullptr) {
+    slot = &metrics::Registry::Default().GetCounter(
+        "kleaf_ids_issued_total", "IDs handed to clients, per tag and mode.",
+        {{"tag", own ? tag : std::string("_other")}, {"mode", "snowflake"}});
+  }
+  return *slot;
 }
 
 bool Api::Authorized(const std::string& authorization) const {

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <shared_mutex>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,31 +13,14 @@
 #include "allocator/allocator.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/metrics.h"
 #include "base/worker_pool.h"
+#include "gateway/http.h"
+#include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
 #include "gateway/snowflake.h"
 
 namespace kleaf::gateway {
-
-struct HttpRequest {
-  std::string method;  // "GET", "PUT", ...
-  std::string target;  // path and query, as sent
-  std::string body;
-  std::string authorization;  // the Authorization header, if any
-};
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
-using Respond = std::function<void(HttpResponse)>;
-
-// Builds the JSON error body {"error":{"code","message"}} with the status of `error.code`, and
-// Retry-After on 503.
-HttpResponse ErrorResponse(const Error& error, int retry_after_s = 1);
 
 struct ApiOptions {
   int64_t max_batch = 10000;
@@ -45,9 +30,14 @@ struct ApiOptions {
   // This node's worker lease as a JSON object, for /api/v1/workers; empty when the worker id
   // comes from config (standalone) and there is no registry to ask.
   std::function<std::string()> lease_status;
+  // Serves "/" (the monitoring page), /api/v1/status and /readyz; without it they answer 404
+  // (/readyz: 200 with no checks). Not owned.
+  Monitor* monitor = nullptr;
 };
 
-// Routes requests to segment buffers, the snowflake generator and the allocator's tag admin.
+// Routes requests to segment buffers, the snowflake generator and the allocator's tag admin, and
+// the operator routes (/metrics, /healthz, /readyz, /api/v1/status, "/"). Counts the IDs it hands
+// out in kleaf_ids_issued_total{tag,mode} (series looked up once per tag, not per request).
 // Thread-safe. Handle() answers at once when no waiting is needed (an ID from a loaded segment);
 // otherwise the wait runs on `blocking` and `respond` is called from that thread.
 class Api {
@@ -57,6 +47,9 @@ class Api {
 
   void Handle(HttpRequest request, Respond respond);
 
+  // Snowflake tags with their own kleaf_ids_issued_total series; later ones count as "_other".
+  static constexpr size_t kMaxSnowflakeTagSeries = 1000;
+
  private:
   void Segment(const std::string& tag, int64_t count, bool plain, Respond respond);
   void Snowflake(const std::string& tag, int64_t count, bool plain, Respond respond);
@@ -64,12 +57,17 @@ class Api {
   void Tags(const HttpRequest& request, const std::string& tag, Respond respond);
   void Workers(Respond respond);
   bool Authorized(const std::string& authorization) const;
+  // The snowflake series of kleaf_ids_issued_total for `tag` (snowflake tags are not registered
+  // anywhere, so their number is capped).
+  metrics::Counter& SnowflakeIssued(const std::string& tag);
 
   const ApiOptions options_;
   SegmentCache& segments_;
   SnowflakeGenerator& snowflake_;
   allocator::Allocator& allocator_;
   WorkerPool& blocking_;
+  std::shared_mutex snowflake_issued_mu_;
+  std::unordered_map<std::string, metrics::Counter*> snowflake_issued_;  // guarded by the above
 };
 
 }  // namespace kleaf::gateway

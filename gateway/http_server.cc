@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <array>
 #include <condition_variable>
+#include <optional>
 #include <mutex>
 #include <optional>
 
@@ -24,7 +25,7 @@ using tcp = boost::asio::ip::tcp;
 
 struct HttpServer::Impl {
   HttpServerOptions options;
-  Api& api;
+  Handler handler;
   net::io_context ioc;
   tcp::acceptor acceptor{ioc};
   net::steady_timer accept_backoff{ioc};
@@ -38,7 +39,7 @@ struct HttpServer::Impl {
   std::mutex mu;
   std::condition_variable idle_cv;
 
-  Impl(HttpServerOptions o, Api& a) : options(std::move(o)), api(a) {}
+  Impl(HttpServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
   void Accept();
   void RequestDone() {
     if (in_flight.fetch_sub(1) == 1) {
@@ -84,6 +85,8 @@ class Session : public std::enable_shared_from_this<Session> {
       // The request could not be parsed: answer once, then close.
       Code code = Code::kInvalidArgument;
       std::string message = "malformed HTTP request: " + ec.message();
+      method_.clear();
+      target_.clear();
       if (ec == http::error::header_limit) {
         return WriteError(431, "request_header_fields_too_large", "request headers are too large");
       }
@@ -92,6 +95,8 @@ class Session : public std::enable_shared_from_this<Session> {
       return Write(std::move(r), false, 11);
     }
     auto& req = parser_->get();
+    method_.assign(req.method_string().data(), req.method_string().size());
+    target_.assign(req.target().data(), req.target().size());
     HttpRequest request;
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
@@ -102,7 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = req.keep_alive() && !server_.stopping.load();
     const unsigned version = req.version();
     server_.in_flight.fetch_add(1);
-    server_.api.Handle(std::move(request), [self = shared_from_this(), keep_alive,
+    server_.handler(std::move(request), [self = shared_from_this(), keep_alive,
                                             version](HttpResponse response) {
       net::post(self->stream_.get_executor(),
                 [self, keep_alive, version, response = std::move(response)]() mutable {
@@ -120,6 +125,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Write(HttpResponse r, bool keep_alive, unsigned version) {
+    if (r.status >= 400 && server_.options.on_error) server_.options.on_error(method_, target_, r);
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version);
     res->set(http::field::server, "kleaf");
@@ -165,6 +171,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::array<char, 4096> drain_buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::string method_;  // of the request being answered (one at a time), for on_error
+  std::string target_;
   HttpServer::Impl& server_;
 };
 
@@ -191,8 +199,8 @@ void HttpServer::Impl::Accept() {
   });
 }
 
-HttpServer::HttpServer(HttpServerOptions options, Api& api)
-    : impl_(std::make_unique<Impl>(std::move(options), api)) {}
+HttpServer::HttpServer(HttpServerOptions options, Handler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
 
 HttpServer::~HttpServer() { Stop(std::chrono::milliseconds(0)); }
 

@@ -1,16 +1,19 @@
-// The HTTP front end (Boost.Beast): accepts connections and hands each request to an Api.
+// The HTTP front end (Boost.Beast): accepts connections and hands each request to a handler (the
+// gateway's Api, or an allocator's ops routes).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "base/error.h"
-#include "gateway/api.h"
+#include "gateway/http.h"
 
 namespace kleaf::gateway {
 
@@ -22,15 +25,19 @@ struct HttpServerOptions {
   uint64_t body_limit_bytes = 65536;
   std::chrono::milliseconds idle_timeout{30000};
   int max_connections = 10000;
+  // Called with every answer of status >= 400 (the handler's and the server's own 400/413/431),
+  // on the connection's I/O thread: counts errors and keeps the recent ones for the status page.
+  std::function<void(std::string_view method, std::string_view target, const HttpResponse&)>
+      on_error;
 };
 
 // Owns an io_context and its I/O threads. Each connection runs on its own strand, reads one
 // request at a time (keep-alive), and is closed after a timeout, a malformed request (answered 400),
-// or oversized headers/body (431/413). Api::Handle runs on the I/O thread; its response may come
+// or oversized headers/body (431/413). The handler runs on the I/O thread; its response may come
 // from any thread and is posted back to the connection's strand.
 class HttpServer {
  public:
-  HttpServer(HttpServerOptions options, Api& api);
+  HttpServer(HttpServerOptions options, Handler handler);
   ~HttpServer();
 
   // Binds and starts the I/O threads; returns the port listened on.

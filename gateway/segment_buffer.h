@@ -16,6 +16,7 @@
 #include "allocator/allocator.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/metrics.h"
 
 namespace kleaf::gateway {
 
@@ -78,6 +79,11 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   Snapshot snapshot() const;
   const std::string& tag() const { return tag_; }
 
+  // Adds `n` to the tag's kleaf_ids_issued_total{mode="segment"}; whoever hands IDs to a client
+  // counts them here. The series is looked up once, at the first IDs issued (so made-up tags,
+  // which never get a segment, create none).
+  void CountIssued(int64_t n);
+
   // Tests only: called inside the lock-free draw, between taking IDs and validating them, to force
   // an install into that window. Set before any other thread uses the buffer.
   void SetDrawHookForTest(std::function<void()> hook) { draw_hook_ = std::move(hook); }
@@ -106,6 +112,7 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   Clock& clock_;
   const Options options_;
   std::function<void()> draw_hook_;
+  std::atomic<metrics::Counter*> issued_{nullptr};
 
   // Active segment, read lock-free under the sequence lock gen_.
   alignas(64) std::atomic<uint64_t> gen_{0};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/metrics.h"
+
 namespace kleaf::gateway {
 
 SegmentCache::SegmentCache(allocator::Allocator& allocator, Clock& clock,
@@ -19,10 +21,21 @@ std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
   auto& slot = buffers_[tag];
   if (!slot) {
     allocator::Allocator* allocator = &allocator_;
+    Clock* clock = &clock_;
+    auto& registry = metrics::Registry::Default();
+    metrics::Histogram* latency = &registry.GetHistogram(
+        "kleaf_segment_fetch_seconds",
+        "Time from asking the allocator for a segment to the segment (or an error) arriving.");
     slot = SegmentBuffer::Create(
         tag,
-        [allocator, tag](int64_t step, allocator::Callback<allocator::Segment> done) {
-          allocator->AllocateSegment(tag, step, std::move(done));
+        [allocator, clock, latency, tag](int64_t step, allocator::Callback<allocator::Segment> done) {
+          const int64_t asked = clock->MonotonicNs();
+          allocator->AllocateSegment(
+              tag, step,
+              [clock, latency, asked, done = std::move(done)](Result<allocator::Segment> r) {
+                latency->Observe(static_cast<double>(clock->MonotonicNs() - asked) / 1e9);
+                done(std::move(r));
+              });
         },
         clock_, options_);
   }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
 
 namespace kleaf::gateway {
@@ -35,15 +36,26 @@ void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
   save_({worker_id_, lease_until_ms});
 }
 
+void WorkerLease::RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease) {
+  if (lease.allocator_now_ms <= 0) return;
+  const int64_t received_ms = clock_.NowMs();
+  std::lock_guard lock(mu_);
+  offsets_.push_back({lease.allocator_now_ms - (sent_ms + received_ms) / 2,
+                      std::max<int64_t>(0, received_ms - sent_ms)});
+  if (offsets_.size() > kOffsetSamples) offsets_.pop_front();
+}
+
 Result<WorkerLease::Grant> WorkerLease::Acquire() {
   const int64_t give_up = clock_.MonotonicNs() + options_.claim_timeout_ms * 1'000'000;
   Error last{Code::kUnavailable, "no answer from the worker registry"};
   while (clock_.MonotonicNs() < give_up) {
     const int64_t sent = clock_.MonotonicNs();
+    const int64_t sent_ms = clock_.NowMs();
     auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, options_.node_id, -1,
-                                                   clock_.NowMs()),
+                                                   sent_ms),
                       milliseconds(5000));
     if (reply && reply->lease) {
+      RecordOffset(sent_ms, *reply->lease);
       worker_id_ = reply->lease->worker_id;
       ExtendTo(sent, reply->lease->lease_until_ms);
       spdlog::info("[lease] claimed worker id {} (not before {})", worker_id_,
@@ -91,11 +103,13 @@ void WorkerLease::Run() {
     if (stop_) break;
     lock.unlock();
     const int64_t sent = clock_.MonotonicNs();
+    const int64_t sent_ms = clock_.NowMs();
     auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kRenewWorker, options_.node_id,
-                                                   worker_id_, clock_.NowMs(), generator_->last_ms()),
+                                                   worker_id_, sent_ms, generator_->last_ms()),
                       milliseconds(options_.renew_interval_ms));
     std::string error;
     if (reply && reply->lease) {
+      RecordOffset(sent_ms, *reply->lease);
       ExtendTo(sent, reply->lease->lease_until_ms);
     } else {
       error = reply ? "registry reply without a lease" : reply.error().message;
@@ -141,6 +155,13 @@ WorkerLease::Status WorkerLease::status() const {
   s.valid_for_ms = std::max<int64_t>(0, (deadline_ns_.load() - clock_.MonotonicNs()) / 1'000'000);
   std::lock_guard lock(mu_);
   s.last_error = last_error_;
+  if (!offsets_.empty()) {
+    auto best = std::min_element(offsets_.begin(), offsets_.end(), [](const auto& a, const auto& b) {
+      return a.round_trip_ms < b.round_trip_ms;
+    });
+    s.clock_offset_ms = best->offset_ms;
+    s.clock_offset_error_ms = (best->round_trip_ms + 1) / 2;
+  }
   return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -64,7 +65,13 @@ class WorkerLease {
   struct Status {
     int64_t worker_id = -1;
     int64_t valid_for_ms = 0;  // until this node stops issuing, by its monotonic clock
-    std::string last_error;
+    std::string last_error;    // of the last renewal; empty when it succeeded
+    // The allocator's clock minus ours, estimated like NTP's clock filter: of the last few
+    // claim/renew replies, the one with the shortest round trip, its allocator time against the
+    // midpoint of our send and receive times; off by at most half that round trip
+    // (clock_offset_error_ms). Absent until a reply carried the allocator's time.
+    std::optional<int64_t> clock_offset_ms;
+    int64_t clock_offset_error_ms = 0;
   };
   Status status() const;
 
@@ -72,6 +79,7 @@ class WorkerLease {
   Result<allocator::Reply> Call(allocator::Request request, std::chrono::milliseconds timeout);
   void Run();
   void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
+  void RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease);
 
   allocator::Allocator& allocator_;
   Clock& clock_;
@@ -81,6 +89,12 @@ class WorkerLease {
   SnowflakeGenerator* generator_ = nullptr;
   int64_t worker_id_ = -1;
   std::atomic<int64_t> deadline_ns_{0};
+  struct OffsetSample {
+    int64_t offset_ms;
+    int64_t round_trip_ms;
+  };
+  static constexpr size_t kOffsetSamples = 8;
+  std::deque<OffsetSample> offsets_;  // guarded by mu_; newest last
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;       // guarded by mu_

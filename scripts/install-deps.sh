@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   librdkafka-dev librocksdb-dev libboost-dev libboost-system-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libcli11-dev faketime
+  libcli11-dev faketime chromium
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(wrk nginx-light)

@@ -33,6 +33,7 @@ std::string Env(const char* name) {
 }
 
 std::string LastLines(const std::string& text, int lines) {
+  if (text.empty()) return text;
   size_t pos = text.size();
   for (int i = 0; i <= lines && pos > 0; ++i) {
     pos = text.rfind('\n', pos - 1);
@@ -393,6 +394,7 @@ std::expected<void, std::string> Cluster::Start(const std::vector<Node*>& nodes,
     n->port = 0;
   }
   static const std::regex kListening(R"(kleaf gateway listening on http://\S+:(\d+)\r?\n)");
+  static const std::regex kAllocatorRunning(R"(kleaf allocator running; http://\S+:(\d+)\r?\n)");
   const auto deadline = SteadyClock::now() + timeout;
   for (Node* n : nodes) {
     std::string error;
@@ -400,7 +402,10 @@ std::expected<void, std::string> Cluster::Start(const std::vector<Node*>& nodes,
         [&] {
           std::string out = n->process->Stdout();
           if (n->role == Node::Role::kAllocator) {
-            if (out.find("kleaf allocator running") != std::string::npos) return true;
+            if (std::smatch m; std::regex_search(out, m, kAllocatorRunning)) {
+              n->port = static_cast<uint16_t>(std::stoi(m[1].str()));
+              return true;
+            }
           } else if (std::smatch m; std::regex_search(out, m, kListening)) {
             n->port = static_cast<uint16_t>(std::stoi(m[1].str()));
             return true;

@@ -126,7 +126,7 @@ struct Node {
   std::filesystem::path config;
   std::filesystem::path state;
   std::unique_ptr<e2e::KleafProcess> process;  // the current run
-  uint16_t port = 0;                           // gateways: HTTP port of the current run
+  uint16_t port = 0;                           // HTTP port of the current run (allocators: ops routes)
   std::string earlier_logs;                    // stderr of the runs before the current one
 
   std::string Log() const { return process ? process->Stderr() : std::string(); }
@@ -160,7 +160,8 @@ class Cluster {
   Node& AddGateway(const std::string& name, int32_t reply_partition);
 
   // Starts every node given (again, if it ran before: same config and state) and waits until each
-  // printed its ready line ("kleaf allocator running", "kleaf gateway listening on http://...").
+  // printed its ready line ("kleaf allocator running; http://...", "kleaf gateway listening on
+  // http://...").
   std::expected<void, std::string> Start(
       const std::vector<Node*>& nodes,
       std::chrono::milliseconds timeout = std::chrono::seconds(60));

@@ -1,0 +1,57 @@
+// HTTP request and response as plain structs (no Beast types), the handler signature the
+// HttpServer calls, and the answers every kleaf HTTP server shares: errors, /metrics, /healthz,
+// /readyz.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+
+namespace kleaf::gateway {
+
+struct HttpRequest {
+  std::string method;  // "GET", "PUT", ...
+  std::string target;  // path and query, as sent
+  std::string body;
+  std::string authorization;  // the Authorization header, if any
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using Respond = std::function<void(HttpResponse)>;
+// Answers one request through `respond`, at once or later from any thread.
+using Handler = std::function<void(HttpRequest, Respond)>;
+
+// Builds the JSON error body {"error":{"code","message"}} with the status of `error.code`, and
+// Retry-After on 503.
+HttpResponse ErrorResponse(const Error& error, int retry_after_s = 1);
+HttpResponse MethodNotAllowed(std::string allow);
+
+// GET /metrics: Registry::Default() in the Prometheus text format 0.0.4.
+HttpResponse MetricsResponse();
+// GET /healthz: the process is alive and its HTTP threads answer.
+HttpResponse HealthResponse();
+
+// One condition of readiness, e.g. {"worker_lease", false, "renewal failed: ..."}.
+struct ReadyCheck {
+  std::string name;
+  bool ok = false;
+  std::string detail;
+};
+// GET /readyz: 200 when every check is ok, else 503; the JSON body lists the checks either way:
+// {"ready":bool,"checks":[{"name","ok","detail"}...]}.
+HttpResponse ReadyResponse(const std::vector<ReadyCheck>& checks);
+
+// The path of a target without its query string.
+std::string_view PathOf(std::string_view target);
+
+}  // namespace kleaf::gateway

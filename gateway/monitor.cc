@@ -1,0 +1,219 @@
+#include "gateway/monitor.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kleaf::gateway {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxPathChars = 200;
+constexpr size_t kMaxMessageChars = 300;
+
+int64_t IdsLeft(const SegmentBuffer::Snapshot& s) {
+  int64_t left = 0;
+  if (s.active) left += std::max<int64_t>(0, s.active->end - s.next);
+  if (s.standby) left += s.standby->size();
+  return left;
+}
+
+json SegmentJson(const std::optional<allocator::Segment>& s) {
+  if (!s) return nullptr;
+  return {{"start", std::to_string(s->start)}, {"end", std::to_string(s->end)}, {"size", s->size()}};
+}
+
+}  // namespace
+
+Monitor::Monitor(Options options, SegmentCache& segments, SnowflakeGenerator& snowflake,
+                 Clock& clock)
+    : options_(std::move(options)),
+      segments_(segments),
+      snowflake_(snowflake),
+      clock_(clock),
+      started_ms_(clock.NowMs()),
+      registry_(metrics::Registry::Default()) {
+  collector_id_ = registry_.AddCollector([this] { Collect(); });
+}
+
+Monitor::~Monitor() {
+  registry_.RemoveCollector(collector_id_);
+  std::lock_guard lock(collect_mu_);
+  for (const auto& tag : gauge_tags_) {
+    registry_.Remove("kleaf_segment_buffer_ids", {{"tag", tag}});
+    registry_.Remove("kleaf_segment_step", {{"tag", tag}});
+  }
+}
+
+void Monitor::RecordError(std::string_view method, std::string_view target,
+                          const HttpResponse& response) {
+  ErrorEntry e{clock_.NowMs(), std::string(method),
+               std::string(PathOf(target).substr(0, kMaxPathChars)), response.status,
+               "http_" + std::to_string(response.status), ""};
+  // Our error bodies are {"error":{"code","message"}}; anything else keeps the status as code.
+  auto body = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    const json& err = body["error"];
+    if (err.contains("code") && err["code"].is_string()) e.code = err["code"].get<std::string>();
+    if (err.contains("message") && err["message"].is_string()) {
+      e.message = err["message"].get<std::string>().substr(0, kMaxMessageChars);
+    }
+  }
+  std::lock_guard lock(mu_);
+  auto& counter = error_counters_[{e.code, e.status}];
+  if (counter == nullptr) {
+    counter = &registry_.GetCounter("kleaf_http_errors_total",
+                                    "HTTP answers with an error status, per error code and status.",
+                                    {{"code", e.code}, {"status", std::to_string(e.status)}});
+  }
+  counter->Inc();
+  recent_.push_back(std::move(e));
+  while (recent_.size() > options_.recent_errors) recent_.pop_front();
+}
+
+std::vector<Monitor::ErrorEntry> Monitor::RecentErrors() const {
+  std::lock_guard lock(mu_);
+  return {recent_.begin(), recent_.end()};
+}
+
+std::vector<ReadyCheck> Monitor::Readiness() {
+  std::vector<ReadyCheck> checks;
+  if (options_.lease) {
+    auto s = options_.lease();
+    ReadyCheck c{"worker_lease", s.valid_for_ms > 0 && s.last_error.empty(), ""};
+    if (s.valid_for_ms <= 0) {
+      c.detail = "worker id " + std::to_string(s.worker_id) + " not leased (snowflake IDs refused)";
+    } else if (!s.last_error.empty()) {
+      c.detail = "renewing worker id " + std::to_string(s.worker_id) + " failed: " + s.last_error;
+    } else {
+      c.detail = "worker id " + std::to_string(s.worker_id) + ", valid for " +
+                 std::to_string(s.valid_for_ms) + " ms";
+    }
+    checks.push_back(std::move(c));
+  } else {
+    checks.push_back({"worker_id", true,
+                      "worker id " + std::to_string(snowflake_.worker_id()) + " from config"});
+  }
+  if (options_.ready_checks) {
+    for (auto& c : options_.ready_checks()) checks.push_back(std::move(c));
+  }
+  return checks;
+}
+
+void Monitor::Collect() {
+  std::lock_guard lock(collect_mu_);
+  std::set<std::string> seen;
+  for (const auto& s : segments_.Snapshots()) {
+    registry_
+        .GetGauge("kleaf_segment_buffer_ids",
+                  "IDs left in a tag's active and standby segments on this node.", {{"tag", s.tag}})
+        .Set(static_cast<double>(IdsLeft(s)));
+    registry_
+        .GetGauge("kleaf_segment_step", "Size of the last segment fetched for a tag (its current step).",
+                  {{"tag", s.tag}})
+        .Set(static_cast<double>(s.step));
+    seen.insert(s.tag);
+  }
+  for (const auto& tag : gauge_tags_) {
+    if (seen.contains(tag)) continue;
+    registry_.Remove("kleaf_segment_buffer_ids", {{"tag", tag}});
+    registry_.Remove("kleaf_segment_step", {{"tag", tag}});
+  }
+  gauge_tags_ = std::move(seen);
+
+  auto& held = registry_.GetGauge("kleaf_worker_lease_held",
+                                  "1 while this node may issue snowflake IDs with its worker id.");
+  if (options_.lease) {
+    auto s = options_.lease();
+    held.Set(s.valid_for_ms > 0 ? 1 : 0);
+    registry_
+        .GetGauge("kleaf_worker_lease_expiry_seconds",
+                  "Seconds until this node stops issuing snowflake IDs unless the lease is renewed.")
+        .Set(static_cast<double>(s.valid_for_ms) / 1000.0);
+    if (s.clock_offset_ms) {
+      registry_
+          .GetGauge("kleaf_worker_clock_offset_seconds",
+                    "The allocator's wall clock minus this node's, from the last lease reply.")
+          .Set(static_cast<double>(*s.clock_offset_ms) / 1000.0);
+    }
+  } else {
+    held.Set(1);  // the worker id comes from config
+  }
+  registry_.GetGauge("kleaf_snowflake_worker_id", "This node's snowflake worker id.")
+      .Set(static_cast<double>(snowflake_.worker_id()));
+  registry_
+      .GetGauge("kleaf_snowflake_timestamp_remaining_seconds",
+                "Seconds until the snowflake timestamp bits run out (then snowflake IDs fail).")
+      .Set(static_cast<double>(snowflake_.layout().last_ms() - clock_.NowMs()) / 1000.0);
+}
+
+std::string Monitor::StatusJson() {
+  const int64_t now = clock_.NowMs();
+  json out;
+  out["node"] = {{"id", options_.node_id},
+                 {"role", options_.role},
+                 {"time", FormatUtcMs(now)},
+                 {"uptime_s", (now - started_ms_) / 1000}};
+
+  json worker = {{"worker_id", snowflake_.worker_id()}};
+  if (options_.lease) {
+    auto s = options_.lease();
+    worker["source"] = "registry";
+    worker["held"] = s.valid_for_ms > 0;
+    worker["valid_for_ms"] = s.valid_for_ms;
+    worker["last_error"] = s.last_error.empty() ? json(nullptr) : json(s.last_error);
+    worker["clock_offset_ms"] = s.clock_offset_ms ? json(*s.clock_offset_ms) : json(nullptr);
+    worker["clock_offset_error_ms"] = s.clock_offset_ms ? json(s.clock_offset_error_ms) : json(nullptr);
+  } else {
+    worker["source"] = "config";
+    worker["held"] = true;
+    worker["valid_for_ms"] = nullptr;
+    worker["last_error"] = nullptr;
+    worker["clock_offset_ms"] = nullptr;
+    worker["clock_offset_error_ms"] = nullptr;
+  }
+  out["worker"] = worker;
+
+  const auto& layout = snowflake_.layout();
+  out["snowflake"] = {{"last_issued", FormatUtcMs(snowflake_.last_ms())},
+                      {"runs_out", FormatUtcMs(layout.last_ms())},
+                      {"timestamp_remaining_s", (layout.last_ms() - now) / 1000}};
+
+  auto checks = Readiness();
+  json ready_checks = json::array();
+  bool ready = true;
+  for (const auto& c : checks) {
+    ready = ready && c.ok;
+    ready_checks.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+  }
+  out["ready"] = {{"ready", ready}, {"checks", ready_checks}};
+
+  json tags = json::array();
+  for (const auto& s : segments_.Snapshots()) {
+    json active = SegmentJson(s.active);
+    if (s.active) active["next"] = std::to_string(s.next);
+    tags.push_back({{"tag", s.tag},
+                    {"active", active},
+                    {"standby", SegmentJson(s.standby)},
+                    {"step", s.step},
+                    {"min_step", s.min_step},
+                    {"ids_left", IdsLeft(s)},
+                    {"next_ready", s.standby.has_value()},
+                    {"fetching", s.fetching},
+                    {"last_error", s.last_error ? json(s.last_error->message) : json(nullptr)}});
+  }
+  out["tags"] = tags;
+
+  json errors = json::array();
+  for (const auto& e : RecentErrors()) {
+    errors.push_back({{"time", FormatUtcMs(e.time_ms)},
+                      {"method", e.method},
+                      {"path", e.path},
+                      {"status", e.status},
+                      {"code", e.code},
+                      {"message", e.message}});
+  }
+  out["recent_errors"] = errors;
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);  // paths may be any bytes
+}
+
+}  // namespace kleaf::gateway

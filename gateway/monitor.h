@@ -1,0 +1,88 @@
+// What a gateway or standalone node shows operators: the status JSON behind the monitoring page
+// (/api/v1/status), readiness (/readyz), recent error answers, and the gauges /metrics reads.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/metrics.h"
+#include "gateway/http.h"
+#include "gateway/segment_cache.h"
+#include "gateway/snowflake.h"
+#include "gateway/worker_lease.h"
+
+namespace kleaf::gateway {
+
+// Owned by the process wiring, next to the Api; outlives the HttpServer. Thread-safe. Registers
+// a collector with metrics::Registry::Default() for its lifetime that refreshes the per-tag buffer
+// gauges (dropping the series of tags no longer buffered), the lease gauges and the remaining
+// snowflake timestamp range before each /metrics render.
+class Monitor {
+ public:
+  struct Options {
+    std::string role;  // "standalone" or "gateway"
+    std::string node_id;
+    // This node's worker lease; empty when the worker id comes from config (standalone).
+    std::function<WorkerLease::Status()> lease;
+    // Readiness conditions besides the lease, e.g. "Kafka reachable"; may be empty.
+    std::function<std::vector<ReadyCheck>()> ready_checks;
+    size_t recent_errors = 20;  // error answers kept for the status page
+  };
+  struct ErrorEntry {
+    int64_t time_ms;
+    std::string method;
+    std::string path;
+    int status;
+    std::string code;
+    std::string message;
+  };
+
+  Monitor(Options options, SegmentCache& segments, SnowflakeGenerator& snowflake, Clock& clock);
+  ~Monitor();
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  // Counts an error answer (kleaf_http_errors_total{code,status}) and keeps it among the recent
+  // ones. For HttpServerOptions::on_error.
+  void RecordError(std::string_view method, std::string_view target, const HttpResponse& response);
+  std::vector<ErrorEntry> RecentErrors() const;
+
+  // GET /api/v1/status: node, worker lease, snowflake range, readiness, every buffered tag's two
+  // segments, recent errors. IDs are strings (JavaScript loses precision above 2^53).
+  std::string StatusJson();
+  // The conditions /readyz checks: the worker lease is held and renewing (or the worker id comes
+  // from config), plus Options::ready_checks.
+  std::vector<ReadyCheck> Readiness();
+  // Refreshes the gauges; Render() calls it through the collector.
+  void Collect();
+
+  // The monitoring page served at "/": self-contained HTML that polls /api/v1/status.
+  static const std::string& Page();
+
+ private:
+  const Options options_;
+  SegmentCache& segments_;
+  SnowflakeGenerator& snowflake_;
+  Clock& clock_;
+  const int64_t started_ms_;
+  metrics::Registry& registry_;
+  int collector_id_ = -1;
+
+  mutable std::mutex mu_;
+  std::deque<ErrorEntry> recent_;                           // guarded by mu_; newest last
+  std::map<std::pair<std::string, int>, metrics::Counter*> error_counters_;  // guarded by mu_
+  std::mutex collect_mu_;
+  std::set<std::string> gauge_tags_;  // guarded by collect_mu_: tags that have buffer gauges
+};
+
+}  // namespace kleaf::gateway

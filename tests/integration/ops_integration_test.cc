@@ -1,0 +1,127 @@
+// Operator endpoints against a real broker: /readyz of a gateway and an allocator flips to 503
+// while the broker is down and back to 200 once it returns; allocator /metrics counts the
+// segments it allocates; gateway /metrics times the Kafka round trips.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+
+#include "tests/e2e/http_client.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using std::chrono::seconds;
+
+struct Answer {
+  int status = 0;
+  std::string body;
+};
+
+Answer Get(uint16_t port, const std::string& target) {
+  e2e::HttpClient client(port, seconds(5));
+  auto r = client.Get(target);
+  if (!r) return {0, r.error()};
+  return {r->status, r->body};
+}
+
+// Sum of every series of `family` in a /metrics text (e.g. across partitions).
+double Sum(const std::string& text, const std::string& family) {
+  static const std::regex kLine(R"(^(\w+)(\{[^}]*\})? (\S+)$)", std::regex::multiline);
+  double sum = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kLine); it != std::sregex_iterator();
+       ++it) {
+    if ((*it)[1] == family) sum += std::stod((*it)[3]);
+  }
+  return sum;
+}
+
+class OpsIntegrationTest : public KafkaTest {};
+
+TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKafka) {
+  Cluster cluster(broker_, "ops-metrics", {{"segment.max_step", "10"}, {"segment.default_step", "10"}});
+  auto nodes = cluster.StartNodes(1, 1);
+  ASSERT_TRUE(nodes) << nodes.error();
+  const Node& alloc = *nodes->allocators[0];
+  const Node& gw = *nodes->gateways[0];
+  ASSERT_NE(alloc.port, 0) << "the allocator printed no URL";
+  ASSERT_TRUE(PutTag(gw.port, "ops-seg", R"({"step":10})"));
+
+  Answer before = Get(alloc.port, "/metrics");
+  ASSERT_EQ(before.status, 200) << before.body;
+  const double allocated_before = Sum(before.body, "kleaf_allocator_segments_allocated_total");
+  // 95 IDs in segments of 10: at least 9 more segments (the gateway also preloads).
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(FetchIds(gw.port, "ops-seg", 19));
+  Answer after = Get(alloc.port, "/metrics");
+  ASSERT_EQ(after.status, 200);
+  const double allocated = Sum(after.body, "kleaf_allocator_segments_allocated_total") - allocated_before;
+  std::cout << "ops: the allocator counted " << allocated << " segments for 95 IDs" << std::endl;
+  EXPECT_GE(allocated, 9) << after.body;
+  EXPECT_LE(allocated, 12) << after.body;
+  EXPECT_GT(Sum(after.body, "kleaf_allocator_commit_seconds_count"), 0) << after.body;
+  EXPECT_GT(Sum(after.body, "kleaf_allocator_partitions_serving"), 0) << after.body;
+  EXPECT_EQ(Get(alloc.port, "/healthz").status, 200);
+  EXPECT_EQ(Get(alloc.port, "/api/v1/segment/x").status, 404) << "allocators serve ops routes only";
+
+  Answer g = Get(gw.port, "/metrics");
+  ASSERT_EQ(g.status, 200);
+  EXPECT_NE(g.body.find(R"(kleaf_kafka_request_seconds_count{op="allocate"} )"), std::string::npos);
+  EXPECT_GE(Sum(g.body, "kleaf_segment_fetch_seconds_count"), 9);
+  EXPECT_NE(g.body.find("kleaf_worker_lease_held 1\n"), std::string::npos) << g.body;
+  EXPECT_NE(g.body.find("\nkleaf_worker_clock_offset_seconds "), std::string::npos) << g.body;
+  EXPECT_EQ(Sum(g.body, R"(kleaf_ids_issued_total)"), 95);
+  auto status = nlohmann::json::parse(Get(gw.port, "/api/v1/status").body);
+  EXPECT_EQ(status["worker"]["source"], "registry");
+  ASSERT_TRUE(status["worker"]["clock_offset_ms"].is_number_integer()) << status.dump();
+  // One host, one clock: zero lies within the estimate's error bound (half its round trip).
+  EXPECT_LE(std::abs(status["worker"]["clock_offset_ms"].get<int64_t>()),
+            status["worker"]["clock_offset_error_ms"].get<int64_t>() + 5)
+      << status["worker"].dump();
+}
+
+TEST_F(OpsIntegrationTest, ReadyzFollowsTheBrokerOnGatewayAndAllocator) {
+  ASSERT_FALSE(broker_.script.empty() || broker_.dir.empty() || broker_.port.empty())
+      << "this test stops and restarts the broker: it needs KLEAF_TEST_KAFKA_SCRIPT, _DIR and _PORT";
+  Cluster cluster(broker_, "ops-ready");
+  auto nodes = cluster.StartNodes(1, 1);
+  ASSERT_TRUE(nodes) << nodes.error();
+  const Node& alloc = *nodes->allocators[0];
+  const Node& gw = *nodes->gateways[0];
+  auto both = [&](int status) {
+    return Get(alloc.port, "/readyz").status == status && Get(gw.port, "/readyz").status == status;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return both(200); }, seconds(60)))
+      << "allocator: " << Get(alloc.port, "/readyz").body << "\ngateway: " << Get(gw.port, "/readyz").body;
+
+  {
+    BrokerRestartGuard guard(broker_);
+    auto stopped = broker_.Stop();
+    ASSERT_TRUE(stopped) << stopped.error();
+    const auto down = SteadyClock::now();
+    const bool flipped = WaitUntil([&] { return both(503); }, seconds(30));
+    std::cout << "ops: /readyz answered 503 on both " << SecondsSince(down)
+              << " s after the broker stopped" << std::endl;
+    Answer a = Get(alloc.port, "/readyz");
+    Answer g = Get(gw.port, "/readyz");
+    ASSERT_TRUE(flipped) << "allocator: " << a.body << "\ngateway: " << g.body;
+    EXPECT_NE(a.body.find("Kafka unreachable"), std::string::npos) << a.body;
+    EXPECT_NE(g.body.find("Kafka unreachable"), std::string::npos) << g.body;
+    // Liveness is not readiness: both still answer /healthz.
+    EXPECT_EQ(Get(alloc.port, "/healthz").status, 200);
+    EXPECT_EQ(Get(gw.port, "/healthz").status, 200);
+    auto started = broker_.Start();
+    ASSERT_TRUE(started) << started.error();
+  }
+  const auto up = SteadyClock::now();
+  const bool back = WaitUntil([&] { return both(200); }, seconds(90));
+  std::cout << "ops: /readyz answered 200 on both " << SecondsSince(up)
+            << " s after the broker was back" << std::endl;
+  EXPECT_TRUE(back) << "allocator: " << Get(alloc.port, "/readyz").body
+                    << "\ngateway: " << Get(gw.port, "/readyz").body;
+}
+
+}  // namespace
+}  // namespace kleaf::integration

@@ -1,0 +1,327 @@
+// The operator view of a gateway: /api/v1/status, /readyz, /metrics and the page at "/", through
+// the Api with a fake allocator (in-memory tags, real allocation rules).
+#include "gateway/monitor.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <future>
+#include <optional>
+#include <regex>
+#include <string>
+
+#include "allocator/allocation.h"
+#include "allocator/allocator.h"
+#include "base/clock.h"
+#include "base/metrics.h"
+#include "base/worker_pool.h"
+#include "gateway/api.h"
+
+namespace kleaf::gateway {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kNow = 1'700'000'000'000;
+constexpr int64_t kWorkerId = 7;
+
+// Segments from in-memory tags, answered inline; everything else fails.
+class FakeAllocator final : public allocator::Allocator {
+ public:
+  explicit FakeAllocator(Clock& clock) : clock_(clock) {}
+  void AddTag(const std::string& tag, int64_t step) {
+    std::lock_guard lock(mu_);
+    tags_[tag] = state::TagRecord{tag, 1, step, "", 0, false};
+  }
+  void AllocateSegment(std::string tag, int64_t step,
+                       allocator::Callback<allocator::Segment> done) override {
+    Result<allocator::Segment> r = Fail(Code::kNotFound, "unknown tag '" + tag + "'");
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = tags_.find(tag); it != tags_.end()) {
+        r = allocator::ReserveSegment(it->second, step, 1'000'000, clock_.NowMs());
+      }
+    }
+    done(std::move(r));
+  }
+  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override { done(Unsupported()); }
+  void GetTag(std::string, allocator::Callback<state::TagRecord> done) override { done(Unsupported()); }
+  void PutTag(std::string, allocator::TagUpdate, allocator::Callback<state::TagRecord> done) override {
+    done(Unsupported());
+  }
+  void DeleteTag(std::string, allocator::Callback<state::TagRecord> done) override {
+    done(Unsupported());
+  }
+  void Registry(allocator::Request, allocator::Callback<allocator::Reply> done) override {
+    done(Unsupported());
+  }
+
+ private:
+  static std::unexpected<Error> Unsupported() {
+    return std::unexpected(Error{Code::kInternal, "not in this fake"});
+  }
+  Clock& clock_;
+  std::mutex mu_;
+  std::map<std::string, state::TagRecord> tags_;
+};
+
+// The value of one series in a /metrics text, e.g. Value(text, R"(kleaf_x{tag="a"})").
+std::optional<double> Value(const std::string& text, const std::string& series) {
+  size_t pos = 0;
+  while ((pos = text.find(series + " ", pos)) != std::string::npos) {
+    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + series.size() + 1));
+    pos += series.size();
+  }
+  return std::nullopt;
+}
+
+class MonitorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make({}); }
+  void TearDown() override { pool_.Stop(); }
+
+  void Make(std::function<WorkerLease::Status()> lease,
+            std::function<std::vector<ReadyCheck>()> checks = {}) {
+    api_.reset();
+    monitor_.reset();
+    monitor_ = std::make_unique<Monitor>(
+        Monitor::Options{"gateway", "gw-test", std::move(lease), std::move(checks), 20}, cache_,
+        snowflake_, clock_);
+    ApiOptions o;
+    o.max_batch = 1000;
+    o.wait_ms = 1000;
+    o.monitor = monitor_.get();
+    api_ = std::make_unique<Api>(o, cache_, snowflake_, allocator_, pool_);
+  }
+
+  // Like the HttpServer: answers through the Api and reports errors to the monitor.
+  HttpResponse Get(const std::string& target) {
+    std::promise<HttpResponse> answer;
+    auto future = answer.get_future();
+    api_->Handle(HttpRequest{"GET", target, "", ""}, [&answer](HttpResponse r) { answer.set_value(std::move(r)); });
+    if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "no answer to " << target;
+      return {};
+    }
+    HttpResponse r = future.get();
+    if (r.status >= 400) monitor_->RecordError("GET", target, r);
+    return r;
+  }
+  json Status() {
+    HttpResponse r = Get("/api/v1/status");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.content_type, "application/json");
+    return json::parse(r.body);
+  }
+  std::string Metrics() {
+    HttpResponse r = Get("/metrics");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.content_type, "text/plain; version=0.0.4");
+    return r.body;
+  }
+
+  ManualClock clock_{kNow};
+  FakeAllocator allocator_{clock_};
+  SegmentCache cache_{allocator_, clock_, SegmentBuffer::Options{.max_step = 1'000'000, .preload_percent = 10}};
+  SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock_};
+  WorkerPool pool_{1, "monitor-test"};
+  std::unique_ptr<Monitor> monitor_;
+  std::unique_ptr<Api> api_;
+};
+
+TEST_F(MonitorTest, StatusShowsBothSegmentsOfEachTag) {
+  allocator_.AddTag("st-order", 100);
+  // Past 10% of the first segment: the standby is fetched, with the step doubled (the first
+  // segment lasted no time at all on the manual clock).
+  ASSERT_EQ(Get("/api/v1/segment/st-order?count=15").status, 200);
+  json s = Status();
+  ASSERT_EQ(s["tags"].size(), 1u) << s.dump();
+  const json& t = s["tags"][0];
+  EXPECT_EQ(t["tag"], "st-order");
+  EXPECT_EQ(t["active"]["start"], "1");
+  EXPECT_EQ(t["active"]["next"], "16");
+  EXPECT_EQ(t["active"]["end"], "101");
+  EXPECT_EQ(t["standby"]["start"], "101");
+  EXPECT_EQ(t["standby"]["end"], "301");
+  EXPECT_EQ(t["next_ready"], true);
+  EXPECT_EQ(t["fetching"], false);
+  EXPECT_EQ(t["step"], 200);
+  EXPECT_EQ(t["min_step"], 100);
+  EXPECT_EQ(t["ids_left"], 85 + 200);
+  EXPECT_TRUE(t["last_error"].is_null());
+  EXPECT_EQ(s["node"]["id"], "gw-test");
+  EXPECT_EQ(s["node"]["role"], "gateway");
+}
+
+TEST_F(MonitorTest, StatusShowsAWorkerIdFromConfigAsHeld) {
+  json s = Status();
+  EXPECT_EQ(s["worker"]["worker_id"], kWorkerId);
+  EXPECT_EQ(s["worker"]["source"], "config");
+  EXPECT_EQ(s["worker"]["held"], true);
+  EXPECT_EQ(s["ready"]["ready"], true);
+  const int64_t remaining = (SnowflakeLayout::Default().last_ms() - kNow) / 1000;
+  EXPECT_EQ(s["snowflake"]["timestamp_remaining_s"], remaining);
+}
+
+TEST_F(MonitorTest, StatusAndReadinessFollowTheLease) {
+  WorkerLease::Status lease{12, 25000, "", -3};
+  std::mutex mu;
+  Make([&] {
+    std::lock_guard lock(mu);
+    return lease;
+  });
+  json s = Status();
+  EXPECT_EQ(s["worker"]["worker_id"], kWorkerId) << "the generator's id is what IDs carry";
+  EXPECT_EQ(s["worker"]["source"], "registry");
+  EXPECT_EQ(s["worker"]["valid_for_ms"], 25000);
+  EXPECT_EQ(s["worker"]["clock_offset_ms"], -3);
+  EXPECT_EQ(Get("/readyz").status, 200);
+
+  {
+    std::lock_guard lock(mu);
+    lease.last_error = "no answer from the worker registry";
+  }
+  HttpResponse r = Get("/readyz");
+  EXPECT_EQ(r.status, 503);
+  json body = json::parse(r.body);
+  EXPECT_EQ(body["ready"], false);
+  ASSERT_EQ(body["checks"].size(), 1u);
+  EXPECT_EQ(body["checks"][0]["name"], "worker_lease");
+  EXPECT_NE(body["checks"][0]["detail"].get<std::string>().find("no answer"), std::string::npos);
+
+  {
+    std::lock_guard lock(mu);
+    lease = {12, 0, "", std::nullopt};  // expired
+  }
+  EXPECT_EQ(Get("/readyz").status, 503);
+  std::string m = Metrics();
+  EXPECT_EQ(Value(m, "kleaf_worker_lease_held"), 0);
+  EXPECT_EQ(Value(m, "kleaf_worker_lease_expiry_seconds"), 0);
+}
+
+TEST_F(MonitorTest, ExtraReadyChecksDecideToo) {
+  bool kafka_ok = true;
+  Make({}, [&] { return std::vector<ReadyCheck>{{"kafka", kafka_ok, "probe"}}; });
+  EXPECT_EQ(Get("/readyz").status, 200);
+  kafka_ok = false;
+  HttpResponse r = Get("/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("\"kafka\""), std::string::npos) << r.body;
+}
+
+TEST_F(MonitorTest, RecentErrorsKeepTheLastTwentyWithCodeAndPath) {
+  for (int i = 0; i < 25; ++i) Get("/api/v1/segment/bad%20tag" + std::to_string(i));
+  Get("/api/v1/segment/st-unknown");
+  json s = Status();
+  const json& errors = s["recent_errors"];
+  ASSERT_EQ(errors.size(), 20u);
+  EXPECT_EQ(errors.back()["path"], "/api/v1/segment/st-unknown");
+  EXPECT_EQ(errors.back()["status"], 404);
+  EXPECT_EQ(errors.back()["code"], "not_found");
+  EXPECT_EQ(errors.front()["path"], "/api/v1/segment/bad%20tag6") << "the oldest are dropped";
+  EXPECT_EQ(errors.front()["code"], "invalid_argument");
+  EXPECT_FALSE(errors.front()["message"].get<std::string>().empty());
+}
+
+TEST_F(MonitorTest, MetricsCountIssuedIdsPerTagAndModeExactly) {
+  allocator_.AddTag("mt-seg", 1000);
+  const std::string seg = R"(kleaf_ids_issued_total{tag="mt-seg",mode="segment"})";
+  const std::string sf = R"(kleaf_ids_issued_total{tag="mt-sf",mode="snowflake"})";
+  ASSERT_EQ(Get("/api/v1/segment/mt-seg?count=7").status, 200);
+  ASSERT_EQ(Get("/api/segment/get/mt-seg").status, 200);
+  ASSERT_EQ(Get("/api/v1/snowflake/mt-sf?count=5").status, 200);
+  std::string m = Metrics();
+  EXPECT_EQ(Value(m, seg), 8) << m;
+  EXPECT_EQ(Value(m, sf), 5) << m;
+  ASSERT_EQ(Get("/api/v1/segment/mt-seg?count=300").status, 200);  // spans segments
+  EXPECT_EQ(Value(Metrics(), seg), 308);
+  // An unknown tag issues nothing and gets no series.
+  Get("/api/v1/segment/mt-unknown");
+  EXPECT_EQ(Metrics().find("mt-unknown\",mode"), std::string::npos);
+}
+
+TEST_F(MonitorTest, SnowflakeTagSeriesAreCappedAndTheRestCountAsOther) {
+  for (size_t i = 0; i < Api::kMaxSnowflakeTagSeries; ++i) {
+    ASSERT_EQ(Get("/api/v1/snowflake/cap-" + std::to_string(i)).status, 200);
+  }
+  const std::string other = R"(kleaf_ids_issued_total{tag="_other",mode="snowflake"})";
+  const double before = Value(Metrics(), other).value_or(0);
+  ASSERT_EQ(Get("/api/v1/snowflake/cap-x?count=2").status, 200);
+  ASSERT_EQ(Get("/api/v1/snowflake/cap-y?count=3").status, 200);
+  ASSERT_EQ(Get("/api/v1/snowflake/cap-0?count=4").status, 200);
+  std::string m = Metrics();
+  EXPECT_EQ(Value(m, other), before + 5);
+  EXPECT_EQ(m.find("tag=\"cap-x\""), std::string::npos);
+  EXPECT_EQ(Value(m, R"(kleaf_ids_issued_total{tag="cap-0",mode="snowflake"})"), 5);
+}
+
+TEST_F(MonitorTest, MetricsCountErrorsPerCode) {
+  const std::string series = R"(kleaf_http_errors_total{code="invalid_argument",status="400"})";
+  const double before = Value(Metrics(), series).value_or(0);
+  Get("/api/v1/segment/x?count=0");
+  Get("/api/v1/segment/x?count=abc");
+  EXPECT_EQ(Value(Metrics(), series), before + 2);
+}
+
+TEST_F(MonitorTest, MetricsShowBufferFillStepAndTimestampRange) {
+  allocator_.AddTag("mb-tag", 100);
+  ASSERT_EQ(Get("/api/v1/segment/mb-tag?count=15").status, 200);
+  std::string m = Metrics();
+  EXPECT_EQ(Value(m, R"(kleaf_segment_buffer_ids{tag="mb-tag"})"), 85 + 200) << m;
+  EXPECT_EQ(Value(m, R"(kleaf_segment_step{tag="mb-tag"})"), 200);
+  EXPECT_EQ(Value(m, "kleaf_worker_lease_held"), 1);
+  EXPECT_EQ(Value(m, "kleaf_snowflake_worker_id"), kWorkerId);
+  const double remaining = static_cast<double>(SnowflakeLayout::Default().last_ms() - kNow) / 1000;
+  EXPECT_DOUBLE_EQ(*Value(m, "kleaf_snowflake_timestamp_remaining_seconds"), remaining);
+  EXPECT_TRUE(Value(m, "kleaf_segment_fetch_seconds_count").value_or(0) >= 2) << m;
+  // A tag no longer buffered loses its gauges.
+  cache_.Forget("mb-tag");
+  EXPECT_EQ(Metrics().find("tag=\"mb-tag\"}"), std::string::npos);
+}
+
+TEST_F(MonitorTest, PageIsSelfContainedAndPollsTheStatusEndpoint) {
+  HttpResponse r = Get("/");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(r.body.find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_NE(r.body.find("fetch(\"/api/v1/status\""), std::string::npos);
+  EXPECT_NE(r.body.find("cannot be reached"), std::string::npos);
+  EXPECT_FALSE(std::regex_search(r.body, std::regex(R"((src|href)\s*=)"))) << "no external resources";
+  EXPECT_EQ(r.body.find("http://"), std::string::npos);
+  EXPECT_EQ(r.body.find("https://"), std::string::npos);
+}
+
+TEST(MonitorRoutesTest, WithoutAMonitorThePageAndStatusAreNotFound) {
+  ManualClock clock{kNow};
+  FakeAllocator allocator{clock};
+  SegmentCache cache{allocator, clock, {}};
+  SnowflakeGenerator snowflake{SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock};
+  WorkerPool pool{1, "monitor-test"};
+  Api api({}, cache, snowflake, allocator, pool);
+  std::map<std::string, int> status;
+  for (std::string target : {"/", "/api/v1/status", "/readyz", "/metrics", "/healthz"}) {
+    api.Handle({"GET", target, "", ""}, [&, target](HttpResponse r) { status[target] = r.status; });
+  }
+  pool.Stop();
+  EXPECT_EQ(status["/"], 404);
+  EXPECT_EQ(status["/api/v1/status"], 404);
+  EXPECT_EQ(status["/readyz"], 200);
+  EXPECT_EQ(status["/metrics"], 200);
+  EXPECT_EQ(status["/healthz"], 200);
+}
+
+TEST(ReadyResponseTest, ListsEveryCheckAnd503WhenOneFails) {
+  HttpResponse ok = ReadyResponse({{"a", true, "fine"}});
+  EXPECT_EQ(ok.status, 200);
+  HttpResponse bad = ReadyResponse({{"a", true, "fine"}, {"b", false, "broken"}});
+  EXPECT_EQ(bad.status, 503);
+  json j = json::parse(bad.body);
+  EXPECT_EQ(j["ready"], false);
+  ASSERT_EQ(j["checks"].size(), 2u);
+  EXPECT_EQ(j["checks"][1]["detail"], "broken");
+}
+
+}  // namespace
+}  // namespace kleaf::gateway
