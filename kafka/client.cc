@@ -421,6 +421,18 @@ Result<std::vector<TopicPartition>> GroupOffsets::Committed(
   return FromList(list.get());
 }
 
+Result<void> GroupOffsets::Commit(const std::vector<TopicPartition>& offsets) {
+  PartitionList list = ToList(offsets);
+  auto err = rd_kafka_commit(impl_->rk.get(), list.get(), /*async=*/0);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "commit offsets"));
+  for (int i = 0; i < list->cnt; ++i) {
+    if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return std::unexpected(KafkaError(list->elems[i].err, "commit offset"));
+    }
+  }
+  return {};
+}
+
 // --- GroupConsumer ------------------------------------------------------------------------------
 
 struct GroupConsumer::Impl {

@@ -184,6 +184,9 @@ class GroupOffsets {
   // The committed offsets of `partitions` (offset -1001 where the group committed none).
   Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
                                                 std::chrono::milliseconds timeout);
+  // Commits `offsets` (next offsets to read) for the group, as a tool outside the group would: the
+  // broker accepts it only while the group has no active members (tests, operators).
+  Result<void> Commit(const std::vector<TopicPartition>& offsets);
 
   struct Impl;
 

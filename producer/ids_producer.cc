@@ -240,11 +240,17 @@ Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
   std::vector<int64_t> deficits(streams_.size());
   for (size_t i = 0; i < streams_.size(); ++i) deficits[i] = ledger_.Deficit(i, options_.batches_ahead);
   auto result = Publish(deficits);
-  std::lock_guard lock(ahead_mu_);
-  for (size_t i = 0; i < streams_.size(); ++i) {
-    ahead_[i] = ledger_.Ahead(i);
-    streams_[i].ahead->Set(static_cast<double>(ahead_[i]));
+  std::string ahead;
+  {
+    std::lock_guard lock(ahead_mu_);
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      ahead_[i] = ledger_.Ahead(i);
+      streams_[i].ahead->Set(static_cast<double>(ahead_[i]));
+      ahead += (i == 0 ? "" : ", ") + streams_[i].spec.tag + "/" +
+               std::string(ModeName(streams_[i].spec.mode)) + " " + std::to_string(ahead_[i]);
+    }
   }
+  spdlog::debug("[producer] checked: batches ahead {}", ahead);
   return result;
 }
 
