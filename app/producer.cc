@@ -38,8 +38,9 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
   o.segment_timeout = milliseconds(c.kafka.request_timeout_ms * (c.kafka.request_attempts + 1));
   for (const auto& s : c.producer.streams) {
     o.streams.push_back({s.tag,
-                         s.mode == config::ProducerStream::Mode::kSegment ? IdBatch::Mode::kSegment
-                                                                         : IdBatch::Mode::kSnowflake,
+                         s.mode == config::ProducerStream::Mode::kSegment
+                             ? IdBatch::Mode::kSegment
+                             : IdBatch::Mode::kSnowflake,
                          s.batch_size});
   }
   if (const char* hook = std::getenv(kCrashHook); hook != nullptr && *hook != '\0') {
@@ -58,14 +59,14 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
 
 int RunProducer(const config::Config& c) {
   if (c.producer.streams.empty()) {
-    return StartupError("producer.streams: no stream configured (a list of {tag, mode, batch_size})");
+    return StartupError(
+        "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
   }
   auto props = KafkaProperties(c);
   if (!props) return StartupError(props.error().message);
   auto topics = Topics(c);
-  if (auto r = allocator::EnsureClusterTopics(*props, topics,
-                                              static_cast<int16_t>(c.kafka.replication_factor),
-                                              kSetupTimeout);
+  if (auto r = allocator::EnsureClusterTopics(
+          *props, topics, static_cast<int16_t>(c.kafka.replication_factor), kSetupTimeout);
       !r) {
     return StartupError(r.error().message);
   }

@@ -27,8 +27,9 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
   if (use_registry) {
     node->lease_.emplace(
         allocator, clock,
-        gateway::WorkerLease::Options{c.node.id, c.workers.lease_ttl_ms, c.workers.renew_interval_ms,
-                                      c.workers.safety_margin_ms, c.workers.claim_timeout_ms},
+        gateway::WorkerLease::Options{c.node.id, c.workers.lease_ttl_ms,
+                                      c.workers.renew_interval_ms, c.workers.safety_margin_ms,
+                                      c.workers.claim_timeout_ms},
         [&store]() -> std::optional<gateway::WorkerLease::Cached> {
           auto id = store.GetValue(kCachedWorker);
           auto until = store.GetValue(kCachedLeaseUntil);
@@ -36,8 +37,10 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
           return gateway::WorkerLease::Cached{**id, **until};
         },
         [&store](const gateway::WorkerLease::Cached& cached) {
-          (void)store.Write({{}, {}, {{std::string(kCachedWorker), cached.worker_id},
-                                      {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
+          (void)store.Write({{},
+                             {},
+                             {{std::string(kCachedWorker), cached.worker_id},
+                              {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
                             /*sync=*/true);
         });
     auto grant = node->lease_->Acquire();

@@ -40,9 +40,10 @@ IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& alloc
     streams_.push_back(std::move(s));
   }
   for (int32_t p : partitions_) {
-    lag_[p] = &registry.GetGauge("kleaf_ids_consumer_lag",
-                                 "messages of the ids topic not yet committed by the consumer group",
-                                 {{"partition", std::to_string(p)}});
+    lag_[p] =
+        &registry.GetGauge("kleaf_ids_consumer_lag",
+                           "messages of the ids topic not yet committed by the consumer group",
+                           {{"partition", std::to_string(p)}});
   }
 }
 
@@ -51,7 +52,8 @@ IdsProducer::~IdsProducer() { Stop(); }
 Result<void> IdsProducer::Init() {
   kafka::Properties props = options_.props;
   props["transaction.timeout.ms"] = std::to_string(options_.txn_timeout.count());
-  props["message.timeout.ms"] = std::to_string(std::max<int64_t>(1000, options_.txn_timeout.count() - 1000));
+  props["message.timeout.ms"] =
+      std::to_string(std::max<int64_t>(1000, options_.txn_timeout.count() - 1000));
   auto txn = kafka::TxnProducer::Create(props, options_.transactional_id);
   if (!txn) return std::unexpected(txn.error());
   txn_ = std::move(*txn);
@@ -112,7 +114,8 @@ Result<void> IdsProducer::ReadCommittedOffsets() {
   for (const auto& tp : *committed) {
     ledger_.SetCommitted(tp.partition, tp.offset);
     if (auto it = lag_.find(tp.partition); it != lag_.end()) {
-      it->second->Set(static_cast<double>(read_to_[tp.partition] - std::max<int64_t>(tp.offset, 0)));
+      it->second->Set(
+          static_cast<double>(read_to_[tp.partition] - std::max<int64_t>(tp.offset, 0)));
     }
   }
   return {};
@@ -133,8 +136,9 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s) {
     // The promise outlives a timed-out wait: a late segment is dropped (a gap, never reused).
     auto promise = std::make_shared<std::promise<Result<allocator::Segment>>>();
     auto future = promise->get_future();
-    allocator_.AllocateSegment(s.spec.tag, s.spec.batch_size,
-                               [promise](Result<allocator::Segment> r) { promise->set_value(std::move(r)); });
+    allocator_.AllocateSegment(
+        s.spec.tag, s.spec.batch_size,
+        [promise](Result<allocator::Segment> r) { promise->set_value(std::move(r)); });
     if (future.wait_for(options_.segment_timeout) != std::future_status::ready) {
       return Fail(Code::kUnavailable, "no segment of " + s.spec.tag + " within " +
                                           std::to_string(options_.segment_timeout.count()) + " ms");
@@ -168,7 +172,8 @@ Error IdsProducer::TxnFailure(const kafka::TxnError& e, const std::string& what,
   }
   if (abort) {
     if (auto a = txn_->Abort(kKafkaTimeout); !a) {
-      if (a.error().kind == kafka::TxnError::Kind::kFatal) return TxnFailure(a.error(), "abort", false);
+      if (a.error().kind == kafka::TxnError::Kind::kFatal)
+        return TxnFailure(a.error(), "abort", false);
       spdlog::warn("[producer] abort failed: {}", a.error().message);
     }
   }
@@ -190,13 +195,15 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
         break;
       }
       if (!open) {
-        if (auto b = txn_->Begin(); !b) return std::unexpected(TxnFailure(b.error(), "begin", false));
+        if (auto b = txn_->Begin(); !b)
+          return std::unexpected(TxnFailure(b.error(), "begin", false));
         open = true;
       }
       std::string value = EncodeBatch(*batch);
       if (auto r = txn_->Send(options_.topic, s.partition, s.spec.tag, value, {}); !r) {
         // Dropped with the rest of the round: an aborted transaction publishes nothing.
-        (void)TxnFailure({kafka::TxnError::Kind::kAbortable, false, r.error().message}, "send", true);
+        (void)TxnFailure({kafka::TxnError::Kind::kAbortable, false, r.error().message}, "send",
+                         true);
         return std::unexpected(r.error());
       }
       sent.push_back({s.partition, i, std::move(value), batch->size()});
@@ -218,7 +225,8 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
     if (c.error().kind == kafka::TxnError::Kind::kRetriable && clock_.MonotonicNs() < deadline) {
       continue;
     }
-    return std::unexpected(TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
+    return std::unexpected(
+        TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
   }
   const int64_t now_ms = clock_.NowMs();
   for (auto& b : sent) {
@@ -229,7 +237,8 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
     result.ids += b.ids;
     ledger_.AddPending(b.partition, b.stream, std::move(b.value), now_ms);
   }
-  spdlog::info("[producer] round {} published {} batches ({} IDs)", round_, result.batches, result.ids);
+  spdlog::info("[producer] round {} published {} batches ({} IDs)", round_, result.batches,
+               result.ids);
   return result;
 }
 
@@ -238,7 +247,8 @@ Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
   if (auto r = CatchUp(); !r) return std::unexpected(r.error());
   if (auto r = ReadCommittedOffsets(); !r) return std::unexpected(r.error());
   std::vector<int64_t> deficits(streams_.size());
-  for (size_t i = 0; i < streams_.size(); ++i) deficits[i] = ledger_.Deficit(i, options_.batches_ahead);
+  for (size_t i = 0; i < streams_.size(); ++i)
+    deficits[i] = ledger_.Deficit(i, options_.batches_ahead);
   auto result = Publish(deficits);
   std::string ahead;
   {

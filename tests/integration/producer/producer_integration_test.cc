@@ -69,7 +69,8 @@ std::vector<Published> ReadAll(const std::string& bootstrap, const std::string& 
 // The consumer group's committed offsets of `topic` (-1001: none), and commits for it.
 class Group {
  public:
-  Group(const std::string& bootstrap, std::string topic, int32_t partitions, const std::string& name)
+  Group(const std::string& bootstrap, std::string topic, int32_t partitions,
+        const std::string& name)
       : topic_(std::move(topic)), partitions_(partitions) {
     auto g = kafka::GroupOffsets::Create({{"bootstrap.servers", bootstrap}}, name);
     EXPECT_TRUE(g.has_value()) << g.error().message;
@@ -165,13 +166,16 @@ class ProducerNode {
     config_ = cluster.WriteConfig(name + ".yaml", c);
   }
   ~ProducerNode() {
-    if (::testing::Test::HasFailure()) std::cerr << "===== producer " << name_ << " =====\n" << Logs();
+    if (::testing::Test::HasFailure())
+      std::cerr << "===== producer " << name_ << " =====\n" << Logs();
   }
 
   // Starts (again) and waits for the ready line; `env` e.g. the crash hook.
-  std::expected<void, std::string> Start(std::vector<std::pair<std::string, std::string>> env = {}) {
+  std::expected<void, std::string> Start(
+      std::vector<std::pair<std::string, std::string>> env = {}) {
     if (process_) earlier_logs_ += process_->Stderr();
-    auto p = e2e::KleafProcess::Start({{"producer", "--config", config_.string()}, {}, std::move(env)});
+    auto p =
+        e2e::KleafProcess::Start({{"producer", "--config", config_.string()}, {}, std::move(env)});
     if (!p) return std::unexpected(p.error());
     process_ = std::move(*p);
     const auto deadline = SteadyClock::now() + seconds(90);
@@ -234,7 +238,8 @@ TEST_F(ProducerTest, TopUpFollowsTheConsumerGroupsCommits) {
   const std::vector<std::string> streams{"alpha/segment", "alpha/snowflake", "beta/segment"};
 
   auto ahead_now = [&] {
-    return AheadPerStream(ReadAll(broker_.bootstrap, topic, Cluster::kPartitions), group.Committed());
+    return AheadPerStream(ReadAll(broker_.bootstrap, topic, Cluster::kPartitions),
+                          group.Committed());
   };
   auto all_at_least = [&](int k) {
     auto ahead = ahead_now();
@@ -259,7 +264,8 @@ TEST_F(ProducerTest, TopUpFollowsTheConsumerGroupsCommits) {
   // ... and everything on beta's partition.
   int32_t beta_partition = kafka::PartitionFor("beta", Cluster::kPartitions);
   for (const auto& b : all) {
-    if (b.partition == beta_partition) next[b.partition] = std::max(next[b.partition], b.offset + 1);
+    if (b.partition == beta_partition)
+      next[b.partition] = std::max(next[b.partition], b.offset + 1);
   }
   group.Commit(next);
   auto consumed = AheadPerStream(all, group.Committed());
@@ -318,8 +324,8 @@ TEST_F(ProducerTest, KillNineMidRoundAndBetweenRoundsNeverDuplicates) {
   const std::vector<std::string> streams{"t1/segment", "t2/segment", "t3/segment", "t1/snowflake",
                                          "t4/snowflake"};
   auto all_at_least = [&](int k) {
-    auto ahead = AheadPerStream(ReadAll(broker_.bootstrap, topic, Cluster::kPartitions),
-                                group.Committed());
+    auto ahead =
+        AheadPerStream(ReadAll(broker_.bootstrap, topic, Cluster::kPartitions), group.Committed());
     for (const auto& s : streams) {
       if (ahead[s] < k) return false;
     }
@@ -361,7 +367,8 @@ TEST_F(ProducerTest, KillNineMidRoundAndBetweenRoundsNeverDuplicates) {
   ASSERT_TRUE(WaitUntil([&] { return all_at_least(kAhead); }, seconds(30)));
   EXPECT_EQ(producer.WorkerId(), first_worker);  // the same node gets its worker id back
   auto after = committed_values();
-  for (const auto& b : open) EXPECT_FALSE(after.contains(b.value)) << "aborted batch visible: " << b.value;
+  for (const auto& b : open)
+    EXPECT_FALSE(after.contains(b.value)) << "aborted batch visible: " << b.value;
 
   // Consumed again, killed between rounds at whatever moment, restarted.
   consume_everything();

@@ -62,7 +62,7 @@ producer:
   EXPECT_EQ(p.streams[1].batch_size, 7);
   EXPECT_EQ(p.streams[2].tag, "user:x");
   EXPECT_EQ(p.streams[2].mode, ProducerStream::Mode::kSegment);  // default
-  EXPECT_EQ(p.streams[2].batch_size, 1000);                       // default
+  EXPECT_EQ(p.streams[2].batch_size, 1000);                      // default
 }
 
 TEST(ProducerConfigTest, ErrorsNameTheKey) {

@@ -23,14 +23,14 @@ TEST(TopUpLedgerTest, BatchesBelowTheCommittedOffsetAreConsumed) {
   EXPECT_EQ(ledger.Ahead(1), 1);
   ledger.SetCommitted(0, -1001);  // no commit yet: everything counts
   EXPECT_EQ(ledger.Ahead(0), 3);
-  ledger.SetCommitted(0, 12);     // 10 and 11 consumed; partition 3 untouched
+  ledger.SetCommitted(0, 12);  // 10 and 11 consumed; partition 3 untouched
   EXPECT_EQ(ledger.Ahead(0), 2);
   EXPECT_EQ(ledger.Ahead(1), 0);
   EXPECT_EQ(ledger.Deficit(0, 4), 2);
   EXPECT_EQ(ledger.Deficit(1, 4), 4);
   ledger.SetCommitted(3, 6);
   EXPECT_EQ(ledger.Ahead(0), 1);
-  ledger.SetCommitted(0, 12);     // the same offset again changes nothing
+  ledger.SetCommitted(0, 12);  // the same offset again changes nothing
   EXPECT_EQ(ledger.Ahead(0), 1);
 }
 
@@ -43,7 +43,7 @@ TEST(TopUpLedgerTest, PendingBatchCountsOnceBeforeAndAfterItIsReadBack) {
   EXPECT_EQ(ledger.Ahead(0), 2);
   ledger.Observe(2, 8, 0, "z");  // another node's batch of the same stream
   EXPECT_EQ(ledger.Ahead(0), 3);
-  ledger.SetCommitted(2, 8);     // x consumed
+  ledger.SetCommitted(2, 8);  // x consumed
   EXPECT_EQ(ledger.Ahead(0), 2);
   EXPECT_EQ(ledger.Deficit(0, 2), 0);
 }
