@@ -190,8 +190,13 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
       auto batch = NextBatch(s);
       if (!batch) {
         // e.g. the allocators are unreachable or the lease is in doubt: the other streams go on.
-        spdlog::warn("[producer] no batch of {} ({}): {}", s.spec.tag, ModeName(s.spec.mode),
-                     batch.error().message);
+        if (s.spec.mode == IdBatch::Mode::kSnowflake) {
+          const bool lease = batch.error().message.find("lease") != std::string::npos;
+          spdlog::warn("[producer] {}no snowflake batch of {}: {}", lease ? "lease lost: " : "",
+                       s.spec.tag, batch.error().message);
+        } else {
+          spdlog::warn("[producer] no segment batch of {}: {}", s.spec.tag, batch.error().message);
+        }
         break;
       }
       if (!open) {
