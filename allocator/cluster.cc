@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <vector>
 
 namespace kleaf::allocator {
 
@@ -16,18 +17,18 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
                                  int16_t replication_factor, std::chrono::milliseconds timeout) {
   std::string min_isr = replication_factor >= 3 ? "2" : "1";
   std::vector<kafka::TopicSpec> specs{
-          {t.requests, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
-          {t.state,
-           t.partitions,
-           replication_factor,
-           {{"cleanup.policy", "compact"},
-            {"min.insync.replicas", min_isr},
-            // Deletions must outlive the longest restore; segments roll often so compaction runs.
-            {"delete.retention.ms", "86400000"},
-            {"segment.ms", "3600000"},
-            {"min.cleanable.dirty.ratio", "0.1"}}},
-          {t.replies, t.reply_partitions, replication_factor,
-           {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
+      {t.requests, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
+      {t.state,
+       t.partitions,
+       replication_factor,
+       {{"cleanup.policy", "compact"},
+        {"min.insync.replicas", min_isr},
+        // Deletions must outlive the longest restore; segments roll often so compaction runs.
+        {"delete.retention.ms", "86400000"},
+        {"segment.ms", "3600000"},
+        {"min.cleanable.dirty.ratio", "0.1"}}},
+      {t.replies, t.reply_partitions, replication_factor,
+       {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
   };
   if (!t.ids.empty()) {
     specs.push_back({t.ids, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}});

@@ -103,12 +103,16 @@ Result<void> SetStreams(const YAML::Node& n, Config& c) {
     c.producer.streams.clear();
     return {};
   }
-  if (!n.IsSequence()) return std::unexpected(KeyError(key, "expected a list of {tag, mode, batch_size}"));
+  if (!n.IsSequence()) {
+    return std::unexpected(KeyError(key, "expected a list of {tag, mode, batch_size}"));
+  }
   std::vector<ProducerStream> streams;
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string at = key + "[" + std::to_string(i) + "]";
     const YAML::Node& e = n[i];
-    if (!e.IsMap()) return std::unexpected(KeyError(at, "expected a mapping {tag, mode, batch_size}"));
+    if (!e.IsMap()) {
+      return std::unexpected(KeyError(at, "expected a mapping {tag, mode, batch_size}"));
+    }
     ProducerStream s;
     bool has_tag = false;
     for (const auto& kv : e) {

@@ -410,12 +410,14 @@ Result<std::vector<TopicPartition>> GroupOffsets::Committed(
     const std::vector<TopicPartition>& partitions, milliseconds timeout) {
   PartitionList list = ToList(partitions);
   auto err = rd_kafka_committed(impl_->rk.get(), list.get(), static_cast<int>(timeout.count()));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "committed offsets"));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::unexpected(KafkaError(err, "committed offsets"));
+  }
   for (int i = 0; i < list->cnt; ++i) {
-    if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return std::unexpected(KafkaError(list->elems[i].err, "committed offset of " +
-                                                                std::string(list->elems[i].topic) + "/" +
-                                                                std::to_string(list->elems[i].partition)));
+    const auto& e = list->elems[i];
+    if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return std::unexpected(KafkaError(
+          e.err, "committed offset of " + std::string(e.topic) + "/" + std::to_string(e.partition)));
     }
   }
   return FromList(list.get());
