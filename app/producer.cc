@@ -25,6 +25,17 @@ constexpr milliseconds kFirstRoundTimeout{60000};
 // and before the commit, leaving an open transaction behind, as a crash mid-round would.
 constexpr char kCrashHook[] = "KLEAF_PRODUCER_TEST_CRASH_BEFORE_COMMIT";
 
+// Waits up to `timeout` for SIGINT or SIGTERM (blocked in every thread); true if one came.
+bool ShutdownSignalWithin(milliseconds timeout) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  timespec ts{static_cast<time_t>(timeout.count() / 1000),
+              static_cast<long>((timeout.count() % 1000) * 1'000'000)};
+  return ::sigtimedwait(&signals, nullptr, &ts) > 0;
+}
+
 producer::IdsProducerOptions Options(const config::Config& c, const kafka::Properties& props) {
   producer::IdsProducerOptions o;
   o.props = props;
@@ -114,7 +125,11 @@ int RunProducer(const config::Config& c) {
       return StartupError("first top-up round: " + round.error().message);
     }
     spdlog::warn("[producer] first round failed: {}; retrying", round.error().message);
-    clock.SleepFor(milliseconds(c.producer.check_interval_ms));
+    if (ShutdownSignalWithin(milliseconds(c.producer.check_interval_ms))) {
+      spdlog::info("[producer] shutdown signal received before the first round completed");
+      stop_all();
+      return 0;
+    }
   }
   spdlog::info("[producer] node {} running (transactional.id {}, worker id {})", c.node.id,
                c.kafka.topic_prefix + ".producer." + c.node.id,
