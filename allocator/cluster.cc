@@ -3,35 +3,37 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <vector>
 
 namespace kleaf::allocator {
 
 ClusterTopics ClusterTopics::For(const std::string& prefix, int32_t partitions,
                                  int32_t reply_partitions) {
   return ClusterTopics{prefix + ".requests", prefix + ".state", prefix + ".replies", partitions,
-                       reply_partitions};
+                       reply_partitions, prefix + ".ids"};
 }
 
 Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& t,
                                  int16_t replication_factor, std::chrono::milliseconds timeout) {
   std::string min_isr = replication_factor >= 3 ? "2" : "1";
-  return kafka::EnsureTopics(
-      props,
-      {
-          {t.requests, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
-          {t.state,
-           t.partitions,
-           replication_factor,
-           {{"cleanup.policy", "compact"},
-            {"min.insync.replicas", min_isr},
-            // Deletions must outlive the longest restore; segments roll often so compaction runs.
-            {"delete.retention.ms", "86400000"},
-            {"segment.ms", "3600000"},
-            {"min.cleanable.dirty.ratio", "0.1"}}},
-          {t.replies, t.reply_partitions, replication_factor,
-           {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
-      },
-      timeout);
+  std::vector<kafka::TopicSpec> specs{
+      {t.requests, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
+      {t.state,
+       t.partitions,
+       replication_factor,
+       {{"cleanup.policy", "compact"},
+        {"min.insync.replicas", min_isr},
+        // Deletions must outlive the longest restore; segments roll often so compaction runs.
+        {"delete.retention.ms", "86400000"},
+        {"segment.ms", "3600000"},
+        {"min.cleanable.dirty.ratio", "0.1"}}},
+      {t.replies, t.reply_partitions, replication_factor,
+       {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
+  };
+  if (!t.ids.empty()) {
+    specs.push_back({t.ids, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}});
+  }
+  return kafka::EnsureTopics(props, specs, timeout);
 }
 
 std::string AppliedOffsetKey(int32_t p) { return "state_offset/" + std::to_string(p); }

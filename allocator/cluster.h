@@ -20,6 +20,7 @@ struct ClusterTopics {
   std::string replies;   // key = node id; R partitions
   int32_t partitions = 12;
   int32_t reply_partitions = 12;
+  std::string ids;       // key = tag; ID batches for event-driven consumers; P partitions
 
   static ClusterTopics For(const std::string& prefix, int32_t partitions, int32_t reply_partitions);
   // The requests/state partition that owns `tag`.
@@ -28,7 +29,7 @@ struct ClusterTopics {
   std::string TransactionalId(int32_t p) const { return requests + ".owner." + std::to_string(p); }
 };
 
-// Creates the missing topics (state compacted) and checks the partition counts of existing ones.
+// Creates the missing topics (state compacted; ids only when named) and checks the partition counts of existing ones.
 Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& topics,
                                  int16_t replication_factor, std::chrono::milliseconds timeout);
 

@@ -101,7 +101,10 @@ Result<kafka::Properties> KafkaProperties(const config::Config& c) {
 }
 
 allocator::ClusterTopics Topics(const config::Config& c) {
-  return allocator::ClusterTopics::For(c.kafka.topic_prefix, c.kafka.partitions, c.kafka.reply_partitions);
+  auto topics = allocator::ClusterTopics::For(c.kafka.topic_prefix, c.kafka.partitions,
+                                              c.kafka.reply_partitions);
+  topics.ids = c.producer.TopicFor(c.kafka.topic_prefix);
+  return topics;
 }
 
 gateway::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,

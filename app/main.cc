@@ -4,6 +4,7 @@
 
 #include "app/cluster.h"
 #include "app/common.h"
+#include "app/producer.h"
 #include "app/standalone.h"
 #include "config/config.h"
 #include "gateway/snowflake.h"
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {
   auto* gateway = app.add_subcommand("gateway", "serve IDs over HTTP, segments from the allocators (cluster)");
   add_config(gateway);
 
+  auto* producer = app.add_subcommand("producer", "keep ID batches on the ids topic ahead of its consumers (cluster)");
+  add_config(producer);
+
   auto* state = app.add_subcommand("state", "disaster recovery of the state topic");
   state->require_subcommand(1);
   auto* replay = state->add_subcommand("replay", "rebuild the RocksDB at state.path from the state topic");
@@ -86,6 +90,7 @@ int main(int argc, char** argv) {
     if (standalone->parsed()) return kleaf::app::RunStandalone(*config);
     if (allocator->parsed()) return kleaf::app::RunAllocator(*config);
     if (gateway->parsed()) return kleaf::app::RunGateway(*config);
+    if (producer->parsed()) return kleaf::app::RunProducer(*config);
     if (replay->parsed()) return kleaf::app::RunStateReplay(*config);
     if (exporter->parsed()) return kleaf::app::RunStateExport(*config, file);
     if (importer->parsed()) return kleaf::app::RunStateImport(*config, file, bump);

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "app/common.h"
+#include "app/snowflake_node.h"
 #include "base/clock.h"
 #include "base/worker_pool.h"
 #include "gateway/api.h"
@@ -21,15 +22,9 @@
 #include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
 #include "gateway/snowflake.h"
-#include "gateway/timestamp_guard.h"
-#include "gateway/worker_lease.h"
 
 namespace kleaf::app {
 namespace {
-
-constexpr std::string_view kSnowflakeMark = "snowflake.high_water_ms";
-constexpr std::string_view kCachedWorker = "worker.id";
-constexpr std::string_view kCachedLeaseUntil = "worker.lease_until_ms";
 
 // The configured token, or the one in <state>/admin.token, created with a random value if missing.
 Result<std::string> AdminToken(const config::Config& c) {
@@ -127,49 +122,11 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   if (!token) return StartupError(token.error().message);
 
   Clock& clock = SystemClock::Instance();
-  const auto& sf = c.snowflake;
-  auto layout = gateway::SnowflakeLayout::Make(sf.timestamp_bits, sf.worker_bits, sf.sequence_bits,
-                                               sf.epoch_ms, sf.time_unit_ms, clock.NowMs());
-  if (!layout) return StartupError(layout.error().message);
-
-  std::optional<gateway::WorkerLease> lease;
-  int64_t worker_id = sf.worker_id;
-  int64_t not_before_ms = 0;
-  if (use_registry) {
-    lease.emplace(
-        allocator, clock,
-        gateway::WorkerLease::Options{c.node.id, c.workers.lease_ttl_ms, c.workers.renew_interval_ms,
-                                      c.workers.safety_margin_ms, c.workers.claim_timeout_ms},
-        [&store]() -> std::optional<gateway::WorkerLease::Cached> {
-          auto id = store.GetValue(kCachedWorker);
-          auto until = store.GetValue(kCachedLeaseUntil);
-          if (!id || !*id || !until || !*until) return std::nullopt;
-          return gateway::WorkerLease::Cached{**id, **until};
-        },
-        [&store](const gateway::WorkerLease::Cached& cached) {
-          (void)store.Write({{}, {}, {{std::string(kCachedWorker), cached.worker_id},
-                                      {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
-                            /*sync=*/true);
-        });
-    auto grant = lease->Acquire();
-    if (!grant) return StartupError(grant.error().message);
-    if (grant->worker_id > layout->max_worker_id()) {
-      return StartupError("the registry granted worker id " + std::to_string(grant->worker_id) +
-                          ", beyond snowflake.worker_bits; the allocators and this node disagree on "
-                          "snowflake.worker_bits");
-    }
-    worker_id = grant->worker_id;
-    not_before_ms = grant->not_before_ms;
-  }
-  gateway::SnowflakeGenerator generator(
-      *layout, {worker_id, sf.random_sequence_start, sf.max_backward_ms}, clock);
-  gateway::TimestampGuard guard(
-      generator, clock, [&store] { return store.GetValue(kSnowflakeMark); },
-      [&store](int64_t ms) { return store.PutValue(kSnowflakeMark, ms); },
-      {sf.persist_interval_ms, sf.reserve_ms, sf.max_startup_wait_ms});
-  guard.SetExternalFloorMs(not_before_ms);
-  if (auto r = guard.Start(); !r) return StartupError(r.error().message);
-  if (lease) lease->Start(generator);
+  auto snowflake = SnowflakeNode::Start(c, store, allocator, use_registry, clock);
+  if (!snowflake) return StartupError(snowflake.error().message);
+  gateway::SnowflakeGenerator& generator = (*snowflake)->generator();
+  gateway::WorkerLease* lease = (*snowflake)->lease();
+  const int64_t worker_id = (*snowflake)->worker_id();
 
   gateway::SegmentCache segments(allocator, clock, {c.segment.max_step, c.segment.preload_percent});
   const std::string rest_scope = use_registry ? "cluster:" + c.kafka.topic_prefix : "standalone";
@@ -177,7 +134,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   WorkerPool blocking(4, "kleaf-wait");
   std::function<std::string()> lease_status;
   if (lease) {
-    lease_status = [&lease] {
+    lease_status = [lease] {
       auto s = lease->status();
       return "{\"worker_id\":" + std::to_string(s.worker_id) +
              ",\"valid_for_ms\":" + std::to_string(s.valid_for_ms) + ",\"last_error\":\"" +
@@ -185,7 +142,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
     };
   }
   gateway::Monitor::Options monitor_options{role, c.node.id, {}, std::move(ready_checks)};
-  if (lease) monitor_options.lease = [&lease] { return lease->status(); };
+  if (lease) monitor_options.lease = [lease] { return lease->status(); };
   gateway::Monitor monitor(std::move(monitor_options), segments, generator, clock);
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
                     lease_status, &monitor},
@@ -211,8 +168,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   server.Stop();
   blocking.Stop();
   KeepSegmentRests(store, segments, rest_scope);
-  if (lease) lease->Stop();
-  guard.Stop();
+  (*snowflake)->Stop();
   spdlog::info("[{}] stopped", role);
   return 0;
 }

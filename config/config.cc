@@ -73,6 +73,92 @@ Field StringField(std::string key, std::function<Result<void>(Config&, const std
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 
+// A Kafka topic or group name: 1-249 characters of [A-Za-z0-9._-], or empty for the default.
+Result<void> CheckKafkaName(const std::string& s) {
+  if (s.size() > 249) return Fail(Code::kInvalidArgument, "must be at most 249 characters");
+  for (char ch : s) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') {
+      return Fail(Code::kInvalidArgument, "may hold only [A-Za-z0-9._-]");
+    }
+  }
+  return {};
+}
+
+// A tag as the API accepts it: 1-128 characters of [A-Za-z0-9_.:-].
+Result<void> CheckTag(const std::string& s) {
+  if (s.empty() || s.size() > 128) return Fail(Code::kInvalidArgument, "must be 1-128 characters");
+  for (char ch : s) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != ':' &&
+        ch != '-') {
+      return Fail(Code::kInvalidArgument, "may hold only [A-Za-z0-9_.:-], got '" + s + "'");
+    }
+  }
+  return {};
+}
+
+// producer.streams: a list of {tag, mode, batch_size}; errors name producer.streams[i].<key>.
+Result<void> SetStreams(const YAML::Node& n, Config& c) {
+  const std::string key = "producer.streams";
+  if (n.IsNull()) {
+    c.producer.streams.clear();
+    return {};
+  }
+  if (!n.IsSequence()) {
+    return std::unexpected(KeyError(key, "expected a list of {tag, mode, batch_size}"));
+  }
+  std::vector<ProducerStream> streams;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string at = key + "[" + std::to_string(i) + "]";
+    const YAML::Node& e = n[i];
+    if (!e.IsMap()) {
+      return std::unexpected(KeyError(at, "expected a mapping {tag, mode, batch_size}"));
+    }
+    ProducerStream s;
+    bool has_tag = false;
+    for (const auto& kv : e) {
+      const std::string name = kv.first.as<std::string>();
+      const std::string k = at + "." + name;
+      if (!kv.second.IsScalar()) return std::unexpected(KeyError(k, "expected a scalar"));
+      const std::string& v = kv.second.Scalar();
+      if (name == "tag") {
+        if (auto r = CheckTag(v); !r) return std::unexpected(KeyError(k, r.error().message));
+        s.tag = v;
+        has_tag = true;
+      } else if (name == "mode") {
+        if (v == "segment") {
+          s.mode = ProducerStream::Mode::kSegment;
+        } else if (v == "snowflake") {
+          s.mode = ProducerStream::Mode::kSnowflake;
+        } else {
+          return std::unexpected(KeyError(k, "expected segment or snowflake, got '" + v + "'"));
+        }
+      } else if (name == "batch_size") {
+        int64_t b = 0;
+        auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
+        if (ec != std::errc() || ptr != v.data() + v.size()) {
+          return std::unexpected(KeyError(k, "expected an integer, got '" + v + "'"));
+        }
+        if (b < 1 || b > 100000) {
+          return std::unexpected(KeyError(k, "must be between 1 and 100000, got " + v));
+        }
+        s.batch_size = b;
+      } else {
+        return std::unexpected(KeyError(k, "unknown key"));
+      }
+    }
+    if (!has_tag) return std::unexpected(KeyError(at + ".tag", "required"));
+    for (size_t j = 0; j < streams.size(); ++j) {
+      if (streams[j].tag == s.tag && streams[j].mode == s.mode) {
+        return std::unexpected(KeyError(at, "repeats the tag and mode of " + key + "[" +
+                                                std::to_string(j) + "]"));
+      }
+    }
+    streams.push_back(std::move(s));
+  }
+  c.producer.streams = std::move(streams);
+  return {};
+}
+
 std::vector<Field> AllFields() {
   std::vector<Field> f;
   f.push_back(StringField("node.id", [](Config& c, const std::string& s) -> Result<void> {
@@ -187,6 +273,21 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.workers.max_clock_skew_ms = v; }));
   f.push_back(IntField("workers.claim_timeout_ms", 100, 3600000,
                        [](Config& c, int64_t v) { c.workers.claim_timeout_ms = v; }));
+  f.push_back(StringField("producer.topic", [](Config& c, const std::string& s) -> Result<void> {
+    if (auto r = CheckKafkaName(s); !r) return r;
+    c.producer.topic = s;
+    return {};
+  }));
+  f.push_back(StringField("producer.group", [](Config& c, const std::string& s) -> Result<void> {
+    if (auto r = CheckKafkaName(s); !r) return r;
+    c.producer.group = s;
+    return {};
+  }));
+  f.push_back(IntField("producer.batches_ahead", 1, 10000,
+                       [](Config& c, int64_t v) { c.producer.batches_ahead = v; }));
+  f.push_back(IntField("producer.check_interval_ms", 10, 600000,
+                       [](Config& c, int64_t v) { c.producer.check_interval_ms = v; }));
+  f.push_back(Field{"producer.streams", SetStreams});
   f.push_back(StringField("log.level", [](Config& c, const std::string& s) -> Result<void> {
     if (s != "trace" && s != "debug" && s != "info" && s != "warn" && s != "error") {
       return Fail(Code::kInvalidArgument, "expected one of trace, debug, info, warn, error; got '" + s + "'");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -81,6 +82,30 @@ struct Workers {
   int64_t claim_timeout_ms = 30000;   // gateway: how long startup tries to claim
 };
 
+// `kleaf producer`: keeps ID batches ahead of the consumers on the ids topic.
+struct ProducerStream {
+  enum class Mode { kSegment, kSnowflake };
+  std::string tag;
+  Mode mode = Mode::kSegment;
+  int64_t batch_size = 1000;  // IDs per batch
+};
+
+struct Producer {
+  std::string topic;           // empty: <kafka.topic_prefix>.ids
+  std::string group;           // the consumers' group; empty: <topic>.consumers
+  int64_t batches_ahead = 4;   // per (tag, mode), ahead of the group's committed offsets
+  int64_t check_interval_ms = 200;
+  std::vector<ProducerStream> streams;
+
+  // The topic and group with their defaults applied.
+  std::string TopicFor(const std::string& topic_prefix) const {
+    return topic.empty() ? topic_prefix + ".ids" : topic;
+  }
+  std::string GroupFor(const std::string& topic_prefix) const {
+    return group.empty() ? TopicFor(topic_prefix) + ".consumers" : group;
+  }
+};
+
 struct Log {
   std::string level = "info";  // trace, debug, info, warn, error
   std::string format = "text";  // text: "<UTC time> <level> [component] message"; json: one object per line
@@ -96,6 +121,7 @@ struct Config {
   Kafka kafka;
   Allocator allocator;
   Workers workers;
+  Producer producer;
   Log log;
 };
 

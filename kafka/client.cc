@@ -373,6 +373,68 @@ std::map<std::pair<std::string, int32_t>, int64_t> TxnProducer::TakeDeliveredOff
   return std::exchange(impl_->delivered, {});
 }
 
+Result<void> TxnProducer::Flush(milliseconds timeout) {
+  auto err = rd_kafka_flush(impl_->rk.get(), static_cast<int>(timeout.count()));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "flush"));
+  return {};
+}
+
+// --- GroupOffsets -------------------------------------------------------------------------------
+
+struct GroupOffsets::Impl {
+  KafkaHandle rk;
+};
+
+GroupOffsets::GroupOffsets(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GroupOffsets::~GroupOffsets() {
+  if (impl_->rk) rd_kafka_consumer_close(impl_->rk.get());
+}
+
+Result<std::unique_ptr<GroupOffsets>> GroupOffsets::Create(const Properties& props,
+                                                           const std::string& group) {
+  Properties p = props;
+  p["group.id"] = group;
+  // Never subscribes (so never joins the group) and never commits: it only asks the coordinator.
+  p["enable.auto.commit"] = "false";
+  p["enable.auto.offset.store"] = "false";
+  auto rk = NewHandle(RD_KAFKA_CONSUMER, p);
+  if (!rk) return std::unexpected(rk.error());
+  auto impl = std::make_unique<Impl>();
+  impl->rk = std::move(*rk);
+  rd_kafka_poll_set_consumer(impl->rk.get());
+  return std::unique_ptr<GroupOffsets>(new GroupOffsets(std::move(impl)));
+}
+
+Result<std::vector<TopicPartition>> GroupOffsets::Committed(
+    const std::vector<TopicPartition>& partitions, milliseconds timeout) {
+  PartitionList list = ToList(partitions);
+  auto err = rd_kafka_committed(impl_->rk.get(), list.get(), static_cast<int>(timeout.count()));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::unexpected(KafkaError(err, "committed offsets"));
+  }
+  for (int i = 0; i < list->cnt; ++i) {
+    const auto& e = list->elems[i];
+    if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return std::unexpected(KafkaError(
+          e.err, "committed offset of " + std::string(e.topic) + "/" + std::to_string(e.partition)));
+    }
+  }
+  return FromList(list.get());
+}
+
+Result<void> GroupOffsets::Commit(const std::vector<TopicPartition>& offsets) {
+  PartitionList list = ToList(offsets);
+  auto err = rd_kafka_commit(impl_->rk.get(), list.get(), /*async=*/0);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "commit offsets"));
+  for (int i = 0; i < list->cnt; ++i) {
+    if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return std::unexpected(KafkaError(list->elems[i].err, "commit offset"));
+    }
+  }
+  return {};
+}
+
 // --- GroupConsumer ------------------------------------------------------------------------------
 
 struct GroupConsumer::Impl {

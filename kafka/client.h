@@ -124,6 +124,8 @@ class TxnProducer {
                               GroupConsumer& consumer, std::chrono::milliseconds timeout);
   TxnResult<void> Commit(std::chrono::milliseconds timeout);
   TxnResult<void> Abort(std::chrono::milliseconds timeout);
+  // Waits until every message sent so far reached the broker (still uncommitted), up to `timeout`.
+  Result<void> Flush(std::chrono::milliseconds timeout);
   // Offsets of the messages delivered since the last call, per (topic, partition): the highest.
   std::map<std::pair<std::string, int32_t>, int64_t> TakeDeliveredOffsets();
 
@@ -168,6 +170,28 @@ class GroupConsumer {
  private:
   friend class TxnProducer;
   explicit GroupConsumer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads a consumer group's committed offsets without joining the group: a consumer handle with
+// the group's group.id that never subscribes and never commits. Not thread-safe: one owner thread.
+class GroupOffsets {
+ public:
+  static Result<std::unique_ptr<GroupOffsets>> Create(const Properties& props,
+                                                      const std::string& group);
+  ~GroupOffsets();
+
+  // The committed offsets of `partitions` (offset -1001 where the group committed none).
+  Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
+                                                std::chrono::milliseconds timeout);
+  // Commits `offsets` (next offsets to read) for the group, as a tool outside the group would: the
+  // broker accepts it only while the group has no active members (tests, operators).
+  Result<void> Commit(const std::vector<TopicPartition>& offsets);
+
+  struct Impl;
+
+ private:
+  explicit GroupOffsets(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,150 @@
+#include "app/producer.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "allocator/cluster.h"
+#include "allocator/kafka_client.h"
+#include "app/common.h"
+#include "app/snowflake_node.h"
+#include "base/clock.h"
+#include "producer/ids_producer.h"
+
+namespace kleaf::app {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kSetupTimeout{30000};
+constexpr milliseconds kFirstRoundTimeout{60000};
+// Test hook: the process kills itself (SIGKILL) in round N after its batches reached the broker
+// and before the commit, leaving an open transaction behind, as a crash mid-round would.
+constexpr char kCrashHook[] = "KLEAF_PRODUCER_TEST_CRASH_BEFORE_COMMIT";
+
+// Waits up to `timeout` for SIGINT or SIGTERM (blocked in every thread); true if one came.
+bool ShutdownSignalWithin(milliseconds timeout) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  timespec ts{static_cast<time_t>(timeout.count() / 1000),
+              static_cast<long>((timeout.count() % 1000) * 1'000'000)};
+  return ::sigtimedwait(&signals, nullptr, &ts) > 0;
+}
+
+producer::IdsProducerOptions Options(const config::Config& c, const kafka::Properties& props) {
+  producer::IdsProducerOptions o;
+  o.props = props;
+  o.topic = c.producer.TopicFor(c.kafka.topic_prefix);
+  o.group = c.producer.GroupFor(c.kafka.topic_prefix);
+  o.partitions = c.kafka.partitions;
+  o.transactional_id = c.kafka.topic_prefix + ".producer." + c.node.id;
+  o.batches_ahead = c.producer.batches_ahead;
+  o.check_interval = milliseconds(c.producer.check_interval_ms);
+  o.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
+  o.segment_timeout = milliseconds(c.kafka.request_timeout_ms * (c.kafka.request_attempts + 1));
+  for (const auto& s : c.producer.streams) {
+    o.streams.push_back({s.tag,
+                         s.mode == config::ProducerStream::Mode::kSegment
+                             ? IdBatch::Mode::kSegment
+                             : IdBatch::Mode::kSnowflake,
+                         s.batch_size});
+  }
+  if (const char* hook = std::getenv(kCrashHook); hook != nullptr && *hook != '\0') {
+    const int64_t crash_round = std::atoll(hook);
+    o.before_commit = [crash_round](int64_t round) {
+      if (round != crash_round) return;
+      spdlog::warn("[producer] {}={}: killing this process before the commit", kCrashHook, round);
+      spdlog::default_logger()->flush();
+      ::raise(SIGKILL);
+    };
+  }
+  return o;
+}
+
+}  // namespace
+
+int RunProducer(const config::Config& c) {
+  if (c.producer.streams.empty()) {
+    return StartupError(
+        "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
+  }
+  auto props = KafkaProperties(c);
+  if (!props) return StartupError(props.error().message);
+  auto topics = Topics(c);
+  if (auto r = allocator::EnsureClusterTopics(
+          *props, topics, static_cast<int16_t>(c.kafka.replication_factor), kSetupTimeout);
+      !r) {
+    return StartupError(r.error().message);
+  }
+  auto store = OpenStore(c);
+  if (!store) return StartupError(store.error().message);
+  int32_t reply_partition = c.kafka.reply_partition >= 0
+                                ? c.kafka.reply_partition
+                                : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
+  Clock& clock = SystemClock::Instance();
+  auto client = allocator::KafkaAllocatorClient::Start(
+      {*props, topics, c.node.id, reply_partition, milliseconds(c.kafka.request_timeout_ms),
+       c.kafka.request_attempts},
+      clock);
+  if (!client) return StartupError(client.error().message);
+
+  // A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake IDs.
+  std::unique_ptr<SnowflakeNode> snowflake;
+  for (const auto& s : c.producer.streams) {
+    if (s.mode != config::ProducerStream::Mode::kSnowflake || snowflake) continue;
+    auto node = SnowflakeNode::Start(c, **store, **client, /*use_registry=*/true, clock);
+    if (!node) {
+      (*client)->Stop();
+      return StartupError(node.error().message);
+    }
+    snowflake = std::move(*node);
+  }
+
+  producer::IdsProducer producer(Options(c, *props), **client,
+                                 snowflake ? &snowflake->generator() : nullptr, clock);
+  auto stop_all = [&] {
+    producer.Stop();
+    if (snowflake) snowflake->Stop();
+    (*client)->Stop();
+  };
+  if (auto r = producer.Init(); !r) {
+    stop_all();
+    return StartupError(r.error().message);
+  }
+  const int64_t deadline = clock.MonotonicNs() + kFirstRoundTimeout.count() * 1'000'000;
+  for (;;) {
+    auto round = producer.RunRound();
+    if (round) break;
+    if (producer.fatal() || clock.MonotonicNs() > deadline) {
+      stop_all();
+      return StartupError("first top-up round: " + round.error().message);
+    }
+    spdlog::warn("[producer] first round failed: {}; retrying", round.error().message);
+    if (ShutdownSignalWithin(milliseconds(c.producer.check_interval_ms))) {
+      spdlog::info("[producer] shutdown signal received before the first round completed");
+      stop_all();
+      return 0;
+    }
+  }
+  spdlog::info("[producer] node {} running (transactional.id {}, worker id {})", c.node.id,
+               c.kafka.topic_prefix + ".producer." + c.node.id,
+               snowflake ? std::to_string(snowflake->worker_id()) : std::string("none"));
+  std::cout << "kleaf producer running" << std::endl;
+  // Fenced: another run of this node took over; stop like on SIGTERM, but exit with an error.
+  producer.Start([] { ::kill(::getpid(), SIGTERM); });
+  spdlog::info("[producer] {} received; shutting down", WaitForShutdownSignal());
+  stop_all();
+  if (producer.fatal()) {
+    spdlog::error("[producer] stopped after a fatal transaction error");
+    return 1;
+  }
+  spdlog::info("[producer] stopped");
+  return 0;
+}
+
+}  // namespace kleaf::app

@@ -1,0 +1,47 @@
+// A node's snowflake issuing: the leased (or configured) worker id, the generator, and the
+// timestamp guard that keeps its timestamps above every earlier run. Shared by gateways,
+// standalone and producer nodes.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "allocator/allocator.h"
+#include "base/clock.h"
+#include "config/config.h"
+#include "gateway/snowflake.h"
+#include "gateway/timestamp_guard.h"
+#include "gateway/worker_lease.h"
+#include "state/store.h"
+
+namespace kleaf::app {
+
+// Owned by the process wiring; the lease renews on its own thread, the guard persists the
+// timestamp mark on its own. The store and allocator must outlive it. Guarantees (I3): IDs only
+// while the lease is valid, timestamps after the previous holder's not_before and above this
+// node's durable mark.
+class SnowflakeNode {
+ public:
+  // `use_registry`: lease the worker id from the allocators (cluster) instead of taking
+  // snowflake.worker_id from the config (standalone). Returns once the generator may issue.
+  static Result<std::unique_ptr<SnowflakeNode>> Start(const config::Config& c, state::Store& store,
+                                                      allocator::Allocator& allocator,
+                                                      bool use_registry, Clock& clock);
+  ~SnowflakeNode();
+
+  gateway::SnowflakeGenerator& generator() { return *generator_; }
+  // nullptr in standalone.
+  gateway::WorkerLease* lease() { return lease_ ? &*lease_ : nullptr; }
+  int64_t worker_id() const { return generator_->worker_id(); }
+  // Stops renewing, releases the lease, lowers the durable mark to the last issued timestamp.
+  void Stop();
+
+ private:
+  SnowflakeNode() = default;
+  std::optional<gateway::WorkerLease> lease_;
+  std::unique_ptr<gateway::SnowflakeGenerator> generator_;
+  std::unique_ptr<gateway::TimestampGuard> guard_;
+  bool stopped_ = false;
+};
+
+}  // namespace kleaf::app

@@ -1,0 +1,308 @@
+#include "producer/ids_producer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+namespace kleaf::producer {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kKafkaTimeout{10000};
+// A committed batch not read back within this long is forgotten by the ledger.
+constexpr int64_t kPendingExpiryMs = 60000;
+
+}  // namespace
+
+IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& allocator,
+                         gateway::SnowflakeGenerator* generator, Clock& clock)
+    : options_(std::move(options)),
+      allocator_(allocator),
+      generator_(generator),
+      clock_(clock),
+      ledger_(options_.streams.size()),
+      ahead_(options_.streams.size(), 0) {
+  auto& registry = metrics::Registry::Default();
+  for (size_t i = 0; i < options_.streams.size(); ++i) {
+    StreamState s;
+    s.spec = options_.streams[i];
+    s.partition = kafka::PartitionFor(s.spec.tag, options_.partitions);
+    metrics::Labels labels{{"tag", s.spec.tag}, {"mode", std::string(ModeName(s.spec.mode))}};
+    s.batches = &registry.GetCounter("kleaf_producer_batches_published_total",
+                                     "ID batches the producer committed to the ids topic", labels);
+    s.ids = &registry.GetCounter("kleaf_producer_ids_published_total",
+                                 "IDs in the batches the producer committed", labels);
+    s.ahead = &registry.GetGauge("kleaf_producer_batches_ahead",
+                                 "ID batches waiting ahead of the consumer group", labels);
+    stream_index_[{s.spec.tag, s.spec.mode}] = i;
+    partitions_.insert(s.partition);
+    streams_.push_back(std::move(s));
+  }
+  for (int32_t p : partitions_) {
+    lag_[p] =
+        &registry.GetGauge("kleaf_ids_consumer_lag",
+                           "messages of the ids topic not yet committed by the consumer group",
+                           {{"partition", std::to_string(p)}});
+  }
+}
+
+IdsProducer::~IdsProducer() { Stop(); }
+
+Result<void> IdsProducer::Init() {
+  kafka::Properties props = options_.props;
+  props["transaction.timeout.ms"] = std::to_string(options_.txn_timeout.count());
+  props["message.timeout.ms"] =
+      std::to_string(std::max<int64_t>(1000, options_.txn_timeout.count() - 1000));
+  auto txn = kafka::TxnProducer::Create(props, options_.transactional_id);
+  if (!txn) return std::unexpected(txn.error());
+  txn_ = std::move(*txn);
+  // Fences every older run of this node and aborts its open transaction: what a killed run had
+  // sent but not committed stays invisible to read_committed consumers for ever.
+  const int64_t deadline = clock_.MonotonicNs() + 60'000'000'000;
+  for (;;) {
+    auto init = txn_->Init(kKafkaTimeout);
+    if (init) break;
+    if (init.error().kind != kafka::TxnError::Kind::kRetriable || clock_.MonotonicNs() > deadline) {
+      return Fail(Code::kUnavailable, "init_transactions of " + options_.transactional_id + ": " +
+                                          init.error().message);
+    }
+  }
+  auto reader = kafka::PartitionReader::Create(options_.props);
+  if (!reader) return std::unexpected(reader.error());
+  reader_ = std::move(*reader);
+  auto offsets = kafka::GroupOffsets::Create(options_.props, options_.group);
+  if (!offsets) return std::unexpected(offsets.error());
+  offsets_ = std::move(*offsets);
+  // The batches that count start at the group's committed offsets (-1001: from the beginning).
+  std::vector<kafka::TopicPartition> parts;
+  for (int32_t p : partitions_) parts.push_back({options_.topic, p, -1001});
+  auto committed = offsets_->Committed(parts, kKafkaTimeout);
+  if (!committed) return std::unexpected(committed.error());
+  for (const auto& tp : *committed) read_to_[tp.partition] = std::max<int64_t>(tp.offset, 0);
+  spdlog::info("[producer] {} initialised: {} streams on {} partitions of {}, group {}",
+               options_.transactional_id, streams_.size(), partitions_.size(), options_.topic,
+               options_.group);
+  return {};
+}
+
+Result<void> IdsProducer::CatchUp() {
+  for (int32_t p : partitions_) {
+    auto end = reader_->ReadToEnd(
+        options_.topic, p, read_to_[p],
+        [&](const kafka::Message& m) {
+          if (!m.value) return;
+          auto batch = DecodeBatch(*m.value);
+          if (!batch) return;  // not ours to count
+          auto it = stream_index_.find({batch->tag, batch->mode});
+          if (it == stream_index_.end()) return;
+          ledger_.Observe(p, m.offset, it->second, *m.value);
+        },
+        kKafkaTimeout);
+    if (!end) return std::unexpected(end.error());
+    read_to_[p] = *end;
+  }
+  ledger_.ExpirePending(clock_.NowMs() - kPendingExpiryMs);
+  return {};
+}
+
+Result<void> IdsProducer::ReadCommittedOffsets() {
+  std::vector<kafka::TopicPartition> parts;
+  for (int32_t p : partitions_) parts.push_back({options_.topic, p, -1001});
+  auto committed = offsets_->Committed(parts, kKafkaTimeout);
+  if (!committed) return std::unexpected(committed.error());
+  for (const auto& tp : *committed) {
+    ledger_.SetCommitted(tp.partition, tp.offset);
+    if (auto it = lag_.find(tp.partition); it != lag_.end()) {
+      it->second->Set(
+          static_cast<double>(read_to_[tp.partition] - std::max<int64_t>(tp.offset, 0)));
+    }
+  }
+  return {};
+}
+
+Result<IdBatch> IdsProducer::NextBatch(StreamState& s) {
+  IdBatch batch;
+  batch.tag = s.spec.tag;
+  batch.mode = s.spec.mode;
+  if (s.spec.mode == IdBatch::Mode::kSnowflake) {
+    if (generator_ == nullptr) return Fail(Code::kInternal, "no snowflake generator");
+    if (auto r = generator_->NextBatch(s.spec.batch_size, batch.ids); !r) {
+      return std::unexpected(r.error());
+    }
+    return batch;
+  }
+  if (s.ranges.empty()) {
+    // The promise outlives a timed-out wait: a late segment is dropped (a gap, never reused).
+    auto promise = std::make_shared<std::promise<Result<allocator::Segment>>>();
+    auto future = promise->get_future();
+    allocator_.AllocateSegment(
+        s.spec.tag, s.spec.batch_size,
+        [promise](Result<allocator::Segment> r) { promise->set_value(std::move(r)); });
+    if (future.wait_for(options_.segment_timeout) != std::future_status::ready) {
+      return Fail(Code::kUnavailable, "no segment of " + s.spec.tag + " within " +
+                                          std::to_string(options_.segment_timeout.count()) + " ms");
+    }
+    auto segment = future.get();
+    if (!segment) return std::unexpected(segment.error());
+    if (segment->end <= segment->start) {
+      return Fail(Code::kInternal, "empty segment of " + s.spec.tag);
+    }
+    s.ranges.emplace_back(segment->start, segment->end);
+  }
+  // A segment larger than batch_size is split; its rest waits for the next batches of this run.
+  auto& [start, end] = s.ranges.front();
+  batch.start = start;
+  batch.end = std::min(end, start + s.spec.batch_size);
+  start = batch.end;
+  if (start >= end) s.ranges.pop_front();
+  return batch;
+}
+
+Error IdsProducer::TxnFailure(const kafka::TxnError& e, const std::string& what, bool abort) {
+  if (e.kind == kafka::TxnError::Kind::kFatal) {
+    fatal_ = true;
+    if (e.fenced) {
+      spdlog::error("[producer] fenced: another run of {} took over ({}: {})",
+                    options_.transactional_id, what, e.message);
+    } else {
+      spdlog::error("[producer] transactions failed for good ({}: {})", what, e.message);
+    }
+    return Error{Code::kFailedPrecondition, what + ": " + e.message};
+  }
+  if (abort) {
+    if (auto a = txn_->Abort(kKafkaTimeout); !a) {
+      if (a.error().kind == kafka::TxnError::Kind::kFatal)
+        return TxnFailure(a.error(), "abort", false);
+      spdlog::warn("[producer] abort failed: {}", a.error().message);
+    }
+  }
+  return Error{Code::kUnavailable, what + ": " + e.message};
+}
+
+Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>& deficits) {
+  RoundResult result;
+  std::vector<Sent> sent;
+  bool open = false;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    auto& s = streams_[i];
+    for (int64_t n = 0; n < deficits[i]; ++n) {
+      auto batch = NextBatch(s);
+      if (!batch) {
+        // e.g. the allocators are unreachable or the lease is in doubt: the other streams go on.
+        if (s.spec.mode == IdBatch::Mode::kSnowflake) {
+          const bool lease = batch.error().message.find("lease") != std::string::npos;
+          spdlog::warn("[producer] {}no snowflake batch of {}: {}", lease ? "lease lost: " : "",
+                       s.spec.tag, batch.error().message);
+        } else {
+          spdlog::warn("[producer] no segment batch of {}: {}", s.spec.tag, batch.error().message);
+        }
+        break;
+      }
+      if (!open) {
+        if (auto b = txn_->Begin(); !b)
+          return std::unexpected(TxnFailure(b.error(), "begin", false));
+        open = true;
+      }
+      std::string value = EncodeBatch(*batch);
+      if (auto r = txn_->Send(options_.topic, s.partition, s.spec.tag, value, {}); !r) {
+        // Dropped with the rest of the round: an aborted transaction publishes nothing.
+        (void)TxnFailure({kafka::TxnError::Kind::kAbortable, false, r.error().message}, "send",
+                         true);
+        return std::unexpected(r.error());
+      }
+      sent.push_back({s.partition, i, std::move(value), batch->size()});
+    }
+  }
+  if (!open) return result;
+  ++round_;
+  if (options_.before_commit) {
+    if (auto f = txn_->Flush(options_.txn_timeout); !f) {
+      spdlog::warn("[producer] flush before the hook: {}", f.error().message);
+    }
+    spdlog::info("[producer] round {}: {} batches sent, committing", round_, sent.size());
+    options_.before_commit(round_);
+  }
+  const int64_t deadline = clock_.MonotonicNs() + 2 * options_.txn_timeout.count() * 1'000'000;
+  for (;;) {
+    auto c = txn_->Commit(options_.txn_timeout);
+    if (c) break;
+    if (c.error().kind == kafka::TxnError::Kind::kRetriable && clock_.MonotonicNs() < deadline) {
+      continue;
+    }
+    return std::unexpected(
+        TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
+  }
+  const int64_t now_ms = clock_.NowMs();
+  for (auto& b : sent) {
+    auto& s = streams_[b.stream];
+    s.batches->Inc();
+    s.ids->Inc(static_cast<uint64_t>(b.ids));
+    result.batches += 1;
+    result.ids += b.ids;
+    ledger_.AddPending(b.partition, b.stream, std::move(b.value), now_ms);
+  }
+  spdlog::info("[producer] round {} published {} batches ({} IDs)", round_, result.batches,
+               result.ids);
+  return result;
+}
+
+Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
+  if (fatal_) return Fail(Code::kFailedPrecondition, "the producer was fenced or failed for good");
+  if (auto r = CatchUp(); !r) return std::unexpected(r.error());
+  if (auto r = ReadCommittedOffsets(); !r) return std::unexpected(r.error());
+  std::vector<int64_t> deficits(streams_.size());
+  for (size_t i = 0; i < streams_.size(); ++i)
+    deficits[i] = ledger_.Deficit(i, options_.batches_ahead);
+  auto result = Publish(deficits);
+  std::string ahead;
+  {
+    std::lock_guard lock(ahead_mu_);
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      ahead_[i] = ledger_.Ahead(i);
+      streams_[i].ahead->Set(static_cast<double>(ahead_[i]));
+      ahead += (i == 0 ? "" : ", ") + streams_[i].spec.tag + "/" +
+               std::string(ModeName(streams_[i].spec.mode)) + " " + std::to_string(ahead_[i]);
+    }
+  }
+  spdlog::debug("[producer] checked: batches ahead {}", ahead);
+  return result;
+}
+
+int64_t IdsProducer::Ahead(size_t stream) const {
+  std::lock_guard lock(ahead_mu_);
+  return ahead_.at(stream);
+}
+
+void IdsProducer::Start(std::function<void()> on_fatal) {
+  on_fatal_ = std::move(on_fatal);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void IdsProducer::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    auto r = RunRound();
+    if (!r) {
+      if (fatal_) {
+        if (on_fatal_) on_fatal_();
+        return;
+      }
+      spdlog::warn("[producer] round failed: {}", r.error().message);
+    }
+    lock.lock();
+    cv_.wait_for(lock, options_.check_interval, [this] { return stop_; });
+  }
+}
+
+void IdsProducer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace kleaf::producer

@@ -1,0 +1,141 @@
+// The producer node's engine: keeps at least K ID batches per stream (tag, mode) on the ids topic
+// ahead of the consumer group's committed offsets, publishing each top-up round as one Kafka
+// transaction.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "allocator/allocator.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/metrics.h"
+#include "gateway/snowflake.h"
+#include "kafka/client.h"
+#include "kleaf/batch.h"
+#include "producer/top_up.h"
+
+namespace kleaf::producer {
+
+struct Stream {
+  std::string tag;
+  IdBatch::Mode mode = IdBatch::Mode::kSegment;
+  int64_t batch_size = 1000;
+};
+
+struct IdsProducerOptions {
+  kafka::Properties props;
+  std::string topic;             // <prefix>.ids
+  std::string group;             // the consumers' group, whose committed offsets count
+  int32_t partitions = 12;       // of the ids topic; a batch goes to PartitionFor(tag)
+  std::string transactional_id;  // "<prefix>.producer.<node.id>"
+  int64_t batches_ahead = 4;     // K
+  std::chrono::milliseconds check_interval{200};
+  std::chrono::milliseconds txn_timeout{10000};
+  std::chrono::milliseconds segment_timeout{10000};  // a round waits this long for a segment
+  std::vector<Stream> streams;
+  // Test hook: runs after round `round`'s batches reached the broker, before the commit.
+  std::function<void(int64_t round)> before_commit;
+};
+
+// Owned by the process wiring. Init and RunRound run on the caller's thread until Start; then
+// one round thread runs them every check_interval until Stop. The allocator (segments) and the
+// generator (snowflake; may be null without snowflake streams) must outlive it.
+//
+// Guarantees: a batch is published at most once, across restarts and kill -9:
+// - segment batches are pieces of segments the allocators handed to this node only (I1); a
+//   piece is sent once and dropped whatever the outcome (an aborted piece is a gap);
+// - snowflake batches come from the generator of a leased worker id, whose timestamps lie after
+//   the lease's not_before and this node's durable mark (I3), so no run repeats an ID;
+// - each round is one transaction of transactional.id "<prefix>.producer.<node.id>"; Init fences
+//   any older run of this node and aborts its open transaction, and read_committed consumers never
+//   see the batches of an aborted (or never committed) transaction.
+class IdsProducer {
+ public:
+  IdsProducer(IdsProducerOptions options, allocator::Allocator& allocator,
+              gateway::SnowflakeGenerator* generator, Clock& clock);
+  ~IdsProducer();
+
+  // Creates the Kafka clients, fences older runs (init_transactions) and finds where each tracked
+  // partition's unconsumed batches start.
+  Result<void> Init();
+
+  struct RoundResult {
+    int64_t batches = 0;  // published (committed) in this round
+    int64_t ids = 0;
+  };
+  // One top-up round: reads back what was published, asks the committed offsets, publishes what is
+  // missing in one transaction. After a fatal error (fenced) every later round fails.
+  Result<RoundResult> RunRound();
+
+  // Runs rounds on a thread; `on_fatal` is called there once if this producer is fenced or its
+  // transactions fail for good (the process should exit).
+  void Start(std::function<void()> on_fatal);
+  // Stops the round thread after the round in progress (committed or aborted).
+  void Stop();
+
+  bool fatal() const { return fatal_.load(); }
+  int64_t Ahead(size_t stream) const;
+
+ private:
+  struct StreamState {
+    Stream spec;
+    int32_t partition = 0;
+    std::deque<std::pair<int64_t, int64_t>> ranges;  // segment IDs [start, end) not yet published
+    metrics::Counter* batches = nullptr;
+    metrics::Counter* ids = nullptr;
+    metrics::Gauge* ahead = nullptr;
+  };
+  struct Sent {
+    int32_t partition;
+    size_t stream;
+    std::string value;
+    int64_t ids;
+  };
+
+  Result<void> CatchUp();
+  Result<void> ReadCommittedOffsets();
+  Result<IdBatch> NextBatch(StreamState& s);
+  Result<RoundResult> Publish(const std::vector<int64_t>& deficits);
+  // Turns a transaction error into a Result, aborting where needed; marks fatal errors.
+  Error TxnFailure(const kafka::TxnError& e, const std::string& what, bool abort);
+  void Run();
+
+  const IdsProducerOptions options_;
+  allocator::Allocator& allocator_;
+  gateway::SnowflakeGenerator* generator_;
+  Clock& clock_;
+  std::unique_ptr<kafka::TxnProducer> txn_;
+  std::unique_ptr<kafka::PartitionReader> reader_;
+  std::unique_ptr<kafka::GroupOffsets> offsets_;
+  std::vector<StreamState> streams_;
+  std::map<std::pair<std::string, IdBatch::Mode>, size_t> stream_index_;
+  std::set<int32_t> partitions_;        // the partitions the streams publish to
+  std::map<int32_t, int64_t> read_to_;  // per partition: next offset to read back
+  std::map<int32_t, metrics::Gauge*> lag_;
+  TopUpLedger ledger_;
+  mutable std::mutex ahead_mu_;
+  std::vector<int64_t> ahead_;  // guarded by ahead_mu_: the ledger's counts after the last round
+  int64_t round_ = 0;
+  std::atomic<bool> fatal_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::function<void()> on_fatal_;
+  std::thread thread_;
+};
+
+}  // namespace kleaf::producer

@@ -1,0 +1,165 @@
+// IdsProducer in-process against the real broker, with an in-process allocator (LocalAllocator on
+// a temp store) at the allocator seam: its metrics, and fencing by a newer run of the same node.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "allocator/local_allocator.h"
+#include "base/clock.h"
+#include "base/metrics.h"
+#include "kafka/client.h"
+#include "producer/ids_producer.h"
+#include "state/store.h"
+#include "tests/e2e/kleaf_process.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int32_t kPartitions = 2;
+
+class IdsProducerTest : public KafkaTest {
+ protected:
+  void SetUp() override {
+    KafkaTest::SetUp();
+    if (IsSkipped()) return;
+    std::random_device rd;
+    suffix_ = std::to_string(rd()) + std::to_string(rd());
+    topic_ = "producer-inproc-" + suffix_ + ".ids";
+    props_ = {{"bootstrap.servers", broker_.bootstrap}};
+    ASSERT_TRUE(kafka::EnsureTopics(props_, {{topic_, kPartitions, 1, {}}}, milliseconds(30000))
+                    .has_value());
+    auto store = state::Store::Open((dir_.path() / "state").string());
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    store_ = std::move(*store);
+    allocator_ = std::make_unique<allocator::LocalAllocator>(
+        *store_, SystemClock::Instance(),
+        allocator::LocalAllocatorOptions{1000000, 1000, true, 2, {}});
+    generator_ = std::make_unique<gateway::SnowflakeGenerator>(
+        gateway::SnowflakeLayout::Default(), gateway::SnowflakeGenerator::Options{7, true, 5},
+        SystemClock::Instance());
+  }
+
+  producer::IdsProducerOptions Options(std::vector<producer::Stream> streams) const {
+    producer::IdsProducerOptions o;
+    o.props = props_;
+    o.topic = topic_;
+    o.group = topic_ + ".consumers";
+    o.partitions = kPartitions;
+    o.transactional_id = topic_ + ".producer.test";
+    o.batches_ahead = 3;
+    o.streams = std::move(streams);
+    return o;
+  }
+
+  std::unique_ptr<producer::IdsProducer> NewProducer(std::vector<producer::Stream> streams) {
+    return std::make_unique<producer::IdsProducer>(Options(std::move(streams)), *allocator_,
+                                                   generator_.get(), SystemClock::Instance());
+  }
+
+  e2e::TempDir dir_;
+  std::string suffix_;
+  std::string topic_;
+  kafka::Properties props_;
+  std::unique_ptr<state::Store> store_;
+  std::unique_ptr<allocator::LocalAllocator> allocator_;
+  std::unique_ptr<gateway::SnowflakeGenerator> generator_;
+};
+
+// The metric of `name` with `labels` as /metrics renders it, or -1 if absent.
+double MetricValue(const std::string& name, const std::string& labels) {
+  std::string text = metrics::Registry::Default().Render();
+  std::string needle = name + "{" + labels + "} ";
+  auto at = text.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + needle.size()));
+}
+
+TEST_F(IdsProducerTest, MetricsCountPublishedBatchesAheadAndLag) {
+  const std::string tag = "m" + suffix_;
+  auto producer =
+      NewProducer({{tag, IdBatch::Mode::kSegment, 10}, {tag, IdBatch::Mode::kSnowflake, 4}});
+  ASSERT_TRUE(producer->Init().has_value());
+  auto first = producer->RunRound();
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->batches, 6);
+  EXPECT_EQ(first->ids, 3 * 10 + 3 * 4);
+  const std::string seg = "tag=\"" + tag + "\",mode=\"segment\"";
+  const std::string sf = "tag=\"" + tag + "\",mode=\"snowflake\"";
+  EXPECT_EQ(MetricValue("kleaf_producer_batches_published_total", seg), 3);
+  EXPECT_EQ(MetricValue("kleaf_producer_ids_published_total", seg), 30);
+  EXPECT_EQ(MetricValue("kleaf_producer_batches_published_total", sf), 3);
+  EXPECT_EQ(MetricValue("kleaf_producer_ids_published_total", sf), 12);
+  EXPECT_EQ(MetricValue("kleaf_producer_batches_ahead", seg), 3);
+  EXPECT_EQ(MetricValue("kleaf_producer_batches_ahead", sf), 3);
+  EXPECT_EQ(producer->Ahead(0), 3);
+
+  // Nothing consumed: the next rounds publish nothing, whenever the batches become readable.
+  for (int i = 0; i < 3; ++i) {
+    auto again = producer->RunRound();
+    ASSERT_TRUE(again.has_value()) << again.error().message;
+    EXPECT_EQ(again->batches, 0);
+  }
+  // The 6 batches (and the commit markers) are on the tag's partition, none committed yet.
+  const int32_t p = kafka::PartitionFor(tag, kPartitions);
+  const std::string lag = "partition=\"" + std::to_string(p) + "\"";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        (void)producer->RunRound();
+        return MetricValue("kleaf_ids_consumer_lag", lag) >= 6;
+      },
+      milliseconds(10000)));
+
+  // The group consumes everything: lag 0, and the next round tops up 3 + 3 again.
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  auto marks = (*reader)->Watermarks(topic_, p, milliseconds(10000));
+  ASSERT_TRUE(marks.has_value());
+  auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+  ASSERT_TRUE(group.has_value());
+  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+  auto refill = producer->RunRound();
+  ASSERT_TRUE(refill.has_value()) << refill.error().message;
+  EXPECT_EQ(refill->batches, 6);
+  EXPECT_EQ(MetricValue("kleaf_ids_consumer_lag", lag), 0);
+  EXPECT_EQ(MetricValue("kleaf_producer_batches_published_total", seg), 6);
+  EXPECT_EQ(MetricValue("kleaf_producer_batches_ahead", seg), 3);
+}
+
+TEST_F(IdsProducerTest, NewerRunOfTheSameNodeFencesTheOlder) {
+  const std::string tag = "f" + suffix_;
+  auto older = NewProducer({{tag, IdBatch::Mode::kSegment, 5}});
+  ASSERT_TRUE(older->Init().has_value());
+  ASSERT_TRUE(older->RunRound().has_value());
+  EXPECT_FALSE(older->fatal());
+
+  auto newer = NewProducer({{tag, IdBatch::Mode::kSegment, 5}});
+  ASSERT_TRUE(newer->Init().has_value());
+  // The group consumes everything, so the older run has something to publish: it is fenced.
+  const int32_t p = kafka::PartitionFor(tag, kPartitions);
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  auto marks = (*reader)->Watermarks(topic_, p, milliseconds(10000));
+  ASSERT_TRUE(marks.has_value());
+  auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+  ASSERT_TRUE(group.has_value());
+  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+
+  auto fenced = older->RunRound();
+  ASSERT_FALSE(fenced.has_value());
+  EXPECT_TRUE(older->fatal());
+  EXPECT_FALSE(older->RunRound().has_value());  // and stays so
+  auto ok = newer->RunRound();
+  ASSERT_TRUE(ok.has_value()) << ok.error().message;
+  EXPECT_EQ(ok->batches, 3);
+}
+
+}  // namespace
+}  // namespace kleaf::integration
