@@ -74,25 +74,6 @@ Result<std::map<std::string, state::TagRecord>> ReadAllTags(const config::Config
   return tags;
 }
 
-// Probes the cluster's requests topic every second; ready only after a success in the last 5 s.
-constexpr int64_t kProbeFreshMs = 5000;
-
-std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const kafka::Properties& props) {
-  auto probe = std::make_unique<kafka::BrokerProbe>(
-      props, kafka::BrokerProbe::Options{Topics(c).requests, milliseconds(1000), milliseconds(1000)},
-      SystemClock::Instance());
-  probe->Start();
-  return probe;
-}
-
-gateway::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
-  auto s = probe.status();
-  gateway::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs, ""};
-  check.detail = check.ok ? "metadata request answered " + std::to_string(s.since_ok_ms) + " ms ago"
-                          : "Kafka unreachable: " + s.last_error;
-  return check;
-}
-
 // The allocator's HTTP server: /metrics, /healthz, /readyz only.
 gateway::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::BrokerProbe& probe) {
   return [&node, &probe](gateway::HttpRequest request, gateway::Respond respond) {
@@ -119,6 +100,25 @@ gateway::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::Br
 }
 
 }  // namespace
+
+// Probes the cluster's requests topic every second; ready only after a success in the last 5 s.
+constexpr int64_t kProbeFreshMs = 5000;
+
+std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const kafka::Properties& props) {
+  auto probe = std::make_unique<kafka::BrokerProbe>(
+      props, kafka::BrokerProbe::Options{Topics(c).requests, milliseconds(1000), milliseconds(1000)},
+      SystemClock::Instance());
+  probe->Start();
+  return probe;
+}
+
+gateway::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
+  auto s = probe.status();
+  gateway::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs, ""};
+  check.detail = check.ok ? "metadata request answered " + std::to_string(s.since_ok_ms) + " ms ago"
+                          : "Kafka unreachable: " + s.last_error;
+  return check;
+}
 
 int RunAllocator(const config::Config& c) {
   auto props = PrepareCluster(c);

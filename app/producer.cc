@@ -4,14 +4,19 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <iostream>
 
 #include "allocator/cluster.h"
 #include "allocator/kafka_client.h"
+#include "app/cluster.h"
 #include "app/common.h"
 #include "app/snowflake_node.h"
 #include "base/clock.h"
+#include "gateway/http.h"
+#include "gateway/http_server.h"
 #include "producer/ids_producer.h"
 
 namespace kleaf::app {
@@ -64,6 +69,40 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
     };
   }
   return o;
+}
+
+// The producer's HTTP server: /metrics, /healthz, /readyz only. Ready while Kafka answers, the
+// last top-up round completed recently and, with snowflake streams, the worker lease is valid.
+gateway::Handler ProducerRoutes(const config::Config& c, const producer::IdsProducer& producer,
+                                SnowflakeNode* snowflake, const kafka::BrokerProbe& probe,
+                                Clock& clock) {
+  const int64_t fresh_ns = std::max<int64_t>(3 * c.producer.check_interval_ms, 10000) * 1'000'000;
+  return [&producer, snowflake, &probe, &clock, fresh_ns](gateway::HttpRequest request,
+                                                           gateway::Respond respond) {
+    const std::string_view path = gateway::PathOf(request.target);
+    if (path != "/metrics" && path != "/healthz" && path != "/readyz") {
+      return respond(gateway::ErrorResponse(
+          Error{Code::kNotFound, "no such path (producers serve /metrics, /healthz, /readyz)"}));
+    }
+    if (request.method != "GET") return respond(gateway::MethodNotAllowed("GET"));
+    if (path == "/metrics") return respond(gateway::MetricsResponse());
+    if (path == "/healthz") return respond(gateway::HealthResponse());
+    std::vector<gateway::ReadyCheck> checks = {KafkaCheck(probe)};
+    const int64_t last = producer.last_round_ok_ns();
+    const int64_t age_ms = last < 0 ? -1 : (clock.MonotonicNs() - last) / 1'000'000;
+    checks.push_back({"top_up", !producer.fatal() && last >= 0 && age_ms * 1'000'000 <= fresh_ns,
+                      producer.fatal() ? "fenced or failed for good"
+                      : last < 0       ? "no top-up round completed yet"
+                                       : "last top-up round completed " + std::to_string(age_ms) +
+                                             " ms ago"});
+    if (snowflake != nullptr && snowflake->lease() != nullptr) {
+      auto s = snowflake->lease()->status();
+      checks.push_back({"lease", s.valid_for_ms > 0,
+                        "worker id " + std::to_string(s.worker_id) + " valid for " +
+                            std::to_string(s.valid_for_ms) + " ms"});
+    }
+    respond(gateway::ReadyResponse(checks));
+  };
 }
 
 }  // namespace
@@ -134,10 +173,29 @@ int RunProducer(const config::Config& c) {
   spdlog::info("[producer] node {} running (transactional.id {}, worker id {})", c.node.id,
                c.kafka.topic_prefix + ".producer." + c.node.id,
                snowflake ? std::to_string(snowflake->worker_id()) : std::string("none"));
-  std::cout << "kleaf producer running" << std::endl;
+  // /metrics, /healthz and /readyz; a port in use is not fatal (the IDs still flow).
+  auto probe = StartProbe(c, *props);
+  std::string http_note = "; no http";
+  std::optional<gateway::HttpServer> server;
+  if (auto listen = config::ParseHostPort(c.http.listen); !listen) {
+    stop_all();
+    return StartupError("http.listen: " + listen.error().message);
+  } else {
+    server.emplace(HttpOptions(c, listen->first, listen->second),
+                   ProducerRoutes(c, producer, snowflake.get(), *probe, clock));
+    if (auto port = server->Start()) {
+      http_note = "; " + HttpUrl(listen->first, *port);
+    } else {
+      spdlog::warn("[producer] no /metrics, /healthz, /readyz: {}", port.error().message);
+      server.reset();
+    }
+  }
+  std::cout << "kleaf producer running" << http_note << std::endl;
   // Fenced: another run of this node took over; stop like on SIGTERM, but exit with an error.
   producer.Start([] { ::kill(::getpid(), SIGTERM); });
   spdlog::info("[producer] {} received; shutting down", WaitForShutdownSignal());
+  if (server) server->Stop();
+  probe->Stop();
   stop_all();
   if (producer.fatal()) {
     spdlog::error("[producer] stopped after a fatal transaction error");

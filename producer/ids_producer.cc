@@ -266,6 +266,7 @@ Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
     }
   }
   spdlog::debug("[producer] checked: batches ahead {}", ahead);
+  if (result) last_round_ok_ns_.store(clock_.MonotonicNs());
   return result;
 }
 

@@ -87,6 +87,8 @@ class IdsProducer {
   void Stop();
 
   bool fatal() const { return fatal_.load(); }
+  // Monotonic time of the last round that completed (-1: none yet), for readiness.
+  int64_t last_round_ok_ns() const { return last_round_ok_ns_.load(); }
   int64_t Ahead(size_t stream) const;
 
  private:
@@ -130,6 +132,7 @@ class IdsProducer {
   std::vector<int64_t> ahead_;  // guarded by ahead_mu_: the ledger's counts after the last round
   int64_t round_ = 0;
   std::atomic<bool> fatal_{false};
+  std::atomic<int64_t> last_round_ok_ns_{-1};
 
   std::mutex mu_;
   std::condition_variable cv_;

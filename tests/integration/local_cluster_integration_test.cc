@@ -84,9 +84,24 @@ TEST(LocalClusterIntegrationTest, UpServesIdsFromBothGatewaysAndDownStopsEveryth
     for (int64_t id : *ids) EXPECT_TRUE(snowflake.insert(id).second) << "snowflake ID twice";
   }
 
-  auto status = RunScript({script, "status", "--dir", dir.string()}, seconds(30));
-  EXPECT_EQ(status.exit_code, 0) << status.output;
+  // Every node becomes ready (allocators once their partitions are restored).
+  ScriptResult status;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        status = RunScript({script, "status", "--dir", dir.string()}, seconds(30));
+        return status.exit_code == 0 && Count(status.output, "/readyz 200") == 5;
+      },
+      std::chrono::seconds(60)))
+      << status.output;
   EXPECT_EQ(Count(status.output, "running"), 6) << status.output;
+
+  // The producer keeps batches of "order" on the ids topic.
+  e2e::HttpClient producer(static_cast<uint16_t>(base + 12));
+  auto metrics = producer.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  EXPECT_NE(metrics->body.find("kleaf_producer_batches_published_total{tag=\"order\",mode=\"segment\"}"),
+            std::string::npos)
+      << metrics->body;
 
   auto stopped = RunScript({script, "down", "--dir", dir.string()}, seconds(120));
   ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
