@@ -174,7 +174,8 @@ std::string Monitor::StatusJson() {
   out["worker"] = worker;
 
   const auto& layout = snowflake_.layout();
-  out["snowflake"] = {{"last_issued", FormatUtcMs(snowflake_.last_ms())},
+  const int64_t last_ms = snowflake_.last_ms();
+  out["snowflake"] = {{"last_issued", last_ms > layout.epoch_ms() ? json(FormatUtcMs(last_ms)) : json(nullptr)},
                       {"runs_out", FormatUtcMs(layout.last_ms())},
                       {"timestamp_remaining_s", (layout.last_ms() - now) / 1000}};
 

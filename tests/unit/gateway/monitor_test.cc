@@ -163,6 +163,9 @@ TEST_F(MonitorTest, StatusShowsAWorkerIdFromConfigAsHeld) {
   EXPECT_EQ(s["ready"]["ready"], true);
   const int64_t remaining = (SnowflakeLayout::Default().last_ms() - kNow) / 1000;
   EXPECT_EQ(s["snowflake"]["timestamp_remaining_s"], remaining);
+  EXPECT_TRUE(s["snowflake"]["last_issued"].is_null()) << "nothing issued yet";
+  ASSERT_EQ(Get("/api/v1/snowflake/x").status, 200);
+  EXPECT_EQ(Status()["snowflake"]["last_issued"], FormatUtcMs(kNow));
 }
 
 TEST_F(MonitorTest, StatusAndReadinessFollowTheLease) {
@@ -288,7 +291,8 @@ TEST_F(MonitorTest, PageIsSelfContainedAndPollsTheStatusEndpoint) {
   EXPECT_NE(r.body.find("<!DOCTYPE html>"), std::string::npos);
   EXPECT_NE(r.body.find("fetch(\"/api/v1/status\""), std::string::npos);
   EXPECT_NE(r.body.find("cannot be reached"), std::string::npos);
-  EXPECT_FALSE(std::regex_search(r.body, std::regex(R"((src|href)\s*=)"))) << "no external resources";
+  // No external resources: no src or href but inline data (the empty icon spares a /favicon.ico).
+  EXPECT_FALSE(std::regex_search(r.body, std::regex(R"((src|href)\s*=\s*"(?!data:))")));
   EXPECT_EQ(r.body.find("http://"), std::string::npos);
   EXPECT_EQ(r.body.find("https://"), std::string::npos);
 }
