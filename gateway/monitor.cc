@@ -46,6 +46,8 @@ Monitor::~Monitor() {
 
 void Monitor::RecordError(std::string_view method, std::string_view target,
                           const HttpResponse& response) {
+  // A 503 from /readyz answers a probe, not a client: it would drown the real errors.
+  if (PathOf(target) == "/readyz") return;
   ErrorEntry e{clock_.NowMs(), std::string(method),
                std::string(PathOf(target).substr(0, kMaxPathChars)), response.status,
                "http_" + std::to_string(response.status), ""};

@@ -53,7 +53,7 @@ class Monitor {
   Monitor& operator=(const Monitor&) = delete;
 
   // Counts an error answer (kleaf_http_errors_total{code,status}) and keeps it among the recent
-  // ones. For HttpServerOptions::on_error.
+  // ones; /readyz's 503 is not an error. For HttpServerOptions::on_error.
   void RecordError(std::string_view method, std::string_view target, const HttpResponse& response);
   std::vector<ErrorEntry> RecentErrors() const;
 

@@ -228,6 +228,15 @@ TEST_F(MonitorTest, RecentErrorsKeepTheLastTwentyWithCodeAndPath) {
   EXPECT_FALSE(errors.front()["message"].get<std::string>().empty());
 }
 
+TEST_F(MonitorTest, ReadinessProbesAnswered503AreNoErrors) {
+  Make([] { return WorkerLease::Status{}; });  // no lease: not ready
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Get("/readyz").status, 503);
+  json s = Status();
+  EXPECT_EQ(s["ready"]["ready"], false);
+  EXPECT_TRUE(s["recent_errors"].empty()) << s["recent_errors"].dump();
+  EXPECT_EQ(Metrics().find("status=\"503\""), std::string::npos);
+}
+
 TEST_F(MonitorTest, MetricsCountIssuedIdsPerTagAndModeExactly) {
   allocator_.AddTag("mt-seg", 1000);
   const std::string seg = R"(kleaf_ids_issued_total{tag="mt-seg",mode="segment"})";
