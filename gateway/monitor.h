@@ -79,7 +79,7 @@ class Monitor {
   int collector_id_ = -1;
 
   mutable std::mutex mu_;
-  std::deque<ErrorEntry> recent_;                           // guarded by mu_; newest last
+  std::deque<ErrorEntry> recent_;  // guarded by mu_; newest last
   std::map<std::pair<std::string, int>, metrics::Counter*> error_counters_;  // guarded by mu_
   std::mutex collect_mu_;
   std::set<std::string> gauge_tags_;  // guarded by collect_mu_: tags that have buffer gauges

@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <future>
 #include <optional>
 #include <regex>
 #include <string>
@@ -46,9 +46,14 @@ class FakeAllocator final : public allocator::Allocator {
     }
     done(std::move(r));
   }
-  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override { done(Unsupported()); }
-  void GetTag(std::string, allocator::Callback<state::TagRecord> done) override { done(Unsupported()); }
-  void PutTag(std::string, allocator::TagUpdate, allocator::Callback<state::TagRecord> done) override {
+  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override {
+    done(Unsupported());
+  }
+  void GetTag(std::string, allocator::Callback<state::TagRecord> done) override {
+    done(Unsupported());
+  }
+  void PutTag(std::string, allocator::TagUpdate,
+              allocator::Callback<state::TagRecord> done) override {
     done(Unsupported());
   }
   void DeleteTag(std::string, allocator::Callback<state::TagRecord> done) override {
@@ -100,7 +105,8 @@ class MonitorTest : public ::testing::Test {
   HttpResponse Get(const std::string& target) {
     std::promise<HttpResponse> answer;
     auto future = answer.get_future();
-    api_->Handle(HttpRequest{"GET", target, "", ""}, [&answer](HttpResponse r) { answer.set_value(std::move(r)); });
+    api_->Handle(HttpRequest{"GET", target, "", ""},
+                 [&answer](HttpResponse r) { answer.set_value(std::move(r)); });
     if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       ADD_FAILURE() << "no answer to " << target;
       return {};
@@ -124,7 +130,8 @@ class MonitorTest : public ::testing::Test {
 
   ManualClock clock_{kNow};
   FakeAllocator allocator_{clock_};
-  SegmentCache cache_{allocator_, clock_, SegmentBuffer::Options{.max_step = 1'000'000, .preload_percent = 10}};
+  SegmentCache cache_{allocator_, clock_,
+                      SegmentBuffer::Options{.max_step = 1'000'000, .preload_percent = 10}};
   SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock_};
   WorkerPool pool_{1, "monitor-test"};
   std::unique_ptr<Monitor> monitor_;
