@@ -77,9 +77,11 @@ Result<std::map<std::string, state::TagRecord>> ReadAllTags(const config::Config
 // Probes the cluster's requests topic every second; ready only after a success in the last 5 s.
 constexpr int64_t kProbeFreshMs = 5000;
 
-std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const kafka::Properties& props) {
+std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c,
+                                               const kafka::Properties& props) {
   auto probe = std::make_unique<kafka::BrokerProbe>(
-      props, kafka::BrokerProbe::Options{Topics(c).requests, milliseconds(1000), milliseconds(1000)},
+      props,
+      kafka::BrokerProbe::Options{Topics(c).requests, milliseconds(1000), milliseconds(1000)},
       SystemClock::Instance());
   probe->Start();
   return probe;
@@ -87,7 +89,8 @@ std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const ka
 
 gateway::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
   auto s = probe.status();
-  gateway::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs, ""};
+  gateway::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs,
+                            ""};
   check.detail = check.ok ? "metadata request answered " + std::to_string(s.since_ok_ms) + " ms ago"
                           : "Kafka unreachable: " + s.last_error;
   return check;
@@ -112,8 +115,8 @@ gateway::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::Br
     std::string serving;
     for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
     checks.push_back({"partitions", s.pending == 0,
-                      std::to_string(s.pending) + " assigned partition(s) not restored yet; serving {" +
-                          serving + "}"});
+                      std::to_string(s.pending) +
+                          " assigned partition(s) not restored yet; serving {" + serving + "}"});
     respond(gateway::ReadyResponse(checks));
   };
 }
@@ -178,9 +181,9 @@ int RunGateway(const config::Config& c) {
     const int64_t reply = allocators->last_reply_mono_ns();
     const bool answering = reply >= 0 && allocators->last_give_up_mono_ns() < reply;
     checks.push_back({"allocators", answering,
-                      answering ? "the last request was answered"
-                                : reply < 0 ? "no allocator has answered yet"
-                                            : "a request got no answer after every attempt"});
+                      answering   ? "the last request was answered"
+                      : reply < 0 ? "no allocator has answered yet"
+                                  : "a request got no answer after every attempt"});
     return checks;
   });
   probe->Stop();

@@ -109,7 +109,6 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
   return r;
 }
 
-
 Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
   json j;
   try {
