@@ -31,7 +31,9 @@ std::function<void(Result<Reply>)> Picking(std::optional<T> Reply::*field, Callb
 }  // namespace
 
 KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock), id_prefix_(options_.node_id + "-" + Nonce() + "-") {
+    : options_(std::move(options)),
+      clock_(clock),
+      id_prefix_(options_.node_id + "-" + Nonce() + "-") {
   auto& registry = metrics::Registry::Default();
   for (int op = 0; op < kOpCount; ++op) {
     latency_[op] = &registry.GetHistogram(
@@ -39,10 +41,11 @@ KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& cl
         "Round trip of a request to the allocators over Kafka, from sending to the reply.",
         {{"op", OpName(static_cast<Request::Op>(op))}});
   }
-  attempts_timed_out_ = &registry.GetCounter(
-      "kleaf_kafka_request_timeouts_total", "Request attempts that got no reply in time (retried).");
-  given_up_ = &registry.GetCounter(
-      "kleaf_kafka_requests_failed_total", "Requests given up after every attempt timed out.");
+  attempts_timed_out_ =
+      &registry.GetCounter("kleaf_kafka_request_timeouts_total",
+                           "Request attempts that got no reply in time (retried).");
+  given_up_ = &registry.GetCounter("kleaf_kafka_requests_failed_total",
+                                   "Requests given up after every attempt timed out.");
 }
 
 Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaClientOptions options,
@@ -83,8 +86,14 @@ void KafkaAllocatorClient::Stop() {
 
 void KafkaAllocatorClient::Call(int32_t partition, std::string key, const Request& request,
                                 std::function<void(Result<Reply>)> done) {
-  Pending p{request.op, 0,       partition, std::move(key), EncodeRequest(request), options_.attempts,
-            0,          std::move(done)};
+  Pending p{.op = request.op,
+            .sent_ns = 0,
+            .partition = partition,
+            .key = std::move(key),
+            .payload = EncodeRequest(request),
+            .attempts_left = options_.attempts,
+            .deadline_ns = 0,
+            .done = std::move(done)};
   std::lock_guard lock(mu_);
   SendLocked(std::move(p));
 }

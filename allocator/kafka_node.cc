@@ -69,7 +69,8 @@ AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, 
           "kleaf_allocator_commit_seconds",
           "Time to commit one batch's transaction (consumed offsets and commit).")),
       serving_gauge_(metrics::Registry::Default().GetGauge(
-          "kleaf_allocator_partitions_serving", "Partitions this allocator has restored and serves.")) {}
+          "kleaf_allocator_partitions_serving",
+          "Partitions this allocator has restored and serves.")) {}
 
 AllocatorNode::~AllocatorNode() { Stop(); }
 

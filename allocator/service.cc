@@ -263,8 +263,9 @@ Result<Reply> DecodeReply(std::string_view text) {
     }
     if (j.contains("lease")) {
       const json& l = j["lease"];
-      r.lease = WorkerLeaseInfo{l.at("worker_id").get<int64_t>(), l.at("lease_until").get<int64_t>(),
-                                l.at("not_before").get<int64_t>(), l.value("allocator_now", int64_t{0})};
+      r.lease =
+          WorkerLeaseInfo{l.at("worker_id").get<int64_t>(), l.at("lease_until").get<int64_t>(),
+                          l.at("not_before").get<int64_t>(), l.value("allocator_now", int64_t{0})};
     }
     if (j.contains("workers")) {
       r.workers = WorkerCounts{j["workers"].at("leased").get<int64_t>(), j["workers"].at("free").get<int64_t>()};

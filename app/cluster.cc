@@ -93,8 +93,8 @@ gateway::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::Br
     std::string serving;
     for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
     checks.push_back({"partitions", s.pending == 0,
-                      std::to_string(s.pending) + " assigned partition(s) not restored yet; serving {" +
-                          serving + "}"});
+                      std::to_string(s.pending) +
+                          " assigned partition(s) not restored yet; serving {" + serving + "}"});
     respond(gateway::ReadyResponse(checks));
   };
 }
@@ -138,20 +138,19 @@ int RunAllocator(const config::Config& c) {
   allocator::AllocatorNode node(options, **store, SystemClock::Instance());
   if (auto r = node.Start(); !r) return StartupError(r.error().message);
   auto probe = StartProbe(c, *props);
-  // HTTP is for operators only here: a port already taken is logged, not fatal, so allocators
-  // configured without http.listen (default port) can share a host.
-  std::string http_note = "; no http";
+  // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
+  // take the port a gateway on the same host expects.
+  std::string http_note;
   std::optional<gateway::HttpServer> server;
-  if (auto listen = config::ParseHostPort(c.http.listen); !listen) {
-    return StartupError("http.listen: " + listen.error().message);
-  } else {
+  if (c.http.listen_set) {
+    auto listen = config::ParseHostPort(c.http.listen);
+    if (!listen) return StartupError("http.listen: " + listen.error().message);
     server.emplace(HttpOptions(c, listen->first, listen->second), AllocatorRoutes(node, *probe));
-    if (auto port = server->Start(); port) {
-      http_note = "; " + HttpUrl(listen->first, *port);
-    } else {
-      spdlog::warn("[allocator] no /metrics, /healthz, /readyz: {}", port.error().message);
-      server.reset();
-    }
+    auto port = server->Start();
+    if (!port) return StartupError(port.error().message);
+    http_note = "; " + HttpUrl(listen->first, *port);
+  } else {
+    spdlog::info("[allocator] no http.listen in the config: no /metrics, /healthz, /readyz");
   }
   spdlog::info("[allocator] node {} running (group {}, {} partitions){}", c.node.id,
                options.group_id, options.topics.partitions, http_note);
@@ -179,9 +178,9 @@ int RunGateway(const config::Config& c) {
     const int64_t reply = allocators->last_reply_mono_ns();
     const bool answering = reply >= 0 && allocators->last_give_up_mono_ns() < reply;
     checks.push_back({"allocators", answering,
-                      answering ? "the last request was answered"
-                                : reply < 0 ? "no allocator has answered yet"
-                                            : "a request got no answer after every attempt"});
+                      answering   ? "the last request was answered"
+                      : reply < 0 ? "no allocator has answered yet"
+                                  : "a request got no answer after every attempt"});
     return checks;
   });
   probe->Stop();

@@ -173,22 +173,29 @@ int RunProducer(const config::Config& c) {
   spdlog::info("[producer] node {} running (transactional.id {}, worker id {})", c.node.id,
                c.kafka.topic_prefix + ".producer." + c.node.id,
                snowflake ? std::to_string(snowflake->worker_id()) : std::string("none"));
-  // /metrics, /healthz and /readyz; a port in use is not fatal (the IDs still flow).
+  // /metrics, /healthz and /readyz, only where http.listen is given (like allocators: with the
+  // defaults a producer would take the port a gateway on the same host expects).
   auto probe = StartProbe(c, *props);
-  std::string http_note = "; no http";
+  std::string http_note;
   std::optional<gateway::HttpServer> server;
-  if (auto listen = config::ParseHostPort(c.http.listen); !listen) {
-    stop_all();
-    return StartupError("http.listen: " + listen.error().message);
-  } else {
+  if (c.http.listen_set) {
+    auto listen = config::ParseHostPort(c.http.listen);
+    if (!listen) {
+      probe->Stop();
+      stop_all();
+      return StartupError("http.listen: " + listen.error().message);
+    }
     server.emplace(HttpOptions(c, listen->first, listen->second),
                    ProducerRoutes(c, producer, snowflake.get(), *probe, clock));
-    if (auto port = server->Start()) {
-      http_note = "; " + HttpUrl(listen->first, *port);
-    } else {
-      spdlog::warn("[producer] no /metrics, /healthz, /readyz: {}", port.error().message);
-      server.reset();
+    auto port = server->Start();
+    if (!port) {
+      probe->Stop();
+      stop_all();
+      return StartupError(port.error().message);
     }
+    http_note = "; " + HttpUrl(listen->first, *port);
+  } else {
+    spdlog::info("[producer] no http.listen in the config: no /metrics, /healthz, /readyz");
   }
   std::cout << "kleaf producer running" << http_note << std::endl;
   // Fenced: another run of this node took over; stop like on SIGTERM, but exit with an error.

@@ -149,12 +149,13 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
                    segments, generator, allocator, blocking);
   gateway::HttpServerOptions http = HttpOptions(c, listen->first, listen->second);
   http.on_error = [&monitor](std::string_view method, std::string_view target,
-                             const gateway::HttpResponse& r) { monitor.RecordError(method, target, r); };
-  gateway::HttpServer server(
-      std::move(http),
-      [&api](gateway::HttpRequest request, gateway::Respond respond) {
-        api.Handle(std::move(request), std::move(respond));
-      });
+                             const gateway::HttpResponse& r) {
+    monitor.RecordError(method, target, r);
+  };
+  gateway::HttpServer server(std::move(http),
+                             [&api](gateway::HttpRequest request, gateway::Respond respond) {
+                               api.Handle(std::move(request), std::move(respond));
+                             });
   auto port = server.Start();
   if (!port) return StartupError(port.error().message);
 

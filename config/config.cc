@@ -170,6 +170,7 @@ std::vector<Field> AllFields() {
     auto hp = ParseHostPort(s);
     if (!hp) return std::unexpected(hp.error());
     c.http.listen = s;
+    c.http.listen_set = true;
     return {};
   }));
   f.push_back(IntField("http.threads", 1, 256,

@@ -16,6 +16,9 @@ struct Node {
 
 struct Http {
   std::string listen = "127.0.0.1:8080";  // host:port; port 0 picks a free port
+  // http.listen was given. Allocators serve /metrics, /healthz, /readyz only then, so that an
+  // allocator started with the defaults never takes the port a gateway on the same host expects.
+  bool listen_set = false;
   int threads = 2;                        // I/O threads
   int64_t max_batch = 10000;              // largest count= a batch request may ask for
   int64_t header_limit_bytes = 8192;

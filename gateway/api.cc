@@ -109,7 +109,6 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
   return r;
 }
 
-
 Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
   json j;
   try {
@@ -325,8 +324,10 @@ metrics::Counter& Api::SnowflakeIssued(const std::string& tag) {
   {
     std::shared_lock lock(snowflake_issued_mu_);
     if (auto it = snowflake_issued_.find(tag); it != snowflake_issued_.end()) return *it->second;
-    if (snowflake_issued_.size() > kMaxSnowflakeTagSeries) {
-      return *snowflake_issued_.at("_other");  // full, and "_other" exists once it is
+    if (snowflake_issued_.size() >= kMaxSnowflakeTagSeries) {
+      if (auto other = snowflake_issued_.find("_other"); other != snowflake_issued_.end()) {
+        return *other->second;
+      }
     }
   }
   std::unique_lock lock(snowflake_issued_mu_);

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <shared_mutex>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 

@@ -19,7 +19,8 @@ HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
 }
 
 HttpResponse MethodNotAllowed(std::string allow) {
-  HttpResponse r = ErrorResponse(Error{Code::kMethodNotAllowed, "method not allowed; use " + allow});
+  HttpResponse r =
+      ErrorResponse(Error{Code::kMethodNotAllowed, "method not allowed; use " + allow});
   r.headers.emplace_back("Allow", std::move(allow));
   return r;
 }

@@ -12,7 +12,6 @@
 #include <boost/beast/http.hpp>
 #include <array>
 #include <condition_variable>
-#include <optional>
 #include <mutex>
 #include <optional>
 
@@ -108,7 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const unsigned version = req.version();
     server_.in_flight.fetch_add(1);
     server_.handler(std::move(request), [self = shared_from_this(), keep_alive,
-                                            version](HttpResponse response) {
+                                         version](HttpResponse response) {
       net::post(self->stream_.get_executor(),
                 [self, keep_alive, version, response = std::move(response)]() mutable {
                   self->Write(std::move(response), keep_alive, version);

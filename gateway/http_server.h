@@ -32,9 +32,9 @@ struct HttpServerOptions {
 };
 
 // Owns an io_context and its I/O threads. Each connection runs on its own strand, reads one
-// request at a time (keep-alive), and is closed after a timeout, a malformed request (answered 400),
-// or oversized headers/body (431/413). The handler runs on the I/O thread; its response may come
-// from any thread and is posted back to the connection's strand.
+// request at a time (keep-alive), and is closed after a timeout, a malformed request (answered
+// 400), or oversized headers/body (431/413). The handler runs on the I/O thread; its response may
+// come from any thread and is posted back to the connection's strand.
 class HttpServer {
  public:
   HttpServer(HttpServerOptions options, Handler handler);

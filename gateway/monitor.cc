@@ -19,7 +19,8 @@ int64_t IdsLeft(const SegmentBuffer::Snapshot& s) {
 
 json SegmentJson(const std::optional<allocator::Segment>& s) {
   if (!s) return nullptr;
-  return {{"start", std::to_string(s->start)}, {"end", std::to_string(s->end)}, {"size", s->size()}};
+  return {
+      {"start", std::to_string(s->start)}, {"end", std::to_string(s->end)}, {"size", s->size()}};
 }
 
 }  // namespace
@@ -46,9 +47,14 @@ Monitor::~Monitor() {
 
 void Monitor::RecordError(std::string_view method, std::string_view target,
                           const HttpResponse& response) {
-  ErrorEntry e{clock_.NowMs(), std::string(method),
-               std::string(PathOf(target).substr(0, kMaxPathChars)), response.status,
-               "http_" + std::to_string(response.status), ""};
+  // A 503 from /readyz answers a probe, not a client: it would drown the real errors.
+  if (PathOf(target) == "/readyz") return;
+  ErrorEntry e{clock_.NowMs(),
+               std::string(method),
+               std::string(PathOf(target).substr(0, kMaxPathChars)),
+               response.status,
+               "http_" + std::to_string(response.status),
+               ""};
   // Our error bodies are {"error":{"code","message"}}; anything else keeps the status as code.
   auto body = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_object() && body.contains("error") && body["error"].is_object()) {
@@ -108,7 +114,8 @@ void Monitor::Collect() {
                   "IDs left in a tag's active and standby segments on this node.", {{"tag", s.tag}})
         .Set(static_cast<double>(IdsLeft(s)));
     registry_
-        .GetGauge("kleaf_segment_step", "Size of the last segment fetched for a tag (its current step).",
+        .GetGauge("kleaf_segment_step",
+                  "Size of the last segment fetched for a tag (its current step).",
                   {{"tag", s.tag}})
         .Set(static_cast<double>(s.step));
     seen.insert(s.tag);
@@ -126,8 +133,9 @@ void Monitor::Collect() {
     auto s = options_.lease();
     held.Set(s.valid_for_ms > 0 ? 1 : 0);
     registry_
-        .GetGauge("kleaf_worker_lease_expiry_seconds",
-                  "Seconds until this node stops issuing snowflake IDs unless the lease is renewed.")
+        .GetGauge(
+            "kleaf_worker_lease_expiry_seconds",
+            "Seconds until this node stops issuing snowflake IDs unless the lease is renewed.")
         .Set(static_cast<double>(s.valid_for_ms) / 1000.0);
     if (s.clock_offset_ms) {
       registry_
@@ -162,7 +170,8 @@ std::string Monitor::StatusJson() {
     worker["valid_for_ms"] = s.valid_for_ms;
     worker["last_error"] = s.last_error.empty() ? json(nullptr) : json(s.last_error);
     worker["clock_offset_ms"] = s.clock_offset_ms ? json(*s.clock_offset_ms) : json(nullptr);
-    worker["clock_offset_error_ms"] = s.clock_offset_ms ? json(s.clock_offset_error_ms) : json(nullptr);
+    worker["clock_offset_error_ms"] =
+        s.clock_offset_ms ? json(s.clock_offset_error_ms) : json(nullptr);
   } else {
     worker["source"] = "config";
     worker["held"] = true;
@@ -174,9 +183,11 @@ std::string Monitor::StatusJson() {
   out["worker"] = worker;
 
   const auto& layout = snowflake_.layout();
-  out["snowflake"] = {{"last_issued", FormatUtcMs(snowflake_.last_ms())},
-                      {"runs_out", FormatUtcMs(layout.last_ms())},
-                      {"timestamp_remaining_s", (layout.last_ms() - now) / 1000}};
+  const int64_t last_ms = snowflake_.last_ms();
+  out["snowflake"] = {
+      {"last_issued", last_ms > layout.epoch_ms() ? json(FormatUtcMs(last_ms)) : json(nullptr)},
+      {"runs_out", FormatUtcMs(layout.last_ms())},
+      {"timestamp_remaining_s", (layout.last_ms() - now) / 1000}};
 
   auto checks = Readiness();
   json ready_checks = json::array();

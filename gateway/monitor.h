@@ -53,7 +53,7 @@ class Monitor {
   Monitor& operator=(const Monitor&) = delete;
 
   // Counts an error answer (kleaf_http_errors_total{code,status}) and keeps it among the recent
-  // ones. For HttpServerOptions::on_error.
+  // ones; /readyz's 503 is not an error. For HttpServerOptions::on_error.
   void RecordError(std::string_view method, std::string_view target, const HttpResponse& response);
   std::vector<ErrorEntry> RecentErrors() const;
 
@@ -79,7 +79,7 @@ class Monitor {
   int collector_id_ = -1;
 
   mutable std::mutex mu_;
-  std::deque<ErrorEntry> recent_;                           // guarded by mu_; newest last
+  std::deque<ErrorEntry> recent_;  // guarded by mu_; newest last
   std::map<std::pair<std::string, int>, metrics::Counter*> error_counters_;  // guarded by mu_
   std::mutex collect_mu_;
   std::set<std::string> gauge_tags_;  // guarded by collect_mu_: tags that have buffer gauges

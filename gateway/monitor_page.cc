@@ -11,6 +11,7 @@ const std::string& Monitor::Page() {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>kleaf</title>
+<link rel="icon" href="data:,">
 <style>
   :root { --fg:#1d2330; --muted:#6b7385; --line:#dde1e8; --bg:#f6f7f9; --ok:#1f8a4c; --bad:#c0392b; --warn:#b7791f; }
   * { box-sizing: border-box; }
@@ -116,7 +117,7 @@ function render(s) {
       : w.clock_offset_ms + " ms (\u00b1" + w.clock_offset_error_ms + " ms)";
   $("worker-error").textContent = w.last_error === null ? "none" : w.last_error;
   $("worker-error").className = w.last_error === null ? "" : "err";
-  $("sf-last").textContent = s.snowflake.last_issued;
+  $("sf-last").textContent = s.snowflake.last_issued === null ? "none yet" : s.snowflake.last_issued;
   $("sf-runs-out").textContent = s.snowflake.runs_out + " (in " +
       Math.floor(s.snowflake.timestamp_remaining_s / 86400) + " days)";
   fill($("checks"), s.ready.checks.map((c) => {

@@ -218,9 +218,9 @@ void SegmentBuffer::Seed(const std::vector<IdRange>& ranges) {
 void SegmentBuffer::CountIssued(int64_t n) {
   metrics::Counter* counter = issued_.load(std::memory_order_acquire);
   if (counter == nullptr) {
-    counter = &metrics::Registry::Default().GetCounter(
-        "kleaf_ids_issued_total", "IDs handed to clients, per tag and mode.",
-        {{"tag", tag_}, {"mode", "segment"}});
+    counter = &metrics::Registry::Default().GetCounter("kleaf_ids_issued_total",
+                                                       "IDs handed to clients, per tag and mode.",
+                                                       {{"tag", tag_}, {"mode", "segment"}});
     issued_.store(counter, std::memory_order_release);
   }
   counter->Inc(static_cast<uint64_t>(n));

@@ -28,7 +28,8 @@ std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
         "Time from asking the allocator for a segment to the segment (or an error) arriving.");
     slot = SegmentBuffer::Create(
         tag,
-        [allocator, clock, latency, tag](int64_t step, allocator::Callback<allocator::Segment> done) {
+        [allocator, clock, latency, tag](int64_t step,
+                                         allocator::Callback<allocator::Segment> done) {
           const int64_t asked = clock->MonotonicNs();
           allocator->AllocateSegment(
               tag, step,

@@ -51,9 +51,9 @@ Result<WorkerLease::Grant> WorkerLease::Acquire() {
   while (clock_.MonotonicNs() < give_up) {
     const int64_t sent = clock_.MonotonicNs();
     const int64_t sent_ms = clock_.NowMs();
-    auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, options_.node_id, -1,
-                                                   sent_ms),
-                      milliseconds(5000));
+    auto reply =
+        Call(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, options_.node_id, -1, sent_ms),
+             milliseconds(5000));
     if (reply && reply->lease) {
       RecordOffset(sent_ms, *reply->lease);
       worker_id_ = reply->lease->worker_id;
@@ -156,9 +156,9 @@ WorkerLease::Status WorkerLease::status() const {
   std::lock_guard lock(mu_);
   s.last_error = last_error_;
   if (!offsets_.empty()) {
-    auto best = std::min_element(offsets_.begin(), offsets_.end(), [](const auto& a, const auto& b) {
-      return a.round_trip_ms < b.round_trip_ms;
-    });
+    auto best = std::min_element(
+        offsets_.begin(), offsets_.end(),
+        [](const auto& a, const auto& b) { return a.round_trip_ms < b.round_trip_ms; });
     s.clock_offset_ms = best->offset_ms;
     s.clock_offset_error_ms = (best->round_trip_ms + 1) / 2;
   }

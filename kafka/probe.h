@@ -23,9 +23,9 @@ class BrokerProbe {
     std::chrono::milliseconds timeout{1000};  // per metadata request
   };
   struct Status {
-    bool ok = false;              // the last probe succeeded
-    int64_t since_ok_ms = -1;     // age of the last success (-1: none yet)
-    std::string last_error;       // of the last probe, empty when it succeeded
+    bool ok = false;           // the last probe succeeded
+    int64_t since_ok_ms = -1;  // age of the last success (-1: none yet)
+    std::string last_error;    // of the last probe, empty when it succeeded
   };
 
   BrokerProbe(Properties props, Options options, Clock& clock);
@@ -43,9 +43,9 @@ class BrokerProbe {
   Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;            // guarded by mu_
-  bool ok_ = false;              // guarded by mu_
-  int64_t last_ok_ns_ = -1;      // guarded by mu_
+  bool stop_ = false;                          // guarded by mu_
+  bool ok_ = false;                            // guarded by mu_
+  int64_t last_ok_ns_ = -1;                    // guarded by mu_
   std::string last_error_ = "not probed yet";  // guarded by mu_
   std::thread thread_;
 };

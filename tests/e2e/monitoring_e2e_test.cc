@@ -85,12 +85,14 @@ TEST_F(MonitoringE2eTest, IssuedIdsCountExactlyPerTagAndMode) {
         "kleaf_segment_buffer_ids gauge", "kleaf_segment_step gauge",
         "kleaf_worker_lease_held gauge", "kleaf_snowflake_worker_id gauge",
         "kleaf_snowflake_timestamp_remaining_seconds gauge"}) {
-    EXPECT_NE(m.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family << "\n" << m;
+    EXPECT_NE(m.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family << "\n"
+                                                                                 << m;
   }
   EXPECT_EQ(MetricValue(m, "kleaf_snowflake_worker_id"), 37);
   EXPECT_EQ(MetricValue(m, "kleaf_worker_lease_held"), 1);
   // The default layout runs out in 2080: decades left, counted in seconds.
-  EXPECT_GT(MetricValue(m, "kleaf_snowflake_timestamp_remaining_seconds").value_or(0), 50.0 * 365 * 86400);
+  EXPECT_GT(MetricValue(m, "kleaf_snowflake_timestamp_remaining_seconds").value_or(0),
+            50.0 * 365 * 86400);
   EXPECT_GT(MetricValue(m, R"(kleaf_segment_buffer_ids{tag="mon-a"})").value_or(0), 0);
 }
 
@@ -171,7 +173,8 @@ TEST_F(MonitoringE2eTest, PageShowsTheTagsBuffersAndWorkerOfTheStatusEndpoint) {
   const auto dom_file = dir_.path() / "dom.html";
   const std::string command =
       "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--user-data-dir=" + (dir_.path() / "chromium").string() +
+      "--user-data-dir=" +
+      (dir_.path() / "chromium").string() +
       " --virtual-time-budget=5000 --dump-dom http://127.0.0.1:" + std::to_string(server_.port) +
       "/ > " + dom_file.string() + " 2>" + (dir_.path() / "chromium.log").string();
   ASSERT_EQ(std::system(command.c_str()), 0) << ReadFile(dir_.path() / "chromium.log");
@@ -179,7 +182,8 @@ TEST_F(MonitoringE2eTest, PageShowsTheTagsBuffersAndWorkerOfTheStatusEndpoint) {
 
   EXPECT_NE(dom.find("<dd id=\"worker-id\">37</dd>"), std::string::npos) << dom;
   EXPECT_NE(dom.find("<dd id=\"worker-source\">config</dd>"), std::string::npos);
-  EXPECT_EQ(dom.find("class=\"show\""), std::string::npos) << "the page says it cannot reach the status endpoint";
+  EXPECT_EQ(dom.find("class=\"show\""), std::string::npos)
+      << "the page says it cannot reach the status endpoint";
   for (const auto& t : status["tags"]) {
     const std::string tag = t["tag"];
     std::string row = TagRow(dom, tag);
@@ -187,7 +191,9 @@ TEST_F(MonitoringE2eTest, PageShowsTheTagsBuffersAndWorkerOfTheStatusEndpoint) {
     EXPECT_NE(row.find(Cell("tag", tag)), std::string::npos) << row;
     EXPECT_NE(row.find(Cell("num active-next", t["active"]["next"])), std::string::npos) << row;
     EXPECT_NE(row.find(Cell("num active-end", t["active"]["end"])), std::string::npos) << row;
-    EXPECT_NE(row.find(Cell("num step", std::to_string(t["step"].get<int64_t>()))), std::string::npos) << row;
+    EXPECT_NE(row.find(Cell("num step", std::to_string(t["step"].get<int64_t>()))),
+              std::string::npos)
+        << row;
     EXPECT_NE(row.find(Cell("num ids-left", std::to_string(t["ids_left"].get<int64_t>()))),
               std::string::npos)
         << row;

@@ -126,7 +126,7 @@ struct Node {
   std::filesystem::path config;
   std::filesystem::path state;
   std::unique_ptr<e2e::KleafProcess> process;  // the current run
-  uint16_t port = 0;                           // HTTP port of the current run (allocators: ops routes)
+  uint16_t port = 0;  // HTTP port of the current run (allocators: ops routes)
   std::string earlier_logs;                    // stderr of the runs before the current one
 
   std::string Log() const { return process ? process->Stderr() : std::string(); }

@@ -32,8 +32,8 @@ Answer Get(uint16_t port, const std::string& target) {
 double Sum(const std::string& text, const std::string& family) {
   static const std::regex kLine(R"(^(\w+)(\{[^}]*\})? (\S+)$)", std::regex::multiline);
   double sum = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kLine); it != std::sregex_iterator();
-       ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kLine);
+       it != std::sregex_iterator(); ++it) {
     if ((*it)[1] == family) sum += std::stod((*it)[3]);
   }
   return sum;
@@ -42,7 +42,8 @@ double Sum(const std::string& text, const std::string& family) {
 class OpsIntegrationTest : public KafkaTest {};
 
 TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKafka) {
-  Cluster cluster(broker_, "ops-metrics", {{"segment.max_step", "10"}, {"segment.default_step", "10"}});
+  Cluster cluster(broker_, "ops-metrics",
+                  {{"segment.max_step", "10"}, {"segment.default_step", "10"}});
   auto nodes = cluster.StartNodes(1, 1);
   ASSERT_TRUE(nodes) << nodes.error();
   const Node& alloc = *nodes->allocators[0];
@@ -57,7 +58,8 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(FetchIds(gw.port, "ops-seg", 19));
   Answer after = Get(alloc.port, "/metrics");
   ASSERT_EQ(after.status, 200);
-  const double allocated = Sum(after.body, "kleaf_allocator_segments_allocated_total") - allocated_before;
+  const double allocated =
+      Sum(after.body, "kleaf_allocator_segments_allocated_total") - allocated_before;
   std::cout << "ops: the allocator counted " << allocated << " segments for 95 IDs" << std::endl;
   EXPECT_GE(allocated, 9) << after.body;
   EXPECT_LE(allocated, 12) << after.body;
@@ -84,7 +86,8 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
 
 TEST_F(OpsIntegrationTest, ReadyzFollowsTheBrokerOnGatewayAndAllocator) {
   ASSERT_FALSE(broker_.script.empty() || broker_.dir.empty() || broker_.port.empty())
-      << "this test stops and restarts the broker: it needs KLEAF_TEST_KAFKA_SCRIPT, _DIR and _PORT";
+      << "this test stops and restarts the broker: it needs KLEAF_TEST_KAFKA_SCRIPT, _DIR and "
+         "_PORT";
   Cluster cluster(broker_, "ops-ready");
   auto nodes = cluster.StartNodes(1, 1);
   ASSERT_TRUE(nodes) << nodes.error();
@@ -94,7 +97,8 @@ TEST_F(OpsIntegrationTest, ReadyzFollowsTheBrokerOnGatewayAndAllocator) {
     return Get(alloc.port, "/readyz").status == status && Get(gw.port, "/readyz").status == status;
   };
   ASSERT_TRUE(WaitUntil([&] { return both(200); }, seconds(60)))
-      << "allocator: " << Get(alloc.port, "/readyz").body << "\ngateway: " << Get(gw.port, "/readyz").body;
+      << "allocator: " << Get(alloc.port, "/readyz").body
+      << "\ngateway: " << Get(gw.port, "/readyz").body;
 
   {
     BrokerRestartGuard guard(broker_);

@@ -43,6 +43,7 @@ TEST(ConfigDefaultsTest, EmptyTextGivesTheDocumentedDefaults) {
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_FALSE(c->node.id.empty());  // the host name
     EXPECT_EQ(c->http.listen, "127.0.0.1:8080");
+    EXPECT_FALSE(c->http.listen_set);
     EXPECT_EQ(c->http.threads, 2);
     EXPECT_EQ(c->http.max_batch, 10000);
     EXPECT_EQ(c->state.path, "./data");
@@ -98,6 +99,7 @@ snowflake:
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->node.id, "node-7");
   EXPECT_EQ(c->http.listen, "0.0.0.0:9090");
+  EXPECT_TRUE(c->http.listen_set);
   EXPECT_EQ(c->state.path, "/var/lib/kleaf");
   EXPECT_EQ(c->kafka.bootstrap, "broker1:9092,broker2:9092");
   EXPECT_EQ(c->admin.token, "0123456789abcdef-secret");

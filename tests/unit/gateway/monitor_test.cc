@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <future>
 #include <optional>
 #include <regex>
 #include <string>
@@ -46,9 +46,14 @@ class FakeAllocator final : public allocator::Allocator {
     }
     done(std::move(r));
   }
-  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override { done(Unsupported()); }
-  void GetTag(std::string, allocator::Callback<state::TagRecord> done) override { done(Unsupported()); }
-  void PutTag(std::string, allocator::TagUpdate, allocator::Callback<state::TagRecord> done) override {
+  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override {
+    done(Unsupported());
+  }
+  void GetTag(std::string, allocator::Callback<state::TagRecord> done) override {
+    done(Unsupported());
+  }
+  void PutTag(std::string, allocator::TagUpdate,
+              allocator::Callback<state::TagRecord> done) override {
     done(Unsupported());
   }
   void DeleteTag(std::string, allocator::Callback<state::TagRecord> done) override {
@@ -100,7 +105,8 @@ class MonitorTest : public ::testing::Test {
   HttpResponse Get(const std::string& target) {
     std::promise<HttpResponse> answer;
     auto future = answer.get_future();
-    api_->Handle(HttpRequest{"GET", target, "", ""}, [&answer](HttpResponse r) { answer.set_value(std::move(r)); });
+    api_->Handle(HttpRequest{"GET", target, "", ""},
+                 [&answer](HttpResponse r) { answer.set_value(std::move(r)); });
     if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       ADD_FAILURE() << "no answer to " << target;
       return {};
@@ -124,7 +130,8 @@ class MonitorTest : public ::testing::Test {
 
   ManualClock clock_{kNow};
   FakeAllocator allocator_{clock_};
-  SegmentCache cache_{allocator_, clock_, SegmentBuffer::Options{.max_step = 1'000'000, .preload_percent = 10}};
+  SegmentCache cache_{allocator_, clock_,
+                      SegmentBuffer::Options{.max_step = 1'000'000, .preload_percent = 10}};
   SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock_};
   WorkerPool pool_{1, "monitor-test"};
   std::unique_ptr<Monitor> monitor_;
@@ -163,6 +170,9 @@ TEST_F(MonitorTest, StatusShowsAWorkerIdFromConfigAsHeld) {
   EXPECT_EQ(s["ready"]["ready"], true);
   const int64_t remaining = (SnowflakeLayout::Default().last_ms() - kNow) / 1000;
   EXPECT_EQ(s["snowflake"]["timestamp_remaining_s"], remaining);
+  EXPECT_TRUE(s["snowflake"]["last_issued"].is_null()) << "nothing issued yet";
+  ASSERT_EQ(Get("/api/v1/snowflake/x").status, 200);
+  EXPECT_EQ(Status()["snowflake"]["last_issued"], FormatUtcMs(kNow));
 }
 
 TEST_F(MonitorTest, StatusAndReadinessFollowTheLease) {
@@ -223,6 +233,15 @@ TEST_F(MonitorTest, RecentErrorsKeepTheLastTwentyWithCodeAndPath) {
   EXPECT_EQ(errors.front()["path"], "/api/v1/segment/bad%20tag6") << "the oldest are dropped";
   EXPECT_EQ(errors.front()["code"], "invalid_argument");
   EXPECT_FALSE(errors.front()["message"].get<std::string>().empty());
+}
+
+TEST_F(MonitorTest, ReadinessProbesAnswered503AreNoErrors) {
+  Make([] { return WorkerLease::Status{}; });  // no lease: not ready
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Get("/readyz").status, 503);
+  json s = Status();
+  EXPECT_EQ(s["ready"]["ready"], false);
+  EXPECT_TRUE(s["recent_errors"].empty()) << s["recent_errors"].dump();
+  EXPECT_EQ(Metrics().find("status=\"503\""), std::string::npos);
 }
 
 TEST_F(MonitorTest, MetricsCountIssuedIdsPerTagAndModeExactly) {
@@ -288,7 +307,8 @@ TEST_F(MonitorTest, PageIsSelfContainedAndPollsTheStatusEndpoint) {
   EXPECT_NE(r.body.find("<!DOCTYPE html>"), std::string::npos);
   EXPECT_NE(r.body.find("fetch(\"/api/v1/status\""), std::string::npos);
   EXPECT_NE(r.body.find("cannot be reached"), std::string::npos);
-  EXPECT_FALSE(std::regex_search(r.body, std::regex(R"((src|href)\s*=)"))) << "no external resources";
+  // No external resources: no src or href but inline data (the empty icon spares a /favicon.ico).
+  EXPECT_FALSE(std::regex_search(r.body, std::regex(R"((src|href)\s*=\s*"(?!data:))")));
   EXPECT_EQ(r.body.find("http://"), std::string::npos);
   EXPECT_EQ(r.body.find("https://"), std::string::npos);
 }
