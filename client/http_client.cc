@@ -167,10 +167,11 @@ bool ValidTag(const std::string& tag) {
 
 ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list) {
   std::vector<GatewayAddress> out;
-  while (!list.empty()) {
+  for (bool more = !list.empty(); more;) {
     size_t comma = list.find(',');
     std::string_view item = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    more = comma != std::string_view::npos;  // "a:1," has an empty last entry
+    list = more ? list.substr(comma + 1) : std::string_view();
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     auto bad = [&](const char* why) {

@@ -1,6 +1,6 @@
 // Joins a consumer group on an ids topic and prints each ID it is handed, one per line.
 // Usage: batch_consumer_example BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake) COUNT
-//        [idle_timeout_ms]
+//        [idle_timeout_ms] [librdkafka.property=value ...]
 // COUNT 0 means: until no ID arrives for idle_timeout_ms (default 10000). Exit code 0 when COUNT
 // IDs were printed (or, with COUNT 0, on the idle timeout), 1 on bad arguments, 2 on a timeout.
 #include <chrono>
@@ -31,6 +31,15 @@ int main(int argc, char** argv) {
   options.bootstrap = argv[1];
   options.topic = argv[2];
   options.group_id = argv[3];
+  for (int i = 8; i < argc; ++i) {
+    const std::string kv = argv[i];
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "expected property=value, not %s\n", kv.c_str());
+      return 1;
+    }
+    options.properties[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   auto consumer = kleaf::BatchConsumer::Create(options);
   if (!consumer) {
     std::fprintf(stderr, "error: %s\n", consumer.error().message.c_str());
