@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "joined group %s on %s\n", options.group_id.c_str(), options.topic.c_str());
+  kleaf::BatchConsumer::Stats stats;
   for (long long printed = 0; count == 0 || printed < count; ++printed) {
     auto id = (*consumer)->Next(argv[4], mode, idle);
     if (!id) {
@@ -54,6 +55,18 @@ int main(int argc, char** argv) {
     }
     std::printf("%lld\n", static_cast<long long>(*id));
     std::fflush(stdout);
+    // Rebalances and failed claims, as they happen (stderr; stdout has only IDs).
+    auto now = (*consumer)->stats();
+    if (now.rebalances != stats.rebalances || now.commit_failures != stats.commit_failures) {
+      std::fprintf(stderr,
+                   "stats: rebalances=%lld claimed=%lld commit_failures=%lld released=%lld "
+                   "dropped=%lld last_error=%s\n",
+                   static_cast<long long>(now.rebalances), static_cast<long long>(now.claimed_batches),
+                   static_cast<long long>(now.commit_failures),
+                   static_cast<long long>(now.released_batches),
+                   static_cast<long long>(now.dropped_batches), now.last_error.c_str());
+      stats = now;
+    }
   }
   return 0;
 }
