@@ -86,6 +86,18 @@ bool BatchBuffer::WantsMore() const {
   return false;
 }
 
+int BatchBuffer::Room() const {
+  const int depth = 1 + limits_.prefetch_batches;
+  int want = 0;
+  if (generic_active_ || generic_waiters_ > 0) want = std::max(want, depth - total_);
+  for (const BatchKey& key : active_) {
+    auto it = batches_.find(key);
+    int have = it == batches_.end() ? 0 : static_cast<int>(it->second.size());
+    want = std::max(want, depth - have);
+  }
+  return std::max(0, std::min(want, limits_.max_batches - total_));
+}
+
 bool BatchBuffer::EvictForWaiter() {
   auto victim = batches_.end();
   for (auto it = batches_.begin(); it != batches_.end(); ++it) {

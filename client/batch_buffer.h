@@ -48,6 +48,9 @@ class BatchBuffer {
   // (or generic use) has fewer than 1 + prefetch_batches batches and there is room.
   bool WantsMore() const;
   bool Full() const { return total_ >= limits_.max_batches; }
+  // How many more batches it wants now: up to the prefetch depth of the key (or generic use)
+  // that is shortest of it, within the bound; 0 if none.
+  int Room() const;
   // Makes room for a waiter by dropping the newest batch of the key with the most batches that
   // nobody waits for. False if there is no such batch.
   bool EvictForWaiter();

@@ -37,6 +37,7 @@ struct BatchConsumer::Impl {
 
   mutable std::mutex mu;
   std::condition_variable cv;  // a batch was added, or the consumer closed
+  std::condition_variable demand;  // callers took a batch or wait: the fetch thread may claim
   BatchBuffer buffer;           // guarded by mu
   Stats stats;                  // guarded by mu
   bool closed = false;          // guarded by mu
@@ -44,7 +45,7 @@ struct BatchConsumer::Impl {
   std::thread thread;
 
   // Fetch thread state.
-  std::deque<kafka::Message> held;  // fetched, not committed: claimed when wanted, in order
+  std::deque<kafka::Message> held;  // fetched, not claimed: claimed in order when wanted
   bool paused = false;
   SteadyClock::time_point backoff_until{};
 
@@ -54,8 +55,9 @@ struct BatchConsumer::Impl {
 
   void Run();
   void SetPaused(bool pause);
-  // Claims `m` (commit, then buffer) or lets it go. False if it must stay held (no room).
-  bool Claim(const kafka::Message& m);
+  // Claims the first held record, and the ones of the same partition right behind it that fit
+  // (one commit, then buffer), or lets them go. False if they must stay held (no room).
+  bool ClaimHeld();
   void Release(int32_t partition, const std::string& topic);
   void NoteError(std::string error) {
     std::lock_guard lock(mu);
@@ -81,46 +83,66 @@ void BatchConsumer::Impl::Release(int32_t partition, const std::string& topic) {
   stats.released_batches += n;
 }
 
-bool BatchConsumer::Impl::Claim(const kafka::Message& m) {
+bool BatchConsumer::Impl::ClaimHeld() {
+  const kafka::Message& m = held.front();
   // Only for a partition held right now; the broker's generation check does the rest.
   if (!Contains(consumer->Assignment(), m)) {
+    held.pop_front();
     std::lock_guard lock(mu);
     ++stats.released_batches;
     return true;
   }
-  auto batch = m.value ? DecodeBatch(*m.value) : std::unexpected(std::string("tombstone"));
+  // The run of held records of m's partition that the buffer has room for: one commit claims
+  // them all (a synchronous commit per batch would bound the rate by the commit round trip).
+  size_t run = 0;
   {
     std::lock_guard lock(mu);
-    if (batch && buffer.Full() && !(buffer.WantsMore() && buffer.EvictForWaiter())) return false;
+    if (buffer.Full() && !(buffer.WantsMore() && buffer.EvictForWaiter())) return false;
+    const size_t room = static_cast<size_t>(std::max(1, buffer.Room()));
+    while (run < held.size() && run < room && held[run].partition == m.partition &&
+           held[run].topic == m.topic) {
+      ++run;
+    }
   }
-  auto committed = consumer->Commit({{m.topic, m.partition, m.offset + 1}}, options.commit_timeout);
+  const kafka::Message& last = held[run - 1];
+  auto committed =
+      consumer->Commit({{last.topic, last.partition, last.offset + 1}}, options.commit_timeout);
   if (!committed) {
     // Not claimed: never hand it out. Rewind so that whoever owns the partition reads it again.
+    const kafka::TopicPartition rewind{m.topic, m.partition, m.offset};
     {
       std::lock_guard lock(mu);
       ++stats.commit_failures;
-      ++stats.released_batches;
       stats.last_error = committed.error().message;
     }
-    Release(m.partition, m.topic);
-    (void)consumer->Seek({m.topic, m.partition, m.offset}, milliseconds(1000));
+    Release(rewind.partition, rewind.topic);
+    (void)consumer->Seek(rewind, milliseconds(1000));
     backoff_until = SteadyClock::now() + milliseconds(100);
     return true;
   }
   std::lock_guard lock(mu);
-  if (!batch) {
-    ++stats.malformed_batches;
-    stats.last_error = "offset " + std::to_string(m.offset) + ": " + batch.error();
-    return true;
+  for (size_t i = 0; i < run; ++i) {
+    const kafka::Message& r = held.front();
+    auto batch = r.value ? DecodeBatch(*r.value) : std::unexpected(std::string("tombstone"));
+    if (batch) {
+      buffer.Add(std::move(*batch));
+      ++stats.claimed_batches;
+    } else {
+      ++stats.malformed_batches;
+      stats.last_error = "offset " + std::to_string(r.offset) + ": " + batch.error();
+    }
+    held.pop_front();
   }
-  buffer.Add(std::move(*batch));
-  ++stats.claimed_batches;
   stats.dropped_batches = buffer.dropped_batches();
   cv.notify_all();
   return true;
 }
 
 void BatchConsumer::Impl::Run() {
+  // Fetched records wait in `held` (not claimed, not committed) until the buffer wants them. At
+  // held_limit of them the partitions are paused, and resumed at half of it: pausing makes
+  // librdkafka drop what it fetched ahead, so it must not toggle on every claim.
+  const size_t held_limit = static_cast<size_t>(std::max(64, 4 * options.max_buffered_batches));
   while (!stop.load()) {
     bool want;
     {
@@ -128,17 +150,23 @@ void BatchConsumer::Impl::Run() {
       want = buffer.WantsMore() && SteadyClock::now() >= backoff_until;
     }
     if (want && !held.empty()) {
-      kafka::Message m = std::move(held.front());
-      held.pop_front();
-      if (!Claim(m)) {
-        held.push_front(std::move(m));
-        want = false;
-      } else {
-        continue;
-      }
+      if (ClaimHeld()) continue;
+      want = false;  // no room: callers must take IDs first
     }
-    SetPaused(!want || !held.empty());
-    auto ev = consumer->Poll(milliseconds(20));
+    if (!want && !held.empty()) {
+      // Records are at hand; what is missing is demand. Wait for it (not in Poll), then serve
+      // rebalance events without blocking.
+      std::unique_lock lock(mu);
+      demand.wait_for(lock, milliseconds(20), [&] {
+        return stop.load() || (buffer.WantsMore() && SteadyClock::now() >= backoff_until);
+      });
+    }
+    if (held.size() >= held_limit) {
+      SetPaused(true);
+    } else if (held.size() <= held_limit / 2) {
+      SetPaused(false);
+    }
+    auto ev = consumer->Poll(milliseconds(held.empty() ? 20 : 0));
     switch (ev.kind) {
       case kafka::GroupConsumer::Event::Kind::kAssigned: {
         paused = false;  // a new assignment starts unpaused
@@ -148,17 +176,14 @@ void BatchConsumer::Impl::Run() {
         break;
       }
       case kafka::GroupConsumer::Event::Kind::kRevoked: {
+        // Not claimed, so not ours to hand out: the next owner reads them from the committed offset.
         for (const auto& p : ev.partitions) Release(p.partition, p.topic);
         std::lock_guard lock(mu);
         stats.assigned_partitions = 0;
         break;
       }
       case kafka::GroupConsumer::Event::Kind::kMessage:
-        if (want && held.empty()) {
-          if (!Claim(ev.message)) held.push_back(std::move(ev.message));
-        } else {
-          held.push_back(std::move(ev.message));
-        }
+        held.push_back(std::move(ev.message));
         break;
       case kafka::GroupConsumer::Event::Kind::kError:
         NoteError(ev.error);
@@ -232,10 +257,12 @@ ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, I
   std::unique_lock lock(impl_->mu);
   for (;;) {
     if (impl_->closed) return std::unexpected(Err(ClientError::Kind::kClosed, "consumer closed"));
-    int64_t got = static_cast<int64_t>(out.size());
-    impl_->buffer.Take(key, n - got, out);
+    const int before = impl_->buffer.total_batches();
+    impl_->buffer.Take(key, n - static_cast<int64_t>(out.size()), out);
+    if (impl_->buffer.total_batches() < before) impl_->demand.notify_one();  // room to prefetch
     if (static_cast<int64_t>(out.size()) == n) return out;
     impl_->buffer.AddWaiter(key, 1);
+    impl_->demand.notify_one();
     bool woke = impl_->cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
     impl_->buffer.AddWaiter(key, -1);
     if (!woke) {
@@ -254,8 +281,12 @@ ClientResult<IdBatch> BatchConsumer::NextBatch(milliseconds timeout) {
   std::unique_lock lock(impl_->mu);
   for (;;) {
     if (impl_->closed) return std::unexpected(Err(ClientError::Kind::kClosed, "consumer closed"));
-    if (auto b = impl_->buffer.TakeBatch()) return std::move(*b);
+    if (auto b = impl_->buffer.TakeBatch()) {
+      impl_->demand.notify_one();
+      return std::move(*b);
+    }
     impl_->buffer.AddGenericWaiter(1);
+    impl_->demand.notify_one();
     bool woke = impl_->cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
     impl_->buffer.AddGenericWaiter(-1);
     if (!woke) {
@@ -279,6 +310,7 @@ void BatchConsumer::Close() {
     impl_->cv.notify_all();
   }
   impl_->stop.store(true);
+  impl_->demand.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

@@ -3,6 +3,7 @@
 //        [idle_timeout_ms] [librdkafka.property=value ...]
 // COUNT 0 means: until no ID arrives for idle_timeout_ms (default 10000). Exit code 0 when COUNT
 // IDs were printed (or, with COUNT 0, on the idle timeout), 1 on bad arguments, 2 on a timeout.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,26 +48,39 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "joined group %s on %s\n", options.group_id.c_str(), options.topic.c_str());
   kleaf::BatchConsumer::Stats stats;
-  for (long long printed = 0; count == 0 || printed < count; ++printed) {
-    auto id = (*consumer)->Next(argv[4], mode, idle);
+  // Rebalances, assignments and failed claims as they happen (stderr; stdout has only IDs).
+  auto report = [&] {
+    auto now = (*consumer)->stats();
+    if (now.rebalances != stats.rebalances || now.commit_failures != stats.commit_failures ||
+        now.assigned_partitions != stats.assigned_partitions) {
+      std::fprintf(stderr,
+                   "stats: rebalances=%lld assigned=%d claimed=%lld commit_failures=%lld "
+                   "released=%lld dropped=%lld last_error=%s\n",
+                   static_cast<long long>(now.rebalances), now.assigned_partitions,
+                   static_cast<long long>(now.claimed_batches),
+                   static_cast<long long>(now.commit_failures),
+                   static_cast<long long>(now.released_batches),
+                   static_cast<long long>(now.dropped_batches), now.last_error.c_str());
+      stats = now;
+    }
+  };
+  const auto step = std::min(idle, std::chrono::milliseconds(500));
+  for (long long printed = 0; count == 0 || printed < count;) {
+    auto waited = std::chrono::milliseconds(0);
+    auto id = (*consumer)->Next(argv[4], mode, step);
+    for (waited += step; !id && id.error().kind == kleaf::ClientError::Kind::kTimeout && waited < idle;
+         waited += step) {
+      report();
+      id = (*consumer)->Next(argv[4], mode, step);
+    }
     if (!id) {
       std::fprintf(stderr, "%s\n", id.error().message.c_str());
       return count == 0 ? 0 : 2;
     }
     std::printf("%lld\n", static_cast<long long>(*id));
     std::fflush(stdout);
-    // Rebalances and failed claims, as they happen (stderr; stdout has only IDs).
-    auto now = (*consumer)->stats();
-    if (now.rebalances != stats.rebalances || now.commit_failures != stats.commit_failures) {
-      std::fprintf(stderr,
-                   "stats: rebalances=%lld claimed=%lld commit_failures=%lld released=%lld "
-                   "dropped=%lld last_error=%s\n",
-                   static_cast<long long>(now.rebalances), static_cast<long long>(now.claimed_batches),
-                   static_cast<long long>(now.commit_failures),
-                   static_cast<long long>(now.released_batches),
-                   static_cast<long long>(now.dropped_batches), now.last_error.c_str());
-      stats = now;
-    }
+    ++printed;
+    report();
   }
   return 0;
 }

@@ -108,7 +108,7 @@ TEST_F(BatchConsumerIntegrationTest, FourConsumersWithRebalancesAndKillsNeverPri
         seconds(30));
     procs[victim]->KillAndWait();
     EXPECT_TRUE(mid_wave) << "consumer " << victim << " printed no ID of wave " << w
-                          << " before the kill";
+                          << " before the kill\n" << Stderrs(procs);
     start();
   }
   // Wave 4 after the crashes: the survivors and the restarted members hand out all of it.

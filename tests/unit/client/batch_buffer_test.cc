@@ -87,6 +87,19 @@ TEST(BatchBufferTest, PrefetchesActiveKeysUpToTheDepthAndTheBound) {
   EXPECT_FALSE(buffer.WantsMore());  // full: stop claiming
 }
 
+TEST(BatchBufferTest, RoomIsWhatTheShortestKeyInUseLacksWithinTheBound) {
+  BatchBuffer buffer({.max_batches = 5, .prefetch_batches = 2});
+  EXPECT_EQ(buffer.Room(), 0);  // nothing in use
+  EXPECT_FALSE(buffer.Next(kA));
+  EXPECT_EQ(buffer.Room(), 3);  // current + 2 ahead
+  buffer.Add(Segment("a", 0, 1));
+  EXPECT_EQ(buffer.Room(), 2);
+  buffer.Add(Segment("b", 0, 1));
+  buffer.Add(Segment("b", 1, 2));
+  buffer.Add(Segment("b", 2, 3));
+  EXPECT_EQ(buffer.Room(), 1);  // a lacks 2, the bound leaves 1
+}
+
 TEST(BatchBufferTest, AWaiterEvictsTheNewestBatchOfAnUnwantedKeyOnly) {
   BatchBuffer full({.max_batches = 3, .prefetch_batches = 1});
   full.Add(Segment("b", 0, 5));
