@@ -17,7 +17,8 @@ namespace kleaf {
 
 // Why no ID is ever handed out twice (invariant I4), whatever crashes or rebalances happen:
 //  - A batch is "claimed" by committing its offset + 1 to the group SYNCHRONOUSLY; no ID of it is
-//    handed out before that commit succeeded. A crash after the commit loses the batch (a gap),
+//    handed out before that commit succeeded (one commit may claim several consecutive batches
+//    of a partition at once). A crash after the commit loses the batch (a gap),
 //    never duplicates it: the next owner of the partition starts at the committed offset.
 //  - Commits go only for partitions this member holds right now, and the broker checks the
 //    member's generation: a member that was dropped from the group (SIGSTOP, a long GC-like
@@ -36,7 +37,8 @@ namespace kleaf {
 //
 // Threads: one background thread owns the librdkafka consumer (polls, claims, rebalances); it
 // claims the next batch of a (tag, mode) key before the current one runs out, so Next() rarely
-// waits. Batches of keys nobody asked for stay in a bounded buffer; when the buffer is full and a
+// waits. Records it fetched and has not claimed wait in a bounded queue (uncommitted, so not
+// ours: dropped on revoke). Batches of keys nobody asked for stay in a bounded buffer; when the buffer is full and a
 // caller waits for another key, the newest buffered batch of an unwanted key is dropped (a gap).
 // Claimed batches still buffered when the consumer closes or crashes are gaps too.
 // All public methods are thread-safe.
