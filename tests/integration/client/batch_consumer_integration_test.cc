@@ -5,8 +5,10 @@
 
 #include <csignal>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "kafka/client.h"
 #include "kleaf/batch_consumer.h"
 #include "tests/integration/client/client_env.h"
 #include "tests/integration/cluster_env.h"
@@ -206,6 +208,49 @@ TEST_F(BatchConsumerIntegrationTest, MemberStoppedPastItsSessionNeverHandsOutWha
             << (LinesWith(procs[0]->Stderr(), "stats:").empty() ? std::string("none")
                                                                 : LinesWith(procs[0]->Stderr(), "stats:").back())
             << "\n";
+}
+
+// The ground BatchConsumer stands on: a member the group moved on without cannot commit, and the
+// new owner does not see its attempt. A stops polling past max.poll.interval.ms, so it is dropped
+// from the group and B takes the partition over.
+TEST_F(BatchConsumerIntegrationTest, CommitOfAMemberTheGroupDroppedIsRejected) {
+  const std::string topic = UniqueTopic("stale");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 1));
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("z", 0, 10, 3)));
+  const kafka::Properties props{{"bootstrap.servers", broker_.bootstrap},
+                                {"group.id", group},
+                                {"session.timeout.ms", "6000"},
+                                {"max.poll.interval.ms", "6000"},
+                                {"heartbeat.interval.ms", "500"}};
+  auto first_message = [](kafka::GroupConsumer& c) -> std::optional<kafka::Message> {
+    const auto deadline = SteadyClock::now() + seconds(40);
+    while (SteadyClock::now() < deadline) {
+      auto ev = c.Poll(milliseconds(100));
+      if (ev.kind == kafka::GroupConsumer::Event::Kind::kMessage) return ev.message;
+    }
+    return std::nullopt;
+  };
+  auto a = kafka::GroupConsumer::Create(props, {topic});
+  ASSERT_TRUE(a) << a.error().message;
+  auto m = first_message(**a);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->offset, 0);
+  ASSERT_TRUE((*a)->Commit({{topic, 0, 1}}, seconds(10)));  // A claims batch 0
+
+  // A stops polling; B joins and gets the partition once A is out, starting at A's commit.
+  auto b = kafka::GroupConsumer::Create(props, {topic});
+  ASSERT_TRUE(b) << b.error().message;
+  auto taken = first_message(**b);
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->offset, 1);
+  auto stale = (*a)->Commit({{topic, 0, 3}}, seconds(10));
+  EXPECT_FALSE(stale) << "a member the group dropped committed";
+  if (!stale) std::cerr << "[stale commit] rejected: " << stale.error().message << "\n";
+  auto committed = (*b)->Committed({{topic, 0}}, seconds(10));
+  ASSERT_TRUE(committed) << committed.error().message;
+  EXPECT_EQ(committed->front().offset, 1);
+  EXPECT_TRUE((*b)->Commit({{topic, 0, 2}}, seconds(10)));  // the owner can
 }
 
 TEST_F(BatchConsumerIntegrationTest, InProcessConsumerTakesKeysAndBatches) {
