@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -48,6 +49,25 @@ class BatchConsumerIntegrationTest : public KafkaTest {
   }
   static int64_t CountIn(const std::map<int64_t, int>& seen, int64_t from, int64_t to) {
     return std::distance(seen.lower_bound(from), seen.lower_bound(to));
+  }
+  // The partitions a batch_consumer_example holds by its last "stats: ... assigned=N" line; -1
+  // before the first.
+  static int Assigned(const e2e::KleafProcess& p) {
+    auto lines = LinesWith(p.Stderr(), "stats: ");
+    if (lines.empty()) return -1;
+    auto at = lines.back().find("assigned=");
+    return at == std::string::npos ? -1 : std::atoi(lines.back().c_str() + at + 9);
+  }
+  // Waits until each consumer in `alive` holds one of the 4 partitions (the group settled).
+  static bool Settled(const Procs& procs, const std::vector<int>& alive) {
+    return WaitUntil(
+        [&] {
+          for (int i : alive) {
+            if (Assigned(*procs[i]) != 1) return false;
+          }
+          return true;
+        },
+        seconds(60));
   }
   static std::string Stderrs(const Procs& procs) {
     std::string out;
@@ -97,10 +117,12 @@ TEST_F(BatchConsumerIntegrationTest, FourConsumersWithRebalancesAndKillsNeverPri
   ASSERT_TRUE(Publish(broker_.bootstrap, topic, 4, Wave(1)));
   ASSERT_TRUE(all_of_wave(1)) << Stderrs(procs);
 
-  // Wave 2: kill -9 consumer 1 as soon as it prints an ID of wave 2, restart it; wave 3: the
-  // same for consumer 0 (the group may still be rebalancing after the first kill).
+  // Wave 2: once each member holds a partition, kill -9 consumer 1 as soon as it prints an ID
+  // of wave 2, restart it (as consumer 4); wave 3: the same for consumer 0 (restarted as 5).
   for (int victim : {1, 0}) {
     const int w = victim == 1 ? 2 : 3;
+    const std::vector<int> alive = victim == 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 2, 3, 4};
+    ASSERT_TRUE(Settled(procs, alive)) << Stderrs(procs);
     ASSERT_TRUE(Publish(broker_.bootstrap, topic, 4, Wave(w)));
     bool mid_wave = WaitUntil(
         [&] {
