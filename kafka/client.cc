@@ -549,6 +549,43 @@ Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds ti
   return {};
 }
 
+Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, milliseconds timeout) {
+  PartitionList list = ToList(offsets);
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
+  auto err = rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue, nullptr, nullptr);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_queue_destroy(queue);
+    return std::unexpected(KafkaError(err, "commit"));
+  }
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  Result<void> result = Fail(Code::kUnavailable, "commit: timed out");
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, static_cast<int>(left.count()));
+    if (ev == nullptr) continue;
+    if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
+      rd_kafka_event_destroy(ev);
+      continue;
+    }
+    result = {};
+    if (auto e = rd_kafka_event_error(ev); e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      result = std::unexpected(KafkaError(e, "commit"));
+    } else if (const auto* parts = rd_kafka_event_topic_partition_list(ev)) {
+      for (int i = 0; i < parts->cnt; ++i) {
+        if (parts->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+          result = std::unexpected(KafkaError(parts->elems[i].err, "commit"));
+          break;
+        }
+      }
+    }
+    rd_kafka_event_destroy(ev);
+    break;
+  }
+  rd_kafka_queue_destroy(queue);
+  return result;
+}
+
 std::vector<TopicPartition> GroupConsumer::Assignment() {
   rd_kafka_topic_partition_list_t* list = nullptr;
   if (rd_kafka_assignment(impl_->rk.get(), &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return {};

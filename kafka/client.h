@@ -159,6 +159,10 @@ class GroupConsumer {
   Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
                                                 std::chrono::milliseconds timeout);
   Result<void> Seek(const TopicPartition& position, std::chrono::milliseconds timeout);
+  // Commits `offsets` (each the next offset to read) synchronously, up to `timeout`. The broker
+  // checks the member's generation: a member that was dropped from the group gets an error. On a
+  // timeout the commit may still land later (callers must treat that as "not claimed").
+  Result<void> Commit(const std::vector<TopicPartition>& offsets, std::chrono::milliseconds timeout);
   // The partitions assigned right now (rebalance events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();
   Result<void> Pause(const std::vector<TopicPartition>& partitions);

@@ -1,0 +1,407 @@
+#include "kleaf/http_client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <charconv>
+#include <deque>
+#include <expected>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
+
+namespace kleaf {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+using Kind = ClientError::Kind;
+
+ClientError Err(Kind kind, std::string message, int status = 0, std::string code = "") {
+  return ClientError{kind, std::move(message), status, std::move(code)};
+}
+
+// One keep-alive connection; used by one thread at a time (borrowed from its gateway's pool).
+// Every operation runs on the connection's own io_context with a deadline on the stream.
+struct Connection {
+  asio::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::flat_buffer buffer;
+  bool open = false;
+
+  void Close() {
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream.close();
+    buffer.clear();
+    open = false;
+  }
+};
+
+struct Reply {
+  int status = 0;
+  std::string body;
+};
+
+// Runs the io_context until the operation started before completes (the stream's expiry or the
+// timer bounds it).
+void RunOne(asio::io_context& ioc) {
+  ioc.restart();
+  ioc.run();
+}
+
+std::expected<void, std::string> Connect(Connection& c, const GatewayAddress& gw, milliseconds timeout) {
+  beast::error_code ec;
+  tcp::resolver resolver(c.ioc);
+  tcp::resolver::results_type results;
+  asio::steady_timer timer(c.ioc);
+  timer.expires_after(timeout);
+  timer.async_wait([&](beast::error_code e) {
+    if (!e) resolver.cancel();
+  });
+  resolver.async_resolve(gw.host, std::to_string(gw.port),
+                         [&](beast::error_code e, tcp::resolver::results_type r) {
+                           ec = e;
+                           results = std::move(r);
+                           timer.cancel();
+                         });
+  RunOne(c.ioc);
+  if (ec) return std::unexpected("resolve " + gw.host + ": " + ec.message());
+  c.stream.expires_after(timeout);
+  c.stream.async_connect(results, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+  RunOne(c.ioc);
+  if (ec) {
+    c.Close();
+    return std::unexpected("connect: " + ec.message());
+  }
+  c.stream.socket().set_option(tcp::no_delay(true), ec);
+  c.open = true;
+  return {};
+}
+
+std::expected<Reply, std::string> Exchange(Connection& c, const GatewayAddress& gw,
+                                           const std::string& target, milliseconds timeout) {
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, gw.host + ":" + std::to_string(gw.port));
+  req.set(http::field::user_agent, "kleaf-client");
+  req.keep_alive(true);
+  beast::error_code ec;
+  c.stream.expires_after(timeout);
+  http::async_write(c.stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+  RunOne(c.ioc);
+  if (ec) {
+    c.Close();
+    return std::unexpected("write: " + ec.message());
+  }
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024 * 1024);
+  http::async_read(c.stream, c.buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; });
+  RunOne(c.ioc);
+  if (ec) {
+    c.Close();
+    return std::unexpected("read: " + ec.message());
+  }
+  auto& res = parser.get();
+  Reply reply{static_cast<int>(res.result_int()), std::move(res.body())};
+  if (!res.keep_alive()) c.Close();
+  c.stream.expires_never();
+  return reply;
+}
+
+// {"error":{"code","message"}} of a 4xx; the raw body if it is not that.
+std::pair<std::string, std::string> ErrorOf(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    const auto& e = j["error"];
+    return {e.value("code", ""), e.value("message", "")};
+  }
+  return {"", body.substr(0, 200)};
+}
+
+ClientResult<std::vector<int64_t>> ParseIds(const std::string& body, int64_t count) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) {
+    return std::unexpected(Err(Kind::kInternal, "answer without an ids array: " + body.substr(0, 200)));
+  }
+  std::vector<int64_t> ids;
+  ids.reserve(j["ids"].size());
+  for (const auto& v : j["ids"]) {
+    int64_t id = -1;
+    if (v.is_string()) {
+      const auto& s = v.get_ref<const std::string&>();
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+      if (ec != std::errc() || end != s.data() + s.size()) id = -1;
+    } else if (v.is_number_integer()) {
+      id = v.get<int64_t>();
+    }
+    if (id < 0) return std::unexpected(Err(Kind::kInternal, "bad ID in answer: " + v.dump()));
+    ids.push_back(id);
+  }
+  if (static_cast<int64_t>(ids.size()) != count) {
+    return std::unexpected(Err(Kind::kInternal, "asked for " + std::to_string(count) + " IDs, got " +
+                                                    std::to_string(ids.size())));
+  }
+  return ids;
+}
+
+bool ValidTag(const std::string& tag) {
+  return !tag.empty() && tag.size() <= 128 && std::all_of(tag.begin(), tag.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == ':' ||
+           ch == '-';
+  });
+}
+
+}  // namespace
+
+ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list) {
+  std::vector<GatewayAddress> out;
+  for (bool more = !list.empty(); more;) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    more = comma != std::string_view::npos;  // "a:1," has an empty last entry
+    list = more ? list.substr(comma + 1) : std::string_view();
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    auto bad = [&](const char* why) {
+      return std::unexpected(Err(Kind::kInvalidArgument,
+                                 "gateway \"" + std::string(item) + "\": " + why));
+    };
+    if (item.empty()) return bad("empty entry (want host:port)");
+    size_t colon = item.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) return bad("want host:port");
+    std::string_view host = item.substr(0, colon);
+    std::string_view port = item.substr(colon + 1);
+    if (host.front() == '[') {
+      if (host.size() < 3 || host.back() != ']') return bad("bad [IPv6] host");
+      host = host.substr(1, host.size() - 2);
+    } else if (host.find(':') != std::string_view::npos) {
+      return bad("IPv6 addresses go in brackets: [addr]:port");
+    }
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value == 0 ||
+        value > 65535) {
+      return bad("port must be 1..65535");
+    }
+    out.push_back({std::string(host), static_cast<uint16_t>(value)});
+  }
+  if (out.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "no gateway given"));
+  return out;
+}
+
+struct HttpClient::Impl {
+  struct Pool {
+    std::mutex mu;
+    std::vector<std::unique_ptr<Connection>> idle;  // guarded by mu
+  };
+  struct TagBuffer {
+    std::mutex mu;  // held while refilling: one fetch per tag at a time
+    std::deque<int64_t> ids;
+  };
+
+  Options options;
+  std::vector<std::unique_ptr<Pool>> pools;  // one per gateway
+  std::atomic<size_t> preferred{0};          // the gateway that answered last
+  std::atomic<int64_t> requests{0};
+  std::atomic<int64_t> failovers{0};
+  std::atomic<int64_t> connections_opened{0};
+  std::mutex buffers_mu;
+  std::map<std::string, std::shared_ptr<TagBuffer>> buffers;  // guarded by buffers_mu
+
+  // One attempt on gateway `g`: a reused connection that turns out closed is retried once on a
+  // fresh one (the server may have closed it while idle).
+  std::expected<Reply, std::string> Attempt(size_t g, const std::string& target, milliseconds timeout);
+  ClientResult<std::vector<int64_t>> Get(const std::string& path, const std::string& tag, int64_t count);
+  ClientResult<std::vector<int64_t>> Fetch(const std::string& path, const std::string& tag, int64_t count);
+};
+
+std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std::string& target,
+                                                           milliseconds timeout) {
+  Pool& pool = *pools[g];
+  const GatewayAddress& gw = options.gateways[g];
+  std::unique_ptr<Connection> c;
+  {
+    std::lock_guard lock(pool.mu);
+    if (!pool.idle.empty()) {
+      c = std::move(pool.idle.back());
+      pool.idle.pop_back();
+    }
+  }
+  const auto deadline = SteadyClock::now() + timeout;
+  auto left = [&] {
+    return std::max(milliseconds(1),
+                    std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()));
+  };
+  std::expected<Reply, std::string> reply = std::unexpected("not sent");
+  for (int pass = 0; pass < 2; ++pass) {
+    bool reused = c != nullptr;
+    if (!c) {
+      c = std::make_unique<Connection>();
+      ++connections_opened;
+      if (auto r = Connect(*c, gw, left()); !r) return std::unexpected(r.error());
+    }
+    ++requests;
+    reply = Exchange(*c, gw, target, left());
+    if (reply || !reused || SteadyClock::now() >= deadline) break;
+    c.reset();  // a stale keep-alive connection: try once on a new one
+  }
+  if (reply && c && c->open) {
+    std::lock_guard lock(pool.mu);
+    if (static_cast<int>(pool.idle.size()) < options.max_idle_connections) pool.idle.push_back(std::move(c));
+  }
+  return reply;
+}
+
+ClientResult<std::vector<int64_t>> HttpClient::Impl::Get(const std::string& path,
+                                                         const std::string& tag, int64_t count) {
+  const std::string target = "/api/v1/" + path + "/" + tag + "?count=" + std::to_string(count);
+  const auto deadline = SteadyClock::now() + options.total_timeout;
+  const size_t n = options.gateways.size();
+  std::string last = "no attempt";
+  int last_status = 0;
+  for (int round = 0;; ++round) {
+    const size_t start = preferred.load();
+    for (size_t i = 0; i < n; ++i) {
+      auto now = SteadyClock::now();
+      if (now >= deadline) break;
+      const size_t g = (start + i) % n;
+      auto timeout = std::min(options.request_timeout,
+                              std::chrono::duration_cast<milliseconds>(deadline - now));
+      auto reply = Attempt(g, target, std::max(timeout, milliseconds(1)));
+      const GatewayAddress& gw = options.gateways[g];
+      const std::string where = gw.host + ":" + std::to_string(gw.port);
+      if (reply && reply->status == 200) {
+        preferred.store(g);
+        return ParseIds(reply->body, count);
+      }
+      if (reply && reply->status >= 400 && reply->status < 500) {
+        auto [code, message] = ErrorOf(reply->body);
+        return std::unexpected(Err(Kind::kRejected,
+                                   where + " answered " + std::to_string(reply->status) + " " +
+                                       code + ": " + message,
+                                   reply->status, code));
+      }
+      last = reply ? where + " answered " + std::to_string(reply->status) : where + ": " + reply.error();
+      last_status = reply ? reply->status : 0;
+      ++failovers;
+    }
+    auto now = SteadyClock::now();
+    if (now >= deadline) break;
+    // Every gateway failed this round: back off a little before going round again.
+    auto pause = std::min({milliseconds(50 * (round + 1)), milliseconds(500),
+                           std::chrono::duration_cast<milliseconds>(deadline - now)});
+    std::this_thread::sleep_for(pause);
+  }
+  return std::unexpected(Err(Kind::kUnavailable, "no gateway answered (last: " + last + ")", last_status));
+}
+
+ClientResult<std::vector<int64_t>> HttpClient::Impl::Fetch(const std::string& path,
+                                                           const std::string& tag, int64_t count) {
+  if (!ValidTag(tag)) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "tag: 1-128 characters of [A-Za-z0-9_.:-]"));
+  }
+  if (count < 1) return std::unexpected(Err(Kind::kInvalidArgument, "count must be >= 1"));
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(count));
+  while (static_cast<int64_t>(out.size()) < count) {
+    int64_t chunk = std::min(count - static_cast<int64_t>(out.size()), options.max_count_per_request);
+    auto ids = Get(path, tag, chunk);
+    if (!ids) return std::unexpected(ids.error());
+    out.insert(out.end(), ids->begin(), ids->end());
+  }
+  return out;
+}
+
+HttpClient::HttpClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpClient::~HttpClient() = default;
+
+ClientResult<std::unique_ptr<HttpClient>> HttpClient::Create(Options options) {
+  if (options.gateways.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "no gateway given"));
+  if (options.request_timeout.count() <= 0 || options.total_timeout.count() <= 0) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "timeouts must be positive"));
+  }
+  if (options.buffer_size < 0 || options.max_count_per_request < 1 ||
+      options.buffer_size > options.max_count_per_request || options.max_idle_connections < 0) {
+    return std::unexpected(Err(Kind::kInvalidArgument,
+                               "buffer_size must be in [0, max_count_per_request], "
+                               "max_count_per_request >= 1, max_idle_connections >= 0"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  for (size_t i = 0; i < impl->options.gateways.size(); ++i) impl->pools.push_back(std::make_unique<Impl::Pool>());
+  return std::unique_ptr<HttpClient>(new HttpClient(std::move(impl)));
+}
+
+ClientResult<int64_t> HttpClient::NextSegment(const std::string& tag) {
+  if (impl_->options.buffer_size <= 1) {
+    auto ids = impl_->Fetch("segment", tag, 1);
+    if (!ids) return std::unexpected(ids.error());
+    return ids->front();
+  }
+  auto ids = Segments(tag, 1);
+  if (!ids) return std::unexpected(ids.error());
+  return ids->front();
+}
+
+ClientResult<std::vector<int64_t>> HttpClient::Segments(const std::string& tag, int64_t count) {
+  if (impl_->options.buffer_size <= 1) return impl_->Fetch("segment", tag, count);
+  if (!ValidTag(tag)) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "tag: 1-128 characters of [A-Za-z0-9_.:-]"));
+  }
+  if (count < 1) return std::unexpected(Err(Kind::kInvalidArgument, "count must be >= 1"));
+  std::shared_ptr<Impl::TagBuffer> buffer;
+  {
+    std::lock_guard lock(impl_->buffers_mu);
+    auto& slot = impl_->buffers[tag];
+    if (!slot) slot = std::make_shared<Impl::TagBuffer>();
+    buffer = slot;
+  }
+  std::lock_guard lock(buffer->mu);
+  std::vector<int64_t> out;
+  while (static_cast<int64_t>(out.size()) < count) {
+    if (buffer->ids.empty()) {
+      int64_t want = count - static_cast<int64_t>(out.size());
+      auto ids = impl_->Fetch("segment", tag, std::max<int64_t>(want, impl_->options.buffer_size));
+      if (!ids) {
+        if (out.empty()) return std::unexpected(ids.error());
+        // Hand back what the buffer held rather than lose it.
+        buffer->ids.insert(buffer->ids.begin(), out.begin(), out.end());
+        return std::unexpected(ids.error());
+      }
+      buffer->ids.insert(buffer->ids.end(), ids->begin(), ids->end());
+    }
+    int64_t k = std::min<int64_t>(count - static_cast<int64_t>(out.size()),
+                                  static_cast<int64_t>(buffer->ids.size()));
+    out.insert(out.end(), buffer->ids.begin(), buffer->ids.begin() + k);
+    buffer->ids.erase(buffer->ids.begin(), buffer->ids.begin() + k);
+  }
+  return out;
+}
+
+ClientResult<int64_t> HttpClient::NextSnowflake(const std::string& tag) {
+  auto ids = impl_->Fetch("snowflake", tag, 1);
+  if (!ids) return std::unexpected(ids.error());
+  return ids->front();
+}
+
+ClientResult<std::vector<int64_t>> HttpClient::Snowflakes(const std::string& tag, int64_t count) {
+  return impl_->Fetch("snowflake", tag, count);
+}
+
+HttpClient::Stats HttpClient::stats() const {
+  return Stats{impl_->requests.load(), impl_->failovers.load(), impl_->connections_opened.load()};
+}
+
+}  // namespace kleaf

@@ -1,0 +1,98 @@
+// BatchConsumer: how an event-driven service takes IDs from the ids topic (`<prefix>.ids`) that
+// `kleaf producer` fills. It joins a consumer group, claims batches and hands their IDs out one
+// at a time or in bulk. Installed with the library; no librdkafka type appears here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kleaf/batch.h"
+#include "kleaf/client_error.h"
+
+namespace kleaf {
+
+// Why no ID is ever handed out twice (invariant I4), whatever crashes or rebalances happen:
+//  - A batch is "claimed" by committing its offset + 1 to the group SYNCHRONOUSLY; no ID of it is
+//    handed out before that commit succeeded (one commit may claim several consecutive batches
+//    of a partition at once). A crash after the commit loses the batch (a gap),
+//    never duplicates it: the next owner of the partition starts at the committed offset.
+//  - Commits go only for partitions this member holds right now, and the broker checks the
+//    member's generation: a member that was dropped from the group (SIGSTOP, a long GC-like
+//    pause, session timeout) gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, so it drops the batch
+//    instead of handing it out. The broker rejects commits while a rebalance completes, and a
+//    new owner reads the committed offset only after it joined the new generation, so a commit
+//    that succeeded is seen by every later owner.
+//  - The group uses an eager assignor (roundrobin by default; range is allowed): every member
+//    gives up all partitions before a new assignment. Cooperative assignors are refused.
+//  - Batches fetched but not committed yet are dropped when their partition is revoked, and
+//    when a commit fails (the partition is rewound, so the rightful owner reads them).
+//  - Reads are read_committed: batches of aborted producer transactions are never seen.
+// One consumer group per ids topic: two groups on the same topic each receive every batch, so
+// they would hand out the same IDs. Give each consuming application its own ids topic and use
+// one group_id for all its processes.
+//
+// Threads: one background thread owns the librdkafka consumer (polls, claims, rebalances); it
+// claims the next batch of a (tag, mode) key before the current one runs out, so Next() rarely
+// waits. Records it fetched and has not claimed wait in a bounded queue (uncommitted, so not
+// ours: dropped on revoke). Batches of keys nobody asked for stay in a bounded buffer; when the buffer is full and a
+// caller waits for another key, the newest buffered batch of an unwanted key is dropped (a gap).
+// Claimed batches still buffered when the consumer closes or crashes are gaps too.
+// All public methods are thread-safe.
+class BatchConsumer {
+ public:
+  struct Options {
+    std::string bootstrap;  // Kafka bootstrap servers, host:port[,host:port...]
+    std::string topic = "kleaf.ids";
+    std::string group_id = "kleaf.ids.consumers";
+    // Extra librdkafka properties (e.g. session.timeout.ms, security settings).
+    // enable.auto.commit=true, isolation.level=read_uncommitted and cooperative assignors are
+    // refused: they would break the guarantee above.
+    std::map<std::string, std::string> properties;
+    int max_buffered_batches = 16;  // claimed batches buffered at most, all keys together
+    int prefetch_batches = 1;       // batches claimed ahead of the current one per key in use
+    std::chrono::milliseconds commit_timeout{5000};
+  };
+
+  struct Stats {
+    int64_t claimed_batches = 0;    // committed and buffered
+    int64_t dropped_batches = 0;    // claimed but given up (eviction): gaps
+    int64_t released_batches = 0;   // fetched, not committed, let go (revoked, commit failed)
+    int64_t commit_failures = 0;
+    int64_t malformed_batches = 0;  // not a batch: skipped
+    int64_t rebalances = 0;
+    int assigned_partitions = 0;
+    std::string last_error;
+  };
+
+  // Joins the group (in the background; the first IDs arrive once partitions are assigned).
+  static ClientResult<std::unique_ptr<BatchConsumer>> Create(Options options);
+  ~BatchConsumer();  // Close()
+  BatchConsumer(const BatchConsumer&) = delete;
+  BatchConsumer& operator=(const BatchConsumer&) = delete;
+
+  // The next ID of (tag, mode), waiting up to `timeout` for a batch of that key.
+  ClientResult<int64_t> Next(const std::string& tag, IdBatch::Mode mode,
+                             std::chrono::milliseconds timeout);
+  // `n` IDs of (tag, mode); if the deadline passes first, the ones gathered so far (at least
+  // one), else kTimeout.
+  ClientResult<std::vector<int64_t>> Take(const std::string& tag, IdBatch::Mode mode, int64_t n,
+                                          std::chrono::milliseconds timeout);
+  // The next claimed batch of any key (the unused rest of it), for generic consumers.
+  ClientResult<IdBatch> NextBatch(std::chrono::milliseconds timeout);
+
+  Stats stats() const;
+  // Leaves the group; buffered IDs are given up. Later calls return kClosed.
+  void Close();
+
+  struct Impl;
+
+ private:
+  explicit BatchConsumer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kleaf

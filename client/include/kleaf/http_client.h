@@ -1,0 +1,69 @@
+// HttpClient: IDs from kleaf gateways over HTTP/1.1 keep-alive, with failover across a list of
+// gateways and optional local buffering of segment IDs. Installed with the library; Beast stays
+// in the .cc.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kleaf/client_error.h"
+
+namespace kleaf {
+
+struct GatewayAddress {
+  std::string host;
+  uint16_t port = 0;
+  bool operator==(const GatewayAddress&) const = default;
+};
+
+// "host:port[,host:port...]" (also "[v6addr]:port"); spaces around entries are ignored.
+ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list);
+
+// Thread-safe; each call borrows one keep-alive connection per gateway (a small pool). A call
+// tries the gateway that answered last, then the next ones in list order, going round again
+// until `total_timeout`: on a connect error, a timeout, a broken connection or a 5xx (503 when a
+// gateway has no segment ready). A 4xx (bad tag, unknown tag, bad count) comes back at once as
+// kRejected with the server's status, code and message. Requests are GETs: a retried request can
+// only lose IDs (a gap), never duplicate them.
+// With buffer_size N > 1, segment IDs are fetched N at a time and handed out locally (the
+// buffered rest is a gap if the process ends). Snowflake IDs are never buffered (time-ordered).
+class HttpClient {
+ public:
+  struct Options {
+    std::vector<GatewayAddress> gateways;
+    std::chrono::milliseconds request_timeout{2000};  // one attempt: connect, write, read
+    std::chrono::milliseconds total_timeout{10000};   // all attempts of one call
+    int buffer_size = 0;                  // segment IDs fetched per request to buffer locally
+    int64_t max_count_per_request = 10000;  // the gateways' max_batch
+    int max_idle_connections = 8;         // per gateway
+  };
+
+  static ClientResult<std::unique_ptr<HttpClient>> Create(Options options);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  ClientResult<int64_t> NextSegment(const std::string& tag);
+  ClientResult<std::vector<int64_t>> Segments(const std::string& tag, int64_t count);
+  ClientResult<int64_t> NextSnowflake(const std::string& tag);
+  ClientResult<std::vector<int64_t>> Snowflakes(const std::string& tag, int64_t count);
+
+  struct Stats {
+    int64_t requests = 0;           // HTTP requests sent
+    int64_t failovers = 0;          // attempts that moved on to another gateway
+    int64_t connections_opened = 0;
+  };
+  Stats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit HttpClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kleaf

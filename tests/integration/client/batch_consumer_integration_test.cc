@@ -1,0 +1,340 @@
+// BatchConsumer on the real broker (invariant I4): consumer processes (batch_consumer_example) in
+// one group, with members joining, killed -9 and restarted, stopped past their session: no ID is
+// ever printed twice, and the group makes its way through the topic.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "kafka/client.h"
+#include "kleaf/batch_consumer.h"
+#include "tests/integration/client/client_env.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Procs = std::vector<std::unique_ptr<e2e::KleafProcess>>;
+
+class BatchConsumerIntegrationTest : public KafkaTest {
+ protected:
+  // Every ID printed by any of `procs`, with the process that printed it first; the IDs printed
+  // more than once go to `duplicates`.
+  static std::map<int64_t, int> Printed(const Procs& procs, std::vector<int64_t>* duplicates = nullptr) {
+    std::map<int64_t, int> seen;
+    for (size_t i = 0; i < procs.size(); ++i) {
+      for (int64_t id : PrintedIds(procs[i]->Stdout())) {
+        bool fresh = seen.emplace(id, static_cast<int>(i)).second;
+        if (!fresh && duplicates != nullptr) duplicates->push_back(id);
+      }
+    }
+    return seen;
+  }
+  // Printed(), failing the test on a duplicate.
+  static std::map<int64_t, int> PrintedOnce(const Procs& procs) {
+    std::vector<int64_t> duplicates;
+    auto seen = Printed(procs, &duplicates);
+    std::string some;
+    for (size_t i = 0; i < std::min<size_t>(duplicates.size(), 10); ++i) {
+      some += " " + std::to_string(duplicates[i]) + " (first by consumer " +
+              std::to_string(seen[duplicates[i]]) + ")";
+    }
+    EXPECT_TRUE(duplicates.empty()) << duplicates.size() << " IDs printed twice:" << some;
+    return seen;
+  }
+  static int64_t CountIn(const std::map<int64_t, int>& seen, int64_t from, int64_t to) {
+    return std::distance(seen.lower_bound(from), seen.lower_bound(to));
+  }
+  // The partitions a batch_consumer_example holds by its last "stats: ... assigned=N" line; -1
+  // before the first.
+  static int Assigned(const e2e::KleafProcess& p) {
+    auto lines = LinesWith(p.Stderr(), "stats: ");
+    if (lines.empty()) return -1;
+    auto at = lines.back().find("assigned=");
+    return at == std::string::npos ? -1 : std::atoi(lines.back().c_str() + at + 9);
+  }
+  // Waits until each consumer in `alive` holds one of the 4 partitions (the group settled).
+  static bool Settled(const Procs& procs, const std::vector<int>& alive) {
+    return WaitUntil(
+        [&] {
+          for (int i : alive) {
+            if (Assigned(*procs[i]) != 1) return false;
+          }
+          return true;
+        },
+        seconds(60));
+  }
+  static std::string Stderrs(const Procs& procs) {
+    std::string out;
+    for (size_t i = 0; i < procs.size(); ++i) out += "--- consumer " + std::to_string(i) + ":\n" + procs[i]->Stderr();
+    return out;
+  }
+};
+
+constexpr int64_t kBatch = 50;
+constexpr int kWaveBatches = 100;
+constexpr int64_t kWaveIds = kBatch * kWaveBatches;
+
+// Batches of wave w of tag "t" (IDs [1 + w*kWaveIds, 1 + (w+1)*kWaveIds)) with some batches of
+// another tag in between (they go to the consumers' buffers and get evicted).
+std::vector<IdBatch> Wave(int w) {
+  auto batches = SegmentBatches("t", 1 + w * kWaveIds, kBatch, kWaveBatches);
+  auto other = SegmentBatches("other", 1'000'000 + w * 1000, 100, 10);
+  for (size_t i = 0; i < other.size(); ++i) batches.insert(batches.begin() + 10 * i + 5, other[i]);
+  return batches;
+}
+
+TEST_F(BatchConsumerIntegrationTest, FourConsumersWithRebalancesAndKillsNeverPrintAnIdTwice) {
+  const std::string topic = UniqueTopic("four");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 4));
+  Procs procs;
+  auto start = [&] {
+    auto p = StartConsumer(broker_.bootstrap, topic, group, "t", seconds(60));
+    ASSERT_TRUE(p) << p.error();
+    procs.push_back(std::move(*p));
+  };
+  auto all_of_wave = [&](int w) {
+    return WaitUntil([&] { return CountIn(Printed(procs), 1 + w * kWaveIds, 1 + (w + 1) * kWaveIds) == kWaveIds; },
+                     seconds(60));
+  };
+  const auto began = SteadyClock::now();
+
+  // Two members share wave 0; no crash, so every ID of it comes out.
+  start();
+  start();
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 4, Wave(0)));
+  ASSERT_TRUE(all_of_wave(0)) << Stderrs(procs);
+
+  // Two more join (a rebalance while wave 1 streams in): still no gap without a crash.
+  start();
+  start();
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 4, Wave(1)));
+  ASSERT_TRUE(all_of_wave(1)) << Stderrs(procs);
+
+  // Wave 2: once each member holds a partition, kill -9 consumer 1 as soon as it prints an ID
+  // of wave 2, restart it (as consumer 4); wave 3: the same for consumer 0 (restarted as 5).
+  for (int victim : {1, 0}) {
+    const int w = victim == 1 ? 2 : 3;
+    const std::vector<int> alive = victim == 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 2, 3, 4};
+    ASSERT_TRUE(Settled(procs, alive)) << Stderrs(procs);
+    ASSERT_TRUE(Publish(broker_.bootstrap, topic, 4, Wave(w)));
+    bool mid_wave = WaitUntil(
+        [&] {
+          auto ids = PrintedIds(procs[victim]->Stdout());
+          return !ids.empty() && ids.back() > w * kWaveIds;
+        },
+        seconds(30));
+    procs[victim]->KillAndWait();
+    EXPECT_TRUE(mid_wave) << "consumer " << victim << " printed no ID of wave " << w
+                          << " before the kill\n" << Stderrs(procs);
+    start();
+  }
+  // Wave 4 after the crashes: the survivors and the restarted members hand out all of it.
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 4, Wave(4)));
+  ASSERT_TRUE(all_of_wave(4)) << Stderrs(procs);
+
+  auto seen = PrintedOnce(procs);
+  int64_t killed_waves = CountIn(seen, 1 + 2 * kWaveIds, 1 + 4 * kWaveIds);
+  // A killed member loses what it had claimed and not printed: a few batches at most.
+  EXPECT_GE(killed_waves, 2 * kWaveIds - 2 * 8 * kBatch) << "the kills lost more than they explain";
+  EXPECT_EQ(CountIn(seen, 1, 1 + 5 * kWaveIds), static_cast<int64_t>(seen.size()))
+      << "an ID outside the published ranges";
+  std::cerr << "[four consumers] printed " << seen.size() << " of " << 5 * kWaveIds
+            << " IDs (waves 2-3 with kills: " << killed_waves << ") in " << SecondsSince(began) << " s\n";
+}
+
+TEST_F(BatchConsumerIntegrationTest, BatchOfAConsumerKilledRightAfterClaimingIsNeverHandedOutAgain) {
+  const std::string topic = UniqueTopic("claim");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 1));
+  // Enough batches that the first member cannot drain the topic between its first line and the
+  // kill (it hands out IDs as fast as it can).
+  constexpr int kBatches = 500;
+  constexpr int64_t kSize = 10;
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("g", 0, kSize, kBatches)));
+
+  Procs procs;
+  auto first = StartConsumer(broker_.bootstrap, topic, group, "g", seconds(60));
+  ASSERT_TRUE(first) << first.error();
+  procs.push_back(std::move(*first));
+  ASSERT_TRUE(WaitUntil([&] { return !PrintedIds(procs[0]->Stdout()).empty(); }, seconds(30)))
+      << procs[0]->Stderr();
+  procs[0]->KillAndWait();
+  const auto killed_ids = PrintedIds(procs[0]->Stdout());
+  const int64_t last_batch = killed_ids.back() / kSize;  // the batch it was in when killed
+  ASSERT_LT(last_batch, kBatches - 10) << "the first member drained the topic before the kill";
+
+  // The new member gets the partition once the killed one's session expired (6 s).
+  auto second = StartConsumer(broker_.bootstrap, topic, group, "g", seconds(60));
+  ASSERT_TRUE(second) << second.error();
+  procs.push_back(std::move(*second));
+  const int64_t last_id = kBatches * kSize - 1;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto ids = PrintedIds(procs[1]->Stdout());
+        return !ids.empty() && ids.back() == last_id;
+      },
+      seconds(60)))
+      << procs[1]->Stderr();
+  procs[1]->KillAndWait();
+
+  auto seen = PrintedOnce(procs);
+  const auto ids = PrintedIds(procs[1]->Stdout());
+  ASSERT_FALSE(ids.empty()) << procs[1]->Stderr();
+  for (int64_t id : ids) {
+    EXPECT_GT(id / kSize, last_batch) << "the new member got ID " << id << " of batch "
+                                      << id / kSize << ", which the killed one had claimed";
+  }
+  // The killed member claimed its batch and at most a couple prefetched: the rest comes out.
+  EXPECT_GE(static_cast<int64_t>(ids.size()), (kBatches - last_batch - 1 - 3) * kSize);
+}
+
+TEST_F(BatchConsumerIntegrationTest, MemberStoppedPastItsSessionNeverHandsOutWhatTheGroupMovedOn) {
+  const std::string topic = UniqueTopic("stopped");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 1));
+  constexpr int64_t kSize = 10;
+  Procs procs;
+  auto a = StartConsumer(broker_.bootstrap, topic, group, "s", seconds(120));
+  ASSERT_TRUE(a) << a.error();
+  procs.push_back(std::move(*a));
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("s", 0, kSize, 5)));
+  ASSERT_TRUE(WaitUntil([&] { return PrintedIds(procs[0]->Stdout()).size() == 5 * kSize; }, seconds(30)))
+      << procs[0]->Stderr();
+
+  // A is stopped (as by a long pause) while more batches arrive; B takes over once A's session
+  // expires and hands them out.
+  procs[0]->Signal(SIGSTOP);
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("s", 5 * kSize, kSize, 20)));
+  auto b = StartConsumer(broker_.bootstrap, topic, group, "s", seconds(120));
+  ASSERT_TRUE(b) << b.error();
+  procs.push_back(std::move(*b));
+  bool taken_over = WaitUntil([&] { return !PrintedIds(procs[1]->Stdout()).empty(); }, seconds(40));
+  // A resumes: whatever librdkafka had fetched for it, its commits carry a stale generation.
+  procs[0]->Signal(SIGCONT);
+  ASSERT_TRUE(taken_over) << procs[1]->Stderr();
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("s", 25 * kSize, kSize, 10)));
+  // The group (A rejoined, or B) hands out the last batches.
+  ASSERT_TRUE(WaitUntil([&] { return Printed(procs).contains(35 * kSize - 1); }, seconds(60)))
+      << Stderrs(procs);
+  auto seen = PrintedOnce(procs);
+  EXPECT_GE(CountIn(seen, 25 * kSize, 35 * kSize), 10 * kSize - 3 * kSize);
+  std::cerr << "[stopped member] " << LinesWith(procs[0]->Stderr(), "stats:").size()
+            << " stats lines; last: "
+            << (LinesWith(procs[0]->Stderr(), "stats:").empty() ? std::string("none")
+                                                                : LinesWith(procs[0]->Stderr(), "stats:").back())
+            << "\n";
+}
+
+// The ground BatchConsumer stands on: a member the group moved on without cannot commit, and the
+// new owner does not see its attempt. A stops polling past max.poll.interval.ms, so it is dropped
+// from the group and B takes the partition over.
+TEST_F(BatchConsumerIntegrationTest, CommitOfAMemberTheGroupDroppedIsRejected) {
+  const std::string topic = UniqueTopic("stale");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 1));
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("z", 0, 10, 3)));
+  const kafka::Properties props{{"bootstrap.servers", broker_.bootstrap},
+                                {"group.id", group},
+                                {"session.timeout.ms", "6000"},
+                                {"max.poll.interval.ms", "6000"},
+                                {"heartbeat.interval.ms", "500"}};
+  auto first_message = [](kafka::GroupConsumer& c) -> std::optional<kafka::Message> {
+    const auto deadline = SteadyClock::now() + seconds(40);
+    while (SteadyClock::now() < deadline) {
+      auto ev = c.Poll(milliseconds(100));
+      if (ev.kind == kafka::GroupConsumer::Event::Kind::kMessage) return ev.message;
+    }
+    return std::nullopt;
+  };
+  auto a = kafka::GroupConsumer::Create(props, {topic});
+  ASSERT_TRUE(a) << a.error().message;
+  auto m = first_message(**a);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->offset, 0);
+  ASSERT_TRUE((*a)->Commit({{topic, 0, 1}}, seconds(10)));  // A claims batch 0
+
+  // A stops polling; B joins and gets the partition once A is out, starting at A's commit.
+  auto b = kafka::GroupConsumer::Create(props, {topic});
+  ASSERT_TRUE(b) << b.error().message;
+  auto taken = first_message(**b);
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->offset, 1);
+  auto stale = (*a)->Commit({{topic, 0, 3}}, seconds(10));
+  EXPECT_FALSE(stale) << "a member the group dropped committed";
+  if (!stale) std::cerr << "[stale commit] rejected: " << stale.error().message << "\n";
+  auto committed = (*b)->Committed({{topic, 0}}, seconds(10));
+  ASSERT_TRUE(committed) << committed.error().message;
+  EXPECT_EQ(committed->front().offset, 1);
+  EXPECT_TRUE((*b)->Commit({{topic, 0, 2}}, seconds(10)));  // the owner can
+}
+
+TEST_F(BatchConsumerIntegrationTest, InProcessConsumerTakesKeysAndBatches) {
+  const std::string topic = UniqueTopic("inproc");
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 2));
+  std::vector<IdBatch> batches = SegmentBatches("x", 0, 100, 4);
+  IdBatch snow;
+  snow.tag = "x";
+  snow.mode = IdBatch::Mode::kSnowflake;
+  snow.ids = {7000, 7001, 7002};
+  batches.push_back(snow);
+  auto y = SegmentBatches("y", 5000, 10, 1);
+  batches.insert(batches.end(), y.begin(), y.end());
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 2, batches));
+
+  BatchConsumer::Options options;
+  options.bootstrap = broker_.bootstrap;
+  options.topic = topic;
+  options.group_id = topic + ".group";
+  auto consumer = BatchConsumer::Create(options);
+  ASSERT_TRUE(consumer) << consumer.error().message;
+  std::set<int64_t> got;
+  auto bulk = (*consumer)->Take("x", IdBatch::Mode::kSegment, 400, seconds(30));
+  ASSERT_TRUE(bulk) << bulk.error().message;
+  EXPECT_EQ(bulk->size(), 400u);
+  got.insert(bulk->begin(), bulk->end());
+  EXPECT_EQ(got.size(), 400u);
+  EXPECT_EQ(*got.begin(), 0);
+  EXPECT_EQ(*got.rbegin(), 399);
+  auto s = (*consumer)->Next("x", IdBatch::Mode::kSnowflake, seconds(30));
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(*s, 7000);
+  auto batch = (*consumer)->NextBatch(seconds(30));
+  ASSERT_TRUE(batch) << batch.error().message;
+  // Oldest claimed first: the rest of the snowflake batch or the y batch, whichever came first.
+  EXPECT_TRUE((batch->tag == "x" && batch->ids == std::vector<int64_t>{7001, 7002}) ||
+              (batch->tag == "y" && batch->start == 5000 && batch->end == 5010))
+      << EncodeBatch(*batch);
+  auto none = (*consumer)->Next("nothing", IdBatch::Mode::kSegment, milliseconds(300));
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().kind, ClientError::Kind::kTimeout);
+  auto stats = (*consumer)->stats();
+  EXPECT_EQ(stats.commit_failures, 0);
+  (*consumer)->Close();
+  auto closed = (*consumer)->Next("x", IdBatch::Mode::kSegment, milliseconds(10));
+  ASSERT_FALSE(closed);
+  EXPECT_EQ(closed.error().kind, ClientError::Kind::kClosed);
+}
+
+TEST_F(BatchConsumerIntegrationTest, RefusesOptionsThatBreakTheGuarantee) {
+  BatchConsumer::Options options;
+  options.bootstrap = broker_.bootstrap;
+  for (auto [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"enable.auto.commit", "true"},
+           {"isolation.level", "read_uncommitted"},
+           {"partition.assignment.strategy", "cooperative-sticky"}}) {
+    options.properties = {{k, v}};
+    auto c = BatchConsumer::Create(options);
+    ASSERT_FALSE(c) << k;
+    EXPECT_EQ(c.error().kind, ClientError::Kind::kInvalidArgument) << k;
+  }
+}
+
+}  // namespace
+}  // namespace kleaf::integration

@@ -1,0 +1,122 @@
+// BatchBuffer: IDs handed out in batch order per key, never twice; the prefetch and eviction
+// policy of BatchConsumer's fetch thread.
+#include "client/batch_buffer.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace kleaf::client {
+namespace {
+
+IdBatch Segment(const std::string& tag, int64_t start, int64_t end) {
+  IdBatch b;
+  b.tag = tag;
+  b.start = start;
+  b.end = end;
+  return b;
+}
+
+IdBatch Snowflake(const std::string& tag, std::vector<int64_t> ids) {
+  IdBatch b;
+  b.tag = tag;
+  b.mode = IdBatch::Mode::kSnowflake;
+  b.ids = std::move(ids);
+  return b;
+}
+
+const BatchKey kA{"a", IdBatch::Mode::kSegment};
+const BatchKey kB{"b", IdBatch::Mode::kSegment};
+
+TEST(BatchBufferTest, HandsOutEachIdOnceInBatchOrder) {
+  BatchBuffer buffer({.max_batches = 4, .prefetch_batches = 1});
+  buffer.Add(Segment("a", 10, 13));
+  buffer.Add(Segment("b", 100, 102));
+  buffer.Add(Segment("a", 20, 22));
+  std::vector<int64_t> got;
+  while (auto id = buffer.Next(kA)) got.push_back(*id);
+  EXPECT_EQ(got, (std::vector<int64_t>{10, 11, 12, 20, 21}));
+  EXPECT_EQ(buffer.total_batches(), 1);
+  EXPECT_EQ(buffer.buffered_ids(kB), 2);
+  EXPECT_FALSE(buffer.Next({"a", IdBatch::Mode::kSnowflake}));  // the mode is part of the key
+}
+
+TEST(BatchBufferTest, TakeSpansBatchesAndStopsWhenEmpty) {
+  BatchBuffer buffer({.max_batches = 4, .prefetch_batches = 1});
+  buffer.Add(Segment("a", 0, 3));
+  buffer.Add(Segment("a", 50, 52));
+  std::vector<int64_t> out;
+  EXPECT_EQ(buffer.Take(kA, 4, out), 4);
+  EXPECT_EQ(out, (std::vector<int64_t>{0, 1, 2, 50}));
+  EXPECT_EQ(buffer.Take(kA, 10, out), 1);
+  EXPECT_EQ(out.back(), 51);
+  EXPECT_EQ(buffer.total_batches(), 0);
+}
+
+TEST(BatchBufferTest, TakeBatchGivesTheUnusedRestOfTheOldest) {
+  BatchBuffer buffer({.max_batches = 4, .prefetch_batches = 1});
+  buffer.Add(Snowflake("s", {5, 6, 7}));
+  buffer.Add(Segment("a", 0, 10));
+  ASSERT_EQ(buffer.Next({"s", IdBatch::Mode::kSnowflake}), 5);
+  ASSERT_EQ(buffer.Next(kA), 0);
+  auto first = buffer.TakeBatch();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->ids, (std::vector<int64_t>{6, 7}));
+  auto second = buffer.TakeBatch();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->start, 1);
+  EXPECT_EQ(second->end, 10);
+  EXPECT_FALSE(buffer.TakeBatch());
+}
+
+TEST(BatchBufferTest, PrefetchesActiveKeysUpToTheDepthAndTheBound) {
+  BatchBuffer buffer({.max_batches = 3, .prefetch_batches = 1});
+  EXPECT_FALSE(buffer.WantsMore());  // nobody asked for anything yet
+  EXPECT_FALSE(buffer.Next(kA));     // now a is in use
+  EXPECT_TRUE(buffer.WantsMore());
+  buffer.Add(Segment("a", 0, 2));
+  EXPECT_TRUE(buffer.WantsMore());  // the current batch, and one ahead wanted
+  buffer.Add(Segment("a", 2, 4));
+  EXPECT_FALSE(buffer.WantsMore());
+  ASSERT_EQ(buffer.Next(kA), 0);
+  ASSERT_EQ(buffer.Next(kA), 1);  // first batch used up: claim the next one ahead
+  EXPECT_TRUE(buffer.WantsMore());
+  buffer.Add(Segment("b", 0, 1));
+  buffer.Add(Segment("b", 1, 2));
+  EXPECT_TRUE(buffer.Full());
+  EXPECT_FALSE(buffer.WantsMore());  // full: stop claiming
+}
+
+TEST(BatchBufferTest, RoomIsWhatTheShortestKeyInUseLacksWithinTheBound) {
+  BatchBuffer buffer({.max_batches = 5, .prefetch_batches = 2});
+  EXPECT_EQ(buffer.Room(), 0);  // nothing in use
+  EXPECT_FALSE(buffer.Next(kA));
+  EXPECT_EQ(buffer.Room(), 3);  // current + 2 ahead
+  buffer.Add(Segment("a", 0, 1));
+  EXPECT_EQ(buffer.Room(), 2);
+  buffer.Add(Segment("b", 0, 1));
+  buffer.Add(Segment("b", 1, 2));
+  buffer.Add(Segment("b", 2, 3));
+  EXPECT_EQ(buffer.Room(), 1);  // a lacks 2, the bound leaves 1
+}
+
+TEST(BatchBufferTest, AWaiterEvictsTheNewestBatchOfAnUnwantedKeyOnly) {
+  BatchBuffer full({.max_batches = 3, .prefetch_batches = 1});
+  full.Add(Segment("b", 0, 5));
+  full.Add(Segment("b", 5, 10));
+  full.Add(Segment("a", 0, 5));
+  full.AddWaiter(kA, 1);
+  EXPECT_TRUE(full.WantsMore());  // a waiter always wants more, even when full
+  ASSERT_TRUE(full.EvictForWaiter());
+  EXPECT_EQ(full.dropped_batches(), 1);
+  EXPECT_EQ(full.buffered_ids(kB), 5);  // b's newest batch went, its current one stays
+  EXPECT_EQ(full.Next(kB), 0);
+  EXPECT_EQ(full.buffered_ids(kA), 5);  // the waited-for key is never evicted
+  ASSERT_TRUE(full.EvictForWaiter());   // b's last batch
+  EXPECT_FALSE(full.EvictForWaiter());  // only a's batch is left
+  full.AddWaiter(kA, -1);
+  EXPECT_TRUE(full.WantsMore());  // a has its current batch, none ahead, and there is room
+}
+
+}  // namespace
+}  // namespace kleaf::client
