@@ -72,11 +72,17 @@ void ResumeSegmentRests(state::Store& store, allocator::Allocator& allocator,
     }
     by_tag[r.tag].push_back({r.start, r.end});
   }
-  for (auto& [tag, ranges] : by_tag) {
+  // Ask about every tag at once; one deadline for all, so many tags cannot stretch startup.
+  std::map<std::string, std::future<Result<state::TagRecord>>> answers;
+  for (const auto& [tag, ranges] : by_tag) {
     auto found = std::make_shared<std::promise<Result<state::TagRecord>>>();
+    answers.emplace(tag, found->get_future());
     allocator.GetTag(tag, [found](Result<state::TagRecord> r) { found->set_value(std::move(r)); });
-    auto answer = found->get_future();
-    if (answer.wait_for(std::chrono::seconds(5)) == std::future_status::ready) {
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (auto& [tag, ranges] : by_tag) {
+    auto& answer = answers.at(tag);
+    if (answer.wait_until(deadline) == std::future_status::ready) {
       if (auto r = answer.get(); !r && r.error().code == Code::kNotFound) {
         spdlog::info("[segment] tag {} was deleted; dropping its kept rest", tag);
         continue;
