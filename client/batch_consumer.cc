@@ -5,7 +5,6 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -19,19 +18,6 @@ using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 using client::BatchBuffer;
 using client::BatchKey;
-
-// now + timeout, saturated: milliseconds::max() means "no deadline", not an overflow.
-SteadyClock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
-  const auto now = SteadyClock::now();
-  if (timeout > std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::time_point::max() - now)) {
-    return SteadyClock::time_point::max();
-  }
-  return now + timeout;
-}
-
-// How long a commit's outcome is awaited past commit_timeout before the partition is left alone
-// (librdkafka's request timeout, socket.timeout.ms 20 s unless overridden, is below this).
-constexpr milliseconds kCommitOutcomeCap{30000};
 
 ClientError Err(ClientError::Kind kind, std::string message) {
   return ClientError{kind, std::move(message), 0, ""};
@@ -61,10 +47,6 @@ struct BatchConsumer::Impl {
   // Fetch thread state.
   std::deque<kafka::Message> held;  // fetched, not claimed: claimed in order when wanted
   bool paused = false;
-  // Partitions whose last commit's outcome never came: it may still land, so no further commit
-  // for them (it could be overtaken and the group's offset move back) until the next rebalance,
-  // whose new generation makes the broker reject the stale one. Kept paused meanwhile.
-  std::set<std::pair<std::string, int32_t>> quarantined;
   SteadyClock::time_point backoff_until{};
 
   explicit Impl(Options o)
@@ -86,9 +68,6 @@ struct BatchConsumer::Impl {
 void BatchConsumer::Impl::SetPaused(bool pause) {
   if (pause == paused) return;
   auto parts = consumer->Assignment();
-  std::erase_if(parts, [&](const kafka::TopicPartition& p) {
-    return quarantined.contains({p.topic, p.partition});
-  });
   auto r = pause ? consumer->Pause(parts) : consumer->Resume(parts);
   if (r) paused = pause;
 }
@@ -126,24 +105,8 @@ bool BatchConsumer::Impl::ClaimHeld() {
     }
   }
   const kafka::Message& last = held[run - 1];
-  bool outcome_unknown = false;
-  auto committed = consumer->Commit({{last.topic, last.partition, last.offset + 1}},
-                                    options.commit_timeout, kCommitOutcomeCap, &outcome_unknown);
-  if (!committed && outcome_unknown) {
-    // Neither claimed nor surely not: hand nothing out, and commit nothing more for this
-    // partition in this generation (see `quarantined`).
-    const kafka::TopicPartition p{m.topic, m.partition};
-    quarantined.insert({p.topic, p.partition});
-    (void)consumer->Pause({p});
-    {
-      std::lock_guard lock(mu);
-      ++stats.commit_failures;
-      stats.last_error = committed.error().message + "; partition " + std::to_string(p.partition) +
-                         " left until the next rebalance";
-    }
-    Release(p.partition, p.topic);
-    return true;
-  }
+  auto committed =
+      consumer->Commit({{last.topic, last.partition, last.offset + 1}}, options.commit_timeout);
   if (!committed) {
     // Not claimed: never hand it out. Rewind so that whoever owns the partition reads it again.
     const kafka::TopicPartition rewind{m.topic, m.partition, m.offset};
@@ -206,11 +169,7 @@ void BatchConsumer::Impl::Run() {
     auto ev = consumer->Poll(milliseconds(held.empty() ? 20 : 0));
     switch (ev.kind) {
       case kafka::GroupConsumer::Event::Kind::kAssigned: {
-        // A new generation: commits of the old one are rejected by the broker. librdkafka keeps
-        // an application's pause across a reassignment, so resume explicitly.
-        quarantined.clear();
-        (void)consumer->Resume(ev.partitions);
-        paused = false;
+        paused = false;  // a new assignment starts unpaused
         std::lock_guard lock(mu);
         ++stats.rebalances;
         stats.assigned_partitions = static_cast<int>(ev.partitions.size());
@@ -218,10 +177,7 @@ void BatchConsumer::Impl::Run() {
       }
       case kafka::GroupConsumer::Event::Kind::kRevoked: {
         // Not claimed, so not ours to hand out: the next owner reads them from the committed offset.
-        for (const auto& p : ev.partitions) {
-          Release(p.partition, p.topic);
-          quarantined.erase({p.topic, p.partition});
-        }
+        for (const auto& p : ev.partitions) Release(p.partition, p.topic);
         std::lock_guard lock(mu);
         stats.assigned_partitions = 0;
         break;
@@ -274,9 +230,6 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   props["bootstrap.servers"] = options.bootstrap;
   props["group.id"] = options.group_id;
   props.emplace("enable.partition.eof", "false");
-  // A commit request times out inside librdkafka well before kCommitOutcomeCap, so its outcome is
-  // nearly always known (see Impl::quarantined for the rest).
-  props.emplace("socket.timeout.ms", "20000");
   auto consumer = kafka::GroupConsumer::Create(props, {options.topic});
   if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
   auto impl = std::make_unique<Impl>(std::move(options));
@@ -298,7 +251,7 @@ ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, I
   if (tag.empty() || n < 1) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
   }
-  const auto deadline = DeadlineAfter(timeout);
+  const auto deadline = SteadyClock::now() + timeout;
   const BatchKey key{tag, mode};
   std::vector<int64_t> out;
   std::unique_lock lock(impl_->mu);
@@ -324,7 +277,7 @@ ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, I
 }
 
 ClientResult<IdBatch> BatchConsumer::NextBatch(milliseconds timeout) {
-  const auto deadline = DeadlineAfter(timeout);
+  const auto deadline = SteadyClock::now() + timeout;
   std::unique_lock lock(impl_->mu);
   for (;;) {
     if (impl_->closed) return std::unexpected(Err(ClientError::Kind::kClosed, "consumer closed"));

@@ -549,9 +549,7 @@ Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds ti
   return {};
 }
 
-Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, milliseconds timeout,
-                                   milliseconds outcome_cap, bool* outcome_unknown) {
-  if (outcome_unknown != nullptr) *outcome_unknown = false;
+Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, milliseconds timeout) {
   PartitionList list = ToList(offsets);
   rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
   auto err = rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue, nullptr, nullptr);
@@ -559,12 +557,8 @@ Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, m
     rd_kafka_queue_destroy(queue);
     return std::unexpected(KafkaError(err, "commit"));
   }
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::max(timeout, outcome_cap);
-  Result<void> result = Fail(Code::kUnavailable, "commit: no outcome within " +
-                                                     std::to_string(std::max(timeout, outcome_cap).count()) +
-                                                     " ms; it may still land");
-  bool known = false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  Result<void> result = Fail(Code::kUnavailable, "commit: timed out");
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
@@ -575,7 +569,6 @@ Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, m
       continue;
     }
     result = {};
-    known = true;
     if (auto e = rd_kafka_event_error(ev); e != RD_KAFKA_RESP_ERR_NO_ERROR) {
       result = std::unexpected(KafkaError(e, "commit"));
     } else if (const auto* parts = rd_kafka_event_topic_partition_list(ev)) {
@@ -590,7 +583,6 @@ Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, m
     break;
   }
   rd_kafka_queue_destroy(queue);
-  if (!known && outcome_unknown != nullptr) *outcome_unknown = true;
   return result;
 }
 

@@ -159,16 +159,10 @@ class GroupConsumer {
   Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
                                                 std::chrono::milliseconds timeout);
   Result<void> Seek(const TopicPartition& position, std::chrono::milliseconds timeout);
-  // Commits `offsets` (each the next offset to read) synchronously. The broker checks the
-  // member's generation: a member that was dropped from the group gets an error. Past `timeout`
-  // it goes on waiting for the request's outcome, up to `outcome_cap`: a commit given up while
-  // still in flight could land after a later one and move the group's offset back. If even then
-  // no outcome came, `*outcome_unknown` (when given) is set: the commit may still land, so the
-  // caller must neither count the offsets as claimed nor commit that partition again in this
-  // generation.
-  Result<void> Commit(const std::vector<TopicPartition>& offsets, std::chrono::milliseconds timeout,
-                      std::chrono::milliseconds outcome_cap = std::chrono::milliseconds(30000),
-                      bool* outcome_unknown = nullptr);
+  // Commits `offsets` (each the next offset to read) synchronously, up to `timeout`. The broker
+  // checks the member's generation: a member that was dropped from the group gets an error. On a
+  // timeout the commit may still land later (callers must treat that as "not claimed").
+  Result<void> Commit(const std::vector<TopicPartition>& offsets, std::chrono::milliseconds timeout);
   // The partitions assigned right now (rebalance events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();
   Result<void> Pause(const std::vector<TopicPartition>& partitions);

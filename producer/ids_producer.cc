@@ -171,16 +171,10 @@ Error IdsProducer::TxnFailure(const kafka::TxnError& e, const std::string& what,
     return Error{Code::kFailedPrecondition, what + ": " + e.message};
   }
   if (abort) {
-    // A retriable abort is called again (KAFKA.md): leaving the transaction open would make the
-    // next Begin fail as a state error, which ends the producer.
-    for (int attempt = 1;; ++attempt) {
-      auto a = txn_->Abort(kKafkaTimeout);
-      if (a) break;
-      if (a.error().kind == kafka::TxnError::Kind::kFatal) {
+    if (auto a = txn_->Abort(kKafkaTimeout); !a) {
+      if (a.error().kind == kafka::TxnError::Kind::kFatal)
         return TxnFailure(a.error(), "abort", false);
-      }
-      spdlog::warn("[producer] abort failed (attempt {}): {}", attempt, a.error().message);
-      if (a.error().kind != kafka::TxnError::Kind::kRetriable || attempt == 5) break;
+      spdlog::warn("[producer] abort failed: {}", a.error().message);
     }
   }
   return Error{Code::kUnavailable, what + ": " + e.message};
