@@ -191,6 +191,8 @@ void BatchConsumer::Impl::Run() {
       case kafka::GroupConsumer::Event::Kind::kNone:
         break;
     }
+    std::lock_guard lock(mu);
+    stats.held_batches = static_cast<int>(held.size());
   }
   held.clear();
   consumer->Close();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <utility>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace kleaf::kafka {
@@ -440,6 +441,9 @@ Result<void> GroupOffsets::Commit(const std::vector<TopicPartition>& offsets) {
 struct GroupConsumer::Impl {
   KafkaHandle rk;
   std::vector<GroupConsumer::Event> pending;  // rebalance events not yet returned by Poll
+  // Partitions paused by Pause() and not resumed since. Touched by the polling thread only
+  // (Pause/Resume and the rebalance callback, which runs inside Poll and Close).
+  std::set<std::pair<std::string, int32_t>> paused;
 };
 
 namespace {
@@ -452,6 +456,15 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
     rd_kafka_assign(rk, parts);
     e.kind = GroupConsumer::Event::Kind::kAssigned;
   } else {
+    // A pause outlives the assignment in librdkafka: lift it while the partitions are still ours.
+    if (!impl->paused.empty()) {
+      PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl->paused.size())));
+      for (const auto& [topic, partition] : impl->paused) {
+        rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
+      }
+      rd_kafka_resume_partitions(rk, paused.get());
+      impl->paused.clear();
+    }
     rd_kafka_assign(rk, nullptr);
     e.kind = GroupConsumer::Event::Kind::kRevoked;
   }
@@ -594,14 +607,26 @@ std::vector<TopicPartition> GroupConsumer::Assignment() {
 }
 
 Result<void> GroupConsumer::Pause(const std::vector<TopicPartition>& partitions) {
-  PartitionList list = ToList(partitions);
+  std::vector<TopicPartition> fresh;
+  for (const auto& p : partitions) {
+    if (!impl_->paused.contains({p.topic, p.partition})) fresh.push_back(p);
+  }
+  if (fresh.empty()) return {};
+  PartitionList list = ToList(fresh);
   if (auto err = rd_kafka_pause_partitions(impl_->rk.get(), list.get()); err) return std::unexpected(KafkaError(err, "pause"));
+  for (const auto& p : fresh) impl_->paused.insert({p.topic, p.partition});
   return {};
 }
 
 Result<void> GroupConsumer::Resume(const std::vector<TopicPartition>& partitions) {
-  PartitionList list = ToList(partitions);
+  std::vector<TopicPartition> held;
+  for (const auto& p : partitions) {
+    if (impl_->paused.contains({p.topic, p.partition})) held.push_back(p);
+  }
+  if (held.empty()) return {};
+  PartitionList list = ToList(held);
   if (auto err = rd_kafka_resume_partitions(impl_->rk.get(), list.get()); err) return std::unexpected(KafkaError(err, "resume"));
+  for (const auto& p : held) impl_->paused.erase({p.topic, p.partition});
   return {};
 }
 

@@ -165,6 +165,11 @@ class GroupConsumer {
   Result<void> Commit(const std::vector<TopicPartition>& offsets, std::chrono::milliseconds timeout);
   // The partitions assigned right now (rebalance events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();
+  // Stops / restarts fetching `partitions`. Only partitions this consumer paused are resumed
+  // (librdkafka 2.0.2 may restart a partition that was never paused from a stale position), and
+  // a pause never outlives the assignment: on revocation the paused partitions are resumed
+  // before they are given up (librdkafka keeps an application's pause across a reassignment,
+  // which would leave a partition unread for good).
   Result<void> Pause(const std::vector<TopicPartition>& partitions);
   Result<void> Resume(const std::vector<TopicPartition>& partitions);
   void Close();

@@ -65,6 +65,7 @@ class BatchConsumer {
     int64_t malformed_batches = 0;  // not a batch: skipped
     int64_t rebalances = 0;
     int assigned_partitions = 0;
+    int held_batches = 0;           // fetched, not claimed yet (fetching pauses when many)
     std::string last_error;
   };
 

@@ -275,6 +275,64 @@ TEST_F(BatchConsumerIntegrationTest, CommitOfAMemberTheGroupDroppedIsRejected) {
   EXPECT_TRUE((*b)->Commit({{topic, 0, 2}}, seconds(10)));  // the owner can
 }
 
+// A member that paused fetching (many records fetched, nobody taking IDs) and then goes through
+// a rebalance must fetch again whatever it is assigned: a pause that outlived the rebalance would
+// leave its partition unread for good. And the other member, starting at the committed offset,
+// hands out nothing the first one claimed.
+TEST_F(BatchConsumerIntegrationTest, PausedMemberFetchesAgainAfterARebalance) {
+  const std::string topic = UniqueTopic("paused");
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 2));
+  constexpr int kBatches = 400;
+  constexpr int64_t kSize = 10;
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 2, SegmentBatches("q", 0, kSize, kBatches)));
+  BatchConsumer::Options options;
+  options.bootstrap = broker_.bootstrap;
+  options.topic = topic;
+  options.group_id = topic + ".group";
+  options.max_buffered_batches = 2;  // fetching pauses at 64 held records
+  options.properties = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}};
+  auto a = BatchConsumer::Create(options);
+  ASSERT_TRUE(a) << a.error().message;
+  std::map<int64_t, int> seen;  // ID -> consumer that handed it out first
+  std::vector<int64_t> twice;
+  auto note = [&](const std::vector<int64_t>& ids, int who) {
+    for (int64_t id : ids) {
+      if (!seen.emplace(id, who).second) twice.push_back(id);
+    }
+  };
+  auto first = (*a)->Take("q", IdBatch::Mode::kSegment, 1, seconds(30));
+  ASSERT_TRUE(first) << first.error().message;
+  note(*first, 0);
+  // A fetched far more than it may claim: fetching is paused now.
+  ASSERT_TRUE(WaitUntil([&] { return (*a)->stats().held_batches >= 64; }, seconds(30)))
+      << "held " << (*a)->stats().held_batches;
+
+  auto b = BatchConsumer::Create(options);
+  ASSERT_TRUE(b) << b.error().message;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto sa = (*a)->stats();
+        return sa.rebalances >= 2 && sa.assigned_partitions == 1 && (*b)->stats().assigned_partitions == 1;
+      },
+      seconds(60)))
+      << "A: " << (*a)->stats().assigned_partitions << " partitions, B: " << (*b)->stats().assigned_partitions;
+
+  const auto deadline = SteadyClock::now() + seconds(60);
+  while (static_cast<int64_t>(seen.size()) < kBatches * kSize && SteadyClock::now() < deadline) {
+    for (int who : {0, 1}) {
+      auto& c = who == 0 ? *a : *b;
+      if (auto ids = c->Take("q", IdBatch::Mode::kSegment, 1000, milliseconds(200))) note(*ids, who);
+    }
+  }
+  EXPECT_TRUE(twice.empty()) << twice.size() << " IDs handed out twice, first " << twice.front();
+  int by_a = 0;
+  for (const auto& [id, who] : seen) by_a += who == 0 ? 1 : 0;
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), kBatches * kSize)
+      << "A handed out " << by_a << ", B " << seen.size() - by_a << "; A: " << (*a)->stats().last_error
+      << "; B: " << (*b)->stats().last_error;
+  EXPECT_GT(by_a, 1) << "A never fetched again after the rebalance";
+}
+
 TEST_F(BatchConsumerIntegrationTest, InProcessConsumerTakesKeysAndBatches) {
   const std::string topic = UniqueTopic("inproc");
   ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 2));
