@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -18,6 +19,27 @@ using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 using client::BatchBuffer;
 using client::BatchKey;
+
+// now + timeout, saturated: milliseconds::max() means "no deadline", not an overflow.
+SteadyClock::time_point DeadlineAfter(milliseconds timeout) {
+  const auto now = SteadyClock::now();
+  if (timeout >= std::chrono::duration_cast<milliseconds>(SteadyClock::time_point::max() - now)) {
+    return SteadyClock::time_point::max();
+  }
+  return now + timeout;
+}
+
+// After a commit failed in a way that may still be applied (a local timeout, a broken
+// connection), how long the partition waits before it reads the group's committed offset again
+// and goes on from there. librdkafka no longer holds the request then; the broker answers queued
+// requests in order within this.
+constexpr milliseconds kSettle{5000};
+constexpr milliseconds kOffsetQueryTimeout{5000};
+// librdkafka's request timeout for this consumer unless the caller sets one: an unanswered
+// commit gets its outcome within this.
+constexpr const char* kSocketTimeoutMs = "10000";
+
+using PartitionKey = std::pair<std::string, int32_t>;
 
 ClientError Err(ClientError::Kind kind, std::string message) {
   return ClientError{kind, std::move(message), 0, ""};
@@ -46,7 +68,23 @@ struct BatchConsumer::Impl {
 
   // Fetch thread state.
   std::deque<kafka::Message> held;  // fetched, not claimed: claimed in order when wanted
-  bool paused = false;
+  bool paused = false;              // fetching paused because `held` is long
+  // What this member knows of each partition it holds (cleared on every rebalance: a new
+  // generation, so commits of the old one are rejected by the broker).
+  struct PartitionState {
+    // The next offset that may be claimed: the group's committed offset when it was read, then
+    // past each claim. A record below it was claimed already (librdkafka may fetch from a stale
+    // position after pause/resume or seek); it is skipped, never handed out. Unknown until read.
+    std::optional<int64_t> floor;
+    // A commit whose outcome is unknown, or that may still be applied. Until it is settled no
+    // other commit goes for this partition (a later commit overtaken by it would move the
+    // group's offset back, and the next owner would hand out IDs again), and the partition is
+    // paused; then the floor is read again from the group.
+    bool quarantined = false;
+    std::unique_ptr<kafka::GroupConsumer::PendingCommit> unsettled;  // outcome still to come
+    SteadyClock::time_point settle_until{};
+  };
+  std::map<PartitionKey, PartitionState> partitions;
   SteadyClock::time_point backoff_until{};
 
   explicit Impl(Options o)
@@ -55,6 +93,13 @@ struct BatchConsumer::Impl {
 
   void Run();
   void SetPaused(bool pause);
+  // Reads the group's committed offsets of `parts` into their floors; false if the broker did
+  // not answer.
+  bool LoadFloors(const std::vector<kafka::TopicPartition>& parts);
+  // Takes quarantined partitions whose last commit is settled back into service.
+  void SettleQuarantined();
+  void Quarantine(const kafka::TopicPartition& p, std::unique_ptr<kafka::GroupConsumer::PendingCommit> unsettled,
+                  const std::string& why);
   // Claims the first held record, and the ones of the same partition right behind it that fit
   // (one commit, then buffer), or lets them go. False if they must stay held (no room).
   bool ClaimHeld();
@@ -68,8 +113,71 @@ struct BatchConsumer::Impl {
 void BatchConsumer::Impl::SetPaused(bool pause) {
   if (pause == paused) return;
   auto parts = consumer->Assignment();
+  if (!pause) {
+    std::erase_if(parts, [&](const kafka::TopicPartition& p) {
+      auto it = partitions.find({p.topic, p.partition});
+      return it != partitions.end() && it->second.quarantined;
+    });
+  }
   auto r = pause ? consumer->Pause(parts) : consumer->Resume(parts);
   if (r) paused = pause;
+}
+
+bool BatchConsumer::Impl::LoadFloors(const std::vector<kafka::TopicPartition>& parts) {
+  if (parts.empty()) return true;
+  auto committed = consumer->Committed(parts, kOffsetQueryTimeout);
+  if (!committed) {
+    NoteError(committed.error().message);
+    return false;
+  }
+  for (const auto& c : *committed) {
+    // No commit yet (a negative logical offset): every record may be claimed.
+    partitions[{c.topic, c.partition}].floor = std::max<int64_t>(c.offset, 0);
+  }
+  return true;
+}
+
+void BatchConsumer::Impl::Quarantine(const kafka::TopicPartition& p,
+                                     std::unique_ptr<kafka::GroupConsumer::PendingCommit> unsettled,
+                                     const std::string& why) {
+  auto& st = partitions[{p.topic, p.partition}];
+  st.quarantined = true;
+  st.unsettled = std::move(unsettled);
+  st.settle_until = SteadyClock::now() + kSettle;
+  (void)consumer->Pause({{p.topic, p.partition}});
+  Release(p.partition, p.topic);
+  std::lock_guard lock(mu);
+  ++stats.commit_failures;
+  ++stats.quarantines;
+  stats.last_error = why + "; partition " + std::to_string(p.partition) +
+                     " waits until that commit is settled";
+}
+
+void BatchConsumer::Impl::SettleQuarantined() {
+  const auto now = SteadyClock::now();
+  for (auto& [key, st] : partitions) {
+    if (!st.quarantined) continue;
+    if (st.unsettled) {
+      auto outcome = st.unsettled->Wait(milliseconds(0));
+      if (!outcome) continue;
+      st.unsettled.reset();
+      // Applied or refused by the broker: settled now. Still maybe in flight: settle first.
+      st.settle_until = outcome->may_land ? now + kSettle : now;
+    }
+    if (now < st.settle_until) continue;
+    const kafka::TopicPartition p{key.first, key.second};
+    if (!LoadFloors({p})) {
+      st.settle_until = now + milliseconds(1000);
+      continue;
+    }
+    // Read on from the group's offset, whichever commit landed.
+    if (!consumer->Seek({p.topic, p.partition, *st.floor}, milliseconds(1000))) {
+      st.settle_until = now + milliseconds(1000);
+      continue;
+    }
+    st.quarantined = false;
+    if (!paused) (void)consumer->Resume({p});
+  }
 }
 
 void BatchConsumer::Impl::Release(int32_t partition, const std::string& topic) {
@@ -92,6 +200,21 @@ bool BatchConsumer::Impl::ClaimHeld() {
     ++stats.released_batches;
     return true;
   }
+  auto& st = partitions[{m.topic, m.partition}];
+  if (st.quarantined) {
+    Release(m.partition, m.topic);
+    return true;
+  }
+  if (!st.floor && !LoadFloors({{m.topic, m.partition}})) {
+    backoff_until = SteadyClock::now() + milliseconds(500);
+    return true;
+  }
+  if (m.offset < *st.floor) {
+    held.pop_front();
+    std::lock_guard lock(mu);
+    ++stats.stale_batches;
+    return true;
+  }
   // The run of held records of m's partition that the buffer has room for: one commit claims
   // them all (a synchronous commit per batch would bound the rate by the commit round trip).
   size_t run = 0;
@@ -105,21 +228,38 @@ bool BatchConsumer::Impl::ClaimHeld() {
     }
   }
   const kafka::Message& last = held[run - 1];
-  auto committed =
-      consumer->Commit({{last.topic, last.partition, last.offset + 1}}, options.commit_timeout);
-  if (!committed) {
-    // Not claimed: never hand it out. Rewind so that whoever owns the partition reads it again.
+  const int64_t next = last.offset + 1;
+  auto pending = consumer->StartCommit({{last.topic, last.partition, next}});
+  std::optional<kafka::GroupConsumer::PendingCommit::Outcome> outcome;
+  if (!pending) {
+    outcome = kafka::GroupConsumer::PendingCommit::Outcome{false, false, pending.error().message};
+  } else {
+    outcome = (*pending)->Wait(options.commit_timeout);
+  }
+  if (!outcome || outcome->may_land) {
+    // Not claimed, but it may still be: hand nothing out, commit nothing more here until that is
+    // settled.
+    Quarantine({m.topic, m.partition},
+               outcome ? nullptr : std::move(*pending),
+               outcome ? outcome->error
+                       : "commit: no outcome within " + std::to_string(options.commit_timeout.count()) + " ms");
+    return true;
+  }
+  if (!outcome->committed) {
+    // Refused: not claimed, never hand it out. Rewind so that whoever owns the partition reads
+    // it again.
     const kafka::TopicPartition rewind{m.topic, m.partition, m.offset};
     {
       std::lock_guard lock(mu);
       ++stats.commit_failures;
-      stats.last_error = committed.error().message;
+      stats.last_error = outcome->error;
     }
     Release(rewind.partition, rewind.topic);
     (void)consumer->Seek(rewind, milliseconds(1000));
     backoff_until = SteadyClock::now() + milliseconds(100);
     return true;
   }
+  st.floor = next;
   std::lock_guard lock(mu);
   for (size_t i = 0; i < run; ++i) {
     const kafka::Message& r = held.front();
@@ -144,6 +284,7 @@ void BatchConsumer::Impl::Run() {
   // librdkafka drop what it fetched ahead, so it must not toggle on every claim.
   const size_t held_limit = static_cast<size_t>(std::max(64, 4 * options.max_buffered_batches));
   while (!stop.load()) {
+    SettleQuarantined();
     bool want;
     {
       std::lock_guard lock(mu);
@@ -169,7 +310,10 @@ void BatchConsumer::Impl::Run() {
     auto ev = consumer->Poll(milliseconds(held.empty() ? 20 : 0));
     switch (ev.kind) {
       case kafka::GroupConsumer::Event::Kind::kAssigned: {
-        paused = false;  // a new assignment starts unpaused
+        paused = false;  // a new assignment starts unpaused (GroupConsumer lifts pauses on revoke)
+        partitions.clear();
+        for (const auto& p : ev.partitions) partitions[{p.topic, p.partition}];
+        (void)LoadFloors(ev.partitions);  // else read when a record of the partition is claimed
         std::lock_guard lock(mu);
         ++stats.rebalances;
         stats.assigned_partitions = static_cast<int>(ev.partitions.size());
@@ -177,7 +321,10 @@ void BatchConsumer::Impl::Run() {
       }
       case kafka::GroupConsumer::Event::Kind::kRevoked: {
         // Not claimed, so not ours to hand out: the next owner reads them from the committed offset.
-        for (const auto& p : ev.partitions) Release(p.partition, p.topic);
+        for (const auto& p : ev.partitions) {
+          Release(p.partition, p.topic);
+          partitions.erase({p.topic, p.partition});
+        }
         std::lock_guard lock(mu);
         stats.assigned_partitions = 0;
         break;
@@ -195,6 +342,7 @@ void BatchConsumer::Impl::Run() {
     stats.held_batches = static_cast<int>(held.size());
   }
   held.clear();
+  partitions.clear();  // pending commits must go before the consumer
   consumer->Close();
 }
 
@@ -232,6 +380,7 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   props["bootstrap.servers"] = options.bootstrap;
   props["group.id"] = options.group_id;
   props.emplace("enable.partition.eof", "false");
+  props.emplace("socket.timeout.ms", kSocketTimeoutMs);
   auto consumer = kafka::GroupConsumer::Create(props, {options.topic});
   if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
   auto impl = std::make_unique<Impl>(std::move(options));
@@ -253,7 +402,7 @@ ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, I
   if (tag.empty() || n < 1) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
   }
-  const auto deadline = SteadyClock::now() + timeout;
+  const auto deadline = DeadlineAfter(timeout);
   const BatchKey key{tag, mode};
   std::vector<int64_t> out;
   std::unique_lock lock(impl_->mu);
@@ -279,7 +428,7 @@ ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, I
 }
 
 ClientResult<IdBatch> BatchConsumer::NextBatch(milliseconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
+  const auto deadline = DeadlineAfter(timeout);
   std::unique_lock lock(impl_->mu);
   for (;;) {
     if (impl_->closed) return std::unexpected(Err(ClientError::Kind::kClosed, "consumer closed"));

@@ -547,6 +547,13 @@ Result<std::vector<TopicPartition>> GroupConsumer::Committed(const std::vector<T
   PartitionList list = ToList(partitions);
   auto err = rd_kafka_committed(impl_->rk.get(), list.get(), static_cast<int>(timeout.count()));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "committed offsets"));
+  for (int i = 0; i < list->cnt; ++i) {
+    const auto& e = list->elems[i];
+    if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return std::unexpected(KafkaError(
+          e.err, "committed offset of " + std::string(e.topic) + "/" + std::to_string(e.partition)));
+    }
+  }
   return FromList(list.get());
 }
 
@@ -562,7 +569,66 @@ Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds ti
   return {};
 }
 
-Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, milliseconds timeout) {
+namespace {
+// Whether a commit that failed with `err` may still be applied by the broker: the request may
+// have been sent and its answer lost (timeouts, broken connections). Broker answers, and local
+// refusals before sending, are definite.
+bool MayLand(rd_kafka_resp_err_t err) {
+  if (err >= 0) return false;
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR__NO_OFFSET:
+    case RD_KAFKA_RESP_ERR__STATE:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+    case RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_GROUP:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+      return false;
+    default:
+      return true;
+  }
+}
+}  // namespace
+
+GroupConsumer::PendingCommit::~PendingCommit() {
+  rd_kafka_queue_destroy(static_cast<rd_kafka_queue_t*>(queue_));
+}
+
+std::optional<GroupConsumer::PendingCommit::Outcome> GroupConsumer::PendingCommit::Wait(milliseconds timeout) {
+  auto* queue = static_cast<rd_kafka_queue_t*>(queue_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ev == nullptr) {
+      if (left.count() <= 0) return std::nullopt;
+      continue;
+    }
+    if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
+      rd_kafka_event_destroy(ev);
+      continue;
+    }
+    Outcome out;
+    out.committed = true;
+    auto fail = [&](rd_kafka_resp_err_t e) {
+      out.committed = false;
+      out.may_land = out.may_land || MayLand(e);
+      if (out.error.empty()) out.error = KafkaError(e, "commit").message;
+    };
+    if (auto e = rd_kafka_event_error(ev); e != RD_KAFKA_RESP_ERR_NO_ERROR) fail(e);
+    if (const auto* parts = rd_kafka_event_topic_partition_list(ev)) {
+      for (int i = 0; i < parts->cnt; ++i) {
+        if (parts->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) fail(parts->elems[i].err);
+      }
+    }
+    rd_kafka_event_destroy(ev);
+    return out;
+  }
+}
+
+Result<std::unique_ptr<GroupConsumer::PendingCommit>> GroupConsumer::StartCommit(
+    const std::vector<TopicPartition>& offsets) {
   PartitionList list = ToList(offsets);
   rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
   auto err = rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue, nullptr, nullptr);
@@ -570,33 +636,16 @@ Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, m
     rd_kafka_queue_destroy(queue);
     return std::unexpected(KafkaError(err, "commit"));
   }
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  Result<void> result = Fail(Code::kUnavailable, "commit: timed out");
-  for (;;) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, static_cast<int>(left.count()));
-    if (ev == nullptr) continue;
-    if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
-      rd_kafka_event_destroy(ev);
-      continue;
-    }
-    result = {};
-    if (auto e = rd_kafka_event_error(ev); e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      result = std::unexpected(KafkaError(e, "commit"));
-    } else if (const auto* parts = rd_kafka_event_topic_partition_list(ev)) {
-      for (int i = 0; i < parts->cnt; ++i) {
-        if (parts->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-          result = std::unexpected(KafkaError(parts->elems[i].err, "commit"));
-          break;
-        }
-      }
-    }
-    rd_kafka_event_destroy(ev);
-    break;
-  }
-  rd_kafka_queue_destroy(queue);
-  return result;
+  return std::unique_ptr<PendingCommit>(new PendingCommit(queue));
+}
+
+Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets, milliseconds timeout) {
+  auto pending = StartCommit(offsets);
+  if (!pending) return std::unexpected(pending.error());
+  auto outcome = (*pending)->Wait(timeout);
+  if (!outcome) return Fail(Code::kUnavailable, "commit: no outcome within " + std::to_string(timeout.count()) + " ms");
+  if (!outcome->committed) return Fail(Code::kUnavailable, outcome->error);
+  return {};
 }
 
 std::vector<TopicPartition> GroupConsumer::Assignment() {

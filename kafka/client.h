@@ -159,9 +159,33 @@ class GroupConsumer {
   Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
                                                 std::chrono::milliseconds timeout);
   Result<void> Seek(const TopicPartition& position, std::chrono::milliseconds timeout);
-  // Commits `offsets` (each the next offset to read) synchronously, up to `timeout`. The broker
-  // checks the member's generation: a member that was dropped from the group gets an error. On a
-  // timeout the commit may still land later (callers must treat that as "not claimed").
+  // A commit on its way. Its outcome comes once, through Wait. Dropping it does not cancel the
+  // commit (librdkafka goes on with it); it must not outlive its GroupConsumer.
+  class PendingCommit {
+   public:
+    struct Outcome {
+      bool committed = false;
+      // Not committed, but the request may have reached the broker (a local timeout, a broken
+      // connection): it may still be applied.
+      bool may_land = false;
+      std::string error;
+    };
+    ~PendingCommit();
+    PendingCommit(const PendingCommit&) = delete;
+    PendingCommit& operator=(const PendingCommit&) = delete;
+    // The outcome, waiting up to `timeout` for it; nullopt while it is unknown.
+    std::optional<Outcome> Wait(std::chrono::milliseconds timeout);
+
+   private:
+    friend class GroupConsumer;
+    explicit PendingCommit(void* queue) : queue_(queue) {}
+    void* queue_;  // rd_kafka_queue_t*
+  };
+  // Starts committing `offsets` (each the next offset to read). The broker checks the member's
+  // generation: a member that was dropped from the group gets an error.
+  Result<std::unique_ptr<PendingCommit>> StartCommit(const std::vector<TopicPartition>& offsets);
+  // StartCommit and Wait up to `timeout`. On a timeout the commit may still land later (callers
+  // must treat that as "not claimed", and see PendingCommit for how to know when it is settled).
   Result<void> Commit(const std::vector<TopicPartition>& offsets, std::chrono::milliseconds timeout);
   // The partitions assigned right now (rebalance events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();

@@ -63,6 +63,8 @@ class BatchConsumer {
     int64_t released_batches = 0;   // fetched, not committed, let go (revoked, commit failed)
     int64_t commit_failures = 0;
     int64_t malformed_batches = 0;  // not a batch: skipped
+    int64_t stale_batches = 0;      // fetched below the group's committed offset: skipped
+    int64_t quarantines = 0;        // commits whose outcome was unknown (see above)
     int64_t rebalances = 0;
     int assigned_partitions = 0;
     int held_batches = 0;           // fetched, not claimed yet (fetching pauses when many)
