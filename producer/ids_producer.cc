@@ -174,7 +174,10 @@ Error IdsProducer::TxnFailure(const kafka::TxnError& e, const std::string& what,
     if (auto a = txn_->Abort(kKafkaTimeout); !a) {
       if (a.error().kind == kafka::TxnError::Kind::kFatal)
         return TxnFailure(a.error(), "abort", false);
-      spdlog::warn("[producer] abort failed: {}", a.error().message);
+      unfinished_ = Unfinished::kAbort;
+      spdlog::warn("[producer] abort failed, retried before the next round: {}", a.error().message);
+    } else {
+      unfinished_ = Unfinished::kNone;
     }
   }
   return Error{Code::kUnavailable, what + ": " + e.message};
@@ -223,16 +226,36 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
     spdlog::info("[producer] round {}: {} batches sent, committing", round_, sent.size());
     options_.before_commit(round_);
   }
-  const int64_t deadline = clock_.MonotonicNs() + 2 * options_.txn_timeout.count() * 1'000'000;
+  // Waits for the commit half the transaction timeout, then leaves it to the next round: a
+  // broker that answers by then finishes it before the coordinator would expire the transaction
+  // (an expired one bumps the producer epoch, which librdkafka 2.0.2 reports as fenced).
+  const auto wait = options_.txn_timeout / 2;
+  const int64_t deadline = clock_.MonotonicNs() + wait.count() * 1'000'000;
   for (;;) {
-    auto c = txn_->Commit(options_.txn_timeout);
+    const int64_t left_ms = std::max<int64_t>(1, (deadline - clock_.MonotonicNs()) / 1'000'000);
+    auto c = txn_->Commit(milliseconds(left_ms));
     if (c) break;
-    if (c.error().kind == kafka::TxnError::Kind::kRetriable && clock_.MonotonicNs() < deadline) {
-      continue;
+    if (c.error().kind == kafka::TxnError::Kind::kRetriable) {
+      if (clock_.MonotonicNs() < deadline) continue;
+      // Its outcome is still unknown and an abort would be refused: the next round calls the
+      // commit again, and counts its batches if it goes through.
+      unfinished_ = Unfinished::kCommit;
+      unfinished_sent_ = std::move(sent);
+      spdlog::warn("[producer] round {}: commit unanswered, resumed before the next round: {}", round_,
+                   c.error().message);
+      return Fail(Code::kUnavailable, "commit: " + c.error().message);
     }
     return std::unexpected(
         TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
   }
+  result = Committed(sent);
+  spdlog::info("[producer] round {} published {} batches ({} IDs)", round_, result.batches,
+               result.ids);
+  return result;
+}
+
+IdsProducer::RoundResult IdsProducer::Committed(std::vector<Sent>& sent) {
+  RoundResult result;
   const int64_t now_ms = clock_.NowMs();
   for (auto& b : sent) {
     auto& s = streams_[b.stream];
@@ -242,13 +265,45 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
     result.ids += b.ids;
     ledger_.AddPending(b.partition, b.stream, std::move(b.value), now_ms);
   }
-  spdlog::info("[producer] round {} published {} batches ({} IDs)", round_, result.batches,
-               result.ids);
+  sent.clear();
   return result;
+}
+
+Result<void> IdsProducer::FinishTransaction() {
+  if (unfinished_ == Unfinished::kCommit) {
+    auto c = txn_->Commit(options_.txn_timeout);
+    if (c) {
+      unfinished_ = Unfinished::kNone;
+      auto done = Committed(unfinished_sent_);
+      spdlog::info("[producer] the unanswered commit of round {} went through: {} batches ({} IDs)",
+                   round_, done.batches, done.ids);
+      return {};
+    }
+    if (c.error().kind == kafka::TxnError::Kind::kRetriable) {
+      return Fail(Code::kUnavailable, "commit (resumed next round): " + c.error().message);
+    }
+    // Abortable: abort it (TxnFailure records an abort that fails in turn); fatal: the end.
+    unfinished_ = Unfinished::kNone;
+    unfinished_sent_.clear();
+    return std::unexpected(
+        TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
+  }
+  if (unfinished_ == Unfinished::kAbort) {
+    // Its batches must never count as published: abort before anything else.
+    if (auto a = txn_->Abort(kKafkaTimeout); !a) {
+      if (a.error().kind == kafka::TxnError::Kind::kFatal)
+        return std::unexpected(TxnFailure(a.error(), "abort", false));
+      return Fail(Code::kUnavailable, "abort (retried next round): " + a.error().message);
+    }
+    unfinished_ = Unfinished::kNone;
+    spdlog::info("[producer] the open transaction is aborted");
+  }
+  return {};
 }
 
 Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
   if (fatal_) return Fail(Code::kFailedPrecondition, "the producer was fenced or failed for good");
+  if (auto r = FinishTransaction(); !r) return std::unexpected(r.error());
   if (auto r = CatchUp(); !r) return std::unexpected(r.error());
   if (auto r = ReadCommittedOffsets(); !r) return std::unexpected(r.error());
   std::vector<int64_t> deficits(streams_.size());

@@ -107,6 +107,10 @@ class IdsProducer {
     int64_t ids;
   };
 
+  // Counts the batches of a committed transaction (metrics, and pending in the ledger until they
+  // are read back).
+  RoundResult Committed(std::vector<Sent>& sent);
+
   Result<void> CatchUp();
   Result<void> ReadCommittedOffsets();
   Result<IdBatch> NextBatch(StreamState& s);
@@ -132,6 +136,14 @@ class IdsProducer {
   std::vector<int64_t> ahead_;  // guarded by ahead_mu_: the ledger's counts after the last round
   int64_t round_ = 0;
   std::atomic<bool> fatal_{false};
+  // A transaction a round could not finish: its commit timed out (librdkafka wants the commit
+  // called again to learn its outcome; an abort meanwhile is refused) or its abort did. The next
+  // round finishes it first: Begin on an open transaction would be a fatal state error.
+  enum class Unfinished { kNone, kCommit, kAbort };
+  Unfinished unfinished_ = Unfinished::kNone;
+  std::vector<Sent> unfinished_sent_;  // the batches of an unfinished commit
+  // Finishes the unfinished transaction; an error if it still is.
+  Result<void> FinishTransaction();
   std::atomic<int64_t> last_round_ok_ns_{-1};
 
   std::mutex mu_;

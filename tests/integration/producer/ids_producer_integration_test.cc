@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,6 +163,67 @@ TEST_F(IdsProducerTest, NewerRunOfTheSameNodeFencesTheOlder) {
   auto ok = newer->RunRound();
   ASSERT_TRUE(ok.has_value()) << ok.error().message;
   EXPECT_EQ(ok->batches, 3);
+}
+
+// The broker freezes (SIGSTOP) between a round's sends and its commit: the commit times out with
+// its outcome unknown, and librdkafka refuses an abort while it is so. The next round must first
+// finish that transaction (call the commit again: it lands or is aborted) instead of beginning
+// one, which would be refused for good: the producer neither dies nor hangs, and the batches are
+// published once, by whichever round.
+TEST_F(IdsProducerTest, RoundWhoseCommitTimesOutIsFinishedBeforeTheNext) {
+  const std::string tag = "z" + suffix_;
+  int broker_pid = 0;
+  std::ifstream(broker_.dir + "/kafka.pid") >> broker_pid;
+  ASSERT_GT(broker_pid, 0);
+  struct Thaw {
+    int pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{broker_pid};
+  auto options = Options({{tag, IdBatch::Mode::kSegment, 10}});
+  // The producer gives the commit up after 5 s; the broker thaws then, well before the
+  // transaction's 10 s timeout would make the coordinator abort it.
+  options.txn_timeout = milliseconds(10000);
+  bool frozen = false;
+  options.before_commit = [&](int64_t) {
+    if (!frozen) frozen = ::kill(broker_pid, SIGSTOP) == 0;
+  };
+  auto producer = std::make_unique<producer::IdsProducer>(options, *allocator_, generator_.get(),
+                                                          SystemClock::Instance());
+  ASSERT_TRUE(producer->Init().has_value());
+  auto failed = producer->RunRound();
+  ::kill(broker_pid, SIGCONT);
+  ASSERT_TRUE(frozen);
+  ASSERT_FALSE(failed.has_value()) << "a round committed on a frozen broker";
+  std::cerr << "[frozen commit] round failed: " << failed.error().message << "\n";
+  EXPECT_FALSE(producer->fatal()) << failed.error().message;
+
+  std::optional<producer::IdsProducer::RoundResult> next;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = producer->RunRound();
+        if (r) next = *r;
+        if (!r) std::cerr << "[frozen commit] next round: " << r.error().message << "\n";
+        return r.has_value() || producer->fatal();
+      },
+      milliseconds(60000)));
+  ASSERT_FALSE(producer->fatal());
+  ASSERT_TRUE(next);
+  // 3 batches ahead, published by the first round (its commit went through when called again)
+  // or by the second (the first was aborted), never by both.
+  EXPECT_EQ(producer->Ahead(0), 3);
+  std::cerr << "[frozen commit] the next round published " << next->batches << " batches\n";
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  const int32_t p = kafka::PartitionFor(tag, kPartitions);
+  std::set<std::string> values;
+  int records = 0;
+  auto end = (*reader)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
+    ++records;
+    if (m.value) values.insert(*m.value);
+  }, milliseconds(20000));
+  ASSERT_TRUE(end.has_value()) << end.error().message;
+  EXPECT_EQ(records, 3);
+  EXPECT_EQ(values.size(), 3u);
 }
 
 }  // namespace
