@@ -343,7 +343,10 @@ void BatchConsumer::Impl::Run() {
   }
   held.clear();
   partitions.clear();  // pending commits must go before the consumer
-  consumer->Close();
+  if (!consumer->Close(options.close_timeout)) {
+    NoteError("close: the group coordinator did not answer within " +
+              std::to_string(options.close_timeout.count()) + " ms; left without a clean leave");
+  }
 }
 
 BatchConsumer::BatchConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -361,8 +364,8 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
                                "max_buffered_batches must be >= 1 and prefetch_batches in "
                                "[0, max_buffered_batches)"));
   }
-  if (options.commit_timeout.count() <= 0) {
-    return std::unexpected(Err(Kind::kInvalidArgument, "commit_timeout must be positive"));
+  if (options.commit_timeout.count() <= 0 || options.close_timeout.count() <= 0) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "commit_timeout and close_timeout must be positive"));
   }
   kafka::Properties props(options.properties.begin(), options.properties.end());
   auto refuse = [&](const std::string& key, auto bad) -> bool {

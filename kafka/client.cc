@@ -679,10 +679,40 @@ Result<void> GroupConsumer::Resume(const std::vector<TopicPartition>& partitions
   return {};
 }
 
-void GroupConsumer::Close() {
-  if (!impl_->rk) return;
-  rd_kafka_consumer_close(impl_->rk.get());
-  impl_->rk.reset();
+bool GroupConsumer::Close(milliseconds timeout) {
+  if (!impl_->rk) return true;
+  rd_kafka_t* rk = impl_->rk.get();
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+  bool closed = false;
+  if (rd_kafka_error_t* error = rd_kafka_consumer_close_queue(rk, queue)) {
+    rd_kafka_error_destroy(error);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!(closed = rd_kafka_consumer_closed(rk)) && std::chrono::steady_clock::now() < deadline) {
+      rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 100);
+      if (ev == nullptr) continue;
+      if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+        // Closing gives everything up (a revocation; an assignment is given up as well).
+        if (impl_->paused.size() > 0) {
+          PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl_->paused.size())));
+          for (const auto& [topic, partition] : impl_->paused) {
+            rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
+          }
+          rd_kafka_resume_partitions(rk, paused.get());
+          impl_->paused.clear();
+        }
+        rd_kafka_assign(rk, nullptr);
+      }
+      rd_kafka_event_destroy(ev);
+    }
+  }
+  rd_kafka_queue_destroy(queue);
+  if (closed) {
+    impl_->rk.reset();
+  } else {
+    rd_kafka_destroy_flags(impl_->rk.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  }
+  return closed;
 }
 
 TxnResult<void> TxnProducer::SendOffsets(const std::vector<TopicPartition>& offsets,

@@ -196,7 +196,10 @@ class GroupConsumer {
   // which would leave a partition unread for good).
   Result<void> Pause(const std::vector<TopicPartition>& partitions);
   Result<void> Resume(const std::vector<TopicPartition>& partitions);
-  void Close();
+  // Leaves the group, waiting up to `timeout` (librdkafka 2.0.2's close can wait for an
+  // unanswering coordinator for good); past it the handle is destroyed without a clean leave (the
+  // coordinator drops the member at its session timeout). False in that case.
+  bool Close(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
 
   struct Impl;
 

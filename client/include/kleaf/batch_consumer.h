@@ -30,6 +30,13 @@ namespace kleaf {
 //    gives up all partitions before a new assignment. Cooperative assignors are refused.
 //  - Batches fetched but not committed yet are dropped when their partition is revoked, and
 //    when a commit fails (the partition is rewound, so the rightful owner reads them).
+//  - A commit whose outcome is unknown (no answer within commit_timeout, or a local timeout: it
+//    may still be applied) is never overtaken: its partition is paused and gets no other commit
+//    until that one is settled, then reads on from the group's committed offset. Otherwise an
+//    older commit landing after a newer one would move the group's offset back.
+//  - Each partition keeps a floor, the group's committed offset read at assignment and moved
+//    past each claim: a record below it (librdkafka can fetch from a stale position after a
+//    pause or seek) is skipped, never handed out (Stats::stale_batches).
 //  - Reads are read_committed: batches of aborted producer transactions are never seen.
 // One consumer group per ids topic: two groups on the same topic each receive every batch, so
 // they would hand out the same IDs. Give each consuming application its own ids topic and use
@@ -55,6 +62,10 @@ class BatchConsumer {
     int max_buffered_batches = 16;  // claimed batches buffered at most, all keys together
     int prefetch_batches = 1;       // batches claimed ahead of the current one per key in use
     std::chrono::milliseconds commit_timeout{5000};
+    // How long Close() waits to leave the group cleanly; past it the member is dropped by the
+    // coordinator at its session timeout instead. Close() returns within commit_timeout (a claim
+    // in progress) + close_timeout + librdkafka's teardown (about 5 s with a frozen broker).
+    std::chrono::milliseconds close_timeout{10000};
   };
 
   struct Stats {

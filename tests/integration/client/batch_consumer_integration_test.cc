@@ -402,6 +402,44 @@ TEST_F(BatchConsumerIntegrationTest, CommitWithoutAnOutcomeHoldsThePartitionUnti
             << stats.commit_failures << ", stale skipped " << stats.stale_batches << "\n";
 }
 
+// Close() while the broker does not answer (SIGSTOP) returns within its bound instead of waiting
+// for the group coordinator forever; what the member had claimed is a gap, and the group goes on.
+TEST_F(BatchConsumerIntegrationTest, CloseReturnsWhileTheBrokerIsFrozen) {
+  const std::string topic = UniqueTopic("closefrozen");
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 1));
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("c", 0, 10, 20)));
+  BatchConsumer::Options options;
+  options.bootstrap = broker_.bootstrap;
+  options.topic = topic;
+  options.group_id = topic + ".group";
+  options.commit_timeout = milliseconds(2000);
+  options.close_timeout = milliseconds(3000);
+  auto c = BatchConsumer::Create(options);
+  ASSERT_TRUE(c) << c.error().message;
+  auto first = (*c)->Next("c", IdBatch::Mode::kSegment, seconds(30));
+  ASSERT_TRUE(first) << first.error().message;
+
+  int broker_pid = 0;
+  std::ifstream(broker_.dir + "/kafka.pid") >> broker_pid;
+  ASSERT_GT(broker_pid, 0);
+  struct Thaw {
+    int pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{broker_pid};
+  ASSERT_EQ(::kill(broker_pid, SIGSTOP), 0);
+  const auto began = SteadyClock::now();
+  (*c)->Close();
+  const double took = SecondsSince(began);
+  ::kill(broker_pid, SIGCONT);
+  std::cerr << "[close frozen] Close() took " << took << " s\n";
+  // A claim's commit (2 s), the close bound (3 s), and librdkafka's teardown (5 s measured): it
+  // hung for good (over 200 s) before Close had a bound.
+  EXPECT_LT(took, 15.0) << "Close() waited for the frozen broker";
+  auto closed = (*c)->Next("c", IdBatch::Mode::kSegment, milliseconds(10));
+  ASSERT_FALSE(closed);
+  EXPECT_EQ(closed.error().kind, ClientError::Kind::kClosed);
+}
+
 TEST_F(BatchConsumerIntegrationTest, InProcessConsumerTakesKeysAndBatches) {
   const std::string topic = UniqueTopic("inproc");
   ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 2));
