@@ -154,9 +154,10 @@ void BatchConsumer::Impl::Quarantine(const kafka::TopicPartition& p,
 }
 
 void BatchConsumer::Impl::SettleQuarantined() {
-  const auto now = SteadyClock::now();
+  // At most one partition's broker round trips per call: the loop checks `stop` in between.
   for (auto& [key, st] : partitions) {
     if (!st.quarantined) continue;
+    const auto now = SteadyClock::now();
     if (st.unsettled) {
       auto outcome = st.unsettled->Wait(milliseconds(0));
       if (!outcome) continue;
@@ -166,17 +167,19 @@ void BatchConsumer::Impl::SettleQuarantined() {
     }
     if (now < st.settle_until) continue;
     const kafka::TopicPartition p{key.first, key.second};
-    if (!LoadFloors({p})) {
-      st.settle_until = now + milliseconds(1000);
-      continue;
+    auto retry_later = [&] { st.settle_until = SteadyClock::now() + milliseconds(1000); };
+    // Read on from the group's offset, whichever commit landed. Records fetched before the
+    // pause took effect were dropped (quarantined partitions hold none).
+    if (!LoadFloors({p}) || !consumer->Seek({p.topic, p.partition, *st.floor}, milliseconds(1000))) {
+      retry_later();
+      return;
     }
-    // Read on from the group's offset, whichever commit landed.
-    if (!consumer->Seek({p.topic, p.partition, *st.floor}, milliseconds(1000))) {
-      st.settle_until = now + milliseconds(1000);
-      continue;
+    if (!paused && !consumer->Resume({p})) {
+      retry_later();
+      return;
     }
     st.quarantined = false;
-    if (!paused) (void)consumer->Resume({p});
+    return;
   }
 }
 
@@ -202,7 +205,7 @@ bool BatchConsumer::Impl::ClaimHeld() {
   }
   auto& st = partitions[{m.topic, m.partition}];
   if (st.quarantined) {
-    Release(m.partition, m.topic);
+    Release(m.partition, std::string(m.topic));  // copies: m is among the records erased
     return true;
   }
   if (!st.floor && !LoadFloors({{m.topic, m.partition}})) {
@@ -222,8 +225,10 @@ bool BatchConsumer::Impl::ClaimHeld() {
     std::lock_guard lock(mu);
     if (buffer.Full() && !(buffer.WantsMore() && buffer.EvictForWaiter())) return false;
     const size_t room = static_cast<size_t>(std::max(1, buffer.Room()));
+    // Consecutive records of the partition in increasing offsets only: one that goes back (a
+    // stale re-fetch) must not ride along, nor move the group's offset back.
     while (run < held.size() && run < room && held[run].partition == m.partition &&
-           held[run].topic == m.topic) {
+           held[run].topic == m.topic && (run == 0 || held[run].offset > held[run - 1].offset)) {
       ++run;
     }
   }
@@ -329,9 +334,20 @@ void BatchConsumer::Impl::Run() {
         stats.assigned_partitions = 0;
         break;
       }
-      case kafka::GroupConsumer::Event::Kind::kMessage:
+      case kafka::GroupConsumer::Event::Kind::kMessage: {
+        // Below the floor (claimed already: a stale re-fetch) or of a quarantined partition: not
+        // held. The rest is checked again when claimed.
+        auto it = partitions.find({ev.message.topic, ev.message.partition});
+        const bool stale = it != partitions.end() && it->second.floor && ev.message.offset < *it->second.floor;
+        const bool quarantined = it != partitions.end() && it->second.quarantined;
+        if (stale || quarantined) {
+          std::lock_guard lock(mu);
+          ++(stale ? stats.stale_batches : stats.released_batches);
+          break;
+        }
         held.push_back(std::move(ev.message));
         break;
+      }
       case kafka::GroupConsumer::Event::Kind::kError:
         NoteError(ev.error);
         break;

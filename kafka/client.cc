@@ -682,6 +682,22 @@ Result<void> GroupConsumer::Resume(const std::vector<TopicPartition>& partitions
 bool GroupConsumer::Close(milliseconds timeout) {
   if (!impl_->rk) return true;
   rd_kafka_t* rk = impl_->rk.get();
+  // Closing gives everything up: a rebalance event here is a revocation (an assignment that
+  // crossed the close is given up as well). Every one must be served, or the close waits for it.
+  auto serve = [&](rd_kafka_event_t* ev) {
+    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+      if (!impl_->paused.empty()) {
+        PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl_->paused.size())));
+        for (const auto& [topic, partition] : impl_->paused) {
+          rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
+        }
+        rd_kafka_resume_partitions(rk, paused.get());
+        impl_->paused.clear();
+      }
+      rd_kafka_assign(rk, nullptr);
+    }
+    rd_kafka_event_destroy(ev);
+  };
   rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
   bool closed = false;
   if (rd_kafka_error_t* error = rd_kafka_consumer_close_queue(rk, queue)) {
@@ -689,27 +705,16 @@ bool GroupConsumer::Close(milliseconds timeout) {
   } else {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!(closed = rd_kafka_consumer_closed(rk)) && std::chrono::steady_clock::now() < deadline) {
-      rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 100);
-      if (ev == nullptr) continue;
-      if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
-        // Closing gives everything up (a revocation; an assignment is given up as well).
-        if (impl_->paused.size() > 0) {
-          PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl_->paused.size())));
-          for (const auto& [topic, partition] : impl_->paused) {
-            rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
-          }
-          rd_kafka_resume_partitions(rk, paused.get());
-          impl_->paused.clear();
-        }
-        rd_kafka_assign(rk, nullptr);
-      }
-      rd_kafka_event_destroy(ev);
+      if (rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 100)) serve(ev);
     }
   }
+  while (rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 0)) serve(ev);
   rd_kafka_queue_destroy(queue);
   if (closed) {
     impl_->rk.reset();
   } else {
+    // Past the deadline: no clean leave (the coordinator drops the member at its session
+    // timeout). librdkafka still ends its group handling, bounded by its request timeouts.
     rd_kafka_destroy_flags(impl_->rk.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
   }
   return closed;

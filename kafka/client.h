@@ -198,7 +198,9 @@ class GroupConsumer {
   Result<void> Resume(const std::vector<TopicPartition>& partitions);
   // Leaves the group, waiting up to `timeout` (librdkafka 2.0.2's close can wait for an
   // unanswering coordinator for good); past it the handle is destroyed without a clean leave (the
-  // coordinator drops the member at its session timeout). False in that case.
+  // coordinator drops the member at its session timeout): librdkafka still waits for commits in
+  // flight, bounded by socket.timeout.ms (or session.timeout.ms while the coordinator is
+  // unknown). False in that case.
   bool Close(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
 
   struct Impl;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <future>
+#include <thread>
 
 namespace kleaf::producer {
 namespace {
@@ -236,7 +237,10 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
     auto c = txn_->Commit(milliseconds(left_ms));
     if (c) break;
     if (c.error().kind == kafka::TxnError::Kind::kRetriable) {
-      if (clock_.MonotonicNs() < deadline) continue;
+      if (clock_.MonotonicNs() < deadline) {
+        std::this_thread::sleep_for(milliseconds(50));  // a retry backoff, should it fail at once
+        continue;
+      }
       // Its outcome is still unknown and an abort would be refused: the next round calls the
       // commit again, and counts its batches if it goes through.
       unfinished_ = Unfinished::kCommit;

@@ -63,8 +63,9 @@ class BatchConsumer {
     int prefetch_batches = 1;       // batches claimed ahead of the current one per key in use
     std::chrono::milliseconds commit_timeout{5000};
     // How long Close() waits to leave the group cleanly; past it the member is dropped by the
-    // coordinator at its session timeout instead. Close() returns within commit_timeout (a claim
-    // in progress) + close_timeout + librdkafka's teardown (about 5 s with a frozen broker).
+    // coordinator at its session timeout instead. Then librdkafka still waits for a commit in
+    // flight: up to socket.timeout.ms (10 s unless set in `properties`), or session.timeout.ms
+    // while the coordinator is unknown. Measured with a frozen broker: 10 s in all.
     std::chrono::milliseconds close_timeout{10000};
   };
 
