@@ -222,8 +222,16 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
   rd_kafka_queue_destroy(queue);
   for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
   if (!result) return result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const auto& t : topics) {
+    // A broker's metadata can lag a topic just created (more so while it rejoins its controller,
+    // e.g. after a stall): ask again until the deadline.
     auto count = PartitionCount(props, t.name, timeout);
+    while (!count && count.error().code == Code::kNotFound &&
+           std::chrono::steady_clock::now() + milliseconds(200) < deadline) {
+      std::this_thread::sleep_for(milliseconds(200));
+      count = PartitionCount(props, t.name, timeout);
+    }
     if (!count) return std::unexpected(count.error());
     if (*count < t.partitions) {
       return Fail(Code::kFailedPrecondition,
@@ -447,6 +455,17 @@ struct GroupConsumer::Impl {
 };
 
 namespace {
+// Resumes every partition the application paused (before they are given up).
+void ResumePaused(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
+  if (impl.paused.empty()) return;
+  PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl.paused.size())));
+  for (const auto& [topic, partition] : impl.paused) {
+    rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
+  }
+  rd_kafka_resume_partitions(rk, paused.get());
+  impl.paused.clear();
+}
+
 void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
                void* opaque) {
   auto* impl = static_cast<GroupConsumer::Impl*>(opaque);
@@ -457,14 +476,7 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
     e.kind = GroupConsumer::Event::Kind::kAssigned;
   } else {
     // A pause outlives the assignment in librdkafka: lift it while the partitions are still ours.
-    if (!impl->paused.empty()) {
-      PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl->paused.size())));
-      for (const auto& [topic, partition] : impl->paused) {
-        rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
-      }
-      rd_kafka_resume_partitions(rk, paused.get());
-      impl->paused.clear();
-    }
+    ResumePaused(rk, *impl);
     rd_kafka_assign(rk, nullptr);
     e.kind = GroupConsumer::Event::Kind::kRevoked;
   }
@@ -686,14 +698,7 @@ bool GroupConsumer::Close(milliseconds timeout) {
   // crossed the close is given up as well). Every one must be served, or the close waits for it.
   auto serve = [&](rd_kafka_event_t* ev) {
     if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
-      if (!impl_->paused.empty()) {
-        PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl_->paused.size())));
-        for (const auto& [topic, partition] : impl_->paused) {
-          rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
-        }
-        rd_kafka_resume_partitions(rk, paused.get());
-        impl_->paused.clear();
-      }
+      ResumePaused(rk, *impl_);
       rd_kafka_assign(rk, nullptr);
     }
     rd_kafka_event_destroy(ev);

@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -84,6 +86,28 @@ BrokerRestartGuard::~BrokerRestartGuard() {
   if (auto r = broker_.Start(); !r) {
     ADD_FAILURE() << "could not bring the broker back for the next tests: " << r.error();
   }
+}
+
+BrokerFreeze::BrokerFreeze(const KafkaBroker& broker) : broker_(broker) {
+  std::ifstream(broker.dir + "/kafka.pid") >> pid_;
+}
+
+bool BrokerFreeze::Freeze() {
+  frozen_ = pid_ > 0 && ::kill(pid_, SIGSTOP) == 0;
+  return frozen_;
+}
+
+void BrokerFreeze::Thaw() {
+  if (!frozen_) return;
+  frozen_ = false;
+  ::kill(pid_, SIGCONT);
+  // A frozen broker missed its heartbeats to its controller: it is fenced until it registers
+  // again, and meanwhile creates no topic and leads no partition. The next test needs it whole.
+  const std::string probe = "kleaf-thaw-probe-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(SteadyClock::now().time_since_epoch().count());
+  auto ready = kafka::EnsureTopics({{"bootstrap.servers", broker_.bootstrap}}, {{probe, 1, 1, {}}},
+                                   std::chrono::seconds(60));
+  if (!ready) ADD_FAILURE() << "the broker did not recover after a freeze: " << ready.error().message;
 }
 
 ScriptResult RunScript(const std::vector<std::string>& argv, std::chrono::seconds timeout) {

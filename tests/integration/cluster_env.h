@@ -60,6 +60,25 @@ class BrokerRestartGuard {
   const KafkaBroker& broker_;
 };
 
+// Freezes the broker with SIGSTOP (as a long GC pause or a stalled disk would): connections stay
+// open and nothing is answered. Thaws it (SIGCONT) at Thaw() or when it goes out of scope,
+// whatever happened in between, and waits until it creates topics again (up to 60 s).
+class BrokerFreeze {
+ public:
+  explicit BrokerFreeze(const KafkaBroker& broker);  // reads the broker's pid file
+  ~BrokerFreeze() { Thaw(); }
+  BrokerFreeze(const BrokerFreeze&) = delete;
+  BrokerFreeze& operator=(const BrokerFreeze&) = delete;
+  bool found() const { return pid_ > 0; }
+  bool Freeze();  // false if the signal could not be sent
+  void Thaw();    // once; then a no-op
+
+ private:
+  const KafkaBroker& broker_;
+  int pid_ = 0;
+  bool frozen_ = false;
+};
+
 // Runs `argv` (no shell) to completion with stdin from /dev/null; its exit code and what it printed
 // (stdout and stderr together). Kills it at the deadline.
 struct ScriptResult {

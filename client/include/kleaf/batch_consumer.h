@@ -33,7 +33,10 @@ namespace kleaf {
 //  - A commit whose outcome is unknown (no answer within commit_timeout, or a local timeout: it
 //    may still be applied) is never overtaken: its partition is paused and gets no other commit
 //    until that one is settled, then reads on from the group's committed offset. Otherwise an
-//    older commit landing after a newer one would move the group's offset back.
+//    older commit landing after a newer one would move the group's offset back. "Settled" is
+//    librdkafka's answer, or, when librdkafka gave the request up (a local timeout), 5 s after
+//    that: a margin for a broker still holding it, not a proof (only a new generation fences
+//    such a request for certain; any rebalance gives one).
 //  - Each partition keeps a floor, the group's committed offset read at assignment and moved
 //    past each claim: a record below it (librdkafka can fetch from a stale position after a
 //    pause or seek) is skipped, never handed out (Stats::stale_batches).

@@ -5,7 +5,6 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -364,14 +363,9 @@ TEST_F(BatchConsumerIntegrationTest, CommitWithoutAnOutcomeHoldsThePartitionUnti
   take(seconds(30));
   ASSERT_FALSE(seen.empty());
 
-  int broker_pid = 0;
-  std::ifstream(broker_.dir + "/kafka.pid") >> broker_pid;
-  ASSERT_GT(broker_pid, 0) << "no pid in " << broker_.dir << "/kafka.pid";
-  struct Thaw {
-    int pid;
-    ~Thaw() { ::kill(pid, SIGCONT); }
-  } thaw{broker_pid};
-  ASSERT_EQ(::kill(broker_pid, SIGSTOP), 0);
+  BrokerFreeze freeze(broker_);
+  ASSERT_TRUE(freeze.found()) << "no pid in " << broker_.dir << "/kafka.pid";
+  ASSERT_TRUE(freeze.Freeze());
   // The consumer uses up its buffer and claims again: that commit gets no answer.
   const bool quarantined = WaitUntil(
       [&] {
@@ -379,7 +373,7 @@ TEST_F(BatchConsumerIntegrationTest, CommitWithoutAnOutcomeHoldsThePartitionUnti
         return (*c)->stats().quarantines >= 1;
       },
       seconds(20));
-  ::kill(broker_pid, SIGCONT);
+  freeze.Thaw();
   ASSERT_TRUE(quarantined) << "last error: " << (*c)->stats().last_error;
   const auto frozen_at = seen.size();
 
@@ -419,18 +413,13 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWhileTheBrokerIsFrozen) {
   auto first = (*c)->Next("c", IdBatch::Mode::kSegment, seconds(30));
   ASSERT_TRUE(first) << first.error().message;
 
-  int broker_pid = 0;
-  std::ifstream(broker_.dir + "/kafka.pid") >> broker_pid;
-  ASSERT_GT(broker_pid, 0);
-  struct Thaw {
-    int pid;
-    ~Thaw() { ::kill(pid, SIGCONT); }
-  } thaw{broker_pid};
-  ASSERT_EQ(::kill(broker_pid, SIGSTOP), 0);
+  BrokerFreeze freeze(broker_);
+  ASSERT_TRUE(freeze.found()) << "no pid in " << broker_.dir << "/kafka.pid";
+  ASSERT_TRUE(freeze.Freeze());
   const auto began = SteadyClock::now();
   (*c)->Close();
   const double took = SecondsSince(began);
-  ::kill(broker_pid, SIGCONT);
+  freeze.Thaw();
   std::cerr << "[close frozen] Close() took " << took << " s\n";
   // A claim's commit (2 s), the close bound (3 s), and librdkafka finishing the commit in flight
   // (its request timeout): 10 s measured. It hung for good (over 200 s) before Close had a bound.

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <csignal>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,8 +36,8 @@ class IdsProducerTest : public KafkaTest {
     suffix_ = std::to_string(rd()) + std::to_string(rd());
     topic_ = "producer-inproc-" + suffix_ + ".ids";
     props_ = {{"bootstrap.servers", broker_.bootstrap}};
-    ASSERT_TRUE(kafka::EnsureTopics(props_, {{topic_, kPartitions, 1, {}}}, milliseconds(30000))
-                    .has_value());
+    auto topics = kafka::EnsureTopics(props_, {{topic_, kPartitions, 1, {}}}, milliseconds(30000));
+    ASSERT_TRUE(topics.has_value()) << topics.error().message;
     auto store = state::Store::Open((dir_.path() / "state").string());
     ASSERT_TRUE(store.has_value()) << store.error().message;
     store_ = std::move(*store);
@@ -172,26 +170,21 @@ TEST_F(IdsProducerTest, NewerRunOfTheSameNodeFencesTheOlder) {
 // published once, by whichever round.
 TEST_F(IdsProducerTest, RoundWhoseCommitTimesOutIsFinishedBeforeTheNext) {
   const std::string tag = "z" + suffix_;
-  int broker_pid = 0;
-  std::ifstream(broker_.dir + "/kafka.pid") >> broker_pid;
-  ASSERT_GT(broker_pid, 0);
-  struct Thaw {
-    int pid;
-    ~Thaw() { ::kill(pid, SIGCONT); }
-  } thaw{broker_pid};
+  BrokerFreeze freeze(broker_);
+  ASSERT_TRUE(freeze.found()) << "no pid in " << broker_.dir << "/kafka.pid";
   auto options = Options({{tag, IdBatch::Mode::kSegment, 10}});
   // The producer gives the commit up after 5 s; the broker thaws then, well before the
   // transaction's 10 s timeout would make the coordinator abort it.
   options.txn_timeout = milliseconds(10000);
   bool frozen = false;
   options.before_commit = [&](int64_t) {
-    if (!frozen) frozen = ::kill(broker_pid, SIGSTOP) == 0;
+    if (!frozen) frozen = freeze.Freeze();
   };
   auto producer = std::make_unique<producer::IdsProducer>(options, *allocator_, generator_.get(),
                                                           SystemClock::Instance());
   ASSERT_TRUE(producer->Init().has_value());
   auto failed = producer->RunRound();
-  ::kill(broker_pid, SIGCONT);
+  freeze.Thaw();
   ASSERT_TRUE(frozen);
   ASSERT_FALSE(failed.has_value()) << "a round committed on a frozen broker";
   std::cerr << "[frozen commit] round failed: " << failed.error().message << "\n";
