@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "client/batch_buffer.h"
+#include "client/claim.h"
 #include "kafka/client.h"
 
 namespace kleaf {
@@ -224,13 +225,7 @@ bool BatchConsumer::Impl::ClaimHeld() {
   {
     std::lock_guard lock(mu);
     if (buffer.Full() && !(buffer.WantsMore() && buffer.EvictForWaiter())) return false;
-    const size_t room = static_cast<size_t>(std::max(1, buffer.Room()));
-    // Consecutive records of the partition in increasing offsets only: one that goes back (a
-    // stale re-fetch) must not ride along, nor move the group's offset back.
-    while (run < held.size() && run < room && held[run].partition == m.partition &&
-           held[run].topic == m.topic && (run == 0 || held[run].offset > held[run - 1].offset)) {
-      ++run;
-    }
+    run = client::ClaimableRun(held, static_cast<size_t>(std::max(1, buffer.Room())));
   }
   const kafka::Message& last = held[run - 1];
   const int64_t next = last.offset + 1;
