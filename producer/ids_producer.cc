@@ -252,13 +252,13 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
     return std::unexpected(
         TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
   }
-  result = Committed(sent);
+  result = CountPublished(sent);
   spdlog::info("[producer] round {} published {} batches ({} IDs)", round_, result.batches,
                result.ids);
   return result;
 }
 
-IdsProducer::RoundResult IdsProducer::Committed(std::vector<Sent>& sent) {
+IdsProducer::RoundResult IdsProducer::CountPublished(std::vector<Sent>& sent) {
   RoundResult result;
   const int64_t now_ms = clock_.NowMs();
   for (auto& b : sent) {
@@ -278,7 +278,7 @@ Result<void> IdsProducer::FinishTransaction() {
     auto c = txn_->Commit(options_.txn_timeout);
     if (c) {
       unfinished_ = Unfinished::kNone;
-      auto done = Committed(unfinished_sent_);
+      auto done = CountPublished(unfinished_sent_);
       spdlog::info("[producer] the unanswered commit of round {} went through: {} batches ({} IDs)",
                    round_, done.batches, done.ids);
       return {};

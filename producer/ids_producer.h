@@ -109,7 +109,7 @@ class IdsProducer {
 
   // Counts the batches of a committed transaction (metrics, and pending in the ledger until they
   // are read back).
-  RoundResult Committed(std::vector<Sent>& sent);
+  RoundResult CountPublished(std::vector<Sent>& sent);
 
   Result<void> CatchUp();
   Result<void> ReadCommittedOffsets();

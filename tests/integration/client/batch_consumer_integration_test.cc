@@ -69,6 +69,14 @@ class BatchConsumerIntegrationTest : public KafkaTest {
         },
         seconds(60));
   }
+  // In-process consumer options for `topic`, in the group `<topic>.group`.
+  BatchConsumer::Options OptionsFor(const std::string& topic) const {
+    BatchConsumer::Options options;
+    options.bootstrap = broker_.bootstrap;
+    options.topic = topic;
+    options.group_id = topic + ".group";
+    return options;
+  }
   static std::string Stderrs(const Procs& procs) {
     std::string out;
     for (size_t i = 0; i < procs.size(); ++i) out += "--- consumer " + std::to_string(i) + ":\n" + procs[i]->Stderr();
@@ -285,10 +293,7 @@ TEST_F(BatchConsumerIntegrationTest, PausedMemberFetchesAgainAfterARebalance) {
   constexpr int kBatches = 400;
   constexpr int64_t kSize = 10;
   ASSERT_TRUE(Publish(broker_.bootstrap, topic, 2, SegmentBatches("q", 0, kSize, kBatches)));
-  BatchConsumer::Options options;
-  options.bootstrap = broker_.bootstrap;
-  options.topic = topic;
-  options.group_id = topic + ".group";
+  BatchConsumer::Options options = OptionsFor(topic);
   options.max_buffered_batches = 2;  // fetching pauses at 64 held records
   options.properties = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}};
   auto a = BatchConsumer::Create(options);
@@ -343,10 +348,7 @@ TEST_F(BatchConsumerIntegrationTest, CommitWithoutAnOutcomeHoldsThePartitionUnti
   constexpr int kBatches = 300;
   constexpr int64_t kSize = 10;
   ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("f", 0, kSize, kBatches)));
-  BatchConsumer::Options options;
-  options.bootstrap = broker_.bootstrap;
-  options.topic = topic;
-  options.group_id = topic + ".group";
+  BatchConsumer::Options options = OptionsFor(topic);
   options.max_buffered_batches = 2;
   options.commit_timeout = milliseconds(1000);
   auto c = BatchConsumer::Create(options);
@@ -402,10 +404,7 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWhileTheBrokerIsFrozen) {
   const std::string topic = UniqueTopic("closefrozen");
   ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 1));
   ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("c", 0, 10, 20)));
-  BatchConsumer::Options options;
-  options.bootstrap = broker_.bootstrap;
-  options.topic = topic;
-  options.group_id = topic + ".group";
+  BatchConsumer::Options options = OptionsFor(topic);
   options.commit_timeout = milliseconds(2000);
   options.close_timeout = milliseconds(3000);
   auto c = BatchConsumer::Create(options);
@@ -442,10 +441,7 @@ TEST_F(BatchConsumerIntegrationTest, InProcessConsumerTakesKeysAndBatches) {
   batches.insert(batches.end(), y.begin(), y.end());
   ASSERT_TRUE(Publish(broker_.bootstrap, topic, 2, batches));
 
-  BatchConsumer::Options options;
-  options.bootstrap = broker_.bootstrap;
-  options.topic = topic;
-  options.group_id = topic + ".group";
+  BatchConsumer::Options options = OptionsFor(topic);
   auto consumer = BatchConsumer::Create(options);
   ASSERT_TRUE(consumer) << consumer.error().message;
   std::set<int64_t> got;
