@@ -8,6 +8,7 @@ packages=(
   librdkafka-dev librocksdb-dev libboost-dev libboost-system-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev faketime chromium
+  clang-16 libclang-rt-16-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(wrk nginx-light)
