@@ -91,8 +91,8 @@ class Session : public std::enable_shared_from_this<Session> {
         return;
       }
       case ReadOutcome::Kind::kReject:
-        method_ = std::move(outcome.request.method);
-        target_ = std::move(outcome.request.target);
+        method_ = outcome.request.method.substr(0, kLoggedBytes);
+        target_ = outcome.request.target.substr(0, kLoggedBytes);
         return Write(std::move(outcome.rejection), false, 11, false);
       case ReadOutcome::Kind::kRequest:
         return Dispatch(std::move(outcome));
@@ -100,8 +100,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Dispatch(ReadOutcome outcome) {
-    method_ = outcome.head ? "HEAD" : outcome.request.method;
-    target_ = outcome.request.target;
+    method_ = outcome.head ? "HEAD" : outcome.request.method.substr(0, kLoggedBytes);
+    target_ = outcome.request.target.substr(0, kLoggedBytes);
     const bool keep_alive = outcome.keep_alive && !server_.stopping.load();
     const unsigned version = outcome.version;
     const bool head = outcome.head;
@@ -170,7 +170,10 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   RequestReader reader_;
   std::array<char, 4096> drain_buffer_;
-  std::string method_;  // of the request being answered (one at a time), for on_error
+  // Of the request being answered (one at a time), for on_error; cut to kLoggedBytes, so they
+  // add next to nothing to what a connection holds (ParseBufferBound).
+  static constexpr size_t kLoggedBytes = 256;
+  std::string method_;
   std::string target_;
 };
 
