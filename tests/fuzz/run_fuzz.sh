@@ -9,10 +9,12 @@ seconds=${3:-60}
 work=$(mktemp -d /tmp/kleaf-fuzz.XXXXXX)
 mkdir -p "$work/corpus" "$work/artifacts"
 cp "$seeds"/* "$work/corpus/"
-# Symbolized stack traces in reports.
-for s in llvm-symbolizer-16 /usr/lib/llvm-16/bin/llvm-symbolizer; do
+# Symbolized stack traces in reports when an llvm-symbolizer is installed (any version reads
+# clang 16's debug info); without one, addresses only (replay the input where one is).
+export ASAN_OPTIONS=symbolize=0 UBSAN_OPTIONS=symbolize=0
+for s in llvm-symbolizer-16 llvm-symbolizer llvm-symbolizer-14; do
   if command -v "$s" >/dev/null; then
-    export ASAN_SYMBOLIZER_PATH=$(command -v "$s")
+    export ASAN_SYMBOLIZER_PATH=$(command -v "$s") ASAN_OPTIONS=symbolize=1 UBSAN_OPTIONS=symbolize=1
     break
   fi
 done
