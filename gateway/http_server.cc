@@ -155,11 +155,12 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(std::chrono::seconds(2));
+    drain_buffer_ = std::make_unique<std::array<char, 4096>>();
     Drain();
   }
 
   void Drain() {
-    stream_.async_read_some(net::buffer(drain_buffer_),
+    stream_.async_read_some(net::buffer(*drain_buffer_),
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
                               if (ec) return self->stream_.close();
                               self->Drain();
@@ -169,7 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   HttpServer::Impl& server_;
   RequestReader reader_;
-  std::array<char, 4096> drain_buffer_;
+  std::unique_ptr<std::array<char, 4096>> drain_buffer_;  // only while draining
   // Of the request being answered (one at a time), for on_error; cut to kLoggedBytes, so they
   // add next to nothing to what a connection holds (ParseBufferBound).
   static constexpr size_t kLoggedBytes = 256;
