@@ -1,9 +1,9 @@
 #include "gateway/request_reader.h"
 
+#include <algorithm>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
-#include <algorithm>
 #include <cctype>
 #include <optional>
 #include <string>
@@ -118,8 +118,7 @@ class Parser final : public http::basic_parser<true> {
 
   void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
 
-  size_t on_chunk_body_impl(std::uint64_t, beast::string_view data,
-                            beast::error_code&) override {
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view data, beast::error_code&) override {
     request.body.append(data.data(), data.size());
     return data.size();
   }
@@ -172,7 +171,7 @@ struct RequestReader::Impl {
 
   const RequestLimits limits;
   size_t header_scanned = 0;  // bytes of the buffer already searched for the header's end
-  uint64_t taken = 0;  // bytes of the current request parsed so far
+  uint64_t taken = 0;         // bytes of the current request parsed so far
   // Never holds more than header_limit_bytes: a request line, header section, chunk-size line or
   // trailer section that does not fit is refused instead of buffered.
   beast::flat_buffer buffer;
@@ -232,9 +231,9 @@ ReadOutcome RequestReader::Next() {
     }
     if (impl_->FramingTooLong(parser->request.body.size())) {
       out.request = std::move(parser->request);
-      return impl_->Reject(std::move(out),
-                           JsonError(413, CodeName(Code::kPayloadTooLarge),
-                                     "the chunked framing of the request is too long for its body"));
+      return impl_->Reject(
+          std::move(out), JsonError(413, CodeName(Code::kPayloadTooLarge),
+                                    "the chunked framing of the request is too long for its body"));
     }
     if (parser->is_done()) break;
     if (used > 0 && !ec) continue;
@@ -247,7 +246,8 @@ ReadOutcome RequestReader::Next() {
     return impl_->Reject(std::move(out),
                          JsonError(413, CodeName(Code::kPayloadTooLarge),
                                    "a chunk-size line, its extensions or the trailer section is "
-                                   "longer than " + limit + " bytes"));
+                                   "longer than " +
+                                       limit + " bytes"));
   }
   out.kind = ReadOutcome::Kind::kRequest;
   out.keep_alive = parser->keep_alive();

@@ -124,8 +124,7 @@ TEST_F(HttpFramingE2eTest, AmbiguousFramingIs400AndTheSmuggledRequestIsNeverAnsw
        "0\r\n\r\n"},
       {"with_content_length", "1.1", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
        "0\r\n\r\n"},
-      {"in_http10", "1.0", "Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n",
-       "0\r\n\r\n"},
+      {"in_http10", "1.0", "Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n", "0\r\n\r\n"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -134,8 +133,8 @@ TEST_F(HttpFramingE2eTest, AmbiguousFramingIs400AndTheSmuggledRequestIsNeverAnsw
     const std::string smuggled = "smuggled" + std::to_string(i);
     RawConnection raw = Raw();
     ASSERT_TRUE(raw.Send("PUT /api/v1/tags/" + victim + " HTTP/" + c.version + "\r\n" + kHost +
-                         Auth() + c.framing + "\r\n" + c.body + "GET /api/v1/segment/" +
-                         smuggled + " HTTP/1.1\r\n" + kHost + "\r\n"));
+                         Auth() + c.framing + "\r\n" + c.body + "GET /api/v1/segment/" + smuggled +
+                         " HTTP/1.1\r\n" + kHost + "\r\n"));
     auto got = raw.ReadUntilClosed(seconds(10));
     EXPECT_TRUE(got.closed) << "the connection stayed open";
     EXPECT_EQ(StatusOf(got.data), 400) << got.data;
@@ -164,8 +163,7 @@ TEST_F(HttpFramingE2eTest, HeadAnswersCarryNoBodyAndPipelinedAnswersStayInStep) 
       "HEAD /api/v1/nope HTTP/1.1\r\n" + kHost + "\r\n" +  // 404: no body either
       "HEAD /api/v1/tags HTTP/1.1\r\n" + kHost + "\r\n" +  // 401 without the token
       "HEAD /api/v1/tags/headtag HTTP/1.1\r\n" + kHost + Auth() + "\r\n" +
-      "GET /healthz HTTP/1.1\r\n" + kHost + "\r\n" +
-      "HEAD /metrics HTTP/1.1\r\n" + kHost + "\r\n" +
+      "GET /healthz HTTP/1.1\r\n" + kHost + "\r\n" + "HEAD /metrics HTTP/1.1\r\n" + kHost + "\r\n" +
       "GET /api/v1/segment/headtag?count=2 HTTP/1.1\r\n" + kHost + "Connection: close\r\n\r\n";
   ASSERT_TRUE(raw.Send(requests));
   auto got = raw.ReadUntilClosed(seconds(10));
@@ -231,9 +229,9 @@ TEST_F(HttpFramingE2eTest, EndlessChunkedFramingIsCutOffWithMemoryWithinTheBound
   const int64_t growth_kb = peak_kb - rss_before_kb;
   const int64_t allowed_kb = kConnections * kBoundBytes / 1024 + 16 * 1024;
   std::cout << "[ measured ] RSS before " << rss_before_kb << " kB, peak " << peak_kb
-            << " kB, growth " << growth_kb << " kB for " << kConnections
-            << " connections flooding " << kFloodBytes << " bytes each; bound "
-            << kConnections * kBoundBytes / 1024 << " kB + 16 MB slack\n";
+            << " kB, growth " << growth_kb << " kB for " << kConnections << " connections flooding "
+            << kFloodBytes << " bytes each; bound " << kConnections * kBoundBytes / 1024
+            << " kB + 16 MB slack\n";
   EXPECT_LE(growth_kb, allowed_kb);
 
   HttpClient client(server_.port);

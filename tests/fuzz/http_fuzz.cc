@@ -7,6 +7,8 @@
 // - the reader takes more bytes than its bound allows before answering;
 // - an answer is missing, given twice, or an error that is not {"error":{"code","message"}};
 // - ASan or UBSan see a memory error or undefined behaviour anywhere on the way.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -19,8 +21,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "allocator/allocation.h"
 #include "allocator/allocator.h"
@@ -202,18 +202,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < common; ++i) {
     fuzz::Check(fuzz::Same(whole.outcomes[i], bytewise.outcomes[i]),
                 "a request depends on how the bytes were split",
-                fuzz::Describe(whole.outcomes[i]) + " | one byte per read: " +
-                    fuzz::Describe(bytewise.outcomes[i]));
+                fuzz::Describe(whole.outcomes[i]) +
+                    " | one byte per read: " + fuzz::Describe(bytewise.outcomes[i]));
   }
 
   // A fresh node per input: the same input always takes the same path.
   ManualClock clock(fuzz::kNow);
   fuzz::InlineAllocator allocator(clock);
-  gateway::SegmentCache segments(allocator, clock, {.max_step = fuzz::kMaxStep, .preload_percent = 10});
-  gateway::SnowflakeGenerator snowflake(gateway::SnowflakeLayout::Default(),
-                                        {.worker_id = 1, .random_sequence_start = false,
-                                         .max_backward_ms = 5},
-                                        clock);
+  gateway::SegmentCache segments(allocator, clock,
+                                 {.max_step = fuzz::kMaxStep, .preload_percent = 10});
+  gateway::SnowflakeGenerator snowflake(
+      gateway::SnowflakeLayout::Default(),
+      {.worker_id = 1, .random_sequence_start = false, .max_backward_ms = 5}, clock);
   // Stopped at once: work the Api hands to the pool runs inline, so every answer is in before
   // Handle returns.
   WorkerPool blocking(1, "fuzz");

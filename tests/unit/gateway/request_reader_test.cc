@@ -123,7 +123,8 @@ TEST(RequestReaderTest, TransferEncodingInHttp10IsRejected) {
 
 TEST(RequestReaderTest, ChunkedInAnyCaseIsAccepted) {
   RequestReader reader(kLimits);
-  Fed fed = Feed(reader, "PUT /x HTTP/1.1\r\nTransfer-Encoding:  Chunked \r\n\r\n2\r\nab\r\n0\r\n\r\n");
+  Fed fed =
+      Feed(reader, "PUT /x HTTP/1.1\r\nTransfer-Encoding:  Chunked \r\n\r\n2\r\nab\r\n0\r\n\r\n");
   ASSERT_EQ(fed.outcomes.size(), 1u);
   ASSERT_EQ(fed.outcomes[0].kind, Kind::kRequest);
   EXPECT_EQ(fed.outcomes[0].request.body, "ab");
@@ -140,7 +141,8 @@ TEST(RequestReaderTest, EndlessChunkLinesAndTrailersAreCutOffAtTheBound) {
       {"extension value", head + "1;a=" + flood},
       {"whitespace", head + "1" + spaces},
       {"trailer", head + "0\r\nX-Long: " + flood},
-      {"many trailers", [&] {
+      {"many trailers",
+       [&] {
          std::string s = head + "0\r\n";
          while (s.size() < (4u << 20)) s += "X-T: 1\r\n";
          return s;
@@ -204,11 +206,11 @@ TEST(RequestReaderTest, ManySmallHeadersAddUpTo431) {
 }
 
 TEST(RequestReaderTest, BodiesOverTheLimitAre413) {
-  for (const std::string& input : std::vector<std::string>{
-           "PUT /x HTTP/1.1\r\nContent-Length: 65537\r\n\r\n",
-           "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n",
-           "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n8000\r\n" +
-               std::string(0x8000, 'x') + "\r\n8001\r\n"}) {
+  for (const std::string& input :
+       std::vector<std::string>{"PUT /x HTTP/1.1\r\nContent-Length: 65537\r\n\r\n",
+                                "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n",
+                                "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n8000\r\n" +
+                                    std::string(0x8000, 'x') + "\r\n8001\r\n"}) {
     RequestReader reader(kLimits);
     Fed fed = Feed(reader, input);
     ASSERT_EQ(fed.outcomes.size(), 1u) << input.substr(0, 60);
