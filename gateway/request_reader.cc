@@ -151,9 +151,10 @@ struct RequestReader::Impl {
 
   // Chunked framing can be stuffed without end (extensions, leading zeros, 1-byte chunks), each
   // piece small enough for the read buffer: one request's bytes besides its body may be at most
-  // twice header_limit_bytes plus 8 per body byte ("1\r\nX\r\n" costs 5).
+  // 2 x header_limit + body_limit. A fixed cap on a count that only grows, so the answer does not
+  // depend on where the reads happened to end (an allowance growing with the body did).
   bool FramingTooLong(uint64_t body_bytes) const {
-    return taken - body_bytes > 2 * uint64_t{limits.header_limit_bytes} + 8 * body_bytes;
+    return taken - body_bytes > 2 * uint64_t{limits.header_limit_bytes} + limits.body_limit_bytes;
   }
 
   // Whether the whole header section is in the buffer. The parser sees a header section only

@@ -149,9 +149,9 @@ Parsed Parse(std::string_view input, size_t piece) {
       input.remove_prefix(n);
       parsed.taken += n;
       since_answer += n;
-      // What one request may take is bounded (RequestReader: framing besides the body at most
-      // 2 header limits + 8 bytes per body byte), plus what the read buffer holds beyond it.
-      Check(since_answer <= 3 * kLimits.header_limit_bytes + 9 * kLimits.body_limit_bytes,
+      // What one request may take is bounded (RequestReader: besides the body at most 2 header
+      // limits + the body limit), plus what the read buffer holds beyond it.
+      Check(since_answer <= 3 * kLimits.header_limit_bytes + 2 * kLimits.body_limit_bytes,
             "the reader took more bytes than its bound allows without answering");
       continue;
     }

@@ -158,29 +158,34 @@ TEST(RequestReaderTest, EndlessChunkLinesAndTrailersAreCutOffAtTheBound) {
   }
 }
 
-// Each chunk line fits the buffer, but together they would make one request take megabytes.
+// Each chunk line fits the buffer, but together they would make one request take megabytes: the
+// bytes besides the body are capped at 2 x header_limit + body_limit, however they arrive.
 TEST(RequestReaderTest, StuffedChunkFramingIsCutOff) {
   const std::string head = "PUT /api/v1/tags/a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
   const std::string extension = ";x=" + std::string(1000, 'e');
   const std::string zeros(1000, '0');
-  for (const std::string& chunk : {"1" + extension + "\r\nX\r\n", zeros + "1\r\nX\r\n"}) {
+  const uint64_t cap = 2 * kLimits.header_limit_bytes + kLimits.body_limit_bytes;
+  for (const std::string& chunk :
+       {"1" + extension + "\r\nX\r\n", zeros + "1\r\nX\r\n", std::string("1\r\nX\r\n")}) {
     std::string input = head;
-    for (int i = 0; i < 4000; ++i) input += chunk;
-    RequestReader reader(kLimits);
-    Fed fed = Feed(reader, input + "0\r\n\r\n");
-    ASSERT_EQ(fed.outcomes.size(), 1u);
-    EXPECT_EQ(fed.outcomes[0].kind, Kind::kReject);
-    EXPECT_EQ(fed.outcomes[0].rejection.status, 413);
-    EXPECT_LE(fed.consumed, head.size() + 3 * kLimits.header_limit_bytes + 8 * 100);
+    for (int i = 0; i < 60000; ++i) input += chunk;
+    for (size_t piece : {size_t{1}, size_t{777}, SIZE_MAX}) {
+      RequestReader reader(kLimits);
+      Fed fed = Feed(reader, input + "0\r\n\r\n", piece);
+      ASSERT_EQ(fed.outcomes.size(), 1u);
+      EXPECT_EQ(fed.outcomes[0].kind, Kind::kReject);
+      EXPECT_EQ(fed.outcomes[0].rejection.status, 413);
+      EXPECT_LE(fed.consumed, cap + kLimits.body_limit_bytes + kLimits.header_limit_bytes);
+    }
   }
-  // Plain one-byte chunks are fine up to the body limit.
+  // Chunks of 16 bytes are fine up to the body limit.
   std::string input = head;
-  for (int i = 0; i < 60000; ++i) input += "1\r\nX\r\n";
+  for (int i = 0; i < 4000; ++i) input += "10\r\n" + std::string(16, 'x') + "\r\n";
   RequestReader reader(kLimits);
-  Fed fed = Feed(reader, input + "0\r\n\r\n");
+  Fed fed = Feed(reader, input + "0\r\n\r\n", 1);
   ASSERT_EQ(fed.outcomes.size(), 1u);
   ASSERT_EQ(fed.outcomes[0].kind, Kind::kRequest);
-  EXPECT_EQ(fed.outcomes[0].request.body.size(), 60000u);
+  EXPECT_EQ(fed.outcomes[0].request.body.size(), 64000u);
 }
 
 TEST(RequestReaderTest, HeadersOverTheLimitAre431) {
