@@ -219,5 +219,49 @@ TEST_F(IdsProducerTest, RoundWhoseCommitTimesOutIsFinishedBeforeTheNext) {
   EXPECT_EQ(values.size(), 3u);
 }
 
+// The transactional producer fails for good without being fenced (librdkafka's fatal error, as an
+// unrecoverable idempotence sequence would raise): that round fails, the node stays up, and the
+// next round replaces the producer (init_transactions ends its open transaction) and publishes.
+// No batch is published twice.
+TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNextRound) {
+  const std::string tag = "r" + suffix_;
+  auto producer = NewProducer({{tag, IdBatch::Mode::kSegment, 10}});
+  ASSERT_TRUE(producer->Init().has_value());
+  auto first = producer->RunRound();
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->batches, 3);
+  // The group consumes everything, so the next round has batches to publish.
+  const int32_t p = kafka::PartitionFor(tag, kPartitions);
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  auto marks = (*reader)->Watermarks(topic_, p, milliseconds(10000));
+  ASSERT_TRUE(marks.has_value());
+  auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+  ASSERT_TRUE(group.has_value());
+  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+
+  producer->InjectFatalErrorForTesting();
+  auto failed = producer->RunRound();
+  ASSERT_FALSE(failed.has_value()) << "a round published with a producer that failed for good";
+  EXPECT_FALSE(producer->fatal()) << "a fatal error that is no fencing ended the producer";
+  const auto start = SteadyClock::now();
+  auto next = producer->RunRound();
+  ASSERT_TRUE(next.has_value()) << next.error().message;
+  // The new producer's init_transactions (10 s at most) and one round.
+  EXPECT_LT(SecondsSince(start), 15.0);
+  EXPECT_EQ(next->batches, 3);
+  EXPECT_FALSE(producer->fatal());
+
+  std::set<std::string> values;
+  int records = 0;
+  auto end = (*reader)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
+    ++records;
+    if (m.value) values.insert(*m.value);
+  }, milliseconds(20000));
+  ASSERT_TRUE(end.has_value()) << end.error().message;
+  EXPECT_EQ(records, 6);
+  EXPECT_EQ(values.size(), 6u);
+}
+
 }  // namespace
 }  // namespace kleaf::integration
