@@ -2,8 +2,9 @@
 // cluster: every HTTP request still gets its answer within its bound (segments from the buffers,
 // then 503s; admin calls 503 after the client's attempts), a gateway and an allocator started
 // meanwhile give up within the bound of their startup waits instead of hanging, and once the
-// broker thaws the cluster serves again by itself (the late allocator, started again, takes its
-// share of the partitions over and restores them).
+// broker thaws the cluster serves again by itself (segments, and snowflake IDs once the worker
+// lease is renewed; the late allocator, started again, takes its share of the partitions over
+// and restores them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,14 +150,37 @@ TEST_F(FrozenIntegrationTest, EveryRequestIsAnsweredInTimeWhileTheBrokerIsFrozen
       << last_error;
   EXPECT_GT(*std::min_element(after->begin(), after->end()), before_max);
   std::cout << "frozen: serving again " << SecondsSince(thawed) << " s after the thaw" << std::endl;
+  // The worker lease (renewed every 3 s through Kafka; the freeze outlasted part or all of its
+  // 30 s TTL) is renewed or claimed again by itself: snowflake IDs are served again.
+  int last_status = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        e2e::HttpClient client(gw.port, seconds(20));
+        auto reply = client.Get("/api/snowflake/get/" + tag);
+        last_status = reply ? reply->status : 0;
+        return last_status == 200;
+      },
+      kRecoveryDeadline))
+      << "no snowflake ID within " << kRecoveryDeadline.count() << " s of the thaw (status "
+      << last_status << ")";
+  std::cout << "frozen: snowflake IDs again " << SecondsSince(thawed) << " s after the thaw"
+            << std::endl;
   // The nodes that gave up start now that Kafka answers; the allocator takes partitions over.
   auto restarted = cluster.Start({&late_alloc, &late});
   ASSERT_TRUE(restarted) << restarted.error();
   auto balanced = cluster.WaitBalanced({nodes->allocators[0], &late_alloc}, kRecoveryDeadline);
   ASSERT_TRUE(balanced) << balanced.error();
   ASSERT_TRUE(cluster.CheckEveryPartitionAnswers(late)) << cluster.Logs();
-  auto late_ids = FetchIds(late.port, tag, 3);
-  ASSERT_TRUE(late_ids) << late_ids.error();
+  // Its first segment of the tag is fetched on the first request (which may answer 503 after
+  // segment.wait_ms): ask until it is served.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto ids = FetchIds(late.port, tag, 3);
+        if (!ids) last_error = ids.error();
+        return ids.has_value();
+      },
+      seconds(30)))
+      << last_error;
 }
 
 }  // namespace
