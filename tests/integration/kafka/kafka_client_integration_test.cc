@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -241,6 +242,62 @@ TEST_F(KafkaClientIntegrationTest, EveryWaitKeepsItsDeadlineWhileTheBrokerIsFroz
   EXPECT_TRUE(flushed) << "the message sent while frozen was not delivered after the thaw: "
                        << flushed.error().message;
   EXPECT_EQ((*producer)->rebuilds(), 0);
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
+}
+
+// The broker restarts (clean stop, start on the same data) while messages are in flight: the
+// idempotent producer delivers every one of them once it is back, by itself, each exactly once,
+// and a flush gives up at its deadline while the broker is away.
+TEST_F(KafkaClientIntegrationTest, ProducerDeliversEverythingOnceAcrossABrokerRestart) {
+  ASSERT_FALSE(broker_.script.empty() || broker_.port.empty())
+      << "this test restarts the broker: it needs KLEAF_TEST_KAFKA_SCRIPT and _PORT";
+  const std::string topic = UniqueTopic("restart");
+  ASSERT_TRUE(kafka::EnsureTopics(props(), {{topic, 1, 1, {}}}, seconds(30)));
+  auto producer = kafka::Producer::Create(props());
+  ASSERT_TRUE(producer) << producer.error().message;
+  std::mutex mu;
+  int delivered = 0, failed = 0;  // guarded by mu
+  auto send = [&](int i) {
+    return (*producer)->Send(topic, 0, "k", std::to_string(i), {}, [&](Result<int64_t> r) {
+      std::lock_guard lock(mu);
+      ++(r ? delivered : failed);
+    });
+  };
+  int sent = 0;
+  for (; sent < 50; ++sent) ASSERT_TRUE(send(sent));
+  {
+    BrokerRestartGuard guard(broker_);
+    auto stopped = broker_.Stop();
+    ASSERT_TRUE(stopped) << stopped.error();
+    for (; sent < 100; ++sent) ASSERT_TRUE(send(sent));  // queued while the broker is away
+    const auto t0 = SteadyClock::now();
+    auto flushed = (*producer)->Flush(seconds(2));
+    EXPECT_FALSE(flushed) << "flushed with the broker stopped?";
+    EXPECT_LT(SecondsSince(t0), 3.0) << "Flush(2 s) with the broker stopped";
+    auto started = broker_.Start();
+    ASSERT_TRUE(started) << started.error();
+  }
+  for (; sent < 150; ++sent) ASSERT_TRUE(send(sent));
+  auto flushed = (*producer)->Flush(seconds(60));
+  ASSERT_TRUE(flushed) << "not everything delivered within 60 s of the restart: "
+                       << flushed.error().message;
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(delivered, 150);
+    EXPECT_EQ(failed, 0);
+  }
+  // Exactly once on the topic: 150 records, 150 distinct values.
+  auto reader = kafka::PartitionReader::Create(props());
+  ASSERT_TRUE(reader);
+  std::set<std::string> values;
+  int records = 0;
+  auto end = (*reader)->ReadToEnd(topic, 0, 0, [&](const kafka::Message& m) {
+    ++records;
+    if (m.value) values.insert(*m.value);
+  }, seconds(30));
+  ASSERT_TRUE(end) << end.error().message;
+  EXPECT_EQ(records, 150);
+  EXPECT_EQ(values.size(), 150u);
   EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
 }
 
