@@ -234,8 +234,14 @@ TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNext
   const int32_t p = kafka::PartitionFor(tag, kPartitions);
   auto reader = kafka::PartitionReader::Create(props_);
   ASSERT_TRUE(reader.has_value());
-  auto marks = (*reader)->Watermarks(topic_, p, milliseconds(10000));
-  ASSERT_TRUE(marks.has_value());
+  // Once the round's commit is visible (last stable offset past its 3 batches).
+  Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        marks = (*reader)->Watermarks(topic_, p, milliseconds(2000));
+        return marks && marks->second >= 3;
+      },
+      milliseconds(10000)));
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
   ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
@@ -252,13 +258,22 @@ TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNext
   EXPECT_EQ(next->batches, 3);
   EXPECT_FALSE(producer->fatal());
 
+  // Read back once the second round's commit is visible: 6 batches, each once.
   std::set<std::string> values;
   int records = 0;
-  auto end = (*reader)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
-    ++records;
-    if (m.value) values.insert(*m.value);
-  }, milliseconds(20000));
-  ASSERT_TRUE(end.has_value()) << end.error().message;
+  WaitUntil(
+      [&] {
+        values.clear();
+        records = 0;
+        auto reread = kafka::PartitionReader::Create(props_);
+        if (!reread) return false;
+        auto end = (*reread)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
+          ++records;
+          if (m.value) values.insert(*m.value);
+        }, milliseconds(5000));
+        return end.has_value() && records >= 6;
+      },
+      milliseconds(20000));
   EXPECT_EQ(records, 6);
   EXPECT_EQ(values.size(), 6u);
 }
