@@ -271,6 +271,15 @@ TEST_F(KafkaClientIntegrationTest, ProducerDeliversEverythingOnceAcrossABrokerRe
     auto stopped = broker_.Stop();
     ASSERT_TRUE(stopped) << stopped.error();
     for (; sent < 100; ++sent) ASSERT_TRUE(send(sent));  // queued while the broker is away
+    // The watermark query (the allocator's restore, producer rounds, gateway start) keeps its
+    // deadline with connections refused, too.
+    auto reader = kafka::PartitionReader::Create(props());
+    ASSERT_TRUE(reader);
+    const auto w0 = SteadyClock::now();
+    EXPECT_FALSE((*reader)->Watermarks(topic, 0, seconds(5)));
+    EXPECT_LT(SecondsSince(w0), 7.0) << "Watermarks(5 s) with the broker stopped";
+    std::cerr << "[restart] Watermarks(5 s) with the broker stopped returned after "
+              << SecondsSince(w0) << " s\n";
     const auto t0 = SteadyClock::now();
     auto flushed = (*producer)->Flush(seconds(2));
     EXPECT_FALSE(flushed) << "flushed with the broker stopped?";
