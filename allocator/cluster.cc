@@ -39,7 +39,13 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
        {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
   };
   if (!t.ids.empty()) {
-    specs.push_back({t.ids, partitions, replication_factor, {{"min.insync.replicas", min_isr}}});
+    // The ids topic routes nothing the allocators own: an existing one keeps its own count (the
+    // producer reads it from the broker), so a grown requests topic is reported by CheckLayout.
+    int32_t ids_partitions = partitions;
+    if (auto existing = kafka::PartitionCount(props, t.ids, timeout); existing) {
+      ids_partitions = *existing;
+    }
+    specs.push_back({t.ids, ids_partitions, replication_factor, {{"min.insync.replicas", min_isr}}});
   }
   specs.push_back({t.layout, 1, replication_factor,
                    {{"cleanup.policy", "compact"}, {"min.insync.replicas", min_isr}}});

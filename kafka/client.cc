@@ -178,6 +178,18 @@ Result<int32_t> PartitionCount(const Properties& props, const std::string& topic
   return count;
 }
 
+namespace {
+// librdkafka prints a Uuid in standard base64; Kafka's own tools print it URL-safe ('-' and '_'
+// for '+' and '/'), which is what an operator compares with.
+std::string KafkaUuidText(std::string text) {
+  for (char& c : text) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return text;
+}
+}  // namespace
+
 Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,
                                 milliseconds timeout) {
   auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
@@ -211,7 +223,7 @@ Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topi
       rd_kafka_TopicDescription_partitions(descriptions[0], &partitions);
       const rd_kafka_Uuid_t* id = rd_kafka_TopicDescription_topic_id(descriptions[0]);
       result = TopicInfo{.partitions = static_cast<int32_t>(partitions),
-                         .id = id != nullptr ? rd_kafka_Uuid_base64str(id) : ""};
+                         .id = id != nullptr ? KafkaUuidText(rd_kafka_Uuid_base64str(id)) : ""};
     }
   }
   if (event != nullptr) rd_kafka_event_destroy(event);

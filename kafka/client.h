@@ -65,7 +65,7 @@ Result<int32_t> PartitionCount(const Properties& props, const std::string& topic
 
 struct TopicInfo {
   int32_t partitions = 0;
-  std::string id;  // Kafka's topic id (base64, as Kafka prints it): a recreated topic gets a new one
+  std::string id;  // Kafka's topic id (URL-safe base64, as Kafka's tools print it): a recreated topic gets a new one
 };
 
 // Describes `topic` with the admin API (DescribeTopics): kNotFound when it does not exist,
