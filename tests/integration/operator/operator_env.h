@@ -65,31 +65,37 @@ std::expected<Exit, std::string> StartExpectingExit(Node& node, std::chrono::mil
 // The worker ids of "[lease] claimed worker id N" lines of `log`, in order.
 std::vector<int64_t> ClaimedWorkerIds(const std::string& log);
 
-// Client threads fetching snowflake IDs of `tag` from one gateway (count= per request, keep-alive)
-// until Stop() or until each made max_requests requests. Keeps every ID served.
-class SnowflakeLoad {
+// Client threads fetching IDs from one gateway (count= per request, keep-alive, each client
+// cycling through `tags`) until Stop() or until each made max_requests requests. Keeps every ID
+// served, whatever its order (a reply out of order is evidence, not noise).
+class IdLoad {
  public:
+  enum class Mode { kSnowflake, kSegment };
   struct Options {
     std::string name;
     uint16_t port = 0;
-    std::string tag = "sf";
+    Mode mode = Mode::kSnowflake;
+    std::vector<std::string> tags = {"sf"};
     int threads = 1;
     int count = 1000;
     std::chrono::milliseconds pause{0};  // between two requests of one client: paces the load
     int64_t max_requests = 1000000;
   };
-  explicit SnowflakeLoad(Options options);
-  ~SnowflakeLoad() { Stop(); }
-  SnowflakeLoad(const SnowflakeLoad&) = delete;
-  SnowflakeLoad& operator=(const SnowflakeLoad&) = delete;
+  explicit IdLoad(Options options);
+  ~IdLoad() { Stop(); }
+  IdLoad(const IdLoad&) = delete;
+  IdLoad& operator=(const IdLoad&) = delete;
 
   void Stop();
   int64_t ok() const { return ok_.load(); }
   int64_t unavailable() const { return unavailable_.load(); }
   int64_t errors() const { return errors_.load(); }
-  // Every ID served so far (thread-safe).
+  // Waits until ok() reaches `replies`; false at the deadline.
+  bool WaitForReplies(int64_t replies, std::chrono::milliseconds timeout) const;
+  // Every ID served so far, of every tag / of one tag (thread-safe).
   std::vector<int64_t> Ids() const;
-  // "name: N replies, M IDs, U 503s, E errors (first error: ...)".
+  std::vector<int64_t> Ids(const std::string& tag) const;
+  // "name: N replies, M IDs, U 503s, E errors (first error: ...; last 503: ...)".
   std::string Summary() const;
 
  private:
@@ -100,10 +106,16 @@ class SnowflakeLoad {
   std::atomic<int64_t> ok_{0}, unavailable_{0}, errors_{0};
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
-  std::vector<int64_t> ids_;  // guarded by mu_
-  std::string first_error_;   // guarded by mu_
+  std::map<std::string, std::vector<int64_t>> ids_;  // guarded by mu_
+  std::string first_error_;                          // guarded by mu_
+  std::string last_unavailable_;                     // guarded by mu_
   std::vector<std::thread> threads_;
 };
+
+// Prints "[ operator ] <scenario>: checked N IDs, D duplicates" over the segment IDs of every
+// tag of `loads` (a segment ID is unique per tag) and returns D.
+int64_t ReportSegmentDuplicates(const std::string& scenario, const std::vector<const IdLoad*>& loads,
+                                const std::vector<std::string>& tags);
 
 // Kafka's Admin API through TopicAdmin.java (the broker's jars have no kafka-tools): partitions,
 // delete, create, describe. Exit code and output.
