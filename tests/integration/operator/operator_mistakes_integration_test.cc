@@ -41,7 +41,6 @@ constexpr milliseconds kKafkaTimeout{20000};
 class OperatorMistakesTest : public KafkaTest {};
 
 int64_t WorkerOf(int64_t id) { return e2e::SplitDefaultSnowflake(id).worker_id; }
-int64_t TimestampOf(int64_t id) { return e2e::SplitDefaultSnowflake(id).timestamp_ms; }
 
 std::set<int64_t> WorkersOf(const std::vector<int64_t>& ids) {
   std::set<int64_t> out;
@@ -737,6 +736,12 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
   constexpr int64_t kTtlMs = 15000;
   auto keys = ShortLeases(kTtlMs);
   keys["workers.claim_timeout_ms"] = "60000";  // the heir claims while the allocator recovers
+  // 4 worker ids (41 + 2 + 20 bits): an expired id is recycled only once every id has been used.
+  keys["snowflake.timestamp_bits"] = "41";
+  keys["snowflake.worker_bits"] = "2";
+  keys["snowflake.sequence_bits"] = "20";
+  auto worker_of = [](int64_t id) { return (id >> 20) & 3; };
+  auto timestamp_of = [](int64_t id) { return (id >> 22) + 1288834974657; };
   Cluster cluster(broker_, "op-jump", keys);
   auto nodes = cluster.StartNodes(1, 0);
   ASSERT_TRUE(nodes) << nodes.error();
@@ -791,8 +796,8 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
   }
   int64_t jumper_max_ms = 0, ahead = 0;
   for (int64_t id : jumper_ids) {
-    jumper_max_ms = std::max(jumper_max_ms, TimestampOf(id));
-    if (TimestampOf(id) > jump_at_ms + 30000) ++ahead;
+    jumper_max_ms = std::max(jumper_max_ms, timestamp_of(id));
+    if (timestamp_of(id) > jump_at_ms + 30000) ++ahead;
   }
   std::cout << "[ operator ] the jumped gateway issued " << jumper_ids.size() << " IDs, " << ahead
             << " of them stamped more than 30 s ahead; its last timestamp is "
@@ -800,12 +805,15 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
 
   // Another gateway recycles worker id X after the lease TTL and serves until the wall clock has
   // passed every timestamp the jumped gateway issued.
-  // A probe gateway takes a worker id of its own and watches the registry until X is free (its
-  // lease may run longer than TTL after the kill: a renewal that reached the broker before it
-  // stopped is handled after its restart, and extends the lease from then); then the heir's claim
-  // gets the lowest free id, X.
+  // Three gateways take the never used ids 1, 2 and 3; one of them watches the registry until X
+  // is free (its lease may run longer than TTL after the kill: a renewal that reached the broker
+  // before it stopped is handled after its restart, and extends the lease from then); then the
+  // heir's claim gets the only expired id, X.
   Node& probe = cluster.AddGateway("gw-probe", 2);
   ASSERT_TRUE(StartNode(probe)) << cluster.Logs();
+  // (Reply partitions below 3: AddGateway sets the standalone key snowflake.worker_id to one more.)
+  ASSERT_TRUE(StartNode(cluster.AddGateway("gw-fill-2", 1))) << cluster.Logs();
+  ASSERT_TRUE(StartNode(cluster.AddGateway("gw-fill-3", 2))) << cluster.Logs();
   std::string registry;
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -814,7 +822,7 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
         if (!reply || reply->status != 200) return false;
         registry = reply->body;
         auto j = nlohmann::json::parse(reply->body, nullptr, false);
-        return j.is_object() && j.value("leased", int64_t{-1}) == 1;
+        return j.is_object() && j.value("leased", int64_t{-1}) == 3;
       },
       seconds(90)))
       << "worker id " << x << " still leased " << SecondsSince(killed)
@@ -841,7 +849,7 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
               << " s after the kill; " << load.Summary() << "\n";
     heir_ids = load.Ids();
   }
-  for (int64_t id : heir_ids) ASSERT_EQ(WorkerOf(id), x) << id;
+  for (int64_t id : heir_ids) ASSERT_EQ(worker_of(id), x) << id;
   std::vector<int64_t> all = jumper_ids;
   Append(all, heir_ids);
   EXPECT_EQ(ReportDuplicates("clock +60 s in an outage, kill -9, worker id recycled", all), 0);
