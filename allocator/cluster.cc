@@ -3,23 +3,31 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 namespace kleaf::allocator {
 
 ClusterTopics ClusterTopics::For(const std::string& prefix, int32_t partitions,
                                  int32_t reply_partitions) {
-  return ClusterTopics{prefix + ".requests", prefix + ".state", prefix + ".replies", partitions,
-                       reply_partitions, prefix + ".ids"};
+  return ClusterTopics{prefix + ".requests", prefix + ".state",   prefix + ".replies", partitions,
+                       reply_partitions,      prefix + ".ids", prefix + ".layout"};
 }
 
 Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& t,
                                  int16_t replication_factor, std::chrono::milliseconds timeout) {
   std::string min_isr = replication_factor >= 3 ? "2" : "1";
+  int32_t partitions = t.partitions > 0 ? t.partitions : kDefaultPartitions;
+  // Existing topics decide: a missing sibling gets the requests topic's count, and a configured
+  // count that disagrees with it is reported by CheckLayout, naming the key.
+  if (auto existing = kafka::PartitionCount(props, t.requests, timeout); existing) {
+    partitions = *existing;
+  }
   std::vector<kafka::TopicSpec> specs{
-      {t.requests, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
+      {t.requests, partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
       {t.state,
-       t.partitions,
+       partitions,
        replication_factor,
        {{"cleanup.policy", "compact"},
         {"min.insync.replicas", min_isr},
@@ -31,9 +39,201 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
        {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
   };
   if (!t.ids.empty()) {
-    specs.push_back({t.ids, t.partitions, replication_factor, {{"min.insync.replicas", min_isr}}});
+    specs.push_back({t.ids, partitions, replication_factor, {{"min.insync.replicas", min_isr}}});
   }
+  specs.push_back({t.layout, 1, replication_factor,
+                   {{"cleanup.policy", "compact"}, {"min.insync.replicas", min_isr}}});
   return kafka::EnsureTopics(props, specs, timeout);
+}
+
+std::string EncodeLayout(const ClusterLayout& l) {
+  return nlohmann::json{{"partitions", l.partitions},
+                        {"state_topic_id", l.state_topic_id},
+                        {"written_by", l.written_by},
+                        {"written_ms", l.written_ms}}
+      .dump();
+}
+
+Result<ClusterLayout> DecodeLayout(std::string_view json) {
+  try {
+    auto j = nlohmann::json::parse(json);
+    ClusterLayout l;
+    l.partitions = j.at("partitions").get<int32_t>();
+    l.state_topic_id = j.value("state_topic_id", std::string());
+    l.written_by = j.value("written_by", std::string());
+    l.written_ms = j.value("written_ms", int64_t{0});
+    if (l.partitions <= 0) return Fail(Code::kInternal, "layout record with no partition count");
+    return l;
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("unreadable layout record: ") + e.what());
+  }
+}
+
+Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
+                                  int32_t configured, const std::vector<ClusterLayout>& recorded) {
+  const std::string n = std::to_string(now.requests_partitions);
+  if (configured > 0 && configured != now.requests_partitions) {
+    return Fail(Code::kInvalidArgument,
+                "kafka.partitions: " + std::to_string(configured) + " is configured, but topic " +
+                    names.requests + " has " + n +
+                    " partitions; this node would send tags to partitions whose allocator does not "
+                    "own them. Remove kafka.partitions (nodes take the count from the topics) or "
+                    "set it to " + n);
+  }
+  if (now.requests_partitions != now.state_partitions) {
+    return Fail(Code::kFailedPrecondition,
+                "topics " + names.requests + " (" + n + " partitions) and " + names.state + " (" +
+                    std::to_string(now.state_partitions) +
+                    " partitions) differ: a tag's requests and its state must share a partition "
+                    "number. Recreate the cluster's topics with one count (see docs/operations.md, "
+                    "\"Layout refusals\")");
+  }
+  if (recorded.empty()) {
+    return ClusterLayout{now.requests_partitions, now.state_topic_id, "", 0};
+  }
+  const ClusterLayout& first = recorded.front();
+  for (const auto& r : recorded) {
+    if (r.partitions != first.partitions || r.state_topic_id != first.state_topic_id) {
+      return Fail(Code::kFailedPrecondition,
+                  "topic " + names.layout + " holds conflicting layouts (" +
+                      std::to_string(first.partitions) + " and " + std::to_string(r.partitions) +
+                      " partitions); nodes started against different topics. Stop the cluster "
+                      "and see docs/operations.md, \"Layout refusals\"");
+    }
+  }
+  if (now.requests_partitions != first.partitions) {
+    return Fail(Code::kFailedPrecondition,
+                "partitions were added to a live topic: " + names.requests + " has " + n +
+                    " partitions, but this cluster's layout (" + names.layout + ", written by " +
+                    (first.written_by.empty() ? std::string("its first node") : first.written_by) +
+                    ") has " + std::to_string(first.partitions) +
+                    ". Tags would move to partitions whose allocators lack their state and be "
+                    "served twice, so kleaf refuses to run on these topics. To grow, move to a new "
+                    "kafka.topic_prefix with the new count and carry the state over with kleaf "
+                    "state export/import --bump (docs/operations.md, \"Layout refusals\")");
+  }
+  if (!first.state_topic_id.empty() && !now.state_topic_id.empty() &&
+      first.state_topic_id != now.state_topic_id) {
+    return Fail(Code::kFailedPrecondition,
+                "topic " + names.state + " was deleted and recreated: its id is " +
+                    now.state_topic_id + ", the layout was written for " + first.state_topic_id +
+                    ". The max_id of every tag it held is gone and serving from it would hand out "
+                    "IDs again. Restore the state from an export (docs/operations.md, \"Layout "
+                    "refusals\")");
+  }
+  ClusterLayout l = first;
+  if (l.state_topic_id.empty()) l.state_topic_id = now.state_topic_id;
+  return l;
+}
+
+namespace {
+
+Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterTopics& names,
+                                  std::chrono::milliseconds timeout) {
+  TopicFacts facts;
+  auto requests = kafka::PartitionCount(props, names.requests, timeout);
+  if (!requests) return std::unexpected(requests.error());
+  auto state = kafka::PartitionCount(props, names.state, timeout);
+  if (!state) return std::unexpected(state.error());
+  facts.requests_partitions = *requests;
+  facts.state_partitions = *state;
+  return facts;
+}
+
+Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
+                                               const ClusterTopics& names,
+                                               std::chrono::milliseconds timeout) {
+  std::vector<ClusterLayout> out;
+  std::optional<Error> bad;
+  auto end = reader.ReadToEnd(
+      names.layout, 0, 0,
+      [&](const kafka::Message& m) {
+        if (!m.value) return;
+        auto l = DecodeLayout(*m.value);
+        if (l) {
+          out.push_back(std::move(*l));
+        } else {
+          bad = l.error();
+        }
+      },
+      timeout);
+  if (!end) return std::unexpected(end.error());
+  if (bad) {
+    return Fail(Code::kFailedPrecondition, "topic " + names.layout + ": " + bad->message);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
+                                    int32_t configured, const std::string& node_id,
+                                    std::chrono::milliseconds timeout) {
+  auto facts = DescribeTopics(props, names, timeout);
+  if (!facts) return std::unexpected(facts.error());
+  auto reader = kafka::PartitionReader::Create(props);
+  if (!reader) return std::unexpected(reader.error());
+  auto recorded = ReadLayouts(**reader, names, timeout);
+  if (!recorded) return std::unexpected(recorded.error());
+  auto layout = CheckLayout(names, *facts, configured, *recorded);
+  if (!layout || !recorded->empty()) return layout;
+  // The first node of this cluster: record what every later node must find. Two first nodes may
+  // race; both write what the broker described, and the re-read below sees any disagreement.
+  layout->written_by = node_id;
+  layout->written_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  auto producer = kafka::Producer::Create(props);
+  if (!producer) return std::unexpected(producer.error());
+  std::optional<Error> failed;
+  if (auto sent = (*producer)->Send(names.layout, 0, "layout", EncodeLayout(*layout), {},
+                                    [&failed](Result<int64_t> r) {
+                                      if (!r) failed = r.error();
+                                    });
+      !sent) {
+    return std::unexpected(sent.error());
+  }
+  if (auto f = (*producer)->Flush(timeout); !f) return std::unexpected(f.error());
+  if (failed) return std::unexpected(*failed);
+  spdlog::info("[layout] recorded {} partitions and state topic id '{}' in {}", layout->partitions,
+               layout->state_topic_id, names.layout);
+  recorded = ReadLayouts(**reader, names, timeout);
+  if (!recorded) return std::unexpected(recorded.error());
+  return CheckLayout(names, *facts, configured, *recorded);
+}
+
+Result<void> CheckStoreTopic(const std::optional<std::string>& stored, const std::string& name,
+                             const std::string& id, const std::string& state_path) {
+  if (!stored) return {};
+  const auto space = stored->find(' ');
+  const std::string stored_name = stored->substr(0, space);
+  const std::string stored_id = space == std::string::npos ? "" : stored->substr(space + 1);
+  if (stored_name != name) {
+    return Fail(Code::kFailedPrecondition,
+                "state.path " + state_path + " holds the state of topic " + stored_name + ", not " +
+                    name + " (is kafka.topic_prefix right?). An allocator's store is a view of one "
+                    "state topic; give this node its own state.path");
+  }
+  if (!stored_id.empty() && !id.empty() && stored_id != id) {
+    return Fail(Code::kFailedPrecondition,
+                "topic " + name + " was deleted and recreated (id " + id + "; state.path " +
+                    state_path + " holds the state of id " + stored_id +
+                    "). Its records, the max_id of every tag, are gone. Restore the state from an "
+                    "export (docs/operations.md, \"Layout refusals\")");
+  }
+  return {};
+}
+
+Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& names,
+                                   const ClusterLayout& layout, const std::string& state_path) {
+  auto stored = store.GetText(kStateTopicText);
+  if (!stored) return std::unexpected(stored.error());
+  if (auto ok = CheckStoreTopic(*stored, names.state, layout.state_topic_id, state_path); !ok) {
+    return ok;
+  }
+  const std::string now = names.state + " " + layout.state_topic_id;
+  if (*stored == now) return {};
+  return store.PutText(kStateTopicText, now);
 }
 
 std::string AppliedOffsetKey(int32_t p) { return "state_offset/" + std::to_string(p); }
@@ -54,10 +254,14 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
   auto marks = reader.Watermarks(topics.state, p, timeout);
   if (!marks) return std::unexpected(marks.error());
   if (result.from > marks->second) {
-    spdlog::warn("[restore] state partition {} ends at {} but {} was applied: the topic was "
-                 "recreated or truncated; re-reading it all (max_id never goes down)",
-                 p, marks->second, result.from);
-    result.from = 0;
+    // Records this store applied are gone from the topic: a node without this store would
+    // restore less than was committed and serve IDs again.
+    return Fail(Code::kFailedPrecondition,
+                "state partition " + std::to_string(p) + " of " + topics.state + " ends at offset " +
+                    std::to_string(marks->second) + " but this store applied records up to " +
+                    std::to_string(result.from) +
+                    ": the topic was recreated or truncated and lost committed state. Restore the "
+                    "state from an export (docs/operations.md, \"Layout refusals\")");
   }
   std::map<std::string, state::TagRecord> merged;
   std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins

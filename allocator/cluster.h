@@ -21,6 +21,7 @@ struct ClusterTopics {
   int32_t partitions = 12;
   int32_t reply_partitions = 12;
   std::string ids;       // key = tag; ID batches for event-driven consumers; P partitions
+  std::string layout;    // key = "layout"; one partition, compacted: the ClusterLayout record
 
   static ClusterTopics For(const std::string& prefix, int32_t partitions, int32_t reply_partitions);
   // The requests/state partition that owns `tag`.
@@ -29,9 +30,56 @@ struct ClusterTopics {
   std::string TransactionalId(int32_t p) const { return requests + ".owner." + std::to_string(p); }
 };
 
-// Creates the missing topics (state compacted; ids only when named) and checks the partition counts of existing ones.
+// Creates the missing topics (state and layout compacted; ids only when named), requests and state
+// with `topics.partitions`, or 12 when it is 0. Existing topics are left as they are.
 Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& topics,
                                  int16_t replication_factor, std::chrono::milliseconds timeout);
+
+inline constexpr int32_t kDefaultPartitions = 12;
+
+// What a cluster's uniqueness rests on besides its code, recorded once in the layout topic by the
+// first node that finds it empty and checked by every node at start (DESIGN.md: every assumption is
+// checked): the partition count tags are routed by (a tag's state lives in partition
+// PartitionFor(tag, partitions) and nowhere else), and the identity of the state topic (a
+// recreated topic has lost every tag's max_id).
+struct ClusterLayout {
+  int32_t partitions = 0;
+  std::string state_topic_id;  // Kafka's topic id; empty when the client cannot tell
+  std::string written_by;      // node id, for the operator
+  int64_t written_ms = 0;
+};
+std::string EncodeLayout(const ClusterLayout& layout);
+Result<ClusterLayout> DecodeLayout(std::string_view json);
+
+// The topics as the broker describes them now.
+struct TopicFacts {
+  int32_t requests_partitions = 0;
+  int32_t state_partitions = 0;
+  std::string state_topic_id;
+};
+
+// Pure: the layout to run with, or the refusal that names what is wrong and what to do.
+// `configured` is kafka.partitions (0: not configured); `recorded` the layout topic's records
+// (empty: none yet, the facts become the layout). kInvalidArgument: the configuration disagrees
+// with the topics; kFailedPrecondition: the topics changed under a live cluster.
+Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
+                                  int32_t configured, const std::vector<ClusterLayout>& recorded);
+
+// Reads the topics' facts and the layout topic, writes the layout record when there is none, and
+// returns CheckLayout's verdict. Every node calls it before it routes, serves or reads state.
+Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
+                                    int32_t configured, const std::string& node_id,
+                                    std::chrono::milliseconds timeout);
+
+// Name of the store text recording which state topic (name and id) a store is a view of.
+inline constexpr char kStateTopicText[] = "state_topic";
+// Pure: whether a store that recorded `stored` ("<name> <id>", or nullopt for a new store) may
+// serve as the view of state topic `name` with id `id`.
+Result<void> CheckStoreTopic(const std::optional<std::string>& stored, const std::string& name,
+                             const std::string& id, const std::string& state_path);
+// Checks the store against the layout and records the state topic's name and id in it.
+Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& names,
+                                   const ClusterLayout& layout, const std::string& state_path);
 
 // A record restored from the state topic, merged with what the store already holds: max_id never
 // goes down (a record of a recreated or truncated topic cannot undo reservations the store saw).

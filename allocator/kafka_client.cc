@@ -84,13 +84,23 @@ void KafkaAllocatorClient::Stop() {
   for (auto& [id, p] : left) p.done(Fail(Code::kUnavailable, "shutting down"));
 }
 
+namespace {
+
+// The count this node routes with travels along, so an allocator with another count refuses.
+Request WithPartitions(Request request, int32_t partitions) {
+  request.partitions = partitions;
+  return request;
+}
+
+}  // namespace
+
 void KafkaAllocatorClient::Call(int32_t partition, std::string key, const Request& request,
                                 std::function<void(Result<Reply>)> done) {
   Pending p{.op = request.op,
             .sent_ns = 0,
             .partition = partition,
             .key = std::move(key),
-            .payload = EncodeRequest(request),
+            .payload = EncodeRequest(WithPartitions(request, options_.topics.partitions)),
             .attempts_left = options_.attempts,
             .deadline_ns = 0,
             .done = std::move(done)};

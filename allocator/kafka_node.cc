@@ -180,6 +180,17 @@ void AllocatorNode::RetryPending() {
   if (pending_.empty() || clock_.MonotonicNs() < next_retry_ns_) return;
   for (auto it = pending_.begin(); it != pending_.end();) {
     int32_t p = *it;
+    if (p >= options_.topics.partitions) {
+      // The group hands out every partition the topic has: these were added after the layout
+      // was recorded. Tags that map to them under the new count have their state elsewhere.
+      spdlog::error("[allocator] partition {} of {} is beyond the {} partitions of this cluster's "
+                    "layout: partitions were added to a live topic; not serving it (see "
+                    "docs/operations.md, \"Layout refusals\")",
+                    p, options_.topics.requests, options_.topics.partitions);
+      must_rewind_.erase(p);
+      it = pending_.erase(it);
+      continue;
+    }
     if (!StillAssigned(p)) {
       // A queued assignment event that a later rebalance already overtook: taking p over now
       // would fence its real owner.
@@ -287,7 +298,12 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
     auto request = m.value ? DecodeRequest(*m.value)
                            : Result<Request>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
     if (request) {
-      outcome = Execute(*request, reader, options_.rules, clock_.NowMs());
+      if (auto route = CheckRoute(*request, p, topics.partitions); !route) {
+        outcome.reply.error = route.error();
+        spdlog::error("[allocator] partition {} offset {}: {}", p, m.offset, route.error().message);
+      } else {
+        outcome = Execute(*request, reader, options_.rules, clock_.NowMs());
+      }
     } else {
       outcome.reply.error = request.error();
     }

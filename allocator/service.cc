@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/tag.h"
+#include "kafka/client.h"
 
 namespace kleaf::allocator {
 namespace {
@@ -42,6 +43,8 @@ json TagToJson(const state::TagRecord& r) {
 }
 
 
+Claimant ClaimantOf(const Request& r) { return Claimant{r.node_id, r.holder, r.previous_holder}; }
+
 Outcome ExecuteWorker(const Request& r, StateReader& reader, const Rules& rules, int64_t now_ms) {
   auto all = reader.ListWorkers();
   if (!all) return Failed(all.error());
@@ -51,11 +54,11 @@ Outcome ExecuteWorker(const Request& r, StateReader& reader, const Rules& rules,
     return o;
   }
   if (r.op == Request::Op::kClaimWorker) {
-    auto grant = ClaimWorker(*all, r.node_id, r.node_now_ms, now_ms, rules.workers);
+    auto grant = ClaimWorker(*all, ClaimantOf(r), r.node_now_ms, now_ms, rules.workers);
     if (!grant) return Failed(grant.error());
     Outcome o;
     o.reply.lease = WorkerLeaseInfo{grant->record.worker_id, grant->record.lease_until_ms,
-                                    grant->not_before_ms, now_ms};
+                                    grant->not_before_ms, now_ms, grant->notice};
     o.worker_writes.push_back(grant->record);
     return o;
   }
@@ -64,8 +67,9 @@ Outcome ExecuteWorker(const Request& r, StateReader& reader, const Rules& rules,
     if (w.worker_id == r.worker_id) current = w;
   }
   auto updated = r.op == Request::Op::kRenewWorker
-                     ? RenewWorker(current, r.worker_id, r.node_id, r.last_timestamp_ms, now_ms, rules.workers)
-                     : ReleaseWorker(current, r.worker_id, r.node_id, r.last_timestamp_ms, now_ms);
+                     ? RenewWorker(current, r.worker_id, ClaimantOf(r), r.last_timestamp_ms, now_ms,
+                                   rules.workers)
+                     : ReleaseWorker(current, r.worker_id, ClaimantOf(r), r.last_timestamp_ms, now_ms);
   if (!updated) return Failed(updated.error());
   Outcome o;
   if (r.last_timestamp_ms > now_ms + rules.workers.max_clock_skew_ms) {
@@ -95,6 +99,27 @@ bool IsWorkerOp(Request::Op op) {
 }
 
 }  // namespace
+
+Result<void> CheckRoute(const Request& r, int32_t arrived_on, int32_t partitions) {
+  if (r.partitions > 0 && r.partitions != partitions) {
+    return Fail(Code::kFailedPrecondition,
+                "request routed for " + std::to_string(r.partitions) +
+                    " partitions arrived on partition " + std::to_string(arrived_on) +
+                    " of an allocator whose cluster has " + std::to_string(partitions) +
+                    ": the sender's partition count is wrong; restart it without kafka.partitions");
+  }
+  if (r.op == Request::Op::kListTags) return {};  // asked of every partition, each for its own tags
+  const bool registry = IsWorkerOp(r.op);
+  const std::string& key = registry ? std::string(kWorkersKey) : r.tag;
+  const int32_t owner = kafka::PartitionFor(key, partitions);
+  if (owner == arrived_on) return {};
+  return Fail(Code::kFailedPrecondition,
+              (registry ? std::string("registry request") : "tag '" + r.tag + "'") + " belongs to partition " +
+                  std::to_string(owner) + " of " + std::to_string(partitions) +
+                  ", but the request arrived on partition " + std::to_string(arrived_on) +
+                  ": its sender routes with another partition count; refused so that no tag has two "
+                  "owners. Restart the sender without kafka.partitions");
+}
 
 const char* OpName(Request::Op op) { return kOpNames[static_cast<int>(op)]; }
 static_assert(std::size(kOpNames) == kOpCount);
@@ -158,8 +183,12 @@ Outcome Execute(const Request& r, StateReader& reader, const Rules& rules, int64
 
 std::string EncodeRequest(const Request& r) {
   json j = {{"op", kOpNames[static_cast<int>(r.op)]}};
+  if (r.partitions > 0 && !IsWorkerOp(r.op)) j["partitions"] = r.partitions;
   if (IsWorkerOp(r.op)) {
     j["node_id"] = r.node_id;
+    if (!r.holder.empty()) j["holder"] = r.holder;
+    if (!r.previous_holder.empty()) j["previous_holder"] = r.previous_holder;
+    if (r.partitions > 0) j["partitions"] = r.partitions;
     j["worker_id"] = r.worker_id;
     j["node_now"] = r.node_now_ms;
     j["last_timestamp"] = r.last_timestamp_ms;
@@ -182,6 +211,7 @@ Result<Request> DecodeRequest(std::string_view text) {
     json j = json::parse(text);
     Request r;
     std::string op = j.at("op").get<std::string>();
+    r.partitions = j.value("partitions", int32_t{0});
     if (op == "allocate") {
       r.op = Request::Op::kAllocate;
       r.step = j.value("step", int64_t{0});
@@ -203,6 +233,8 @@ Result<Request> DecodeRequest(std::string_view text) {
         if (op == kOpNames[i]) r.op = static_cast<Request::Op>(i);
       }
       r.node_id = j.value("node_id", "");
+      r.holder = j.value("holder", "");
+      r.previous_holder = j.value("previous_holder", "");
       r.worker_id = j.value("worker_id", int64_t{-1});
       r.node_now_ms = j.value("node_now", int64_t{0});
       r.last_timestamp_ms = j.value("last_timestamp", int64_t{0});
@@ -238,6 +270,7 @@ std::string EncodeReply(const Reply& r) {
                   {"lease_until", r.lease->lease_until_ms},
                   {"not_before", r.lease->not_before_ms},
                   {"allocator_now", r.lease->allocator_now_ms}};
+    if (!r.lease->notice.empty()) j["lease"]["notice"] = r.lease->notice;
   }
   if (r.workers) j["workers"] = {{"leased", r.workers->leased}, {"free", r.workers->free}};
   return j.dump();
@@ -265,7 +298,8 @@ Result<Reply> DecodeReply(std::string_view text) {
       const json& l = j["lease"];
       r.lease =
           WorkerLeaseInfo{l.at("worker_id").get<int64_t>(), l.at("lease_until").get<int64_t>(),
-                          l.at("not_before").get<int64_t>(), l.value("allocator_now", int64_t{0})};
+                          l.at("not_before").get<int64_t>(), l.value("allocator_now", int64_t{0}),
+                          l.value("notice", std::string())};
     }
     if (j.contains("workers")) {
       r.workers = WorkerCounts{j["workers"].at("leased").get<int64_t>(), j["workers"].at("free").get<int64_t>()};

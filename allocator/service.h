@@ -26,9 +26,14 @@ struct Request {
   TagUpdate update;  // kPutTag
   // Worker registry ops:
   std::string node_id;
+  std::string holder;           // this process's token (see workers.h, Claimant)
+  std::string previous_holder;  // the token of the previous process on the same state directory
   int64_t worker_id = -1;
   int64_t node_now_ms = 0;        // kClaimWorker: the node's wall clock when it asked
   int64_t last_timestamp_ms = 0;  // kRenewWorker, kReleaseWorker
+  // The partition count the sender routed this request with (0: not said). Set by the Kafka
+  // transport; an allocator answers a count other than its own with an error.
+  int32_t partitions = 0;
 };
 
 inline Request MakeRequest(Request::Op op, std::string tag = {}, int64_t step = 0,
@@ -41,11 +46,13 @@ inline Request MakeRequest(Request::Op op, std::string tag = {}, int64_t step = 
   return r;
 }
 
-inline Request MakeWorkerRequest(Request::Op op, std::string node_id, int64_t worker_id = -1,
+inline Request MakeWorkerRequest(Request::Op op, const Claimant& claimant, int64_t worker_id = -1,
                                  int64_t node_now_ms = 0, int64_t last_timestamp_ms = 0) {
   Request r;
   r.op = op;
-  r.node_id = std::move(node_id);
+  r.node_id = claimant.node_id;
+  r.holder = claimant.holder;
+  r.previous_holder = claimant.previous_holder;
   r.worker_id = worker_id;
   r.node_now_ms = node_now_ms;
   r.last_timestamp_ms = last_timestamp_ms;
@@ -59,6 +66,7 @@ struct WorkerLeaseInfo {
   // The allocator's wall clock when it handled the request (0 from allocators that predate it):
   // lets the node estimate its clock offset to the allocator (kClaimWorker, kRenewWorker).
   int64_t allocator_now_ms = 0;
+  std::string notice = {};  // kClaimWorker: another live process uses this node id (WorkerGrant)
 };
 
 struct Reply {
@@ -93,6 +101,11 @@ struct Outcome {
   std::vector<state::TagRecord> writes;
   std::vector<state::WorkerRecord> worker_writes;
 };
+
+// Whether `request` may be served by the owner of partition `arrived_on` of a requests topic of
+// `partitions` partitions: its key (tag, or kWorkersKey for registry ops) must map there, and a
+// sender that said its partition count must have the same one. An error names both partitions.
+Result<void> CheckRoute(const Request& request, int32_t arrived_on, int32_t partitions);
 
 // Pure: no I/O besides reading through `reader`.
 Outcome Execute(const Request& request, StateReader& reader, const Rules& rules, int64_t now_ms);

@@ -6,9 +6,23 @@
 
 namespace kleaf::allocator {
 
-Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const std::string& node_id,
+bool HeldBy(const WorkerRecord& record, const Claimant& claimant) {
+  if (record.node_id != claimant.node_id) return false;
+  if (record.holder == claimant.holder) return true;
+  return !claimant.previous_holder.empty() && record.holder == claimant.previous_holder;
+}
+
+namespace {
+
+std::string HolderName(const WorkerRecord& r) {
+  return r.holder.empty() ? std::string("a process") : "process " + r.holder;
+}
+
+}  // namespace
+
+Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const Claimant& claimant,
                                 int64_t node_now_ms, int64_t now_ms, const WorkerRules& rules) {
-  if (node_id.empty()) return Fail(Code::kInvalidArgument, "claim: node.id is empty");
+  if (claimant.node_id.empty()) return Fail(Code::kInvalidArgument, "claim: node.id is empty");
   const int64_t skew = node_now_ms - now_ms;
   if (std::llabs(skew) > rules.max_clock_skew_ms) {
     return Fail(Code::kFailedPrecondition,
@@ -23,15 +37,28 @@ Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const 
   auto expired = [&](const WorkerRecord& r) { return r.lease_until_ms <= now_ms; };
   const WorkerRecord* chosen = nullptr;
   int64_t chosen_id = -1;
-  // 1. This node's previous id, unless someone else holds it now.
+  const WorkerRecord* conflict = nullptr;  // a live lease of another process with this node id
+  // 1. This process's id, or the previous process's on the same state directory: it is gone.
   for (const auto& [id, r] : by_id) {
-    if (r->node_id == node_id) {
+    if (HeldBy(*r, claimant)) {
       chosen = r;
       chosen_id = id;
       break;
     }
   }
-  // 2. The lowest id never used.
+  // 2. An id this node id held whose lease ended. A live one belongs to another process.
+  if (chosen == nullptr) {
+    for (const auto& [id, r] : by_id) {
+      if (r->node_id != claimant.node_id) continue;
+      if (expired(*r)) {
+        chosen = r;
+        chosen_id = id;
+        break;
+      }
+      if (conflict == nullptr) conflict = r;
+    }
+  }
+  // 3. The lowest id never used.
   if (chosen == nullptr) {
     for (int64_t id = 0; id <= rules.max_worker_id; ++id) {
       if (!by_id.contains(id)) {
@@ -40,7 +67,7 @@ Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const 
       }
     }
   }
-  // 3. The lowest expired one.
+  // 4. The lowest expired one.
   if (chosen_id < 0) {
     for (const auto& [id, r] : by_id) {
       if (expired(*r)) {
@@ -57,40 +84,53 @@ Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const 
   }
   WorkerGrant grant;
   grant.record.worker_id = chosen_id;
-  grant.record.node_id = node_id;
+  grant.record.node_id = claimant.node_id;
+  grant.record.holder = claimant.holder;
   grant.record.lease_until_ms = now_ms + rules.lease_ttl_ms;
   grant.not_before_ms = 0;
   if (chosen != nullptr) {
     grant.record.last_timestamp_ms = chosen->last_timestamp_ms;
     // The previous holder (this node's earlier life included: it may have crashed and lost its
     // local mark) may have issued timestamps after its last report, up to the end of its lease
-    // and never beyond its clock, which is within max_clock_skew of ours: start after all of them.
+    // (it never issues past the lease end it was granted) and never beyond its clock, which is
+    // within max_clock_skew of ours: start after all of them.
     const int64_t issued_at_most =
         std::min(chosen->lease_until_ms, now_ms + rules.max_clock_skew_ms);
     grant.not_before_ms = std::max(chosen->last_timestamp_ms, issued_at_most);
+  }
+  if (conflict != nullptr) {
+    grant.notice = "node id '" + claimant.node_id + "' already holds worker id " +
+                   std::to_string(conflict->worker_id) + " through " + HolderName(*conflict) +
+                   " (lease until " + std::to_string(conflict->lease_until_ms) +
+                   " ms): another live process uses this node.id; granted worker id " +
+                   std::to_string(chosen_id) + " instead. Give every process its own node.id";
   }
   return grant;
 }
 
 Result<WorkerRecord> RenewWorker(const std::optional<WorkerRecord>& record, int64_t worker_id,
-                                 const std::string& node_id, int64_t last_timestamp_ms,
+                                 const Claimant& claimant, int64_t last_timestamp_ms,
                                  int64_t now_ms, const WorkerRules& rules) {
-  if (!record || record->node_id != node_id) {
-    return Fail(Code::kFailedPrecondition, "worker id " + std::to_string(worker_id) +
-                                               " is no longer leased to node " + node_id);
+  if (!record || !HeldBy(*record, claimant)) {
+    return Fail(Code::kFailedPrecondition,
+                "worker id " + std::to_string(worker_id) + " is no longer leased to this process (node " +
+                    claimant.node_id + ")" +
+                    (record ? ": held by node " + record->node_id + ", " + HolderName(*record) : ""));
   }
   WorkerRecord r = *record;
+  r.holder = claimant.holder;
   r.lease_until_ms = std::max(r.lease_until_ms, now_ms + rules.lease_ttl_ms);
   r.last_timestamp_ms = std::max(r.last_timestamp_ms, last_timestamp_ms);
   return r;
 }
 
 Result<WorkerRecord> ReleaseWorker(const std::optional<WorkerRecord>& record, int64_t worker_id,
-                                   const std::string& node_id, int64_t last_timestamp_ms,
+                                   const Claimant& claimant, int64_t last_timestamp_ms,
                                    int64_t now_ms) {
-  if (!record || record->node_id != node_id) {
+  if (!record || !HeldBy(*record, claimant)) {
     return Fail(Code::kFailedPrecondition, "worker id " + std::to_string(worker_id) +
-                                               " is not leased to node " + node_id);
+                                               " is not leased to this process (node " +
+                                               claimant.node_id + ")");
   }
   WorkerRecord r = *record;
   r.last_timestamp_ms = std::max(r.last_timestamp_ms, last_timestamp_ms);

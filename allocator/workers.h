@@ -23,25 +23,47 @@ struct WorkerRules {
   int64_t max_clock_skew_ms = 1000;  // a claim whose clock differs more is refused
 };
 
+// Who asks for, renews or releases a lease. A node id is only a name: two processes can share it
+// (two gateways on one host, a gateway and a producer, a replacement VM that kept the host name).
+// The process is `holder`, a random token it draws at start; `previous_holder` is the token of the
+// process that last ran on this node's state directory, which this process can vouch is gone
+// because it holds that directory's lock.
+struct Claimant {
+  std::string node_id = {};
+  std::string holder = {};
+  std::string previous_holder = {};  // empty: no earlier process on this state directory
+};
+
+// True when `record` was last held by this claimant's process or by the earlier process on the
+// same state directory. Records and claimants without holders (written by older kleaf versions)
+// match each other by node id alone.
+bool HeldBy(const WorkerRecord& record, const Claimant& claimant);
+
 struct WorkerGrant {
   WorkerRecord record;   // as it must be stored
   int64_t not_before_ms;  // issue no timestamp at or before this
+  // Set when another live process with the same node id holds a lease: what it holds, so the
+  // claimant can warn its operator (the grant itself is a different id).
+  std::string notice = {};
 };
 
-// Claim by `node_id`, whose wall clock read `node_now_ms` when it asked. Its previous id comes
-// back when no one else holds it; otherwise the lowest id never used, then the lowest expired one.
-Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const std::string& node_id,
+// Claim by `claimant`, whose wall clock read `node_now_ms` when it asked. Its own id comes back
+// when this process or the previous one on its state directory holds it, or when its lease ended;
+// a live lease of another process with the same node id is never handed over. Otherwise the lowest
+// id never used, then the lowest expired one.
+Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const Claimant& claimant,
                                 int64_t node_now_ms, int64_t now_ms, const WorkerRules& rules);
 
-// Renewal by the holder, reporting its newest issued timestamp. Fails with kFailedPrecondition when
-// someone else holds the id now (the caller must stop issuing).
+// Renewal by the holder (HeldBy), reporting its newest issued timestamp; the lease then names this
+// process as its holder. Fails with kFailedPrecondition when another process holds the id now (the
+// caller must stop issuing).
 Result<WorkerRecord> RenewWorker(const std::optional<WorkerRecord>& record, int64_t worker_id,
-                                 const std::string& node_id, int64_t last_timestamp_ms,
+                                 const Claimant& claimant, int64_t last_timestamp_ms,
                                  int64_t now_ms, const WorkerRules& rules);
 
-// Release at shutdown: the lease ends now, the reported timestamp is kept.
+// Release at shutdown by the holder: the lease ends now, the reported timestamp is kept.
 Result<WorkerRecord> ReleaseWorker(const std::optional<WorkerRecord>& record, int64_t worker_id,
-                                   const std::string& node_id, int64_t last_timestamp_ms,
+                                   const Claimant& claimant, int64_t last_timestamp_ms,
                                    int64_t now_ms);
 
 struct WorkerCounts {

@@ -23,37 +23,22 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr milliseconds kSetupTimeout{30000};
-
-Result<kafka::Properties> PrepareCluster(const config::Config& c) {
-  auto props = KafkaProperties(c);
-  if (!props) return props;
-  if (auto r = allocator::EnsureClusterTopics(*props, Topics(c),
-                                              static_cast<int16_t>(c.kafka.replication_factor),
-                                              kSetupTimeout);
-      !r) {
-    return std::unexpected(r.error());
-  }
-  return props;
-}
-
 Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartClient(const config::Config& c,
-                                                                     const kafka::Properties& props) {
+                                                                     const ClusterSetup& setup) {
   int32_t reply_partition = c.kafka.reply_partition >= 0
                                 ? c.kafka.reply_partition
                                 : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
   return allocator::KafkaAllocatorClient::Start(
-      {props, Topics(c), c.node.id, reply_partition, milliseconds(c.kafka.request_timeout_ms),
-       c.kafka.request_attempts},
+      {setup.props, setup.topics, c.node.id, reply_partition,
+       milliseconds(c.kafka.request_timeout_ms), c.kafka.request_attempts},
       SystemClock::Instance());
 }
 
 // Every live tag record of the state topic, read to the last stable offset.
-Result<std::map<std::string, state::TagRecord>> ReadAllTags(const config::Config& c,
-                                                            const kafka::Properties& props) {
-  auto reader = kafka::PartitionReader::Create(props);
+Result<std::map<std::string, state::TagRecord>> ReadAllTags(const ClusterSetup& setup) {
+  auto reader = kafka::PartitionReader::Create(setup.props);
   if (!reader) return std::unexpected(reader.error());
-  auto topics = Topics(c);
+  const auto& topics = setup.topics;
   std::map<std::string, state::TagRecord> tags;
   for (int32_t p = 0; p < topics.partitions; ++p) {
     auto end = (*reader)->ReadToEnd(
@@ -121,13 +106,18 @@ gateway::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
 }
 
 int RunAllocator(const config::Config& c) {
-  auto props = PrepareCluster(c);
-  if (!props) return StartupError(props.error().message);
+  auto setup = PrepareCluster(c);
+  if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
+  if (auto bound = allocator::BindStoreToStateTopic(**store, setup->topics, setup->layout, c.state.path);
+      !bound) {
+    return StartupError(bound.error().message);
+  }
+  const kafka::Properties* props = &setup->props;
   allocator::AllocatorNodeOptions options;
   options.props = *props;
-  options.topics = Topics(c);
+  options.topics = setup->topics;
   options.rules = {c.segment.max_step, c.segment.default_step, c.segment.auto_create,
                    {(int64_t{1} << c.snowflake.worker_bits) - 1, c.workers.lease_ttl_ms,
                     c.workers.max_clock_skew_ms}};
@@ -164,13 +154,13 @@ int RunAllocator(const config::Config& c) {
 }
 
 int RunGateway(const config::Config& c) {
-  auto props = PrepareCluster(c);
-  if (!props) return StartupError(props.error().message);
+  auto setup = PrepareCluster(c);
+  if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
-  auto client = StartClient(c, *props);
+  auto client = StartClient(c, *setup);
   if (!client) return StartupError(client.error().message);
-  auto probe = StartProbe(c, *props);
+  auto probe = StartProbe(c, setup->props);
   allocator::KafkaAllocatorClient* allocators = client->get();
   int code = ServeIds(c, **store, **client, "gateway", /*use_registry=*/true, [&probe, allocators] {
     std::vector<gateway::ReadyCheck> checks = {KafkaCheck(*probe)};
@@ -189,13 +179,17 @@ int RunGateway(const config::Config& c) {
 }
 
 int RunStateReplay(const config::Config& c) {
-  auto props = KafkaProperties(c);
-  if (!props) return StartupError(props.error().message);
+  auto setup = PrepareCluster(c);
+  if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
-  auto reader = kafka::PartitionReader::Create(*props);
+  if (auto bound = allocator::BindStoreToStateTopic(**store, setup->topics, setup->layout, c.state.path);
+      !bound) {
+    return StartupError(bound.error().message);
+  }
+  auto reader = kafka::PartitionReader::Create(setup->props);
   if (!reader) return StartupError(reader.error().message);
-  auto topics = Topics(c);
+  const auto& topics = setup->topics;
   int64_t total = 0;
   for (int32_t p = 0; p < topics.partitions; ++p) {
     auto r = allocator::RestorePartition(**reader, **store, topics, p, milliseconds(120000));
@@ -208,11 +202,11 @@ int RunStateReplay(const config::Config& c) {
 }
 
 int RunStateExport(const config::Config& c, const std::string& file) {
-  auto props = KafkaProperties(c);
-  if (!props) return StartupError(props.error().message);
-  auto tags = ReadAllTags(c, *props);
+  auto setup = PrepareCluster(c);
+  if (!setup) return ClusterSetupError(setup.error());
+  auto tags = ReadAllTags(*setup);
   if (!tags) return StartupError(tags.error().message);
-  nlohmann::json out = {{"topic", Topics(c).state},
+  nlohmann::json out = {{"topic", setup->topics.state},
                         {"exported_at", FormatUtcMs(SystemClock::Instance().NowMs())},
                         {"tags", nlohmann::json::array()}};
   for (const auto& [tag, r] : *tags) out["tags"].push_back(nlohmann::json::parse(state::EncodeTag(r)));
@@ -238,9 +232,9 @@ int RunStateImport(const config::Config& c, const std::string& file, int64_t bum
   } catch (const std::exception& e) {
     return StartupError(file + ": not an export file: " + e.what());
   }
-  auto props = PrepareCluster(c);
-  if (!props) return StartupError(props.error().message);
-  auto client = StartClient(c, *props);
+  auto setup = PrepareCluster(c);
+  if (!setup) return ClusterSetupError(setup.error());
+  auto client = StartClient(c, *setup);
   if (!client) return StartupError(client.error().message);
   int failed = 0;
   int64_t raised = 0, kept = 0;

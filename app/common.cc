@@ -107,6 +107,28 @@ allocator::ClusterTopics Topics(const config::Config& c) {
   return topics;
 }
 
+Result<ClusterSetup> PrepareCluster(const config::Config& c) {
+  constexpr std::chrono::milliseconds kSetupTimeout{30000};
+  auto props = KafkaProperties(c);
+  if (!props) return std::unexpected(props.error());
+  auto topics = Topics(c);
+  if (auto r = allocator::EnsureClusterTopics(*props, topics,
+                                              static_cast<int16_t>(c.kafka.replication_factor),
+                                              kSetupTimeout);
+      !r) {
+    return std::unexpected(r.error());
+  }
+  auto layout = allocator::ResolveLayout(*props, topics, c.kafka.partitions, c.node.id, kSetupTimeout);
+  if (!layout) return std::unexpected(layout.error());
+  topics.partitions = layout->partitions;
+  return ClusterSetup{std::move(*props), std::move(topics), std::move(*layout)};
+}
+
+int ClusterSetupError(const Error& error) {
+  const int code = StartupError(error.message);
+  return error.code == Code::kInvalidArgument ? 2 : code;
+}
+
 gateway::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
                                        uint16_t port) {
   gateway::HttpServerOptions o;

@@ -25,7 +25,21 @@ int StartupError(const std::string& message);
 Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c);
 // bootstrap.servers and kleaf's client settings; fails if kafka.bootstrap is empty.
 Result<kafka::Properties> KafkaProperties(const config::Config& c);
+// The cluster's topic names, with kafka.partitions as configured (0: take the topics' count).
 allocator::ClusterTopics Topics(const config::Config& c);
+
+// A cluster node's Kafka setup: the client properties, the topics (created when missing), and the
+// layout every node must agree on, checked (allocator::ResolveLayout); `topics.partitions` is the
+// layout's count, never a configured guess.
+struct ClusterSetup {
+  kafka::Properties props;
+  allocator::ClusterTopics topics;
+  allocator::ClusterLayout layout;
+};
+Result<ClusterSetup> PrepareCluster(const config::Config& c);
+// StartupError for a failed PrepareCluster: exit 2 when the configuration is at fault
+// (kInvalidArgument: e.g. kafka.partitions disagrees with the topics), else 1.
+int ClusterSetupError(const Error& error);
 // The HTTP server settings of the http.* keys, listening on `host`:`port`.
 gateway::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
                                        uint16_t port);

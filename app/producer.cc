@@ -41,12 +41,13 @@ bool ShutdownSignalWithin(milliseconds timeout) {
   return ::sigtimedwait(&signals, nullptr, &ts) > 0;
 }
 
-producer::IdsProducerOptions Options(const config::Config& c, const kafka::Properties& props) {
+producer::IdsProducerOptions Options(const config::Config& c, const kafka::Properties& props,
+                                     int32_t ids_partitions) {
   producer::IdsProducerOptions o;
   o.props = props;
   o.topic = c.producer.TopicFor(c.kafka.topic_prefix);
   o.group = c.producer.GroupFor(c.kafka.topic_prefix);
-  o.partitions = c.kafka.partitions;
+  o.partitions = ids_partitions;
   o.transactional_id = c.kafka.topic_prefix + ".producer." + c.node.id;
   o.batches_ahead = c.producer.batches_ahead;
   o.check_interval = milliseconds(c.producer.check_interval_ms);
@@ -112,14 +113,13 @@ int RunProducer(const config::Config& c) {
     return StartupError(
         "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
   }
-  auto props = KafkaProperties(c);
-  if (!props) return StartupError(props.error().message);
-  auto topics = Topics(c);
-  if (auto r = allocator::EnsureClusterTopics(
-          *props, topics, static_cast<int16_t>(c.kafka.replication_factor), kSetupTimeout);
-      !r) {
-    return StartupError(r.error().message);
-  }
+  auto setup = PrepareCluster(c);
+  if (!setup) return ClusterSetupError(setup.error());
+  const kafka::Properties* props = &setup->props;
+  const allocator::ClusterTopics& topics = setup->topics;
+  // Batches are routed by the ids topic's own count, read from the broker like every other.
+  auto ids_partitions = kafka::PartitionCount(*props, topics.ids, kSetupTimeout);
+  if (!ids_partitions) return StartupError(ids_partitions.error().message);
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
   int32_t reply_partition = c.kafka.reply_partition >= 0
@@ -144,7 +144,7 @@ int RunProducer(const config::Config& c) {
     snowflake = std::move(*node);
   }
 
-  producer::IdsProducer producer(Options(c, *props), **client,
+  producer::IdsProducer producer(Options(c, *props, *ids_partitions), **client,
                                  snowflake ? &snowflake->generator() : nullptr, clock);
   auto stop_all = [&] {
     producer.Stop();

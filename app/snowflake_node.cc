@@ -1,5 +1,7 @@
 #include "app/snowflake_node.h"
 
+#include <cstdio>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -9,6 +11,29 @@ namespace {
 constexpr std::string_view kSnowflakeMark = "snowflake.high_water_ms";
 constexpr std::string_view kCachedWorker = "worker.id";
 constexpr std::string_view kCachedLeaseUntil = "worker.lease_until_ms";
+// The token of the last process that leased a worker id with this state directory.
+constexpr std::string_view kLeaseHolder = "worker.holder";
+
+std::string HolderName(int64_t token) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(token));
+  return text;
+}
+
+// This process's holder token, and the previous process's from the store. The store's lock proves
+// that process is gone; the new token is durable before any claim is sent with it, so the next
+// process can vouch for this one however it ends.
+Result<std::pair<std::string, std::string>> TakeHolderTokens(state::Store& store) {
+  auto previous = store.GetValue(kLeaseHolder);
+  if (!previous) return std::unexpected(previous.error());
+  std::random_device random;
+  int64_t token = 0;
+  while (token == 0) {
+    token = static_cast<int64_t>((uint64_t{random()} << 32 | random()) >> 1);
+  }
+  if (auto w = store.PutValue(kLeaseHolder, token); !w) return std::unexpected(w.error());
+  return std::pair{HolderName(token), *previous ? HolderName(**previous) : std::string()};
+}
 
 }  // namespace
 
@@ -25,9 +50,12 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
   int64_t worker_id = sf.worker_id;
   int64_t not_before_ms = 0;
   if (use_registry) {
+    auto tokens = TakeHolderTokens(store);
+    if (!tokens) return std::unexpected(tokens.error());
     node->lease_.emplace(
         allocator, clock,
-        gateway::WorkerLease::Options{c.node.id, c.workers.lease_ttl_ms,
+        gateway::WorkerLease::Options{c.node.id, tokens->first, tokens->second,
+                                      c.workers.lease_ttl_ms,
                                       c.workers.renew_interval_ms, c.workers.safety_margin_ms,
                                       c.workers.claim_timeout_ms},
         [&store]() -> std::optional<gateway::WorkerLease::Cached> {

@@ -62,7 +62,9 @@ struct Snowflake {
 struct Kafka {
   std::string bootstrap;               // host:port[,host:port]; required by the cluster shape
   std::string topic_prefix = "kleaf";  // topics <prefix>.requests, .state, .replies
-  int partitions = 12;                 // of the requests and state topics
+  // Of the requests and state topics. 0: take the count from the topics (12 when kleaf creates
+  // them). Set, it must equal the topics' count or the node refuses to start.
+  int partitions = 0;
   int reply_partitions = 12;
   int reply_partition = -1;            // this node's reply partition; -1: derived from node.id
   int replication_factor = 1;          // for topics kleaf creates

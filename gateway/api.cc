@@ -308,7 +308,7 @@ void Api::Workers(Respond respond) {
   }
   json node = json::parse(options_.lease_status());
   allocator_.Registry(
-      allocator::MakeWorkerRequest(allocator::Request::Op::kWorkerStatus, ""),
+      allocator::MakeWorkerRequest(allocator::Request::Op::kWorkerStatus, allocator::Claimant{}),
       [this, node, respond](Result<allocator::Reply> r) {
         if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
         json out = {{"source", "registry"}, {"node", node}};

@@ -57,6 +57,7 @@ SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, 
       clock_(clock),
       limit_ms_(std::numeric_limits<int64_t>::max()),
       lease_deadline_ns_(std::numeric_limits<int64_t>::max()),
+      lease_end_ms_(std::numeric_limits<int64_t>::max()),
       rng_(std::random_device{}()) {
   if (options_.worker_id < 0 || options_.worker_id > layout_.max_worker_id()) {
     // It would spill into the timestamp bits and collide with other workers: a wiring bug.
@@ -78,6 +79,11 @@ int64_t SnowflakeGenerator::last_ms() const {
   std::lock_guard lock(mu_);
   // The last millisecond of the newest tick, so a floor set from it excludes the whole tick.
   return last_ticks_ < 0 ? 0 : layout_.MsOf(last_ticks_) + layout_.time_unit_ms() - 1;
+}
+
+int64_t SnowflakeGenerator::last_tick_ms() const {
+  std::lock_guard lock(mu_);
+  return last_ticks_ < 0 ? 0 : layout_.MsOf(last_ticks_);
 }
 
 Result<int64_t> SnowflakeGenerator::Next() {
@@ -153,6 +159,11 @@ Result<int64_t> SnowflakeGenerator::NextLocked() {
   }
   if (layout_.MsOf(ticks) > limit_ms_.load(std::memory_order_acquire)) {
     return Fail(Code::kUnavailable, "snowflake timestamp not yet durably reserved; retry");
+  }
+  if (layout_.MsOf(ticks) > lease_end_ms_.load(std::memory_order_acquire)) {
+    return Fail(Code::kUnavailable,
+                "this node's clock is past the end of its worker id lease by the allocator's clock "
+                "(clock jumped forward?); retry");
   }
   last_ticks_ = ticks;
   sequence_ = sequence;

@@ -87,8 +87,13 @@ class SnowflakeGenerator {
   // No ID is issued once the monotonic clock reaches `ns` (the worker lease is then in doubt)
   // until a later deadline is set.
   void SetLeaseDeadlineNs(int64_t ns) { lease_deadline_ns_.store(ns, std::memory_order_release); }
+  // No ID will carry a timestamp after `ms`, the end of the worker lease by the allocator's clock
+  // (kUnavailable meanwhile), whatever this node's wall clock reads.
+  void SetLeaseEndMs(int64_t ms) { lease_end_ms_.store(ms, std::memory_order_release); }
   // Wall-clock ms of the newest timestamp issued (or of the floor), for persisting.
   int64_t last_ms() const;
+  // Wall-clock ms of the start of the newest tick issued (or of the floor), for the registry.
+  int64_t last_tick_ms() const;
   const SnowflakeLayout& layout() const { return layout_; }
   int64_t worker_id() const { return options_.worker_id; }
 
@@ -100,6 +105,7 @@ class SnowflakeGenerator {
   Clock& clock_;
   std::atomic<int64_t> limit_ms_;
   std::atomic<int64_t> lease_deadline_ns_;
+  std::atomic<int64_t> lease_end_ms_;
   mutable std::mutex mu_;
   int64_t last_ticks_ = -1;  // guarded by mu_
   int64_t last_backward_log_ms_ = 0;  // guarded by mu_: when a clock step back was last logged

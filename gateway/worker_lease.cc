@@ -32,7 +32,11 @@ void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
   // sent it: counting the TTL from the send time is on the safe side.
   const int64_t deadline = sent_mono_ns + (options_.lease_ttl_ms - options_.safety_margin_ms) * 1'000'000;
   deadline_ns_.store(deadline);
-  if (generator_ != nullptr) generator_->SetLeaseDeadlineNs(deadline);
+  lease_until_ms_.store(lease_until_ms);
+  if (generator_ != nullptr) {
+    generator_->SetLeaseEndMs(lease_until_ms);
+    generator_->SetLeaseDeadlineNs(deadline);
+  }
   save_({worker_id_, lease_until_ms});
 }
 
@@ -52,12 +56,13 @@ Result<WorkerLease::Grant> WorkerLease::Acquire() {
     const int64_t sent = clock_.MonotonicNs();
     const int64_t sent_ms = clock_.NowMs();
     auto reply =
-        Call(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, options_.node_id, -1, sent_ms),
+        Call(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, claimant(), -1, sent_ms),
              milliseconds(5000));
     if (reply && reply->lease) {
       RecordOffset(sent_ms, *reply->lease);
       worker_id_ = reply->lease->worker_id;
       ExtendTo(sent, reply->lease->lease_until_ms);
+      if (!reply->lease->notice.empty()) spdlog::warn("[lease] {}", reply->lease->notice);
       spdlog::info("[lease] claimed worker id {} (not before {})", worker_id_,
                    FormatUtcMs(reply->lease->not_before_ms));
       return Grant{worker_id_, reply->lease->not_before_ms, false};
@@ -79,6 +84,7 @@ Result<WorkerLease::Grant> WorkerLease::Acquire() {
         worker_id_ = cached->worker_id;
         const int64_t deadline = clock_.MonotonicNs() + left_ms * 1'000'000;
         deadline_ns_.store(deadline);
+        lease_until_ms_.store(cached->lease_until_ms);
         spdlog::warn("[lease] registry unreachable ({}); reusing cached worker id {} for {} ms",
                      last.message, worker_id_, left_ms);
         return Grant{worker_id_, 0, true};
@@ -92,6 +98,7 @@ Result<WorkerLease::Grant> WorkerLease::Acquire() {
 
 void WorkerLease::Start(SnowflakeGenerator& generator) {
   generator_ = &generator;
+  generator.SetLeaseEndMs(lease_until_ms_.load());
   generator.SetLeaseDeadlineNs(deadline_ns_.load());
   thread_ = std::thread([this] { Run(); });
 }
@@ -104,8 +111,10 @@ void WorkerLease::Run() {
     lock.unlock();
     const int64_t sent = clock_.MonotonicNs();
     const int64_t sent_ms = clock_.NowMs();
-    auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kRenewWorker, options_.node_id,
-                                                   worker_id_, sent_ms, generator_->last_ms()),
+    // The start of the newest tick: a later holder's floor excludes that whole tick, and with time
+    // units of a second or more the tick's end would read as a clock running ahead.
+    auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kRenewWorker, claimant(),
+                                                   worker_id_, sent_ms, generator_->last_tick_ms()),
                       milliseconds(options_.renew_interval_ms));
     std::string error;
     if (reply && reply->lease) {
@@ -137,12 +146,14 @@ void WorkerLease::Stop() {
   if (thread_.joinable()) thread_.join();
   if (worker_id_ < 0 || generator_ == nullptr) return;
   generator_->SetLeaseDeadlineNs(0);  // nothing more is issued with this id
-  auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kReleaseWorker, options_.node_id,
-                                                 worker_id_, clock_.NowMs(), generator_->last_ms()),
+  // Forget the lease locally first: once the release may have landed, a restart while Kafka is
+  // unreachable must not go on with an id that could be someone else's.
+  save_({worker_id_, 0});
+  auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kReleaseWorker, claimant(),
+                                                 worker_id_, clock_.NowMs(), generator_->last_tick_ms()),
                     milliseconds(3000));
   if (reply) {
     spdlog::info("[lease] released worker id {}", worker_id_);
-    save_({worker_id_, 0});
   } else {
     spdlog::warn("[lease] could not release worker id {}: {} (it expires by itself)", worker_id_,
                  reply.error().message);

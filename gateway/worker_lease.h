@@ -24,11 +24,16 @@ namespace kleaf::gateway {
 // deadline given to SnowflakeGenerator::SetLeaseDeadlineNs is the monotonic time the last
 // successful renewal (or claim) was *sent*, plus the TTL, minus a safety margin covering clock
 // skew. A node that cannot renew stops issuing (503) before its lease can expire and be granted
-// to someone else.
+// to someone else. And whatever its wall clock does (a jump forward while the registry is
+// unreachable), no ID carries a timestamp past the lease end the allocator granted
+// (SnowflakeGenerator::SetLeaseEndMs), so a later holder of the id, which starts after that lease
+// end, cannot repeat one. The lease is this process's (Options::holder), not its node id's.
 class WorkerLease {
  public:
   struct Options {
     std::string node_id;
+    std::string holder = {};           // this process's random token
+    std::string previous_holder = {};  // the previous process's on this state directory (it is gone)
     int64_t lease_ttl_ms = 30000;
     int64_t renew_interval_ms = 3000;
     int64_t safety_margin_ms = 5000;
@@ -77,6 +82,9 @@ class WorkerLease {
 
  private:
   Result<allocator::Reply> Call(allocator::Request request, std::chrono::milliseconds timeout);
+  allocator::Claimant claimant() const {
+    return {options_.node_id, options_.holder, options_.previous_holder};
+  }
   void Run();
   void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
   void RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease);
@@ -89,6 +97,7 @@ class WorkerLease {
   SnowflakeGenerator* generator_ = nullptr;
   int64_t worker_id_ = -1;
   std::atomic<int64_t> deadline_ns_{0};
+  std::atomic<int64_t> lease_until_ms_{0};  // the allocator's lease end: no timestamp beyond it
   struct OffsetSample {
     int64_t offset_ms;
     int64_t round_trip_ms;

@@ -33,18 +33,20 @@ Result<TagRecord> DecodeTag(std::string_view json) {
 }
 
 std::string EncodeWorker(const WorkerRecord& r) {
-  return nlohmann::json{{"worker_id", r.worker_id},
-                        {"node_id", r.node_id},
-                        {"lease_until", r.lease_until_ms},
-                        {"last_timestamp", r.last_timestamp_ms}}
-      .dump();
+  nlohmann::json j{{"worker_id", r.worker_id},
+                   {"node_id", r.node_id},
+                   {"lease_until", r.lease_until_ms},
+                   {"last_timestamp", r.last_timestamp_ms}};
+  if (!r.holder.empty()) j["holder"] = r.holder;
+  return j.dump();
 }
 
 Result<WorkerRecord> DecodeWorker(std::string_view json) {
   try {
     auto j = nlohmann::json::parse(json);
     return WorkerRecord{j.at("worker_id").get<int64_t>(), j.at("node_id").get<std::string>(),
-                        j.at("lease_until").get<int64_t>(), j.at("last_timestamp").get<int64_t>()};
+                        j.at("lease_until").get<int64_t>(), j.at("last_timestamp").get<int64_t>(),
+                        j.value("holder", std::string())};
   } catch (const std::exception& e) {
     return Fail(Code::kInternal, std::string("corrupt worker record: ") + e.what());
   }

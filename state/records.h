@@ -24,9 +24,13 @@ struct TagRecord {
 // holders' reported timestamps and lease ends.
 struct WorkerRecord {
   int64_t worker_id = 0;
-  std::string node_id;            // the last holder
+  std::string node_id;            // the last holder's node.id
   int64_t lease_until_ms = 0;     // allocator wall clock; expired when <= now
   int64_t last_timestamp_ms = 0;  // the newest timestamp any holder reported
+  // The last holder's process: a random token each process draws at start. A node id is a name,
+  // not an identity (two processes may share one); only this holder may renew or release.
+  // Empty in records written before holders existed.
+  std::string holder = {};
 };
 
 std::string EncodeTag(const TagRecord& r);

@@ -11,6 +11,7 @@ namespace {
 
 constexpr std::string_view kTagPrefix = "seg/";
 constexpr std::string_view kValuePrefix = "val/";
+constexpr std::string_view kTextPrefix = "txt/";
 constexpr std::string_view kRestPrefix = "rest/";
 
 Error ToError(const rocksdb::Status& s, std::string_view what) {
@@ -164,6 +165,21 @@ Result<void> Store::PutValue(std::string_view name, int64_t value) {
   auto s = impl_->db->Put(impl_->sync_write, std::string(kValuePrefix) + std::string(name),
                           std::to_string(value));
   if (!s.ok()) return std::unexpected(ToError(s, "writing value"));
+  return {};
+}
+
+Result<std::optional<std::string>> Store::GetText(std::string_view name) {
+  std::string value;
+  auto s = impl_->db->Get(rocksdb::ReadOptions(), std::string(kTextPrefix) + std::string(name), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return std::unexpected(ToError(s, "reading text"));
+  return std::optional<std::string>(std::move(value));
+}
+
+Result<void> Store::PutText(std::string_view name, std::string_view text) {
+  auto s = impl_->db->Put(impl_->sync_write, std::string(kTextPrefix) + std::string(name),
+                          rocksdb::Slice(text.data(), text.size()));
+  if (!s.ok()) return std::unexpected(ToError(s, "writing text"));
   return {};
 }
 

@@ -55,6 +55,9 @@ class Store {
   Result<std::optional<int64_t>> GetValue(std::string_view name);
   // Synced: durable when this returns.
   Result<void> PutValue(std::string_view name, int64_t value);
+  // Named text (e.g. which state topic this store is a view of); synced like PutValue.
+  Result<std::optional<std::string>> GetText(std::string_view name);
+  Result<void> PutText(std::string_view name, std::string_view text);
 
  private:
   struct Impl;

@@ -64,12 +64,12 @@ TEST(ServiceTest, UnknownTagIsNotFoundAndWritesNothing) {
 
 TEST(ServiceTest, RenewalFromAClockThatRanAheadIsRefusedButRecorded) {
   MapReader reader;
-  auto claim = Execute(MakeWorkerRequest(Request::Op::kClaimWorker, "n", -1, kNow), reader, TestRules(), kNow);
+  auto claim = Execute(MakeWorkerRequest(Request::Op::kClaimWorker, Claimant{"n"}, -1, kNow), reader, TestRules(), kNow);
   ASSERT_TRUE(claim.reply.lease.has_value());
   reader.Apply(claim);
   int64_t id = claim.reply.lease->worker_id;
   // The node reports a timestamp 5 s ahead of the allocator's clock.
-  auto renew = Execute(MakeWorkerRequest(Request::Op::kRenewWorker, "n", id, kNow + 5000, kNow + 5000),
+  auto renew = Execute(MakeWorkerRequest(Request::Op::kRenewWorker, Claimant{"n"}, id, kNow + 5000, kNow + 5000),
                        reader, TestRules(), kNow + 10);
   ASSERT_TRUE(renew.reply.error.has_value());
   EXPECT_EQ(renew.reply.error->code, Code::kFailedPrecondition);
@@ -85,14 +85,14 @@ TEST(ServiceTest, RenewalFromAClockThatRanAheadIsRefusedButRecorded) {
   }
   reader.workers = all;
   int64_t later = kNow + 5000 + 30001;
-  auto next = Execute(MakeWorkerRequest(Request::Op::kClaimWorker, "m", -1, later), reader, TestRules(), later);
+  auto next = Execute(MakeWorkerRequest(Request::Op::kClaimWorker, Claimant{"m"}, -1, later), reader, TestRules(), later);
   ASSERT_TRUE(next.reply.lease.has_value()) << next.reply.error->message;
   EXPECT_EQ(next.reply.lease->worker_id, id);
   EXPECT_GE(next.reply.lease->not_before_ms, kNow + 5000);
 }
 
 TEST(ServiceTest, RequestsAndRepliesSurviveTheirJsonEncoding) {
-  auto r = MakeWorkerRequest(Request::Op::kRenewWorker, "node-1", 7, 123, 456);
+  auto r = MakeWorkerRequest(Request::Op::kRenewWorker, Claimant{"node-1"}, 7, 123, 456);
   auto back = DecodeRequest(EncodeRequest(r));
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->op, Request::Op::kRenewWorker);

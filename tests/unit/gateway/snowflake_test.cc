@@ -527,6 +527,42 @@ TEST(SnowflakeGeneratorTest, LastMsCoversTheWholeTickForCoarseUnits) {
   EXPECT_EQ(gen.last_ms(), kNow + 9);  // the tick [kNow, kNow + 10)
 }
 
+TEST(SnowflakeGeneratorTest, LastTickMsIsTheStartOfTheNewestTick) {
+  // What a renewal reports: with a unit of a second, the tick's end would read as a clock up to
+  // 999 ms ahead of the allocator's (issue 11: every lease revoked with time_unit_ms 1000).
+  const int64_t epoch = 1'600'000'000'000;
+  ManualClock clock(kNow + 3);
+  SnowflakeGenerator gen(MakeLayout(39, 12, 12, epoch, 1000), Opts(3), clock);
+  EXPECT_EQ(gen.last_tick_ms(), 0);
+  ASSERT_TRUE(gen.Next());
+  EXPECT_EQ(gen.last_tick_ms(), kNow);
+  EXPECT_EQ(gen.last_ms(), kNow + 999);
+}
+
+TEST(SnowflakeGeneratorTest, NoTimestampPastTheLeaseEndWhateverTheClockSays) {
+  // A wall clock jumped forward (while the registry was unreachable) must not issue timestamps a
+  // later holder of the recycled id could repeat: the lease end is a hard cap.
+  ManualClock clock(kNow);
+  SnowflakeGenerator gen(SnowflakeLayout::Default(), Opts(3), clock);
+  gen.SetLeaseEndMs(kNow + 30000);
+  auto a = gen.Next();
+  ASSERT_TRUE(a);
+  clock.Advance(std::chrono::seconds(60));
+  auto refused = gen.Next();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Code::kUnavailable);
+  EXPECT_NE(refused.error().message.find("past the end of its worker id lease"), std::string::npos);
+  std::vector<int64_t> out;
+  EXPECT_FALSE(gen.NextBatch(10, out));
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(gen.last_ms(), kNow) << "a refused call changes nothing";
+  // A renewal that reaches the allocator extends the lease end again.
+  gen.SetLeaseEndMs(kNow + 90000);
+  auto b = gen.Next();
+  ASSERT_TRUE(b);
+  EXPECT_GT(*b, *a);
+}
+
 TEST(SnowflakeGeneratorTest, WorkerIdLandsInItsBitsForNonDefaultLayouts) {
   struct Case {
     int t, w, s;

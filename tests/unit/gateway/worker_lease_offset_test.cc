@@ -24,13 +24,13 @@ TEST(LeaseReplyTest, ClaimAndRenewRepliesCarryTheAllocatorsClock) {
   } reader;
   allocator::Rules rules;
   auto claim = allocator::Execute(
-      allocator::MakeWorkerRequest(allocator::Request::Op::kClaimWorker, "n1", -1, kNow), reader,
+      allocator::MakeWorkerRequest(allocator::Request::Op::kClaimWorker, allocator::Claimant{"n1"}, -1, kNow), reader,
       rules, kNow + 40);
   ASSERT_TRUE(claim.reply.lease.has_value());
   EXPECT_EQ(claim.reply.lease->allocator_now_ms, kNow + 40);
   reader.workers = claim.worker_writes;
   auto renew = allocator::Execute(
-      allocator::MakeWorkerRequest(allocator::Request::Op::kRenewWorker, "n1",
+      allocator::MakeWorkerRequest(allocator::Request::Op::kRenewWorker, allocator::Claimant{"n1"},
                                    claim.reply.lease->worker_id, kNow + 500, kNow + 400),
       reader, rules, kNow + 1000);
   ASSERT_TRUE(renew.reply.lease.has_value())

@@ -1,0 +1,151 @@
+// The checks a cluster's uniqueness rests on besides its code (DESIGN.md: every assumption is
+// checked): one partition count, one state topic, requests routed where their tag's state lives.
+#include <gtest/gtest.h>
+
+#include "allocator/cluster.h"
+#include "allocator/service.h"
+#include "kafka/client.h"
+
+namespace kleaf::allocator {
+namespace {
+
+const ClusterTopics kNames = ClusterTopics::For("kleaf", 12, 12);
+
+TopicFacts Facts(int32_t requests, int32_t state, std::string id = "id-A") {
+  return TopicFacts{requests, state, std::move(id)};
+}
+
+bool Says(const Result<ClusterLayout>& r, std::string_view text) {
+  return !r && r.error().message.find(text) != std::string::npos;
+}
+
+TEST(LayoutTest, AFirstNodeTakesTheTopicsCountAndIdentity) {
+  auto l = CheckLayout(kNames, Facts(12, 12), 0, {});
+  ASSERT_TRUE(l.has_value()) << l.error().message;
+  EXPECT_EQ(l->partitions, 12);
+  EXPECT_EQ(l->state_topic_id, "id-A");
+}
+
+TEST(LayoutTest, AConfiguredCountThatDisagreesWithTheTopicsIsAConfigErrorNamingBoth) {
+  auto l = CheckLayout(kNames, Facts(12, 12), 5, {});
+  ASSERT_FALSE(l.has_value());
+  EXPECT_EQ(l.error().code, Code::kInvalidArgument);
+  EXPECT_TRUE(Says(l, "kafka.partitions: 5 is configured, but topic kleaf.requests has 12"))
+      << l.error().message;
+  EXPECT_TRUE(CheckLayout(kNames, Facts(12, 12), 12, {}).has_value());
+}
+
+TEST(LayoutTest, RequestsAndStateWithDifferentCountsAreRefused) {
+  auto l = CheckLayout(kNames, Facts(12, 16), 0, {});
+  ASSERT_FALSE(l.has_value());
+  EXPECT_EQ(l.error().code, Code::kFailedPrecondition);
+  EXPECT_TRUE(Says(l, "share a partition number")) << l.error().message;
+}
+
+TEST(LayoutTest, PartitionsAddedToALiveTopicAreRefusedSayingWhatToDo) {
+  const ClusterLayout recorded{12, "id-A", "alloc-1", 1};
+  EXPECT_TRUE(CheckLayout(kNames, Facts(12, 12), 0, {recorded}).has_value());
+  auto grown = CheckLayout(kNames, Facts(16, 16), 0, {recorded});
+  ASSERT_FALSE(grown.has_value());
+  EXPECT_EQ(grown.error().code, Code::kFailedPrecondition);
+  EXPECT_TRUE(Says(grown, "partitions were added to a live topic: kleaf.requests has 16 "
+                          "partitions, but this cluster's layout"))
+      << grown.error().message;
+  EXPECT_TRUE(Says(grown, "has 12")) << grown.error().message;
+  EXPECT_TRUE(Says(grown, "new kafka.topic_prefix")) << grown.error().message;
+  // A node configured with the new count is refused the same way.
+  EXPECT_FALSE(CheckLayout(kNames, Facts(16, 16), 16, {recorded}).has_value());
+}
+
+TEST(LayoutTest, ARecreatedStateTopicIsRefused) {
+  const ClusterLayout recorded{12, "id-A", "alloc-1", 1};
+  auto l = CheckLayout(kNames, Facts(12, 12, "id-B"), 0, {recorded});
+  ASSERT_FALSE(l.has_value());
+  EXPECT_TRUE(Says(l, "kleaf.state was deleted and recreated")) << l.error().message;
+  // A layout written by a client that could not tell topic ids takes the id now seen.
+  auto adopted = CheckLayout(kNames, Facts(12, 12, "id-B"), 0, {{12, "", "old", 1}});
+  ASSERT_TRUE(adopted.has_value());
+  EXPECT_EQ(adopted->state_topic_id, "id-B");
+}
+
+TEST(LayoutTest, ConflictingLayoutRecordsAreRefused) {
+  auto l = CheckLayout(kNames, Facts(12, 12), 0, {{12, "id-A", "a", 1}, {16, "id-A", "b", 2}});
+  EXPECT_TRUE(Says(l, "conflicting layouts")) << (l ? "accepted" : l.error().message);
+}
+
+TEST(LayoutTest, LayoutRecordsRoundTrip) {
+  auto l = DecodeLayout(EncodeLayout({12, "id-A", "alloc-1", 42}));
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->partitions, 12);
+  EXPECT_EQ(l->state_topic_id, "id-A");
+  EXPECT_EQ(l->written_by, "alloc-1");
+  EXPECT_EQ(l->written_ms, 42);
+  EXPECT_FALSE(DecodeLayout(R"({"partitions":0})").has_value());
+  EXPECT_FALSE(DecodeLayout("not json").has_value());
+}
+
+TEST(LayoutTest, AStoreServesOnlyTheStateTopicItIsAViewOf) {
+  EXPECT_TRUE(CheckStoreTopic(std::nullopt, "kleaf.state", "id-A", "/s").has_value());
+  EXPECT_TRUE(CheckStoreTopic("kleaf.state id-A", "kleaf.state", "id-A", "/s").has_value());
+  EXPECT_TRUE(CheckStoreTopic("kleaf.state ", "kleaf.state", "id-A", "/s").has_value())
+      << "a store bound before ids were known";
+  auto other = CheckStoreTopic("kleaf.state id-A", "other.state", "id-X", "/s");
+  ASSERT_FALSE(other.has_value());
+  EXPECT_NE(other.error().message.find("state.path /s holds the state of topic kleaf.state, not "
+                                       "other.state"),
+            std::string::npos)
+      << other.error().message;
+  auto recreated = CheckStoreTopic("kleaf.state id-A", "kleaf.state", "id-B", "/s");
+  ASSERT_FALSE(recreated.has_value());
+  EXPECT_NE(recreated.error().message.find("deleted and recreated"), std::string::npos);
+}
+
+TEST(RouteTest, ARequestIsServedOnlyOnThePartitionItsTagMapsTo) {
+  Request r = MakeRequest(Request::Op::kAllocate, "t1");
+  const int32_t owner = kafka::PartitionFor("t1", 12);
+  EXPECT_TRUE(CheckRoute(r, owner, 12).has_value());
+  auto wrong = CheckRoute(r, (owner + 1) % 12, 12);
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_EQ(wrong.error().code, Code::kFailedPrecondition);
+  EXPECT_NE(wrong.error().message.find("tag 't1' belongs to partition " + std::to_string(owner) +
+                                       " of 12, but the request arrived on partition"),
+            std::string::npos)
+      << wrong.error().message;
+  // Registry requests belong to the partition of the registry key.
+  Request claim = MakeWorkerRequest(Request::Op::kClaimWorker, Claimant{"n"});
+  const int32_t registry = kafka::PartitionFor(kWorkersKey, 12);
+  EXPECT_TRUE(CheckRoute(claim, registry, 12).has_value());
+  EXPECT_FALSE(CheckRoute(claim, (registry + 1) % 12, 12).has_value());
+  // Listing asks every partition for its own tags.
+  EXPECT_TRUE(CheckRoute(MakeRequest(Request::Op::kListTags), 3, 12).has_value());
+}
+
+TEST(RouteTest, ASenderWithAnotherPartitionCountIsRefusedEvenOnTheRightPartition) {
+  Request r = MakeRequest(Request::Op::kAllocate, "t1");
+  r.partitions = 5;
+  auto refused = CheckRoute(r, kafka::PartitionFor("t1", 12), 12);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("routed for 5 partitions arrived on partition"),
+            std::string::npos)
+      << refused.error().message;
+  r.partitions = 12;
+  EXPECT_TRUE(CheckRoute(r, kafka::PartitionFor("t1", 12), 12).has_value());
+}
+
+TEST(RouteTest, ThePartitionCountTravelsWithTheRequest) {
+  Request r = MakeRequest(Request::Op::kAllocate, "t1");
+  r.partitions = 7;
+  auto decoded = DecodeRequest(EncodeRequest(r));
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->partitions, 7);
+  Request renew = MakeWorkerRequest(Request::Op::kRenewWorker, Claimant{"n", "p2", "p1"}, 3);
+  renew.partitions = 7;
+  auto w = DecodeRequest(EncodeRequest(renew));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->partitions, 7);
+  EXPECT_EQ(w->holder, "p2");
+  EXPECT_EQ(w->previous_holder, "p1");
+}
+
+}  // namespace
+}  // namespace kleaf::allocator
