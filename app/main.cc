@@ -8,6 +8,8 @@
 #include "app/standalone.h"
 #include "config/config.h"
 #include "gateway/snowflake.h"
+#include "kafka/client.h"
+#include "state/store.h"
 
 namespace {
 
@@ -70,12 +72,14 @@ int main(int argc, char** argv) {
   decode->add_option("id", id_text, "the ID")->required();
   add_config(decode);
 
-  auto* version = app.add_subcommand("version", "print the version");
+  auto* version = app.add_subcommand(
+      "version", "print kleaf's version and the librdkafka and RocksDB versions it runs with");
 
   CLI11_PARSE(app, argc, argv);
 
   if (version->parsed()) {
-    std::cout << "kleaf 0.1.0\n";
+    std::cout << "kleaf " << KLEAF_VERSION << "\nlibrdkafka " << kleaf::kafka::LibraryVersion()
+              << "\nrocksdb " << kleaf::state::RocksDbVersion() << "\n";
     return 0;
   }
   auto config = LoadConfig(config_path);

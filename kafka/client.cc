@@ -177,6 +177,51 @@ Result<int32_t> PartitionCount(const Properties& props, const std::string& topic
   return count;
 }
 
+Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,
+                                milliseconds timeout) {
+  auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
+  if (!rk) return std::unexpected(rk.error());
+  const char* names[] = {topic.c_str()};
+  rd_kafka_TopicCollection_t* topics = rd_kafka_TopicCollection_of_topic_names(names, 1);
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk->get());
+  rd_kafka_AdminOptions_t* options =
+      rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_DESCRIBETOPICS);
+  char errstr[512];
+  rd_kafka_AdminOptions_set_request_timeout(options, static_cast<int>(timeout.count()), errstr,
+                                            sizeof(errstr));
+  rd_kafka_DescribeTopics(rk->get(), topics, options, queue);
+  // The request timeout ends the request; the margin only covers handing the result over.
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, static_cast<int>(timeout.count()) + 1000);
+  Result<TopicInfo> result = Fail(Code::kUnavailable, "describing topic " + topic + " timed out");
+  if (event != nullptr && rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    result = std::unexpected(KafkaError(rd_kafka_event_error(event), "describing topic " + topic));
+  } else if (event != nullptr) {
+    size_t n = 0;
+    const rd_kafka_TopicDescription_t** descriptions =
+        rd_kafka_DescribeTopics_result_topics(rd_kafka_event_DescribeTopics_result(event), &n);
+    if (n != 1) {
+      result = Fail(Code::kUnavailable,
+                    "describing topic " + topic + ": " + std::to_string(n) + " answers");
+    } else if (const rd_kafka_error_t* error = rd_kafka_TopicDescription_error(descriptions[0]);
+               error != nullptr && rd_kafka_error_code(error) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      result = std::unexpected(KafkaError(rd_kafka_error_code(error), "topic " + topic));
+    } else {
+      size_t partitions = 0;
+      rd_kafka_TopicDescription_partitions(descriptions[0], &partitions);
+      const rd_kafka_Uuid_t* id = rd_kafka_TopicDescription_topic_id(descriptions[0]);
+      result = TopicInfo{.partitions = static_cast<int32_t>(partitions),
+                         .id = id != nullptr ? rd_kafka_Uuid_base64str(id) : ""};
+    }
+  }
+  if (event != nullptr) rd_kafka_event_destroy(event);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_TopicCollection_destroy(topics);
+  return result;
+}
+
+std::string LibraryVersion() { return rd_kafka_version_str(); }
+
 Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
                           milliseconds timeout) {
   auto rk = NewHandle(RD_KAFKA_PRODUCER, props);

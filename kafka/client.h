@@ -63,6 +63,19 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
 Result<int32_t> PartitionCount(const Properties& props, const std::string& topic,
                                std::chrono::milliseconds timeout);
 
+struct TopicInfo {
+  int32_t partitions = 0;
+  std::string id;  // Kafka's topic id (base64, as Kafka prints it): a recreated topic gets a new one
+};
+
+// Describes `topic` with the admin API (DescribeTopics): kNotFound when it does not exist,
+// kUnavailable when Kafka does not answer within `timeout`.
+Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,
+                                std::chrono::milliseconds timeout);
+
+// The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.8.0").
+std::string LibraryVersion();
+
 // --- Producer -----------------------------------------------------------------------------------
 
 // Idempotent producer with its own thread serving delivery reports. Thread-safe.

@@ -1,17 +1,32 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kleaf needs to build, run and test. Idempotent: only missing
-# packages are installed, so a second run costs a few dpkg look-ups.
+# Installs the Debian packages kleaf needs to build, run and test, and builds librdkafka 2.8 from
+# Debian trixie's source package into a cache outside the repository (bookworm's 2.0.2 has bugs
+# that wedge kleaf: see docs/operations.md, "librdkafka"). Idempotent: only missing packages are
+# installed and librdkafka is built once, so a second run costs a few dpkg look-ups.
+#
+# KLEAF_DEPS_CACHE (default /var/cache/kleaf) is where librdkafka is built and installed
+# (<cache>/librdkafka); CMake looks there by default (KLEAF_RDKAFKA_ROOT).
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git curl ca-certificates
-  librdkafka-dev librocksdb-dev libboost-dev libboost-system-dev libyaml-cpp-dev
+  build-essential cmake ninja-build pkg-config git curl ca-certificates dpkg-dev
+  librocksdb-dev libboost-dev libboost-system-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev faketime chromium
+  # librdkafka 2.8's build dependencies (what it links: TLS, SASL, compression codecs).
+  libsasl2-dev libssl-dev libzstd-dev liblz4-dev zlib1g-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(wrk nginx-light)
 fi
+
+cache=${KLEAF_DEPS_CACHE:-/var/cache/kleaf}
+rdkafka_prefix=$cache/librdkafka
+rdkafka_stamp=$rdkafka_prefix/kleaf-built   # holds the Debian source version once installed
+rdkafka_suite=trixie
+rdkafka_upstream='2.8.'                     # the upstream series kleaf is written against
+
+die() { echo "install-deps: $*" >&2; exit 1; }
 
 missing=()
 for p in "${packages[@]}"; do
@@ -19,14 +34,97 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-if ((${#missing[@]} == 0)); then
+if ((${#missing[@]} > 0)); then
+  [[ $(id -u) -eq 0 ]] || die "missing packages: ${missing[*]} (run as root or install them)"
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [[ -f $rdkafka_stamp ]]; then
   exit 0
 fi
-if [[ $(id -u) -ne 0 ]]; then
-  echo "install-deps: missing packages: ${missing[*]} (run as root or install them)" >&2
-  exit 1
+
+# --- librdkafka 2.8 from Debian trixie's source package, built once into the cache ---
+
+[[ $(id -u) -eq 0 ]] || die "librdkafka 2.8 is not built in $rdkafka_prefix yet (run as root once)"
+
+# The mirror this machine already uses for its own Debian release: the first URI of a "deb" entry
+# whose suites include the release's codename, in deb822 (*.sources) or one-line (*.list) form.
+mirror_uri() {
+  local codename=$1 f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] || continue
+    awk -v want="$codename" '
+      function flush() {
+        if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris != "") {
+          split(uris, u, " "); print u[1]; found = 1; exit
+        }
+        types = ""; suites = ""; uris = ""
+      }
+      /^[ \t]*$/ { flush(); next }
+      /^[ \t]*#/ { next }
+      tolower($1) == "types:"  { $1 = ""; types = $0 }
+      tolower($1) == "suites:" { $1 = ""; suites = $0 }
+      tolower($1) == "uris:"   { $1 = ""; uris = $0; sub(/^ +/, "", uris) }
+      END { if (!found) flush() }' "$f"
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -f $f ]] || continue
+    # deb [options] URI suite components...
+    sed -E 's/\[[^]]*\]//' "$f" | awk -v want="$codename" '$1 == "deb" && $3 == want { print $2 }'
+  done
+}
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+[[ -n $codename ]] || die "cannot tell this machine's Debian codename from /etc/os-release"
+mirror=$(mirror_uri "$codename" | head -n1)
+[[ -n $mirror ]] || die "no 'deb' entry for $codename in /etc/apt/sources.list{,.d/}: cannot tell which Debian mirror to fetch librdkafka's source from"
+
+# Source entries only (Types: deb-src): apt never installs a trixie binary through this file.
+src_list=/etc/apt/sources.list.d/kleaf-trixie-src.sources
+cat >"$src_list" <<EOF
+# Written by kleaf's scripts/install-deps.sh: Debian $rdkafka_suite's source packages only
+# (deb-src), from the mirror this machine already uses, to build librdkafka 2.8.
+Types: deb-src
+URIs: $mirror
+Suites: $rdkafka_suite
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9   # two concurrent first runs build once
+if [[ -f $rdkafka_stamp ]]; then
+  exit 0
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+started=$(date +%s)
+work=$(mktemp -d "$cache/librdkafka-build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+chown _apt "$work" 2>/dev/null || true   # apt downloads as its unprivileged _apt user
+# Refresh only the trixie source index (signed InRelease checked by apt; nothing else touched).
+apt-get update -qq -o Dir::Etc::sourcelist="$src_list" -o Dir::Etc::sourceparts=- \
+  -o APT::Get::List-Cleanup=0
+# apt checks the .dsc and the tarballs against the hashes of the Sources index, whose InRelease
+# signature it checked against Debian's archive keys. (dpkg-source then warns that it cannot check
+# the uploader's own signature on the .dsc: that needs the debian-keyring package.)
+(cd "$work" && apt-get source -qq --download-only "librdkafka/$rdkafka_suite")
+dsc=$(ls "$work"/librdkafka_*.dsc)
+version=$(sed -n 's/^Version: //p' "$dsc")
+[[ ${version#*:} == "$rdkafka_upstream"* ]] || die "$rdkafka_suite's librdkafka is $version, not $rdkafka_upstream*"
+dpkg-source -x "$dsc" "$work/src" >/dev/null
+
+nice -n 5 cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_INSTALL_PREFIX="$rdkafka_prefix" -DCMAKE_INSTALL_LIBDIR=lib \
+  -DRDKAFKA_BUILD_STATIC=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+  -DRDKAFKA_BUILD_EXAMPLES=OFF -DRDKAFKA_BUILD_TESTS=OFF \
+  -DWITH_SSL=ON -DWITH_SASL=ON -DWITH_ZSTD=ON -DWITH_ZLIB=ON -DENABLE_LZ4_EXT=ON -DWITH_CURL=OFF \
+  >"$work/cmake.log" || { cat "$work/cmake.log" >&2; die "configuring librdkafka failed"; }
+nice -n 5 cmake --build "$work/build" -j"$(nproc)" >"$work/build.log" \
+  || { tail -n 50 "$work/build.log" >&2; die "building librdkafka failed"; }
+rm -rf "$rdkafka_prefix"
+cmake --install "$work/build" >/dev/null
+echo "$version" >"$rdkafka_stamp"
+echo "install-deps: built librdkafka $version into $rdkafka_prefix in $(($(date +%s) - started)) s"

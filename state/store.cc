@@ -2,6 +2,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,8 @@ Error ToError(const rocksdb::Status& s, std::string_view what) {
 }
 
 }  // namespace
+
+std::string RocksDbVersion() { return rocksdb::GetRocksVersionAsString(/*with_patch=*/true); }
 
 struct Store::Impl {
   std::unique_ptr<rocksdb::DB> db;

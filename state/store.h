@@ -11,6 +11,9 @@
 
 namespace kleaf::state {
 
+// The RocksDB version kleaf runs with (e.g. "7.8.3").
+std::string RocksDbVersion();
+
 // Owned by the process's wiring code; thread-safe; every call may block on disk.
 class Store {
  public:

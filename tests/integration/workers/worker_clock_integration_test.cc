@@ -140,7 +140,8 @@ TEST_F(WorkerClockTest, StartWithTheClockSetBackAndLocalStateLostIsRefusedByTheR
 
 TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInTime) {
   // kill -9, then the same node id comes back without its local state (a fresh container) and with
-  // its clock 9 s behind: within the skew the registry accepts here (validation: margin >= skew,
+  // its clock 9 s behind. At once it gets another worker id (it cannot prove the crashed process
+  // gone); after the crashed lease ended it gets the old one back, and then: within the skew the registry accepts here (validation: margin >= skew,
   // ttl >= 2 * renew + margin), and the gateway may wait up to 25 s at startup for its clock to
   // pass the registry's mark. So as long as the restart takes less than 9 s, the restarted run's
   // clock is behind what the crashed run issued. I3: its worker id must still never carry a
@@ -231,7 +232,34 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   int64_t old_last_ms = 0;
   for (int64_t id : old_ids) old_last_ms = std::max(old_last_ms, Split(layout, id).timestamp_ms);
 
+  // Right after the crash, a fresh state directory cannot prove the crashed process gone (a name
+  // is not an identity): its lease still runs, so the restarted node gets another worker id.
   cluster.Reconfigure(g, {{"state.path", "\"" + (cluster.dir() / "gw-fresh").string() + "\""}});
+  {
+    auto r = cluster.StartGateway(g, Faketime(kBehind), kFaketimeEnv);
+    ASSERT_TRUE(r) << r.error();
+  }
+  auto early = g.CurrentClaim();
+  ASSERT_TRUE(early) << g.Log();
+  EXPECT_NE(early->worker_id, worker) << "a live lease went to a process that cannot prove its "
+                                         "holder gone";
+  EXPECT_NE(g.Log().find("already holds worker id " + std::to_string(worker)), std::string::npos)
+      << g.Log();
+  std::vector<int64_t> early_ids;
+  {
+    auto ids = GetSnowflakes(g.port, "crash", 1000);
+    ASSERT_TRUE(ids) << ids.error();
+    early_ids = *ids;
+  }
+  g.process->Terminate();  // releases its own lease
+  const auto stopped = g.process->WaitExit(seconds(30));
+  ASSERT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString();
+
+  // Once the crashed run's lease has ended (it was renewed at the latest when the gateway was
+  // killed), the node id gets its old worker id back, from after that lease's end.
+  const auto lease_over = killed + milliseconds(40000 + 1000);
+  while (SteadyClock::now() < lease_over) std::this_thread::sleep_until(lease_over);
+  cluster.Reconfigure(g, {{"state.path", "\"" + (cluster.dir() / "gw-fresh-2").string() + "\""}});
   {
     auto r = cluster.StartGateway(g, Faketime(kBehind), kFaketimeEnv);
     ASSERT_TRUE(r) << r.error();
@@ -239,7 +267,7 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   const double restarted_after_s = SecondsSince(killed);
   auto claim = g.CurrentClaim();
   ASSERT_TRUE(claim) << g.Log();
-  EXPECT_EQ(claim->worker_id, worker) << "the same node got another worker id";
+  EXPECT_EQ(claim->worker_id, worker) << "the node id did not get its expired worker id back";
   std::vector<int64_t> new_ids;
   for (int i = 0; i < 3; ++i) {
     auto ids = GetSnowflakes(g.port, "crash", 1000);
@@ -251,16 +279,19 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
     ASSERT_EQ(Split(layout, id).worker_id, worker) << id;
     new_first_ms = std::min(new_first_ms, Split(layout, id).timestamp_ms);
   }
-  std::vector<int64_t> both = old_ids;
-  both.insert(both.end(), new_ids.begin(), new_ids.end());
-  auto duplicate = FindDuplicate(both);
+  std::vector<int64_t> all = old_ids;
+  all.insert(all.end(), early_ids.begin(), early_ids.end());
+  all.insert(all.end(), new_ids.begin(), new_ids.end());
+  auto duplicate = FindDuplicate(all);
   std::cout << "[ worker ] crashed run issued " << old_ids.size() << " IDs (and answered "
-            << load_503 << " requests 503) up to " << old_last_ms << "; restart "
-            << restarted_after_s << " s later (clock " << kBehind << " s, fresh state) claimed "
-            << "worker id " << claim->worker_id << " not before " << claim->not_before_ms << " ("
+            << load_503 << " requests 503) up to " << old_last_ms << "; a fresh restart at once got "
+            << "worker id " << early->worker_id << " (" << early_ids.size()
+            << " IDs); after the lease, " << restarted_after_s << " s after the kill (clock "
+            << kBehind << " s, fresh state) it claimed worker id " << claim->worker_id
+            << " not before " << claim->not_before_ms << " ("
             << (claim->not_before_ms - old_last_ms)
             << " ms from the crashed run's last timestamp); first new timestamp "
-            << (new_first_ms - old_last_ms) << " ms from it; "
+            << (new_first_ms - old_last_ms) << " ms from it; " << all.size() << " IDs checked, "
             << (duplicate ? *duplicate : std::string("no duplicate")) << "\n";
   EXPECT_GT(new_first_ms, old_last_ms)
       << "worker id " << worker << " went back in time: the restarted run issued timestamp "
