@@ -130,14 +130,11 @@ namespace {
 
 Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterTopics& names,
                                   std::chrono::milliseconds timeout) {
-  TopicFacts facts;
-  auto requests = kafka::PartitionCount(props, names.requests, timeout);
+  auto requests = kafka::DescribeTopic(props, names.requests, timeout);
   if (!requests) return std::unexpected(requests.error());
-  auto state = kafka::PartitionCount(props, names.state, timeout);
+  auto state = kafka::DescribeTopic(props, names.state, timeout);
   if (!state) return std::unexpected(state.error());
-  facts.requests_partitions = *requests;
-  facts.state_partitions = *state;
-  return facts;
+  return TopicFacts{requests->partitions, state->partitions, state->id};
 }
 
 Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,

@@ -251,9 +251,9 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
     ASSERT_TRUE(ids) << ids.error();
     early_ids = *ids;
   }
-  g.process->Terminate();  // releases its own lease
+  g.process->Terminate();  // kleaf releases its own lease (the faketime wrapper just dies)
   const auto stopped = g.process->WaitExit(seconds(30));
-  ASSERT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString();
+  ASSERT_FALSE(stopped.timed_out) << stopped.ToString();
 
   // Once the crashed run's lease has ended (it was renewed at the latest when the gateway was
   // killed), the node id gets its old worker id back, from after that lease's end.
