@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "gateway/snowflake.h"
 
 namespace kleaf::app {
 
@@ -82,6 +83,29 @@ int StartupError(const std::string& message) {
   std::cerr << "kleaf: " << message << std::endl;
   spdlog::error("{}", message);
   return 1;
+}
+
+Result<void> CheckConfigFor(Role role, const config::Config& c, int64_t now_ms) {
+  if (role != Role::kStandalone) {
+    if (auto props = KafkaProperties(c); !props) return std::unexpected(props.error());
+  }
+  if (role == Role::kProducer && c.producer.streams.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
+  }
+  if (role == Role::kStandalone || role == Role::kGateway || role == Role::kProducer) {
+    const auto& s = c.snowflake;
+    auto layout = gateway::SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits, s.sequence_bits,
+                                                 s.epoch_ms, s.time_unit_ms, now_ms);
+    if (!layout) return Fail(Code::kInvalidArgument, "snowflake: " + layout.error().message);
+    if (now_ms > layout->last_ms()) {
+      return Fail(Code::kInvalidArgument,
+                  "snowflake.timestamp_bits: the layout's timestamp bits ran out at " +
+                      FormatUtcMs(layout->last_ms()) +
+                      "; configure a later snowflake.epoch_ms or more timestamp_bits");
+    }
+  }
+  return {};
 }
 
 Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c) {

@@ -21,6 +21,14 @@ void BlockShutdownSignals();
 std::string WaitForShutdownSignal();
 // Prints "kleaf: <message>" on stderr, logs it, and returns exit code 1.
 int StartupError(const std::string& message);
+
+// The subcommands that start a node or a state tool.
+enum class Role { kStandalone, kAllocator, kGateway, kProducer, kStateTool };
+// What only the role or the clock can tell about a config: the Kafka bootstrap a cluster role
+// needs, a producer without streams, a snowflake layout that is invalid now (epoch in the future,
+// timestamp bits used up). Runs before anything is created in state.path; a failure is a config
+// error (exit 2) like a bad key.
+Result<void> CheckConfigFor(Role role, const config::Config& c, int64_t now_ms);
 // Creates state.path if missing and opens the store in it.
 Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c);
 // bootstrap.servers and kleaf's client settings; fails if kafka.bootstrap is empty.

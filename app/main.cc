@@ -1,11 +1,13 @@
 // kleaf's command line: one binary, one subcommand per role.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
 
 #include "app/cluster.h"
 #include "app/common.h"
 #include "app/producer.h"
 #include "app/standalone.h"
+#include "base/clock.h"
 #include "config/config.h"
 #include "gateway/snowflake.h"
 #include "kafka/client.h"
@@ -86,6 +88,19 @@ int main(int argc, char** argv) {
   if (!config) {
     std::cerr << "kleaf: config error: " << config.error().message << "\n";
     return 2;
+  }
+  std::optional<kleaf::app::Role> role;
+  if (standalone->parsed()) role = kleaf::app::Role::kStandalone;
+  if (allocator->parsed()) role = kleaf::app::Role::kAllocator;
+  if (gateway->parsed()) role = kleaf::app::Role::kGateway;
+  if (producer->parsed()) role = kleaf::app::Role::kProducer;
+  if (state->parsed()) role = kleaf::app::Role::kStateTool;
+  if (role) {
+    auto checked = kleaf::app::CheckConfigFor(*role, *config, kleaf::SystemClock::Instance().NowMs());
+    if (!checked) {
+      std::cerr << "kleaf: config error: " << checked.error().message << "\n";
+      return 2;
+    }
   }
   try {
     if (decode->parsed()) return Decode(*config, id_text);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -115,9 +116,11 @@ Result<void> SetStreams(const YAML::Node& n, Config& c) {
     }
     ProducerStream s;
     bool has_tag = false;
+    std::set<std::string> seen;
     for (const auto& kv : e) {
       const std::string name = kv.first.as<std::string>();
       const std::string k = at + "." + name;
+      if (!seen.insert(name).second) return std::unexpected(KeyError(k, "duplicate key"));
       if (!kv.second.IsScalar()) return std::unexpected(KeyError(k, "expected a scalar"));
       const std::string& v = kv.second.Scalar();
       if (name == "tag") {
@@ -423,8 +426,12 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
 namespace {
 
 Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c) {
+  // yaml-cpp keeps every pair of a mapping, repeated keys too; a repeated key would otherwise be
+  // merged silently (which of two values wins depends on the reader), so it is an error.
+  std::set<std::string> seen;
   for (const auto& section : root) {
     std::string name = section.first.as<std::string>();
+    if (!seen.insert(name).second) return Fail(Code::kInvalidArgument, name + ": duplicate key");
     const YAML::Node& body = section.second;
     bool known_section = false;
     for (const auto& f : fields) {
@@ -435,6 +442,7 @@ Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& f
     if (!body.IsMap()) return Fail(Code::kInvalidArgument, name + ": expected a mapping");
     for (const auto& entry : body) {
       std::string key = name + "." + entry.first.as<std::string>();
+      if (!seen.insert(key).second) return Fail(Code::kInvalidArgument, key + ": duplicate key");
       const Field* field = nullptr;
       for (const auto& f : fields) {
         if (f.key == key) field = &f;

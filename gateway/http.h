@@ -34,6 +34,7 @@ using Handler = std::function<void(HttpRequest, Respond)>;
 // Builds the JSON error body {"error":{"code","message"}} with the status of `error.code`, and
 // Retry-After on 503.
 HttpResponse ErrorResponse(const Error& error, int retry_after_s = 1);
+// 405 with `Allow: <allow>`; HEAD is added after a leading GET ("GET" -> "GET, HEAD").
 HttpResponse MethodNotAllowed(std::string allow);
 
 // GET /metrics: Registry::Default() in the Prometheus text format 0.0.4.

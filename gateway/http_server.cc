@@ -15,6 +15,8 @@
 #include <mutex>
 #include <optional>
 
+#include "gateway/request_reader.h"
+
 namespace kleaf::gateway {
 
 namespace beast = boost::beast;
@@ -50,80 +52,73 @@ struct HttpServer::Impl {
 
 namespace {
 
-// One connection. Lives as long as an asynchronous operation holds a shared_ptr to it.
+// One connection. Lives as long as an asynchronous operation holds a shared_ptr to it. Reads
+// and answers one request at a time: bytes of pipelined requests wait in the RequestReader, so
+// the bytes held per connection stay within ParseBufferBound() plus the answer being written.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, HttpServer::Impl& server)
-      : stream_(std::move(socket)), server_(server) {
+      : stream_(std::move(socket)),
+        server_(server),
+        reader_(RequestLimits{server.options.header_limit_bytes, server.options.body_limit_bytes}) {
     server_.connections.fetch_add(1);
   }
   ~Session() { server_.connections.fetch_sub(1); }
 
   void Run() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->NextRequest(); });
   }
 
  private:
-  void Read() {
-    parser_.emplace();
-    parser_->header_limit(server_.options.header_limit_bytes);
-    parser_->body_limit(server_.options.body_limit_bytes);
+  // One deadline for the whole of the next request, however slowly its bytes trickle in.
+  void NextRequest() {
     stream_.expires_after(server_.options.idle_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->OnRead(ec);
-                     });
+    Continue(reader_.Next());
   }
 
-  void OnRead(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == net::error::connection_reset || ec == net::error::eof) {
-      return Close();
-    }
-    if (ec) {
-      // The request could not be parsed: answer once, then close.
-      Code code = Code::kInvalidArgument;
-      std::string message = "malformed HTTP request: " + ec.message();
-      method_.clear();
-      target_.clear();
-      if (ec == http::error::header_limit) {
-        return WriteError(431, "request_header_fields_too_large", "request headers are too large");
+  void Continue(ReadOutcome outcome) {
+    switch (outcome.kind) {
+      case ReadOutcome::Kind::kNeedMore: {
+        auto space = reader_.ReadBuffer();
+        stream_.async_read_some(net::buffer(space.data(), space.size()),
+                                [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                                  // EOF, reset or timeout: nothing to answer (a request cut off
+                                  // by the peer cannot be answered either).
+                                  if (ec) return self->Close();
+                                  self->reader_.CommitRead(n);
+                                  self->Continue(self->reader_.Next());
+                                });
+        return;
       }
-      if (ec == http::error::body_limit) code = Code::kPayloadTooLarge, message = "request body is too large";
-      HttpResponse r = ErrorResponse(Error{code, message});
-      return Write(std::move(r), false, 11);
+      case ReadOutcome::Kind::kReject:
+        method_ = outcome.request.method.substr(0, kLoggedBytes);
+        target_ = outcome.request.target.substr(0, kLoggedBytes);
+        return Write(std::move(outcome.rejection), false, 11, false);
+      case ReadOutcome::Kind::kRequest:
+        return Dispatch(std::move(outcome));
     }
-    auto& req = parser_->get();
-    method_.assign(req.method_string().data(), req.method_string().size());
-    target_.assign(req.target().data(), req.target().size());
-    HttpRequest request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    request.body = std::move(req.body());
-    if (auto it = req.find(http::field::authorization); it != req.end()) {
-      request.authorization = std::string(it->value());
-    }
-    const bool keep_alive = req.keep_alive() && !server_.stopping.load();
-    const unsigned version = req.version();
+  }
+
+  void Dispatch(ReadOutcome outcome) {
+    method_ = outcome.head ? "HEAD" : outcome.request.method.substr(0, kLoggedBytes);
+    target_ = outcome.request.target.substr(0, kLoggedBytes);
+    const bool keep_alive = outcome.keep_alive && !server_.stopping.load();
+    const unsigned version = outcome.version;
+    const bool head = outcome.head;
     server_.in_flight.fetch_add(1);
-    server_.handler(std::move(request), [self = shared_from_this(), keep_alive,
-                                         version](HttpResponse response) {
+    server_.handler(std::move(outcome.request), [self = shared_from_this(), keep_alive, version,
+                                                  head](HttpResponse response) {
       net::post(self->stream_.get_executor(),
-                [self, keep_alive, version, response = std::move(response)]() mutable {
-                  self->Write(std::move(response), keep_alive, version);
+                [self, keep_alive, version, head, response = std::move(response)]() mutable {
+                  self->Write(std::move(response), keep_alive, version, head);
                   self->server_.RequestDone();
                 });
     });
   }
 
-  void WriteError(int status, const char* code, const char* message) {
-    HttpResponse r;
-    r.status = status;
-    r.body = std::string("{\"error\":{\"code\":\"") + code + "\",\"message\":\"" + message + "\"}}";
-    Write(std::move(r), false, 11);
-  }
-
-  void Write(HttpResponse r, bool keep_alive, unsigned version) {
+  // `head`: the answer to a HEAD request: the GET's status and headers, Content-Length included,
+  // and no body (RFC 9110 §9.3.2), so a pipelining client finds the next answer where it expects.
+  void Write(HttpResponse r, bool keep_alive, unsigned version, bool head) {
     if (r.status >= 400 && server_.options.on_error) server_.options.on_error(method_, target_, r);
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version);
@@ -131,14 +126,18 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::content_type, r.content_type);
     for (auto& [name, value] : r.headers) res->set(name, value);
     res->keep_alive(keep_alive);
-    res->body() = std::move(r.body);
-    res->prepare_payload();
+    if (head) {
+      res->content_length(r.body.size());
+    } else {
+      res->body() = std::move(r.body);
+      res->prepare_payload();
+    }
     stream_.expires_after(server_.options.idle_timeout);
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
                         if (ec) return self->Close();
                         if (!keep_alive) return self->LingeringClose();
-                        self->Read();
+                        self->NextRequest();
                       });
   }
 
@@ -150,16 +149,18 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // After an answer that ends the connection (e.g. 413 with the body unread): stop sending, then
   // read and discard until the client closes or a short deadline passes. Closing at once with
-  // unread input would reset the connection and could destroy the answer before the client reads it.
+  // unread input would reset the connection and could destroy the answer before the client reads
+  // it. Nothing read here is parsed or answered.
   void LingeringClose() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(std::chrono::seconds(2));
+    drain_buffer_ = std::make_unique<std::array<char, 4096>>();
     Drain();
   }
 
   void Drain() {
-    stream_.async_read_some(net::buffer(drain_buffer_),
+    stream_.async_read_some(net::buffer(*drain_buffer_),
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
                               if (ec) return self->stream_.close();
                               self->Drain();
@@ -167,12 +168,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
-  std::array<char, 4096> drain_buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  std::string method_;  // of the request being answered (one at a time), for on_error
-  std::string target_;
   HttpServer::Impl& server_;
+  RequestReader reader_;
+  std::unique_ptr<std::array<char, 4096>> drain_buffer_;  // only while draining
+  // Of the request being answered (one at a time), for on_error; cut to kLoggedBytes, so they
+  // add next to nothing to what a connection holds (ParseBufferBound).
+  static constexpr size_t kLoggedBytes = 256;
+  std::string method_;
+  std::string target_;
 };
 
 }  // namespace

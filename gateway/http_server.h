@@ -23,6 +23,8 @@ struct HttpServerOptions {
   int threads = 2;
   uint32_t header_limit_bytes = 8192;
   uint64_t body_limit_bytes = 65536;
+  // The deadline of each request from its first byte awaited to its last byte read, and of each
+  // answer's write.
   std::chrono::milliseconds idle_timeout{30000};
   int max_connections = 10000;
   // Called with every answer of status >= 400 (the handler's and the server's own 400/413/431),
@@ -32,9 +34,11 @@ struct HttpServerOptions {
 };
 
 // Owns an io_context and its I/O threads. Each connection runs on its own strand, reads one
-// request at a time (keep-alive), and is closed after a timeout, a malformed request (answered
-// 400), or oversized headers/body (431/413). The handler runs on the I/O thread; its response may
-// come from any thread and is posted back to the connection's strand.
+// request at a time (keep-alive, pipelining) through a RequestReader, and is closed after a
+// timeout, a malformed or ambiguously framed request (answered 400), or a request over the limits
+// (431/413); it never holds more than ParseBufferBound() bytes of input. HEAD is served as the GET
+// without its body. The handler runs on the I/O thread; its response may come from any thread and
+// is posted back to the connection's strand.
 class HttpServer {
  public:
   HttpServer(HttpServerOptions options, Handler handler);

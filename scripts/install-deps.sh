@@ -15,6 +15,8 @@ packages=(
   libcli11-dev faketime chromium
   # librdkafka 2.8's build dependencies (what it links: TLS, SASL, compression codecs).
   libsasl2-dev libssl-dev libzstd-dev liblz4-dev zlib1g-dev
+  # The fuzzer (tests/fuzz): clang 16 with libFuzzer and the sanitizers' runtimes.
+  clang-16 libclang-rt-16-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(wrk nginx-light)

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds kleaf with warnings as errors, starts a real Kafka broker
-# (compose/kafka.sh), runs every test with ctest (unit, e2e against the real binary, integration
-# against the broker), and stops the broker again.
+# Installs what is missing, builds kleaf with warnings as errors, runs the HTTP fuzzer for a minute
+# (tests/fuzz), starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e
+# against the real binary, integration against the broker), and stops the broker again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 build=${KLEAF_TEST_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLEAF_WERROR=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
+
+# The HTTP fuzzer (tests/fuzz): clang 16 with libFuzzer, ASan and UBSan, in a build of its own. It
+# runs KLEAF_FUZZ_SECONDS (60) over the committed seed corpus and fails on any finding.
+fuzz_build=${KLEAF_FUZZ_BUILD_DIR:-build-fuzz}
+cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_FUZZ=ON \
+  -DKLEAF_FUZZ_SECONDS="${KLEAF_FUZZ_SECONDS:-60}" >/dev/null
+cmake --build "$fuzz_build" -j"$(nproc)"
+ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)

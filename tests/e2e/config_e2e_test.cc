@@ -60,8 +60,29 @@ INSTANTIATE_TEST_SUITE_P(
                   "snowflake.timestamp_bits"},
         BadConfig{"ShortAdminToken", "admin.token", "short", "", "admin.token"},
         BadConfig{"BadLogLevel", "log.level", "loud", "", "log.level"},
-        BadConfig{"EmptyStatePath", "state.path", "\"\"", "", "state.path"}),
+        BadConfig{"EmptyStatePath", "state.path", "\"\"", "", "state.path"},
+        BadConfig{"DuplicateSection", "", "", "http:\n  threads: 2\n", "http: duplicate key"},
+        BadConfig{"DuplicateKey", "", "",
+                  "workers:\n  lease_ttl_ms: 30000\n  lease_ttl_ms: 40000\n",
+                  "workers.lease_ttl_ms: duplicate key"}),
     [](const ::testing::TestParamInfo<BadConfig>& info) { return info.param.name; });
+
+// The layout is valid on its own, but its 2^20 ms after an epoch in 1970 ended long ago: a config
+// error found before the state directory is created, not a failure after it.
+TEST(ConfigLayoutE2eTest, TimestampBitsUsedUpIsAConfigErrorBeforeStateIsCreated) {
+  TempDir dir;
+  TestConfig config(dir.path() / "state");
+  config.Set("snowflake.epoch_ms", "0")
+      .Set("snowflake.timestamp_bits", "20")
+      .Set("snowflake.worker_bits", "21")
+      .Set("snowflake.sequence_bits", "22");
+  auto file = dir.WriteFile("kleaf.yaml", config.Yaml());
+  CommandResult run = RunKleaf({"standalone", "--config", file.string()});
+  ASSERT_FALSE(run.status.timed_out) << run.out;
+  EXPECT_TRUE(run.status.exited && run.status.code == 2) << run.status.ToString() << "\n" << run.err;
+  EXPECT_NE(run.err.find("snowflake.timestamp_bits"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "state"));
+}
 
 TEST(ConfigFileE2eTest, MissingConfigFileIsNamed) {
   TempDir dir;

@@ -404,7 +404,8 @@ TEST(ProducerConfigE2eTest, ErrorsNameTheKey) {
 
   auto none = dir.WriteFile("none.yaml", "kafka:\n  bootstrap: \"127.0.0.1:1\"\n");
   r = e2e::RunKleaf({"producer", "--config", none.string()});
-  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.ToString();
+  // A config error (exit 2), found before the state directory is created.
+  EXPECT_TRUE(r.status.exited && r.status.code == 2) << r.status.ToString();
   EXPECT_NE(r.err.find("producer.streams: no stream configured"), std::string::npos) << r.err;
 }
 

@@ -462,12 +462,12 @@ TEST_F(ApiTest, WrongMethodIs405WithAllow) {
     const char* target;
     const char* allow;
   };
-  for (const Case c : {Case{"POST", "/api/segment/get/x", "GET"},
-                       Case{"PUT", "/api/snowflake/get/x", "GET"},
-                       Case{"DELETE", "/api/v1/segment/x", "GET"},
-                       Case{"POST", "/api/v1/snowflake/x?count=2", "GET"},
-                       Case{"POST", "/api/v1/snowflake/decode/1", "GET"},
-                       Case{"PUT", "/healthz", "GET"}}) {
+  for (const Case c : {Case{"POST", "/api/segment/get/x", "GET, HEAD"},
+                       Case{"PUT", "/api/snowflake/get/x", "GET, HEAD"},
+                       Case{"DELETE", "/api/v1/segment/x", "GET, HEAD"},
+                       Case{"POST", "/api/v1/snowflake/x?count=2", "GET, HEAD"},
+                       Case{"POST", "/api/v1/snowflake/decode/1", "GET, HEAD"},
+                       Case{"PUT", "/healthz", "GET, HEAD"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + c.target);
     HttpResponse r = Await(Send(c.method, c.target));
     ExpectError(r, 405, "method_not_allowed");
@@ -475,10 +475,10 @@ TEST_F(ApiTest, WrongMethodIs405WithAllow) {
   }
   HttpResponse list = Admin("POST", "/api/v1/tags");
   ExpectError(list, 405, "method_not_allowed");
-  EXPECT_EQ(Header(list, "Allow"), "GET");
+  EXPECT_EQ(Header(list, "Allow"), "GET, HEAD");
   HttpResponse one = Admin("PATCH", "/api/v1/tags/order", "{}");
   ExpectError(one, 405, "method_not_allowed");
-  EXPECT_EQ(Header(one, "Allow"), "GET, PUT, DELETE");
+  EXPECT_EQ(Header(one, "Allow"), "GET, HEAD, PUT, DELETE");
 }
 
 TEST_F(ApiTest, HealthzAnswersOk) {
