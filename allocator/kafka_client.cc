@@ -54,7 +54,13 @@ Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaC
   kafka::Properties producer_props = c->options_.props;
   // A request not delivered within one attempt is dropped, not delivered late.
   producer_props["message.timeout.ms"] = std::to_string(c->options_.request_timeout.count());
-  auto producer = kafka::Producer::Create(producer_props);
+  // An idempotent producer that fails for good (e.g. an out-of-order sequence after a broker
+  // restart with requests in flight) replaces itself: requests lost with it time out and are
+  // sent again, so neither segment fetches nor lease renewals wedge.
+  auto producer = kafka::Producer::Create(producer_props, [](const std::string& error) {
+    spdlog::error("[kafka-client] the request producer failed for good ({}); replaced by a new one",
+                  error);
+  });
   if (!producer) return std::unexpected(producer.error());
   auto replies = kafka::PartitionReader::Create(c->options_.props);
   if (!replies) return std::unexpected(replies.error());

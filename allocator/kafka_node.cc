@@ -329,6 +329,8 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
       spdlog::warn("[allocator] partition {} offset {}: request without a valid reply address", p, m.offset);
     }
     if (!sent) {
+      // A producer that failed for good (librdkafka's fatal error) refuses every send: replace it.
+      if (auto f = producer.FatalError()) return fatal(*f, "send");
       spdlog::warn("[allocator] partition {}: producing failed; aborting the batch", p);
       if (auto a = producer.Abort(milliseconds(5000)); !a) return fatal(a.error(), "abort");
       return Rewind(p, batch.front().offset);

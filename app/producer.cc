@@ -92,7 +92,7 @@ gateway::Handler ProducerRoutes(const config::Config& c, const producer::IdsProd
     const int64_t last = producer.last_round_ok_ns();
     const int64_t age_ms = last < 0 ? -1 : (clock.MonotonicNs() - last) / 1'000'000;
     checks.push_back({"top_up", !producer.fatal() && last >= 0 && age_ms * 1'000'000 <= fresh_ns,
-                      producer.fatal() ? "fenced or failed for good"
+                      producer.fatal() ? "fenced by a newer run of this node"
                       : last < 0       ? "no top-up round completed yet"
                                        : "last top-up round completed " + std::to_string(age_ms) +
                                              " ms ago"});
@@ -205,7 +205,7 @@ int RunProducer(const config::Config& c) {
   probe->Stop();
   stop_all();
   if (producer.fatal()) {
-    spdlog::error("[producer] stopped after a fatal transaction error");
+    spdlog::error("[producer] stopped: fenced by a newer run of this node");
     return 1;
   }
   spdlog::info("[producer] stopped");

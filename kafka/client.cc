@@ -7,6 +7,7 @@
 #include <utility>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 
 namespace kleaf::kafka {
@@ -290,8 +291,14 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
 // --- Producer -----------------------------------------------------------------------------------
 
 struct Producer::Impl {
-  KafkaHandle rk;
+  Properties props;
+  Producer::Rebuilt rebuilt;
+  // Send and Flush use the handle under a shared lock; the poller thread replaces it under an
+  // exclusive one after a fatal error.
+  std::shared_mutex mu;
+  KafkaHandle rk;  // guarded by mu
   std::atomic<bool> stop{false};
+  std::atomic<int64_t> rebuilds{0};
   std::thread poller;
 };
 
@@ -306,39 +313,74 @@ void ProducerDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void*) {
   }
   delete cb;
 }
+
+Result<KafkaHandle> NewIdempotentProducer(const Properties& props) {
+  return NewHandle(RD_KAFKA_PRODUCER, props,
+                   [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_dr_msg_cb(conf, ProducerDelivered); });
+}
+
+// Fails every message still queued or in flight in `rk` (their Delivered callbacks run with the
+// error, freeing them) before the handle goes.
+void PurgeAndServe(rd_kafka_t* rk) {
+  rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  rd_kafka_poll(rk, 0);
+}
+
+// The poller thread: serves delivery reports, and replaces a handle that raised a fatal error.
+void ServeProducer(Producer::Impl& impl) {
+  while (!impl.stop.load()) {
+    char errstr[512];
+    rd_kafka_resp_err_t fatal = RD_KAFKA_RESP_ERR_NO_ERROR;
+    {
+      std::shared_lock lock(impl.mu);
+      rd_kafka_poll(impl.rk.get(), 50);
+      fatal = rd_kafka_fatal_error(impl.rk.get(), errstr, sizeof(errstr));
+    }
+    if (fatal == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    auto fresh = NewIdempotentProducer(impl.props);
+    if (!fresh) continue;  // the same properties made the first handle: not expected
+    KafkaHandle broken;
+    {
+      std::unique_lock lock(impl.mu);
+      broken = std::exchange(impl.rk, std::move(*fresh));
+    }
+    impl.rebuilds.fetch_add(1);
+    if (impl.rebuilt) impl.rebuilt(std::string(rd_kafka_err2name(fatal)) + ": " + errstr);
+    PurgeAndServe(broken.get());
+  }
+}
 }  // namespace
 
 Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Result<std::unique_ptr<Producer>> Producer::Create(const Properties& props) {
+Result<std::unique_ptr<Producer>> Producer::Create(const Properties& props, Rebuilt rebuilt) {
   Properties p = props;
   p.emplace("enable.idempotence", "true");
   p.emplace("linger.ms", "0");
   p.emplace("socket.nagle.disable", "true");
-  auto rk = NewHandle(RD_KAFKA_PRODUCER, p,
-                      [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_dr_msg_cb(conf, ProducerDelivered); });
+  auto rk = NewIdempotentProducer(p);
   if (!rk) return std::unexpected(rk.error());
   auto impl = std::make_unique<Impl>();
+  impl->props = std::move(p);
+  impl->rebuilt = std::move(rebuilt);
   impl->rk = std::move(*rk);
   Impl* raw = impl.get();
-  impl->poller = std::thread([raw] {
-    while (!raw->stop.load()) rd_kafka_poll(raw->rk.get(), 50);
-  });
+  impl->poller = std::thread([raw] { ServeProducer(*raw); });
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
 
 Producer::~Producer() {
-  rd_kafka_flush(impl_->rk.get(), 2000);
+  (void)Flush(milliseconds(2000));
   impl_->stop.store(true);
   impl_->poller.join();
-  rd_kafka_purge(impl_->rk.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-  rd_kafka_poll(impl_->rk.get(), 0);  // deliver the purge errors, freeing their callbacks
+  PurgeAndServe(impl_->rk.get());
 }
 
 Result<void> Producer::Send(const std::string& topic, int32_t partition, std::string_view key,
                             const std::optional<std::string>& value,
                             const std::vector<Header>& headers, Delivered delivered) {
   auto* cb = delivered ? new Delivered(std::move(delivered)) : nullptr;
+  std::shared_lock lock(impl_->mu);
   rd_kafka_resp_err_t err = ProduceOne(impl_->rk.get(), topic, partition, key, value, headers, cb);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     delete cb;
@@ -348,9 +390,28 @@ Result<void> Producer::Send(const std::string& topic, int32_t partition, std::st
 }
 
 Result<void> Producer::Flush(milliseconds timeout) {
-  rd_kafka_resp_err_t err = rd_kafka_flush(impl_->rk.get(), static_cast<int>(timeout.count()));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "flush"));
-  return {};
+  // In slices, so that a rebuild is never held up by a long flush.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    rd_kafka_resp_err_t err;
+    {
+      std::shared_lock lock(impl_->mu);
+      err = rd_kafka_flush(impl_->rk.get(), static_cast<int>(std::clamp<int64_t>(left.count(), 0, 100)));
+    }
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {};
+    if (err != RD_KAFKA_RESP_ERR__TIMED_OUT || left.count() <= 0) {
+      return std::unexpected(KafkaError(err, "flush"));
+    }
+  }
+}
+
+int64_t Producer::rebuilds() const { return impl_->rebuilds.load(); }
+
+void Producer::InjectFatalErrorForTesting() {
+  std::shared_lock lock(impl_->mu);
+  rd_kafka_test_fatal_error(impl_->rk.get(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            "injected by a test");
 }
 
 // --- TxnProducer --------------------------------------------------------------------------------
@@ -419,6 +480,22 @@ TxnResult<void> TxnProducer::Abort(milliseconds timeout) {
   std::lock_guard lock(impl_->mu);
   impl_->delivered.clear();
   return r;
+}
+
+std::optional<TxnError> TxnProducer::FatalError() {
+  char errstr[512];
+  rd_kafka_resp_err_t err = rd_kafka_fatal_error(impl_->rk.get(), errstr, sizeof(errstr));
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return std::nullopt;
+  return TxnError{.kind = TxnError::Kind::kFatal,
+                  .fenced = err == RD_KAFKA_RESP_ERR__FENCED ||
+                            err == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+                            err == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+                  .message = std::string(rd_kafka_err2name(err)) + ": " + errstr};
+}
+
+void TxnProducer::InjectFatalErrorForTesting() {
+  rd_kafka_test_fatal_error(impl_->rk.get(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            "injected by a test");
 }
 
 std::map<std::pair<std::string, int32_t>, int64_t> TxnProducer::TakeDeliveredOffsets() {
@@ -539,6 +616,9 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& p
   p.emplace("enable.auto.commit", "false");
   p.emplace("isolation.level", "read_committed");
   p.emplace("auto.offset.reset", "earliest");
+  // An eager assignor: Poll hands whole assignments and revocations to the owner. roundrobin
+  // spreads the partitions of one topic evenly (librdkafka 2.0.2's sticky assignor also had
+  // ownership bugs; cooperative ones would need incremental assign/unassign here).
   p.emplace("partition.assignment.strategy", "roundrobin");
   p.emplace("fetch.wait.max.ms", "10");
   p.emplace("socket.nagle.disable", "true");
@@ -831,8 +911,12 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto err = rd_kafka_query_watermark_offsets(impl_->rk.get(), topic.c_str(), partition, &low,
-                                                &high, static_cast<int>(std::max<int64_t>(left.count(), 1)));
+    // In slices of 2 s at most: with the broker stopped (connections refused) librdkafka 2.8 can
+    // overrun the timeout it is given by a good part of it (10 s asked, 14 s taken), so the
+    // overrun of one slice is all the deadline can be late by.
+    auto err = rd_kafka_query_watermark_offsets(
+        impl_->rk.get(), topic.c_str(), partition, &low, &high,
+        static_cast<int>(std::clamp<int64_t>(left.count(), 1, 2000)));
     if (!err) return std::make_pair(low, high);
     // Right after a topic is created or while leadership moves, brokers answer "not leader" or
     // "unknown partition" for a moment: ask again until the deadline.
@@ -840,7 +924,8 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
                            err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
                            err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
                            err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
-                           err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__TIMED_OUT;
+                           err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+                           err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE;
     if (!transient || std::chrono::steady_clock::now() + milliseconds(200) > deadline) {
       return std::unexpected(KafkaError(err, "watermarks of " + topic + "/" + std::to_string(partition)));
     }

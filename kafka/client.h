@@ -79,12 +79,21 @@ std::string LibraryVersion();
 // --- Producer -----------------------------------------------------------------------------------
 
 // Idempotent producer with its own thread serving delivery reports. Thread-safe.
+//
+// An idempotent producer can fail for good (librdkafka raises a fatal error: e.g. an out-of-order
+// sequence after a disconnect with requests in flight, or the broker's fencing of its producer
+// id); every later send would fail. This one then replaces its handle by a new one (a new
+// producer id) on its own thread: the messages still queued in the old one fail (their Delivered
+// callbacks get the error), later sends go through the new one.
 class Producer {
  public:
   // Called once per message on the producer's thread: the offset, or the delivery error.
   using Delivered = std::function<void(Result<int64_t>)>;
+  // Called on the producer's thread after a fatal error replaced the handle: the error's text.
+  using Rebuilt = std::function<void(const std::string& error)>;
 
-  static Result<std::unique_ptr<Producer>> Create(const Properties& props);
+  static Result<std::unique_ptr<Producer>> Create(const Properties& props,
+                                                  Rebuilt rebuilt = nullptr);
   ~Producer();
 
   // Queues a message; `value` nullopt sends a tombstone. Fails at once if the local queue is full
@@ -94,6 +103,11 @@ class Producer {
                     Delivered delivered = nullptr);
   // Waits until every queued message is delivered or failed, up to `timeout`.
   Result<void> Flush(std::chrono::milliseconds timeout);
+  // How many times a fatal error replaced the handle.
+  int64_t rebuilds() const;
+  // Raises a fatal error in the current handle, as a broken idempotent sequence would
+  // (librdkafka's rd_kafka_test_fatal_error): for tests of the rebuild.
+  void InjectFatalErrorForTesting();
 
   struct Impl;
 
@@ -141,6 +155,12 @@ class TxnProducer {
   Result<void> Flush(std::chrono::milliseconds timeout);
   // Offsets of the messages delivered since the last call, per (topic, partition): the highest.
   std::map<std::pair<std::string, int32_t>, int64_t> TakeDeliveredOffsets();
+  // The fatal error librdkafka raised on this producer (rd_kafka_fatal_error), if any: after one,
+  // sends fail with "Local: Fatal error" and the producer must be replaced (a fencing included).
+  std::optional<TxnError> FatalError();
+  // Raises a fatal error (not a fencing), as librdkafka does when the producer fails for good.
+  // For tests of the owners' rebuild.
+  void InjectFatalErrorForTesting();
 
   struct Impl;
 
@@ -203,14 +223,16 @@ class GroupConsumer {
   // The partitions assigned right now (rebalance events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();
   // Stops / restarts fetching `partitions`. Only partitions this consumer paused are resumed
-  // (librdkafka 2.0.2 may restart a partition that was never paused from a stale position), and
+  // (resuming a partition that was never paused restarted it from a stale position in
+  // librdkafka 2.0.2; a resume of nothing is pointless in any version, so the check stays), and
   // a pause never outlives the assignment: on revocation the paused partitions are resumed
   // before they are given up (librdkafka keeps an application's pause across a reassignment,
   // which would leave a partition unread for good).
   Result<void> Pause(const std::vector<TopicPartition>& partitions);
   Result<void> Resume(const std::vector<TopicPartition>& partitions);
-  // Leaves the group, waiting up to `timeout` (librdkafka 2.0.2's close can wait for an
-  // unanswering coordinator for good); past it the handle is destroyed without a clean leave (the
+  // Leaves the group, waiting up to `timeout` (librdkafka's close waits for the coordinator's
+  // answers, up to its request timeouts, and 2.0.2's could hang for good after a lost
+  // partition); past it the handle is destroyed without a clean leave (the
   // coordinator drops the member at its session timeout): librdkafka still waits for commits in
   // flight, bounded by socket.timeout.ms (or session.timeout.ms while the coordinator is
   // unknown). False in that case.

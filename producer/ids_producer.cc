@@ -50,25 +50,34 @@ IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& alloc
 
 IdsProducer::~IdsProducer() { Stop(); }
 
-Result<void> IdsProducer::Init() {
+Result<void> IdsProducer::NewTransactionalProducer(std::chrono::milliseconds timeout) {
   kafka::Properties props = options_.props;
   props["transaction.timeout.ms"] = std::to_string(options_.txn_timeout.count());
   props["message.timeout.ms"] =
       std::to_string(std::max<int64_t>(1000, options_.txn_timeout.count() - 1000));
   auto txn = kafka::TxnProducer::Create(props, options_.transactional_id);
   if (!txn) return std::unexpected(txn.error());
-  txn_ = std::move(*txn);
-  // Fences every older run of this node and aborts its open transaction: what a killed run had
-  // sent but not committed stays invisible to read_committed consumers for ever.
-  const int64_t deadline = clock_.MonotonicNs() + 60'000'000'000;
+  // Fences every older run of this node (and an older producer of this run) and aborts its open
+  // transaction: what it had sent but not committed stays invisible to read_committed consumers
+  // for ever.
+  const int64_t deadline = clock_.MonotonicNs() + timeout.count() * 1'000'000;
   for (;;) {
-    auto init = txn_->Init(kKafkaTimeout);
+    auto init = (*txn)->Init(kKafkaTimeout);
     if (init) break;
     if (init.error().kind != kafka::TxnError::Kind::kRetriable || clock_.MonotonicNs() > deadline) {
       return Fail(Code::kUnavailable, "init_transactions of " + options_.transactional_id + ": " +
                                           init.error().message);
     }
   }
+  txn_ = std::move(*txn);
+  unfinished_ = Unfinished::kNone;
+  unfinished_sent_.clear();
+  broken_ = false;
+  return {};
+}
+
+Result<void> IdsProducer::Init() {
+  if (auto r = NewTransactionalProducer(milliseconds(60000)); !r) return r;
   auto reader = kafka::PartitionReader::Create(options_.props);
   if (!reader) return std::unexpected(reader.error());
   reader_ = std::move(*reader);
@@ -161,15 +170,24 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s) {
 }
 
 Error IdsProducer::TxnFailure(const kafka::TxnError& e, const std::string& what, bool abort) {
-  if (e.kind == kafka::TxnError::Kind::kFatal) {
+  // A send refused because the producer failed for good looks like any failed send: ask.
+  if (e.kind != kafka::TxnError::Kind::kFatal) {
+    if (auto f = txn_->FatalError()) return TxnFailure(*f, what, false);
+  }
+  if (e.kind == kafka::TxnError::Kind::kFatal && e.fenced) {
     fatal_ = true;
-    if (e.fenced) {
-      spdlog::error("[producer] fenced: another run of {} took over ({}: {})",
-                    options_.transactional_id, what, e.message);
-    } else {
-      spdlog::error("[producer] transactions failed for good ({}: {})", what, e.message);
-    }
+    spdlog::error("[producer] fenced: another run of {} took over ({}: {})",
+                  options_.transactional_id, what, e.message);
     return Error{Code::kFailedPrecondition, what + ": " + e.message};
+  }
+  if (e.kind == kafka::TxnError::Kind::kFatal) {
+    // Not fenced: this producer failed for good (librdkafka's fatal error, e.g. an idempotence
+    // sequence it cannot recover). The next round replaces it, and init_transactions of the new
+    // one ends the open transaction; nothing of it was counted as published unless committed.
+    broken_ = true;
+    spdlog::error("[producer] the transactional producer failed for good ({}: {}); the next "
+                  "round replaces it", what, e.message);
+    return Error{Code::kUnavailable, what + ": " + e.message};
   }
   if (abort) {
     if (auto a = txn_->Abort(kKafkaTimeout); !a) {
@@ -229,7 +247,7 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
   }
   // Waits for the commit half the transaction timeout, then leaves it to the next round: a
   // broker that answers by then finishes it before the coordinator would expire the transaction
-  // (an expired one bumps the producer epoch, which librdkafka 2.0.2 reports as fenced).
+  // (an expired one bumps the producer epoch, which librdkafka reports as fenced).
   const auto wait = options_.txn_timeout / 2;
   const int64_t deadline = clock_.MonotonicNs() + wait.count() * 1'000'000;
   for (;;) {
@@ -306,7 +324,11 @@ Result<void> IdsProducer::FinishTransaction() {
 }
 
 Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
-  if (fatal_) return Fail(Code::kFailedPrecondition, "the producer was fenced or failed for good");
+  if (fatal_) return Fail(Code::kFailedPrecondition, "the producer was fenced");
+  if (broken_) {
+    if (auto r = NewTransactionalProducer(kKafkaTimeout); !r) return std::unexpected(r.error());
+    spdlog::info("[producer] the transactional producer is replaced by a new one");
+  }
   if (auto r = FinishTransaction(); !r) return std::unexpected(r.error());
   if (auto r = CatchUp(); !r) return std::unexpected(r.error());
   if (auto r = ReadCommittedOffsets(); !r) return std::unexpected(r.error());

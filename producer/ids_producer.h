@@ -77,16 +77,19 @@ class IdsProducer {
     int64_t ids = 0;
   };
   // One top-up round: reads back what was published, asks the committed offsets, publishes what is
-  // missing in one transaction. After a fatal error (fenced) every later round fails.
+  // missing in one transaction. After a fencing every later round fails; after another fatal
+  // error of the transactional producer the next round replaces it first.
   Result<RoundResult> RunRound();
 
-  // Runs rounds on a thread; `on_fatal` is called there once if this producer is fenced or its
-  // transactions fail for good (the process should exit).
+  // Runs rounds on a thread; `on_fatal` is called there once if this producer is fenced (another
+  // run of this node took over: the process should exit).
   void Start(std::function<void()> on_fatal);
   // Stops the round thread after the round in progress (committed or aborted).
   void Stop();
 
   bool fatal() const { return fatal_.load(); }
+  // Test hook: the transactional producer raises a fatal error (not a fencing).
+  void InjectFatalErrorForTesting() { txn_->InjectFatalErrorForTesting(); }
   // Monotonic time of the last round that completed (-1: none yet), for readiness.
   int64_t last_round_ok_ns() const { return last_round_ok_ns_.load(); }
   int64_t Ahead(size_t stream) const;
@@ -115,8 +118,12 @@ class IdsProducer {
   Result<void> ReadCommittedOffsets();
   Result<IdBatch> NextBatch(StreamState& s);
   Result<RoundResult> Publish(const std::vector<int64_t>& deficits);
-  // Turns a transaction error into a Result, aborting where needed; marks fatal errors.
+  // Turns a transaction error into a Result, aborting where needed; marks a fencing fatal and
+  // another fatal error as broken.
   Error TxnFailure(const kafka::TxnError& e, const std::string& what, bool abort);
+  // Creates txn_ and fences older producers of transactional_id (init_transactions, retried up
+  // to `timeout`); forgets any unfinished transaction of the old one.
+  Result<void> NewTransactionalProducer(std::chrono::milliseconds timeout);
   void Run();
 
   const IdsProducerOptions options_;
@@ -135,7 +142,8 @@ class IdsProducer {
   mutable std::mutex ahead_mu_;
   std::vector<int64_t> ahead_;  // guarded by ahead_mu_: the ledger's counts after the last round
   int64_t round_ = 0;
-  std::atomic<bool> fatal_{false};
+  std::atomic<bool> fatal_{false};  // fenced
+  bool broken_ = false;              // txn_ failed for good (not fenced): the next round replaces it
   // A transaction a round could not finish: its commit timed out (librdkafka wants the commit
   // called again to learn its outcome; an abort meanwhile is refused) or its abort did. The next
   // round finishes it first: Begin on an open transaction would be a fatal state error.

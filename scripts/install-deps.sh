@@ -83,6 +83,13 @@ codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 mirror=$(mirror_uri "$codename" | head -n1)
 [[ -n $mirror ]] || die "no 'deb' entry for $codename in /etc/apt/sources.list{,.d/}: cannot tell which Debian mirror to fetch librdkafka's source from"
 
+# trixie's index is signed with keys that an up-to-date bookworm debian-archive-keyring carries
+# (2023.3+deb12u2 does); a keyring without them is upgraded from bookworm itself.
+if [[ ! -e /usr/share/keyrings/debian-archive-trixie-automatic.gpg ]]; then
+  apt-get update -qq
+  apt-get install -y -qq --only-upgrade debian-archive-keyring
+fi
+
 # Source entries only (Types: deb-src): apt never installs a trixie binary through this file.
 src_list=/etc/apt/sources.list.d/kleaf-trixie-src.sources
 cat >"$src_list" <<EOF

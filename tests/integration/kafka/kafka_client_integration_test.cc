@@ -1,10 +1,18 @@
 // kleaf's Kafka wrapper against the real broker: DescribeTopic's topic ids (a topic deleted and
-// created again under the same name has a new one) and its deadline with the broker frozen.
+// created again under the same name has a new one), the producer's rebuild after a fatal error,
+// and the deadline of every wait with the broker frozen.
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
+#include <functional>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "kafka/client.h"
 #include "tests/integration/cluster_env.h"
@@ -120,6 +128,186 @@ TEST_F(KafkaClientIntegrationTest, DescribeTopicKeepsItsDeadlineWhileTheBrokerIs
   auto after = kafka::DescribeTopic(props(), topic, seconds(10));
   ASSERT_TRUE(after) << "not described after the thaw: " << after.error().message;
   EXPECT_EQ(after->partitions, 1);
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
+}
+
+// An idempotent producer that librdkafka declares failed for good (as after an out-of-order
+// sequence) replaces its handle by itself: later sends are delivered, without the owner doing
+// anything. Without the rebuild every later send fails with a fatal error.
+TEST_F(KafkaClientIntegrationTest, AProducerThatFailsForGoodIsRebuiltAndDeliversAgain) {
+  const std::string topic = UniqueTopic("rebuilt");
+  ASSERT_TRUE(kafka::EnsureTopics(props(), {{topic, 1, 1, {}}}, seconds(30)));
+  std::mutex mu;
+  std::vector<std::string> rebuilt;  // guarded by mu
+  auto producer = kafka::Producer::Create(props(), [&](const std::string& error) {
+    std::lock_guard lock(mu);
+    rebuilt.push_back(error);
+  });
+  ASSERT_TRUE(producer) << producer.error().message;
+  // Sends one message and waits (up to 10 s) for its delivery report: its offset or an error.
+  auto deliver = [&](const std::string& value) -> Result<int64_t> {
+    auto promise = std::make_shared<std::promise<Result<int64_t>>>();
+    auto future = promise->get_future();
+    auto sent = (*producer)->Send(topic, 0, "k", value, {},
+                                  [promise](Result<int64_t> r) { promise->set_value(r); });
+    if (!sent) return std::unexpected(sent.error());
+    if (future.wait_for(seconds(10)) != std::future_status::ready) {
+      return Fail(Code::kUnavailable, "no delivery report in 10 s");
+    }
+    return future.get();
+  };
+  auto first = deliver("before");
+  ASSERT_TRUE(first) << first.error().message;
+
+  (*producer)->InjectFatalErrorForTesting();
+  const auto start = SteadyClock::now();
+  ASSERT_TRUE(WaitUntil([&] { return (*producer)->rebuilds() == 1; }, seconds(5)))
+      << "the producer did not replace its handle within 5 s of a fatal error";
+  // The poller looks for a fatal error every 50 ms; a new handle takes milliseconds (3 s leaves
+  // room for a loaded machine).
+  EXPECT_LT(SecondsSince(start), 3.0);
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(rebuilt.size(), 1u);
+    EXPECT_NE(rebuilt[0].find("injected by a test"), std::string::npos) << rebuilt[0];
+  }
+  auto second = deliver("after");
+  ASSERT_TRUE(second) << "not delivered after the rebuild: " << second.error().message;
+  EXPECT_GT(*second, *first);
+  EXPECT_EQ((*producer)->rebuilds(), 1);
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
+}
+
+// Every wait of the wrapper keeps its deadline while the broker is frozen (SIGSTOP: connections
+// stay open, nothing is answered), and every client works again by itself once it thaws.
+// librdkafka 2.0.2's rd_kafka_query_watermark_offsets ignored its timeout (2 s asked, 20.5 s
+// taken on this machine): the first check below failed with it.
+TEST_F(KafkaClientIntegrationTest, EveryWaitKeepsItsDeadlineWhileTheBrokerIsFrozen) {
+  const std::string topic = UniqueTopic("waits");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(kafka::EnsureTopics(props(), {{topic, 1, 1, {}}}, seconds(30)));
+  // Clients connected before the freeze, as a running node's are.
+  auto reader = kafka::PartitionReader::Create(props());
+  ASSERT_TRUE(reader);
+  ASSERT_TRUE((*reader)->Watermarks(topic, 0, seconds(10)));
+  auto offsets = kafka::GroupOffsets::Create(props(), group);
+  ASSERT_TRUE(offsets);
+  ASSERT_TRUE((*offsets)->Committed({{topic, 0}}, seconds(10)));
+  auto producer = kafka::Producer::Create(props());
+  ASSERT_TRUE(producer);
+  ASSERT_TRUE((*producer)->Send(topic, 0, "k", "before", {}));
+  ASSERT_TRUE((*producer)->Flush(seconds(10)));
+  auto txn = kafka::TxnProducer::Create(props(), topic + ".txn");
+  ASSERT_TRUE(txn);
+  ASSERT_TRUE((*txn)->Init(seconds(10)));
+
+  BrokerFreeze freeze(broker_);
+  ASSERT_TRUE(freeze.found()) << "no pid file in " << broker_.dir;
+  ASSERT_TRUE(freeze.Freeze());
+  // Each call gets 2 s; the bound allows 2 s more for handing the outcome over, for tearing down
+  // the handle the call made (PartitionCount, DescribeTopic: 3.0 s seen) and for load.
+  auto bounded = [](const char* what, const std::function<bool()>& call) {
+    const auto start = SteadyClock::now();
+    const bool ok = call();
+    const double took = SecondsSince(start);
+    std::cerr << "[frozen] " << what << ": " << (ok ? "succeeded" : "failed") << " after " << took
+              << " s\n";
+    EXPECT_LT(took, 4.0) << what << " (2 s) took " << took << " s with the broker frozen";
+  };
+  bounded("Watermarks", [&] { return (*reader)->Watermarks(topic, 0, seconds(2)).has_value(); });
+  bounded("ReadToEnd", [&] {
+    return (*reader)->ReadToEnd(topic, 0, 0, [](const kafka::Message&) {}, seconds(2)).has_value();
+  });
+  bounded("Committed", [&] { return (*offsets)->Committed({{topic, 0}}, seconds(2)).has_value(); });
+  bounded("PartitionCount", [&] { return kafka::PartitionCount(props(), topic, seconds(2)).has_value(); });
+  bounded("DescribeTopic", [&] { return kafka::DescribeTopic(props(), topic, seconds(2)).has_value(); });
+  ASSERT_TRUE((*producer)->Send(topic, 0, "k", "frozen", {}));
+  bounded("Flush", [&] { return (*producer)->Flush(seconds(2)).has_value(); });
+  bounded("TxnProducer::Init", [&] {
+    auto other = kafka::TxnProducer::Create(props(), topic + ".txn2");
+    return other && (*other)->Init(seconds(2)).has_value();
+  });
+  bounded("TxnProducer::Commit", [&] {
+    if (!(*txn)->Begin()) return false;
+    if (!(*txn)->Send(topic, 0, "k", "txn", {})) return false;
+    return (*txn)->Commit(seconds(2)).has_value();
+  });
+  freeze.Thaw();
+
+  // Each client recovers by itself: the same handles answer again.
+  EXPECT_TRUE(WaitUntil([&] { return (*reader)->Watermarks(topic, 0, seconds(2)).has_value(); },
+                        seconds(30)));
+  EXPECT_TRUE(WaitUntil([&] { return (*offsets)->Committed({{topic, 0}}, seconds(2)).has_value(); },
+                        seconds(30)));
+  auto flushed = (*producer)->Flush(seconds(30));
+  EXPECT_TRUE(flushed) << "the message sent while frozen was not delivered after the thaw: "
+                       << flushed.error().message;
+  EXPECT_EQ((*producer)->rebuilds(), 0);
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
+}
+
+// The broker restarts (clean stop, start on the same data) while messages are in flight: the
+// idempotent producer delivers every one of them once it is back, by itself, each exactly once,
+// and a flush gives up at its deadline while the broker is away.
+TEST_F(KafkaClientIntegrationTest, ProducerDeliversEverythingOnceAcrossABrokerRestart) {
+  ASSERT_FALSE(broker_.script.empty() || broker_.port.empty())
+      << "this test restarts the broker: it needs KLEAF_TEST_KAFKA_SCRIPT and _PORT";
+  const std::string topic = UniqueTopic("restart");
+  ASSERT_TRUE(kafka::EnsureTopics(props(), {{topic, 1, 1, {}}}, seconds(30)));
+  auto producer = kafka::Producer::Create(props());
+  ASSERT_TRUE(producer) << producer.error().message;
+  std::mutex mu;
+  int delivered = 0, failed = 0;  // guarded by mu
+  auto send = [&](int i) {
+    return (*producer)->Send(topic, 0, "k", std::to_string(i), {}, [&](Result<int64_t> r) {
+      std::lock_guard lock(mu);
+      ++(r ? delivered : failed);
+    });
+  };
+  int sent = 0;
+  for (; sent < 50; ++sent) ASSERT_TRUE(send(sent));
+  {
+    BrokerRestartGuard guard(broker_);
+    auto stopped = broker_.Stop();
+    ASSERT_TRUE(stopped) << stopped.error();
+    for (; sent < 100; ++sent) ASSERT_TRUE(send(sent));  // queued while the broker is away
+    // The watermark query (the allocator's restore, producer rounds, gateway start) keeps its
+    // deadline with connections refused, too.
+    auto reader = kafka::PartitionReader::Create(props());
+    ASSERT_TRUE(reader);
+    const auto w0 = SteadyClock::now();
+    EXPECT_FALSE((*reader)->Watermarks(topic, 0, seconds(5)));
+    EXPECT_LT(SecondsSince(w0), 7.0) << "Watermarks(5 s) with the broker stopped";
+    std::cerr << "[restart] Watermarks(5 s) with the broker stopped returned after "
+              << SecondsSince(w0) << " s\n";
+    const auto t0 = SteadyClock::now();
+    auto flushed = (*producer)->Flush(seconds(2));
+    EXPECT_FALSE(flushed) << "flushed with the broker stopped?";
+    EXPECT_LT(SecondsSince(t0), 3.0) << "Flush(2 s) with the broker stopped";
+    auto started = broker_.Start();
+    ASSERT_TRUE(started) << started.error();
+  }
+  for (; sent < 150; ++sent) ASSERT_TRUE(send(sent));
+  auto flushed = (*producer)->Flush(seconds(60));
+  ASSERT_TRUE(flushed) << "not everything delivered within 60 s of the restart: "
+                       << flushed.error().message;
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(delivered, 150);
+    EXPECT_EQ(failed, 0);
+  }
+  // Exactly once on the topic: 150 records, 150 distinct values.
+  auto reader = kafka::PartitionReader::Create(props());
+  ASSERT_TRUE(reader);
+  std::set<std::string> values;
+  int records = 0;
+  auto end = (*reader)->ReadToEnd(topic, 0, 0, [&](const kafka::Message& m) {
+    ++records;
+    if (m.value) values.insert(*m.value);
+  }, seconds(30));
+  ASSERT_TRUE(end) << end.error().message;
+  EXPECT_EQ(records, 150);
+  EXPECT_EQ(values.size(), 150u);
   EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
 }
 

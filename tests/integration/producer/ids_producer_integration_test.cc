@@ -219,5 +219,141 @@ TEST_F(IdsProducerTest, RoundWhoseCommitTimesOutIsFinishedBeforeTheNext) {
   EXPECT_EQ(values.size(), 3u);
 }
 
+// The transactional producer fails for good without being fenced (librdkafka's fatal error, as an
+// unrecoverable idempotence sequence would raise): that round fails, the node stays up, and the
+// next round replaces the producer (init_transactions ends its open transaction) and publishes.
+// No batch is published twice.
+TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNextRound) {
+  const std::string tag = "r" + suffix_;
+  auto producer = NewProducer({{tag, IdBatch::Mode::kSegment, 10}});
+  ASSERT_TRUE(producer->Init().has_value());
+  auto first = producer->RunRound();
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->batches, 3);
+  // The group consumes everything, so the next round has batches to publish.
+  const int32_t p = kafka::PartitionFor(tag, kPartitions);
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  // Once the round's commit is visible (last stable offset past its 3 batches).
+  Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        marks = (*reader)->Watermarks(topic_, p, milliseconds(2000));
+        return marks && marks->second >= 3;
+      },
+      milliseconds(10000)));
+  auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+  ASSERT_TRUE(group.has_value());
+  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+
+  producer->InjectFatalErrorForTesting();
+  auto failed = producer->RunRound();
+  ASSERT_FALSE(failed.has_value()) << "a round published with a producer that failed for good";
+  EXPECT_FALSE(producer->fatal()) << "a fatal error that is no fencing ended the producer";
+  const auto start = SteadyClock::now();
+  auto next = producer->RunRound();
+  ASSERT_TRUE(next.has_value()) << next.error().message;
+  // The new producer's init_transactions (10 s at most) and one round.
+  EXPECT_LT(SecondsSince(start), 15.0);
+  EXPECT_EQ(next->batches, 3);
+  EXPECT_FALSE(producer->fatal());
+
+  // Read back once the second round's commit is visible: 6 batches, each once.
+  std::set<std::string> values;
+  int records = 0;
+  WaitUntil(
+      [&] {
+        values.clear();
+        records = 0;
+        auto reread = kafka::PartitionReader::Create(props_);
+        if (!reread) return false;
+        auto end = (*reread)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
+          ++records;
+          if (m.value) values.insert(*m.value);
+        }, milliseconds(5000));
+        return end.has_value() && records >= 6;
+      },
+      milliseconds(20000));
+  EXPECT_EQ(records, 6);
+  EXPECT_EQ(values.size(), 6u);
+}
+
+// The broker restarts between rounds and while a round runs: a round fails within its bound
+// (reading back what was published waits 10 s at most), the producer is neither fenced nor
+// stuck, and once the broker is back the rounds publish again by themselves, no batch twice.
+TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
+  ASSERT_FALSE(broker_.script.empty() || broker_.port.empty())
+      << "this test restarts the broker: it needs KLEAF_TEST_KAFKA_SCRIPT and _PORT";
+  const std::string tag = "b" + suffix_;
+  auto producer = NewProducer({{tag, IdBatch::Mode::kSegment, 10}});
+  ASSERT_TRUE(producer->Init().has_value());
+  auto first = producer->RunRound();
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->batches, 3);
+  const int32_t p = kafka::PartitionFor(tag, kPartitions);
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  // The group consumes everything: once the round's commit is visible (last stable offset past
+  // its 3 batches), its committed offset moves to the end.
+  Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        marks = (*reader)->Watermarks(topic_, p, milliseconds(2000));
+        return marks && marks->second >= 3;
+      },
+      milliseconds(10000)));
+  auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+  ASSERT_TRUE(group.has_value());
+  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+  {
+    BrokerRestartGuard guard(broker_);
+    auto stopped = broker_.Stop();
+    ASSERT_TRUE(stopped) << stopped.error();
+    const auto t0 = SteadyClock::now();
+    auto down = producer->RunRound();
+    const double took = SecondsSince(t0);
+    std::cerr << "[restart] round with the broker stopped: "
+              << (down ? "ok?" : down.error().message) << " after " << took << " s\n";
+    EXPECT_FALSE(down.has_value()) << "a round published with the broker stopped";
+    // Reading back (10 s), the committed offsets (10 s), and a segment (in-process here).
+    EXPECT_LT(took, 25.0);
+    EXPECT_FALSE(producer->fatal());
+    auto started = broker_.Start();
+    ASSERT_TRUE(started) << started.error();
+  }
+  // The rounds go on by themselves and top the consumed partition up again (right after the
+  // restart the committed offsets can read as none for a moment: a round may publish nothing).
+  std::string last_error;
+  std::set<std::string> values;
+  int records = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = producer->RunRound();
+        if (!r) last_error = r.error().message;
+        if (!r || producer->fatal()) return producer->fatal();
+        values.clear();
+        records = 0;
+        auto reread = kafka::PartitionReader::Create(props_);
+        if (!reread) return false;
+        auto end = (*reread)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
+          ++records;
+          if (m.value) values.insert(*m.value);
+        }, milliseconds(10000));
+        return end.has_value() && records >= 6;
+      },
+      milliseconds(60000)))
+      << "not topped up within 60 s of the restart (" << records << " records, the group's "
+      << "committed offset " << [&] {
+           auto fresh = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+           if (!fresh) return std::string("?");
+           auto c = (*fresh)->Committed({{topic_, p}}, milliseconds(10000));
+           return c ? std::to_string(c->front().offset) : c.error().message;
+         }() << ", end " << marks->second << "): " << last_error;
+  ASSERT_FALSE(producer->fatal()) << last_error;
+  EXPECT_EQ(producer->Ahead(0), 3);
+  EXPECT_EQ(records, 6);
+  EXPECT_EQ(values.size(), 6u);
+}
+
 }  // namespace
 }  // namespace kleaf::integration

@@ -1,0 +1,187 @@
+// The broker freezes (SIGSTOP: connections stay open, nothing is answered) under a running
+// cluster: every HTTP request still gets its answer within its bound (segments from the buffers,
+// then 503s; admin calls 503 after the client's attempts), a gateway and an allocator started
+// meanwhile give up within the bound of their startup waits instead of hanging, and once the
+// broker thaws the cluster serves again by itself (segments, and snowflake IDs once the worker
+// lease is renewed; the late allocator, started again, takes its share of the partitions over
+// and restores them).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <future>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/http_client.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A gateway's request to the allocators: 3 attempts of 2 s (kafka.request_timeout_ms,
+// kafka.request_attempts), plus the answer's way back.
+constexpr double kAdminBoundS = 3 * 2.0 + 2.0;
+// A segment request with both buffers empty waits segment.wait_ms (100 ms, the default; the
+// tests' configs use 3 s) for a fetch, then answers 503: never the allocator round trip's 3 x 2 s.
+// The rest of the bound is room for a loaded machine.
+constexpr double kSegmentBoundS = 1.5;
+// Node startup with no answer from Kafka: topic creation (30 s), its metadata check (30 s), a
+// gateway's reply partition watermarks (10 s), plus process start-up on a loaded machine.
+constexpr double kStartBoundS = 30 + 30 + 10 + 15;
+constexpr auto kRecoveryDeadline = seconds(60);
+
+class FrozenIntegrationTest : public KafkaTest {};
+
+TEST_F(FrozenIntegrationTest, EveryRequestIsAnsweredInTimeWhileTheBrokerIsFrozenAndAllRecovers) {
+  ASSERT_FALSE(broker_.dir.empty()) << "this test freezes the broker: it needs KLEAF_TEST_KAFKA_DIR";
+  // Small segments: the buffers run dry during the freeze, so fetches happen and fail.
+  Cluster cluster(broker_, "frozen",
+                  {{"segment.max_step", "10"}, {"segment.default_step", "10"},
+                   {"segment.wait_ms", "100"}});
+  auto nodes = cluster.StartNodes(1, 1);
+  ASSERT_TRUE(nodes) << nodes.error();
+  Node& gw = *nodes->gateways[0];
+  const std::string tag = "frozen-seg";
+  ASSERT_TRUE(PutTag(gw.port, tag, R"({"step":10})"));
+  ASSERT_TRUE(FetchIds(gw.port, tag, 5));
+  Node& late = cluster.AddGateway("gw-late", 1);
+  Node& late_alloc = cluster.AddAllocator("alloc-late");
+
+  int64_t before_max = 0;
+  {
+    BrokerFreeze freeze(broker_);
+    ASSERT_TRUE(freeze.found()) << "no pid file in " << broker_.dir;
+    ASSERT_TRUE(freeze.Freeze());
+    const auto frozen = SteadyClock::now();
+    // Nodes started now must not hang on Kafka: they exit with a startup error in time.
+    const auto start_bound = milliseconds(static_cast<int64_t>(kStartBoundS * 1000));
+    auto late_start =
+        std::async(std::launch::async, [&] { return cluster.Start({&late}, start_bound); });
+    auto late_alloc_start =
+        std::async(std::launch::async, [&] { return cluster.Start({&late_alloc}, start_bound); });
+
+    auto admin_start = SteadyClock::now();
+    auto admin = PutTag(gw.port, "frozen-admin", R"({"step":10})");
+    const double admin_s = SecondsSince(admin_start);
+    std::cout << "frozen: admin PUT answered in " << admin_s << " s" << std::endl;
+    ASSERT_FALSE(admin) << "a tag was created on a frozen broker";
+    EXPECT_NE(admin.error().find("status 503"), std::string::npos) << admin.error();
+    EXPECT_LT(admin_s, kAdminBoundS);
+
+    // Segment requests: served from the buffers, then 503 once they are empty; each in time.
+    int served = 0, unavailable = 0;
+    double slowest = 0;
+    for (int i = 0; i < 20; ++i) {
+      const auto t0 = SteadyClock::now();
+      auto ids = FetchIds(gw.port, tag, 3);
+      const double took = SecondsSince(t0);
+      slowest = std::max(slowest, took);
+      std::cout << "frozen: segment request " << i << ": " << (ids ? "200" : "503") << " in "
+                << took << " s" << std::endl;
+      if (ids) {
+        ++served;
+        before_max = std::max(before_max, *std::max_element(ids->begin(), ids->end()));
+      } else {
+        EXPECT_NE(ids.error().find("status 503"), std::string::npos) << ids.error();
+        ++unavailable;
+      }
+    }
+    std::cout << "frozen: " << served << " segment requests served, " << unavailable
+              << " answered 503; slowest " << slowest << " s" << std::endl;
+    EXPECT_GT(unavailable, 0) << "the buffers of step 10 outlasted 60 IDs?";
+    EXPECT_LT(slowest, kSegmentBoundS);
+
+    // Snowflake IDs: the worker lease renews through Kafka in the background; a request never
+    // waits for it (served while the lease holds, else 503), so it is answered at once.
+    double slowest_snowflake = 0;
+    for (int i = 0; i < 10; ++i) {
+      e2e::HttpClient client(gw.port, seconds(20));
+      const auto t0 = SteadyClock::now();
+      auto reply = client.Get("/api/snowflake/get/" + tag);
+      slowest_snowflake = std::max(slowest_snowflake, SecondsSince(t0));
+      ASSERT_TRUE(reply) << reply.error();
+      EXPECT_TRUE(reply->status == 200 || reply->status == 503) << reply->status << reply->body;
+    }
+    EXPECT_LT(slowest_snowflake, kSegmentBoundS);
+
+    auto started = late_start.get();
+    const double late_s = SecondsSince(frozen);
+    std::cout << "frozen: the gateway started during the freeze gave up after " << late_s << " s: "
+              << (started ? std::string("ready?") : started.error()) << std::endl;
+    ASSERT_FALSE(started) << "a gateway became ready on a frozen broker";
+    EXPECT_NE(started.error().find("exited"), std::string::npos)
+        << "it did not give up within " << kStartBoundS << " s: " << started.error();
+    EXPECT_LT(late_s, kStartBoundS + kAdminBoundS);
+    auto alloc_started = late_alloc_start.get();
+    const double late_alloc_s = SecondsSince(frozen);
+    std::cout << "frozen: the allocator started during the freeze gave up after " << late_alloc_s
+              << " s" << std::endl;
+    ASSERT_FALSE(alloc_started) << "an allocator became ready on a frozen broker";
+    EXPECT_NE(alloc_started.error().find("exited"), std::string::npos)
+        << "it did not give up within " << kStartBoundS << " s: " << alloc_started.error();
+    EXPECT_LT(late_alloc_s, kStartBoundS + kAdminBoundS);
+  }  // thawed; BrokerFreeze waited until the broker creates topics again
+
+  // Recovery by itself: the running gateway and allocator serve a new tag, old tags continue above.
+  const auto thawed = SteadyClock::now();
+  std::string last_error;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = PutTag(gw.port, "frozen-fresh", R"({"step":10})");
+        if (!r) last_error = r.error();
+        return r.has_value();
+      },
+      kRecoveryDeadline))
+      << "no new tag within " << kRecoveryDeadline.count() << " s of the thaw: " << last_error;
+  std::optional<std::vector<int64_t>> after;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto ids = FetchIds(gw.port, tag, 3);
+        if (!ids) last_error = ids.error();
+        if (ids) after = *ids;
+        return ids.has_value();
+      },
+      kRecoveryDeadline))
+      << last_error;
+  EXPECT_GT(*std::min_element(after->begin(), after->end()), before_max);
+  std::cout << "frozen: serving again " << SecondsSince(thawed) << " s after the thaw" << std::endl;
+  // The worker lease (renewed every 3 s through Kafka; the freeze outlasted part or all of its
+  // 30 s TTL) is renewed or claimed again by itself: snowflake IDs are served again.
+  int last_status = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        e2e::HttpClient client(gw.port, seconds(20));
+        auto reply = client.Get("/api/snowflake/get/" + tag);
+        last_status = reply ? reply->status : 0;
+        return last_status == 200;
+      },
+      kRecoveryDeadline))
+      << "no snowflake ID within " << kRecoveryDeadline.count() << " s of the thaw (status "
+      << last_status << ")";
+  std::cout << "frozen: snowflake IDs again " << SecondsSince(thawed) << " s after the thaw"
+            << std::endl;
+  // The nodes that gave up start now that Kafka answers; the allocator takes partitions over.
+  auto restarted = cluster.Start({&late_alloc, &late});
+  ASSERT_TRUE(restarted) << restarted.error();
+  auto balanced = cluster.WaitBalanced({nodes->allocators[0], &late_alloc}, kRecoveryDeadline);
+  ASSERT_TRUE(balanced) << balanced.error();
+  ASSERT_TRUE(cluster.CheckEveryPartitionAnswers(late)) << cluster.Logs();
+  // Its first segment of the tag is fetched on the first request (which may answer 503 after
+  // segment.wait_ms): ask until it is served.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto ids = FetchIds(late.port, tag, 3);
+        if (!ids) last_error = ids.error();
+        return ids.has_value();
+      },
+      seconds(30)))
+      << last_error;
+}
+
+}  // namespace
+}  // namespace kleaf::integration
