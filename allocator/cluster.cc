@@ -21,8 +21,18 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
   int32_t partitions = t.partitions > 0 ? t.partitions : kDefaultPartitions;
   // Existing topics decide: a missing sibling gets the requests topic's count, and a configured
   // count that disagrees with it is reported by CheckLayout, naming the key.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [&deadline] {
+    return std::max(std::chrono::milliseconds(1000),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  // Any answer but "no such topic" (Kafka unreachable, frozen) ends here: every step below would
+  // wait as long again, and a node must give up within its setup timeout.
   if (auto existing = kafka::PartitionCount(props, t.requests, timeout); existing) {
     partitions = *existing;
+  } else if (existing.error().code != Code::kNotFound) {
+    return std::unexpected(existing.error());
   }
   std::vector<kafka::TopicSpec> specs{
       {t.requests, partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
@@ -42,14 +52,16 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
     // The ids topic routes nothing the allocators own: an existing one keeps its own count (the
     // producer reads it from the broker), so a grown requests topic is reported by CheckLayout.
     int32_t ids_partitions = partitions;
-    if (auto existing = kafka::PartitionCount(props, t.ids, timeout); existing) {
+    if (auto existing = kafka::PartitionCount(props, t.ids, left()); existing) {
       ids_partitions = *existing;
+    } else if (existing.error().code != Code::kNotFound) {
+      return std::unexpected(existing.error());
     }
     specs.push_back({t.ids, ids_partitions, replication_factor, {{"min.insync.replicas", min_isr}}});
   }
   specs.push_back({t.layout, 1, replication_factor,
                    {{"cleanup.policy", "compact"}, {"min.insync.replicas", min_isr}}});
-  return kafka::EnsureTopics(props, specs, timeout);
+  return kafka::EnsureTopics(props, specs, left());
 }
 
 std::string EncodeLayout(const ClusterLayout& l) {
@@ -136,9 +148,14 @@ namespace {
 
 Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterTopics& names,
                                   std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
   auto requests = kafka::DescribeTopic(props, names.requests, timeout);
   if (!requests) return std::unexpected(requests.error());
-  auto state = kafka::DescribeTopic(props, names.state, timeout);
+  auto state = kafka::DescribeTopic(
+      props, names.state,
+      std::max(std::chrono::milliseconds(1000),
+               timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - start)));
   if (!state) return std::unexpected(state.error());
   return TopicFacts{requests->partitions, state->partitions, state->id};
 }
@@ -172,11 +189,18 @@ Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
                                     int32_t configured, const std::string& node_id,
                                     std::chrono::milliseconds timeout) {
-  auto facts = DescribeTopics(props, names, timeout);
+  // One deadline for the whole check: a node that cannot reach Kafka gives up within `timeout`.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [&deadline] {
+    return std::max(std::chrono::milliseconds(1000),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  auto facts = DescribeTopics(props, names, left());
   if (!facts) return std::unexpected(facts.error());
   auto reader = kafka::PartitionReader::Create(props);
   if (!reader) return std::unexpected(reader.error());
-  auto recorded = ReadLayouts(**reader, names, timeout);
+  auto recorded = ReadLayouts(**reader, names, left());
   if (!recorded) return std::unexpected(recorded.error());
   auto layout = CheckLayout(names, *facts, configured, *recorded);
   if (!layout || !recorded->empty()) return layout;
@@ -196,11 +220,11 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
       !sent) {
     return std::unexpected(sent.error());
   }
-  if (auto f = (*producer)->Flush(timeout); !f) return std::unexpected(f.error());
+  if (auto f = (*producer)->Flush(left()); !f) return std::unexpected(f.error());
   if (failed) return std::unexpected(*failed);
   spdlog::info("[layout] recorded {} partitions and state topic id '{}' in {}", layout->partitions,
                layout->state_topic_id, names.layout);
-  recorded = ReadLayouts(**reader, names, timeout);
+  recorded = ReadLayouts(**reader, names, left());
   if (!recorded) return std::unexpected(recorded.error());
   return CheckLayout(names, *facts, configured, *recorded);
 }

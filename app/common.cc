@@ -136,13 +136,20 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c) {
   auto props = KafkaProperties(c);
   if (!props) return std::unexpected(props.error());
   auto topics = Topics(c);
+  const auto start = std::chrono::steady_clock::now();
   if (auto r = allocator::EnsureClusterTopics(*props, topics,
                                               static_cast<int16_t>(c.kafka.replication_factor),
                                               kSetupTimeout);
       !r) {
     return std::unexpected(r.error());
   }
-  auto layout = allocator::ResolveLayout(*props, topics, c.kafka.partitions, c.node.id, kSetupTimeout);
+  // Creating topics and checking the layout share one setup timeout: a node that cannot reach
+  // Kafka gives up within it (plus librdkafka's teardown of a handle).
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  auto layout = allocator::ResolveLayout(*props, topics, c.kafka.partitions, c.node.id,
+                                         std::max(std::chrono::milliseconds(1000),
+                                                  kSetupTimeout - spent));
   if (!layout) return std::unexpected(layout.error());
   topics.partitions = layout->partitions;
   return ClusterSetup{std::move(*props), std::move(topics), std::move(*layout)};
