@@ -9,6 +9,17 @@
 
 namespace kleaf::allocator {
 
+namespace {
+
+// What is left of a deadline for the next Kafka call, at least a second so the call can answer.
+std::chrono::milliseconds TimeLeft(std::chrono::steady_clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1000),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now()));
+}
+
+}  // namespace
+
 ClusterTopics ClusterTopics::For(const std::string& prefix, int32_t partitions,
                                  int32_t reply_partitions) {
   return ClusterTopics{prefix + ".requests", prefix + ".state",   prefix + ".replies", partitions,
@@ -22,11 +33,6 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
   // Existing topics decide: a missing sibling gets the requests topic's count, and a configured
   // count that disagrees with it is reported by CheckLayout, naming the key.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto left = [&deadline] {
-    return std::max(std::chrono::milliseconds(1000),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now()));
-  };
   // Any answer but "no such topic" (Kafka unreachable, frozen) ends here: every step below would
   // wait as long again, and a node must give up within its setup timeout.
   if (auto existing = kafka::PartitionCount(props, t.requests, timeout); existing) {
@@ -52,7 +58,7 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
     // The ids topic routes nothing the allocators own: an existing one keeps its own count (the
     // producer reads it from the broker), so a grown requests topic is reported by CheckLayout.
     int32_t ids_partitions = partitions;
-    if (auto existing = kafka::PartitionCount(props, t.ids, left()); existing) {
+    if (auto existing = kafka::PartitionCount(props, t.ids, TimeLeft(deadline)); existing) {
       ids_partitions = *existing;
     } else if (existing.error().code != Code::kNotFound) {
       return std::unexpected(existing.error());
@@ -61,7 +67,7 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
   }
   specs.push_back({t.layout, 1, replication_factor,
                    {{"cleanup.policy", "compact"}, {"min.insync.replicas", min_isr}}});
-  return kafka::EnsureTopics(props, specs, left());
+  return kafka::EnsureTopics(props, specs, TimeLeft(deadline));
 }
 
 std::string EncodeLayout(const ClusterLayout& l) {
@@ -151,11 +157,7 @@ Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterT
   const auto start = std::chrono::steady_clock::now();
   auto requests = kafka::DescribeTopic(props, names.requests, timeout);
   if (!requests) return std::unexpected(requests.error());
-  auto state = kafka::DescribeTopic(
-      props, names.state,
-      std::max(std::chrono::milliseconds(1000),
-               timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::steady_clock::now() - start)));
+  auto state = kafka::DescribeTopic(props, names.state, TimeLeft(start + timeout));
   if (!state) return std::unexpected(state.error());
   return TopicFacts{requests->partitions, state->partitions, state->id};
 }
@@ -191,16 +193,11 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
                                     std::chrono::milliseconds timeout) {
   // One deadline for the whole check: a node that cannot reach Kafka gives up within `timeout`.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto left = [&deadline] {
-    return std::max(std::chrono::milliseconds(1000),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now()));
-  };
-  auto facts = DescribeTopics(props, names, left());
+  auto facts = DescribeTopics(props, names, TimeLeft(deadline));
   if (!facts) return std::unexpected(facts.error());
   auto reader = kafka::PartitionReader::Create(props);
   if (!reader) return std::unexpected(reader.error());
-  auto recorded = ReadLayouts(**reader, names, left());
+  auto recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
   if (!recorded) return std::unexpected(recorded.error());
   auto layout = CheckLayout(names, *facts, configured, *recorded);
   if (!layout || !recorded->empty()) return layout;
@@ -220,11 +217,11 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
       !sent) {
     return std::unexpected(sent.error());
   }
-  if (auto f = (*producer)->Flush(left()); !f) return std::unexpected(f.error());
+  if (auto f = (*producer)->Flush(TimeLeft(deadline)); !f) return std::unexpected(f.error());
   if (failed) return std::unexpected(*failed);
   spdlog::info("[layout] recorded {} partitions and state topic id '{}' in {}", layout->partitions,
                layout->state_topic_id, names.layout);
-  recorded = ReadLayouts(**reader, names, left());
+  recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
   if (!recorded) return std::unexpected(recorded.error());
   return CheckLayout(names, *facts, configured, *recorded);
 }
