@@ -105,8 +105,16 @@ void BrokerFreeze::Thaw() {
   // again, and meanwhile creates no topic and leads no partition. The next test needs it whole.
   const std::string probe = "kleaf-thaw-probe-" + std::to_string(::getpid()) + "-" +
                             std::to_string(SteadyClock::now().time_since_epoch().count());
+  // Until it has registered again, creating a topic fails at once ("All brokers are currently
+  // fenced"): ask again until the deadline.
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
   auto ready = kafka::EnsureTopics({{"bootstrap.servers", broker_.bootstrap}}, {{probe, 1, 1, {}}},
-                                   std::chrono::seconds(60));
+                                   std::chrono::seconds(10));
+  while (!ready && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ready = kafka::EnsureTopics({{"bootstrap.servers", broker_.bootstrap}}, {{probe, 1, 1, {}}},
+                                std::chrono::seconds(10));
+  }
   if (!ready) ADD_FAILURE() << "the broker did not recover after a freeze: " << ready.error().message;
 }
 
