@@ -114,9 +114,9 @@ int RunAllocator(const config::Config& c) {
       !bound) {
     return StartupError(bound.error().message);
   }
-  const kafka::Properties* props = &setup->props;
+  const kafka::Properties& props = setup->props;
   allocator::AllocatorNodeOptions options;
-  options.props = *props;
+  options.props = props;
   options.topics = setup->topics;
   options.rules = {c.segment.max_step, c.segment.default_step, c.segment.auto_create,
                    {(int64_t{1} << c.snowflake.worker_bits) - 1, c.workers.lease_ttl_ms,
@@ -127,7 +127,7 @@ int RunAllocator(const config::Config& c) {
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
   allocator::AllocatorNode node(options, **store, SystemClock::Instance());
   if (auto r = node.Start(); !r) return StartupError(r.error().message);
-  auto probe = StartProbe(c, *props);
+  auto probe = StartProbe(c, props);
   // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
   // take the port a gateway on the same host expects.
   std::string http_note;

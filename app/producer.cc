@@ -115,10 +115,10 @@ int RunProducer(const config::Config& c) {
   }
   auto setup = PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
-  const kafka::Properties* props = &setup->props;
+  const kafka::Properties& props = setup->props;
   const allocator::ClusterTopics& topics = setup->topics;
   // Batches are routed by the ids topic's own count, read from the broker like every other.
-  auto ids_partitions = kafka::PartitionCount(*props, topics.ids, kSetupTimeout);
+  auto ids_partitions = kafka::PartitionCount(props, topics.ids, kSetupTimeout);
   if (!ids_partitions) return StartupError(ids_partitions.error().message);
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
@@ -127,7 +127,7 @@ int RunProducer(const config::Config& c) {
                                 : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
   Clock& clock = SystemClock::Instance();
   auto client = allocator::KafkaAllocatorClient::Start(
-      {*props, topics, c.node.id, reply_partition, milliseconds(c.kafka.request_timeout_ms),
+      {props, topics, c.node.id, reply_partition, milliseconds(c.kafka.request_timeout_ms),
        c.kafka.request_attempts},
       clock);
   if (!client) return StartupError(client.error().message);
@@ -144,7 +144,7 @@ int RunProducer(const config::Config& c) {
     snowflake = std::move(*node);
   }
 
-  producer::IdsProducer producer(Options(c, *props, *ids_partitions), **client,
+  producer::IdsProducer producer(Options(c, props, *ids_partitions), **client,
                                  snowflake ? &snowflake->generator() : nullptr, clock);
   auto stop_all = [&] {
     producer.Stop();
@@ -175,7 +175,7 @@ int RunProducer(const config::Config& c) {
                snowflake ? std::to_string(snowflake->worker_id()) : std::string("none"));
   // /metrics, /healthz and /readyz, only where http.listen is given (like allocators: with the
   // defaults a producer would take the port a gateway on the same host expects).
-  auto probe = StartProbe(c, *props);
+  auto probe = StartProbe(c, props);
   std::string http_note;
   std::optional<gateway::HttpServer> server;
   if (c.http.listen_set) {
