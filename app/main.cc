@@ -9,8 +9,8 @@
 #include "app/standalone.h"
 #include "base/clock.h"
 #include "config/config.h"
-#include "gateway/snowflake.h"
 #include "kafka/client.h"
+#include "snowflake/snowflake.h"
 #include "state/store.h"
 
 namespace {
@@ -22,10 +22,10 @@ kleaf::Result<kleaf::config::Config> LoadConfig(const std::string& path) {
 
 int Decode(const kleaf::config::Config& config, const std::string& id_text) {
   const auto& s = config.snowflake;
-  auto layout = kleaf::gateway::SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits,
+  auto layout = kleaf::snowflake::SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits,
                                                       s.sequence_bits, s.epoch_ms, s.time_unit_ms,
                                                       INT64_MAX);
-  auto described = layout ? kleaf::gateway::DecodeToJson(*layout, id_text)
+  auto described = layout ? kleaf::snowflake::DecodeToJson(*layout, id_text)
                           : kleaf::Result<std::string>(std::unexpected(layout.error()));
   if (!described) {
     std::cerr << "kleaf: " << described.error().message << "\n";

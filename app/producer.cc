@@ -13,11 +13,11 @@
 #include "allocator/kafka_client.h"
 #include "app/cluster.h"
 #include "app/common.h"
-#include "app/snowflake_node.h"
 #include "base/clock.h"
 #include "gateway/http.h"
 #include "gateway/http_server.h"
 #include "producer/ids_producer.h"
+#include "snowflake/snowflake_node.h"
 
 namespace kleaf::app {
 namespace {
@@ -75,8 +75,8 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
 // The producer's HTTP server: /metrics, /healthz, /readyz only. Ready while Kafka answers, the
 // last top-up round completed recently and, with snowflake streams, the worker lease is valid.
 gateway::Handler ProducerRoutes(const config::Config& c, const producer::IdsProducer& producer,
-                                SnowflakeNode* snowflake, const kafka::BrokerProbe& probe,
-                                Clock& clock) {
+                                snowflake::SnowflakeNode* snowflake,
+                                const kafka::BrokerProbe& probe, Clock& clock) {
   const int64_t fresh_ns = std::max<int64_t>(3 * c.producer.check_interval_ms, 10000) * 1'000'000;
   return [&producer, snowflake, &probe, &clock, fresh_ns](gateway::HttpRequest request,
                                                            gateway::Respond respond) {
@@ -133,10 +133,10 @@ int RunProducer(const config::Config& c) {
   if (!client) return StartupError(client.error().message);
 
   // A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake IDs.
-  std::unique_ptr<SnowflakeNode> snowflake;
+  std::unique_ptr<snowflake::SnowflakeNode> snowflake;
   for (const auto& s : c.producer.streams) {
     if (s.mode != config::ProducerStream::Mode::kSnowflake || snowflake) continue;
-    auto node = SnowflakeNode::Start(c, **store, **client, /*use_registry=*/true, clock);
+    auto node = snowflake::SnowflakeNode::Start(c, **store, **client, /*use_registry=*/true, clock);
     if (!node) {
       (*client)->Stop();
       return StartupError(node.error().message);

@@ -14,14 +14,14 @@
 #include <random>
 
 #include "app/common.h"
-#include "app/snowflake_node.h"
 #include "base/clock.h"
 #include "base/worker_pool.h"
 #include "gateway/api.h"
 #include "gateway/http_server.h"
 #include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
+#include "snowflake/snowflake_node.h"
 
 namespace kleaf::app {
 namespace {
@@ -128,10 +128,10 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   if (!token) return StartupError(token.error().message);
 
   Clock& clock = SystemClock::Instance();
-  auto snowflake = SnowflakeNode::Start(c, store, allocator, use_registry, clock);
+  auto snowflake = snowflake::SnowflakeNode::Start(c, store, allocator, use_registry, clock);
   if (!snowflake) return StartupError(snowflake.error().message);
-  gateway::SnowflakeGenerator& generator = (*snowflake)->generator();
-  gateway::WorkerLease* lease = (*snowflake)->lease();
+  snowflake::SnowflakeGenerator& generator = (*snowflake)->generator();
+  snowflake::WorkerLease* lease = (*snowflake)->lease();
   const int64_t worker_id = (*snowflake)->worker_id();
 
   gateway::SegmentCache segments(allocator, clock, {c.segment.max_step, c.segment.preload_percent});

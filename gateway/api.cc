@@ -134,7 +134,7 @@ Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
 
 }  // namespace
 
-Api::Api(ApiOptions options, SegmentCache& segments, SnowflakeGenerator& snowflake,
+Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
          allocator::Allocator& allocator, WorkerPool& blocking)
     : options_(std::move(options)),
       segments_(segments),
@@ -262,7 +262,7 @@ void Api::Snowflake(const std::string& tag, int64_t count, bool plain, Respond r
 }
 
 void Api::Decode(const std::string& id_text, Respond respond) {
-  auto described = DecodeToJson(snowflake_.layout(), id_text);
+  auto described = snowflake::DecodeToJson(snowflake_.layout(), id_text);
   if (!described) return respond(ErrorResponse(described.error()));
   HttpResponse r;
   r.body = std::move(*described);

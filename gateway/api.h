@@ -18,7 +18,7 @@
 #include "gateway/http.h"
 #include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
 namespace kleaf::gateway {
 
@@ -42,7 +42,7 @@ struct ApiOptions {
 // otherwise the wait runs on `blocking` and `respond` is called from that thread.
 class Api {
  public:
-  Api(ApiOptions options, SegmentCache& segments, SnowflakeGenerator& snowflake,
+  Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
       allocator::Allocator& allocator, WorkerPool& blocking);
 
   void Handle(HttpRequest request, Respond respond);
@@ -63,7 +63,7 @@ class Api {
 
   const ApiOptions options_;
   SegmentCache& segments_;
-  SnowflakeGenerator& snowflake_;
+  snowflake::SnowflakeGenerator& snowflake_;
   allocator::Allocator& allocator_;
   WorkerPool& blocking_;
   std::shared_mutex snowflake_issued_mu_;

@@ -25,7 +25,7 @@ json SegmentJson(const std::optional<allocator::Segment>& s) {
 
 }  // namespace
 
-Monitor::Monitor(Options options, SegmentCache& segments, SnowflakeGenerator& snowflake,
+Monitor::Monitor(Options options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
                  Clock& clock)
     : options_(std::move(options)),
       segments_(segments),

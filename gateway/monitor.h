@@ -18,8 +18,8 @@
 #include "base/metrics.h"
 #include "gateway/http.h"
 #include "gateway/segment_cache.h"
-#include "gateway/snowflake.h"
-#include "gateway/worker_lease.h"
+#include "snowflake/snowflake.h"
+#include "snowflake/worker_lease.h"
 
 namespace kleaf::gateway {
 
@@ -33,7 +33,7 @@ class Monitor {
     std::string role;  // "standalone" or "gateway"
     std::string node_id;
     // This node's worker lease; empty when the worker id comes from config (standalone).
-    std::function<WorkerLease::Status()> lease;
+    std::function<snowflake::WorkerLease::Status()> lease;
     // Readiness conditions besides the lease, e.g. "Kafka reachable"; may be empty.
     std::function<std::vector<ReadyCheck>()> ready_checks;
     size_t recent_errors = 20;  // error answers kept for the status page
@@ -47,7 +47,8 @@ class Monitor {
     std::string message;
   };
 
-  Monitor(Options options, SegmentCache& segments, SnowflakeGenerator& snowflake, Clock& clock);
+  Monitor(Options options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
+          Clock& clock);
   ~Monitor();
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;
@@ -72,7 +73,7 @@ class Monitor {
  private:
   const Options options_;
   SegmentCache& segments_;
-  SnowflakeGenerator& snowflake_;
+  snowflake::SnowflakeGenerator& snowflake_;
   Clock& clock_;
   const int64_t started_ms_;
   metrics::Registry& registry_;

@@ -17,7 +17,7 @@ constexpr int64_t kPendingExpiryMs = 60000;
 }  // namespace
 
 IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& allocator,
-                         gateway::SnowflakeGenerator* generator, Clock& clock)
+                         snowflake::SnowflakeGenerator* generator, Clock& clock)
     : options_(std::move(options)),
       allocator_(allocator),
       generator_(generator),

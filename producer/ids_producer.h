@@ -22,10 +22,10 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
-#include "gateway/snowflake.h"
 #include "kafka/client.h"
 #include "kleaf/batch.h"
 #include "producer/top_up.h"
+#include "snowflake/snowflake.h"
 
 namespace kleaf::producer {
 
@@ -65,7 +65,7 @@ struct IdsProducerOptions {
 class IdsProducer {
  public:
   IdsProducer(IdsProducerOptions options, allocator::Allocator& allocator,
-              gateway::SnowflakeGenerator* generator, Clock& clock);
+              snowflake::SnowflakeGenerator* generator, Clock& clock);
   ~IdsProducer();
 
   // Creates the Kafka clients, fences older runs (init_transactions) and finds where each tracked
@@ -128,7 +128,7 @@ class IdsProducer {
 
   const IdsProducerOptions options_;
   allocator::Allocator& allocator_;
-  gateway::SnowflakeGenerator* generator_;
+  snowflake::SnowflakeGenerator* generator_;
   Clock& clock_;
   std::unique_ptr<kafka::TxnProducer> txn_;
   std::unique_ptr<kafka::PartitionReader> reader_;

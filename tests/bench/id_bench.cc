@@ -6,7 +6,7 @@
 
 #include "base/clock.h"
 #include "gateway/segment_buffer.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
 namespace kleaf::gateway {
 namespace {
@@ -57,10 +57,10 @@ void BM_SegmentBatch1000(benchmark::State& state) {
 BENCHMARK(BM_SegmentBatch1000);
 
 void BM_SnowflakeNext(benchmark::State& state) {
-  static SnowflakeGenerator* generator = nullptr;
+  static snowflake::SnowflakeGenerator* generator = nullptr;
   if (state.thread_index() == 0) {
     delete generator;
-    generator = new SnowflakeGenerator(SnowflakeLayout::Default(),
+    generator = new snowflake::SnowflakeGenerator(snowflake::SnowflakeLayout::Default(),
                                        {.worker_id = 1, .random_sequence_start = false},
                                        SystemClock::Instance());
   }

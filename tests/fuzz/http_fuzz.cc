@@ -29,7 +29,7 @@
 #include "gateway/api.h"
 #include "gateway/request_reader.h"
 #include "gateway/segment_cache.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
 namespace kleaf::fuzz {
 namespace {
@@ -211,8 +211,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::InlineAllocator allocator(clock);
   gateway::SegmentCache segments(allocator, clock,
                                  {.max_step = fuzz::kMaxStep, .preload_percent = 10});
-  gateway::SnowflakeGenerator snowflake(
-      gateway::SnowflakeLayout::Default(),
+  snowflake::SnowflakeGenerator snowflake(
+      snowflake::SnowflakeLayout::Default(),
       {.worker_id = 1, .random_sequence_start = false, .max_backward_ms = 5}, clock);
   // Stopped at once: work the Api hands to the pool runs inline, so every answer is in before
   // Handle returns.

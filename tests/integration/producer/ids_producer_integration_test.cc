@@ -44,8 +44,8 @@ class IdsProducerTest : public KafkaTest {
     allocator_ = std::make_unique<allocator::LocalAllocator>(
         *store_, SystemClock::Instance(),
         allocator::LocalAllocatorOptions{1000000, 1000, true, 2, {}});
-    generator_ = std::make_unique<gateway::SnowflakeGenerator>(
-        gateway::SnowflakeLayout::Default(), gateway::SnowflakeGenerator::Options{7, true, 5},
+    generator_ = std::make_unique<snowflake::SnowflakeGenerator>(
+        snowflake::SnowflakeLayout::Default(), snowflake::SnowflakeGenerator::Options{7, true, 5},
         SystemClock::Instance());
   }
 
@@ -72,7 +72,7 @@ class IdsProducerTest : public KafkaTest {
   kafka::Properties props_;
   std::unique_ptr<state::Store> store_;
   std::unique_ptr<allocator::LocalAllocator> allocator_;
-  std::unique_ptr<gateway::SnowflakeGenerator> generator_;
+  std::unique_ptr<snowflake::SnowflakeGenerator> generator_;
 };
 
 // The metric of `name` with `labels` as /metrics renders it, or -1 if absent.

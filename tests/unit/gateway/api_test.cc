@@ -23,7 +23,7 @@
 #include "base/clock.h"
 #include "base/worker_pool.h"
 #include "gateway/segment_cache.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
 namespace kleaf::gateway {
 namespace {
@@ -251,8 +251,8 @@ std::vector<int64_t> Ids(const HttpResponse& r) {
   return ids;
 }
 
-SnowflakeGenerator::Options SnowflakeOptions() {
-  SnowflakeGenerator::Options o;
+snowflake::SnowflakeGenerator::Options SnowflakeOptions() {
+  snowflake::SnowflakeGenerator::Options o;
   o.worker_id = kWorkerId;
   o.random_sequence_start = false;
   o.max_backward_ms = 5;
@@ -317,7 +317,7 @@ class ApiTest : public ::testing::Test {
   FakeAllocator allocator_{clock_};
   SegmentCache cache_{allocator_, clock_, SegmentBuffer::Options{.max_step = 1'000'000,
                                                                  .preload_percent = 10}};
-  SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), SnowflakeOptions(), clock_};
+  snowflake::SnowflakeGenerator snowflake_{snowflake::SnowflakeLayout::Default(), SnowflakeOptions(), clock_};
   WorkerPool pool_{2, "api-test"};
   std::unique_ptr<Api> api_;
   std::mutex answers_mu_;
@@ -352,7 +352,7 @@ TEST_F(ApiTest, LeafSnowflakeRouteAnswersAPlainDecimalId) {
   EXPECT_TRUE(
       std::all_of(r.body.begin(), r.body.end(), [](char c) { return c >= '0' && c <= '9'; }))
       << r.body;
-  auto p = SnowflakeLayout::Default().Decode(std::stoll(r.body));
+  auto p = snowflake::SnowflakeLayout::Default().Decode(std::stoll(r.body));
   ASSERT_TRUE(p);
   EXPECT_EQ(p->worker_id, kWorkerId);
   EXPECT_EQ(p->timestamp_ms, kNow);

@@ -10,9 +10,9 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 
 // Owned by the process wiring; runs one thread between Start and Stop.
 //
@@ -60,4 +60,4 @@ class TimestampGuard {
   std::thread thread_;
 };
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

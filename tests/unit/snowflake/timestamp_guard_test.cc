@@ -1,4 +1,4 @@
-#include "gateway/timestamp_guard.h"
+#include "snowflake/timestamp_guard.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 namespace {
 
 constexpr int64_t kNow = 1'700'000'000'000;
@@ -357,4 +357,4 @@ TEST(TimestampGuardTest, DestroyingAnUnstartedGuardIsHarmless) {
 }
 
 }  // namespace
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

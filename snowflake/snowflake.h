@@ -12,7 +12,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 
 // Immutable after Make(). Bits add up to 63, so every ID is a non-negative int64.
 class SnowflakeLayout {
@@ -113,4 +113,4 @@ class SnowflakeGenerator {
   std::minstd_rand rng_;     // guarded by mu_
 };
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

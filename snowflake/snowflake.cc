@@ -1,4 +1,4 @@
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,7 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 
 Result<SnowflakeLayout> SnowflakeLayout::Make(int timestamp_bits, int worker_bits,
                                               int sequence_bits, int64_t epoch_ms,
@@ -170,4 +170,4 @@ Result<int64_t> SnowflakeGenerator::NextLocked() {
   return layout_.Compose(ticks, options_.worker_id, sequence);
 }
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

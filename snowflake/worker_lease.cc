@@ -1,11 +1,11 @@
-#include "gateway/worker_lease.h"
+#include "snowflake/worker_lease.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <future>
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 
 using allocator::Request;
 using std::chrono::milliseconds;
@@ -176,4 +176,4 @@ WorkerLease::Status WorkerLease::status() const {
   return s;
 }
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

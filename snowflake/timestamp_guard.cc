@@ -1,10 +1,10 @@
-#include "gateway/timestamp_guard.h"
+#include "snowflake/timestamp_guard.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 namespace {
 constexpr int64_t kYearMs = 365LL * 24 * 3600 * 1000;
 }
@@ -110,4 +110,4 @@ void TimestampGuard::Stop() {
   }
 }
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

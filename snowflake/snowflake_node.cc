@@ -1,11 +1,11 @@
-#include "app/snowflake_node.h"
+#include "snowflake/snowflake_node.h"
 
 #include <cstdio>
 #include <random>
 #include <string>
 #include <string_view>
 
-namespace kleaf::app {
+namespace kleaf::snowflake {
 namespace {
 
 constexpr std::string_view kSnowflakeMark = "snowflake.high_water_ms";
@@ -42,7 +42,7 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
                                                             allocator::Allocator& allocator,
                                                             bool use_registry, Clock& clock) {
   const auto& sf = c.snowflake;
-  auto layout = gateway::SnowflakeLayout::Make(sf.timestamp_bits, sf.worker_bits, sf.sequence_bits,
+  auto layout = SnowflakeLayout::Make(sf.timestamp_bits, sf.worker_bits, sf.sequence_bits,
                                                sf.epoch_ms, sf.time_unit_ms, clock.NowMs());
   if (!layout) return std::unexpected(layout.error());
 
@@ -54,17 +54,17 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
     if (!tokens) return std::unexpected(tokens.error());
     node->lease_.emplace(
         allocator, clock,
-        gateway::WorkerLease::Options{c.node.id, tokens->first, tokens->second,
+        WorkerLease::Options{c.node.id, tokens->first, tokens->second,
                                       c.workers.lease_ttl_ms,
                                       c.workers.renew_interval_ms, c.workers.safety_margin_ms,
                                       c.workers.claim_timeout_ms},
-        [&store]() -> std::optional<gateway::WorkerLease::Cached> {
+        [&store]() -> std::optional<WorkerLease::Cached> {
           auto id = store.GetValue(kCachedWorker);
           auto until = store.GetValue(kCachedLeaseUntil);
           if (!id || !*id || !until || !*until) return std::nullopt;
-          return gateway::WorkerLease::Cached{**id, **until};
+          return WorkerLease::Cached{**id, **until};
         },
-        [&store](const gateway::WorkerLease::Cached& cached) {
+        [&store](const WorkerLease::Cached& cached) {
           (void)store.Write({{},
                              {},
                              {{std::string(kCachedWorker), cached.worker_id},
@@ -82,14 +82,14 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
     worker_id = grant->worker_id;
     not_before_ms = grant->not_before_ms;
   }
-  node->generator_ = std::make_unique<gateway::SnowflakeGenerator>(
+  node->generator_ = std::make_unique<SnowflakeGenerator>(
       *layout,
-      gateway::SnowflakeGenerator::Options{worker_id, sf.random_sequence_start, sf.max_backward_ms},
+      SnowflakeGenerator::Options{worker_id, sf.random_sequence_start, sf.max_backward_ms},
       clock);
-  node->guard_ = std::make_unique<gateway::TimestampGuard>(
+  node->guard_ = std::make_unique<TimestampGuard>(
       *node->generator_, clock, [&store] { return store.GetValue(kSnowflakeMark); },
       [&store](int64_t ms) { return store.PutValue(kSnowflakeMark, ms); },
-      gateway::TimestampGuard::Options{sf.persist_interval_ms, sf.reserve_ms,
+      TimestampGuard::Options{sf.persist_interval_ms, sf.reserve_ms,
                                        sf.max_startup_wait_ms});
   node->guard_->SetExternalFloorMs(not_before_ms);
   if (auto r = node->guard_->Start(); !r) return std::unexpected(r.error());
@@ -106,4 +106,4 @@ void SnowflakeNode::Stop() {
   if (guard_) guard_->Stop();
 }
 
-}  // namespace kleaf::app
+}  // namespace kleaf::snowflake

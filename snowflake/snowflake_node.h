@@ -9,12 +9,12 @@
 #include "allocator/allocator.h"
 #include "base/clock.h"
 #include "config/config.h"
-#include "gateway/snowflake.h"
-#include "gateway/timestamp_guard.h"
-#include "gateway/worker_lease.h"
+#include "snowflake/snowflake.h"
+#include "snowflake/timestamp_guard.h"
+#include "snowflake/worker_lease.h"
 #include "state/store.h"
 
-namespace kleaf::app {
+namespace kleaf::snowflake {
 
 // Owned by the process wiring; the lease renews on its own thread, the guard persists the
 // timestamp mark on its own. The store and allocator must outlive it. Guarantees (I3): IDs only
@@ -29,19 +29,19 @@ class SnowflakeNode {
                                                       bool use_registry, Clock& clock);
   ~SnowflakeNode();
 
-  gateway::SnowflakeGenerator& generator() { return *generator_; }
+  SnowflakeGenerator& generator() { return *generator_; }
   // nullptr in standalone.
-  gateway::WorkerLease* lease() { return lease_ ? &*lease_ : nullptr; }
+  WorkerLease* lease() { return lease_ ? &*lease_ : nullptr; }
   int64_t worker_id() const { return generator_->worker_id(); }
   // Stops renewing, releases the lease, lowers the durable mark to the last issued timestamp.
   void Stop();
 
  private:
   SnowflakeNode() = default;
-  std::optional<gateway::WorkerLease> lease_;
-  std::unique_ptr<gateway::SnowflakeGenerator> generator_;
-  std::unique_ptr<gateway::TimestampGuard> guard_;
+  std::optional<WorkerLease> lease_;
+  std::unique_ptr<SnowflakeGenerator> generator_;
+  std::unique_ptr<TimestampGuard> guard_;
   bool stopped_ = false;
 };
 
-}  // namespace kleaf::app
+}  // namespace kleaf::snowflake

@@ -4,9 +4,9 @@
 
 #include "allocator/service.h"
 #include "base/clock.h"
-#include "gateway/worker_lease.h"
+#include "snowflake/worker_lease.h"
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 namespace {
 
 constexpr int64_t kNow = 1'800'000'000'000;
@@ -106,4 +106,4 @@ TEST(WorkerLeaseOffsetTest, NoOffsetFromRepliesWithoutTheAllocatorsClock) {
 }
 
 }  // namespace
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

@@ -14,9 +14,9 @@
 #include "allocator/allocator.h"
 #include "base/clock.h"
 #include "base/error.h"
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 
 // Owned by the process wiring; one renewal thread between Start and Stop.
 //
@@ -111,4 +111,4 @@ class WorkerLease {
   std::thread thread_;
 };
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake

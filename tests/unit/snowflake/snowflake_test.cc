@@ -1,4 +1,4 @@
-#include "gateway/snowflake.h"
+#include "snowflake/snowflake.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 
 #include "base/clock.h"
 
-namespace kleaf::gateway {
+namespace kleaf::snowflake {
 namespace {
 
 constexpr int64_t kLeafEpoch = 1288834974657;
@@ -604,4 +604,4 @@ TEST(SnowflakeGeneratorTest, CoarseTimeUnitWaitsForTheNextTick) {
 }
 
 }  // namespace
-}  // namespace kleaf::gateway
+}  // namespace kleaf::snowflake
