@@ -14,7 +14,8 @@
 #include "app/common.h"
 #include "app/serve.h"
 #include "base/clock.h"
-#include "gateway/http_server.h"
+#include "http/http_server.h"
+#include "http/ops_routes.h"
 #include "kafka/probe.h"
 #include "state/records.h"
 
@@ -59,19 +60,12 @@ Result<std::map<std::string, state::TagRecord>> ReadAllTags(const ClusterSetup& 
   return tags;
 }
 
-// The allocator's HTTP server: /metrics, /healthz, /readyz only.
-gateway::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::BrokerProbe& probe) {
-  return [&node, &probe](gateway::HttpRequest request, gateway::Respond respond) {
-    const std::string_view path = gateway::PathOf(request.target);
-    if (path != "/metrics" && path != "/healthz" && path != "/readyz") {
-      return respond(gateway::ErrorResponse(
-          Error{Code::kNotFound, "no such path (allocators serve /metrics, /healthz, /readyz)"}));
-    }
-    if (request.method != "GET") return respond(gateway::MethodNotAllowed("GET"));
-    if (path == "/metrics") return respond(gateway::MetricsResponse());
-    if (path == "/healthz") return respond(gateway::HealthResponse());
+// The allocator's HTTP server: /metrics, /healthz, /readyz only. Ready while Kafka answers and
+// this node is a member of the allocators' group with every assigned partition restored.
+http::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::BrokerProbe& probe) {
+  return http::OpsRoutes("allocators", [&node, &probe] {
     auto s = node.status();
-    std::vector<gateway::ReadyCheck> checks = {KafkaCheck(probe)};
+    std::vector<http::ReadyCheck> checks = {KafkaCheck(probe)};
     checks.push_back({"group", s.member,
                       s.member ? "member of the allocators' consumer group"
                                : "not (or no longer) assigned partitions by the consumer group"});
@@ -80,8 +74,8 @@ gateway::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::Br
     checks.push_back({"partitions", s.pending == 0,
                       std::to_string(s.pending) +
                           " assigned partition(s) not restored yet; serving {" + serving + "}"});
-    respond(gateway::ReadyResponse(checks));
-  };
+    return checks;
+  });
 }
 
 }  // namespace
@@ -97,9 +91,9 @@ std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const ka
   return probe;
 }
 
-gateway::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
+http::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
   auto s = probe.status();
-  gateway::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs, ""};
+  http::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs, ""};
   check.detail = check.ok ? "metadata request answered " + std::to_string(s.since_ok_ms) + " ms ago"
                           : "Kafka unreachable: " + s.last_error;
   return check;
@@ -131,7 +125,7 @@ int RunAllocator(const config::Config& c) {
   // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
   // take the port a gateway on the same host expects.
   std::string http_note;
-  std::optional<gateway::HttpServer> server;
+  std::optional<http::HttpServer> server;
   if (c.http.listen_set) {
     auto listen = config::ParseHostPort(c.http.listen);
     if (!listen) return StartupError("http.listen: " + listen.error().message);
@@ -163,7 +157,7 @@ int RunGateway(const config::Config& c) {
   auto probe = StartProbe(c, setup->props);
   allocator::KafkaAllocatorClient* allocators = client->get();
   int code = ServeIds(c, **store, **client, "gateway", /*use_registry=*/true, [&probe, allocators] {
-    std::vector<gateway::ReadyCheck> checks = {KafkaCheck(*probe)};
+    std::vector<http::ReadyCheck> checks = {KafkaCheck(*probe)};
     // Segments are loadable while the allocators answer: no request given up since the last reply.
     const int64_t reply = allocators->last_reply_mono_ns();
     const bool answering = reply >= 0 && allocators->last_give_up_mono_ns() < reply;

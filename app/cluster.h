@@ -5,7 +5,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "gateway/http.h"
+#include "http/http.h"
 #include "kafka/client.h"
 #include "kafka/probe.h"
 
@@ -14,7 +14,7 @@ namespace kleaf::app {
 // A metadata probe of the cluster's requests topic, every second, for /readyz.
 std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const kafka::Properties& props);
 // Ready when the probe succeeded within the last 5 s.
-gateway::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe);
+http::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe);
 
 int RunAllocator(const config::Config& c);
 int RunGateway(const config::Config& c);

@@ -160,9 +160,9 @@ int ClusterSetupError(const Error& error) {
   return error.code == Code::kInvalidArgument ? 2 : code;
 }
 
-gateway::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
-                                       uint16_t port) {
-  gateway::HttpServerOptions o;
+http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
+                                    uint16_t port) {
+  http::HttpServerOptions o;
   o.host = host;
   o.port = port;
   o.threads = c.http.threads;

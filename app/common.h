@@ -7,7 +7,7 @@
 
 #include "allocator/cluster.h"
 #include "config/config.h"
-#include "gateway/http_server.h"
+#include "http/http_server.h"
 #include "kafka/client.h"
 #include "state/store.h"
 
@@ -49,8 +49,8 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c);
 // (kInvalidArgument: e.g. kafka.partitions disagrees with the topics), else 1.
 int ClusterSetupError(const Error& error);
 // The HTTP server settings of the http.* keys, listening on `host`:`port`.
-gateway::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
-                                       uint16_t port);
+http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
+                                    uint16_t port);
 // "http://HOST:PORT", with an IPv6 host in brackets.
 std::string HttpUrl(const std::string& host, uint16_t port);
 

@@ -14,8 +14,9 @@
 #include "app/cluster.h"
 #include "app/common.h"
 #include "base/clock.h"
-#include "gateway/http.h"
-#include "gateway/http_server.h"
+#include "http/http.h"
+#include "http/http_server.h"
+#include "http/ops_routes.h"
 #include "producer/ids_producer.h"
 #include "snowflake/snowflake_node.h"
 
@@ -74,21 +75,12 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
 
 // The producer's HTTP server: /metrics, /healthz, /readyz only. Ready while Kafka answers, the
 // last top-up round completed recently and, with snowflake streams, the worker lease is valid.
-gateway::Handler ProducerRoutes(const config::Config& c, const producer::IdsProducer& producer,
-                                snowflake::SnowflakeNode* snowflake,
-                                const kafka::BrokerProbe& probe, Clock& clock) {
+http::Handler ProducerRoutes(const config::Config& c, const producer::IdsProducer& producer,
+                             snowflake::SnowflakeNode* snowflake, const kafka::BrokerProbe& probe,
+                             Clock& clock) {
   const int64_t fresh_ns = std::max<int64_t>(3 * c.producer.check_interval_ms, 10000) * 1'000'000;
-  return [&producer, snowflake, &probe, &clock, fresh_ns](gateway::HttpRequest request,
-                                                           gateway::Respond respond) {
-    const std::string_view path = gateway::PathOf(request.target);
-    if (path != "/metrics" && path != "/healthz" && path != "/readyz") {
-      return respond(gateway::ErrorResponse(
-          Error{Code::kNotFound, "no such path (producers serve /metrics, /healthz, /readyz)"}));
-    }
-    if (request.method != "GET") return respond(gateway::MethodNotAllowed("GET"));
-    if (path == "/metrics") return respond(gateway::MetricsResponse());
-    if (path == "/healthz") return respond(gateway::HealthResponse());
-    std::vector<gateway::ReadyCheck> checks = {KafkaCheck(probe)};
+  return http::OpsRoutes("producers", [&producer, snowflake, &probe, &clock, fresh_ns] {
+    std::vector<http::ReadyCheck> checks = {KafkaCheck(probe)};
     const int64_t last = producer.last_round_ok_ns();
     const int64_t age_ms = last < 0 ? -1 : (clock.MonotonicNs() - last) / 1'000'000;
     checks.push_back({"top_up", !producer.fatal() && last >= 0 && age_ms * 1'000'000 <= fresh_ns,
@@ -102,8 +94,8 @@ gateway::Handler ProducerRoutes(const config::Config& c, const producer::IdsProd
                         "worker id " + std::to_string(s.worker_id) + " valid for " +
                             std::to_string(s.valid_for_ms) + " ms"});
     }
-    respond(gateway::ReadyResponse(checks));
-  };
+    return checks;
+  });
 }
 
 }  // namespace
@@ -177,7 +169,7 @@ int RunProducer(const config::Config& c) {
   // defaults a producer would take the port a gateway on the same host expects).
   auto probe = StartProbe(c, props);
   std::string http_note;
-  std::optional<gateway::HttpServer> server;
+  std::optional<http::HttpServer> server;
   if (c.http.listen_set) {
     auto listen = config::ParseHostPort(c.http.listen);
     if (!listen) {

@@ -17,9 +17,9 @@
 #include "base/clock.h"
 #include "base/worker_pool.h"
 #include "gateway/api.h"
-#include "gateway/http_server.h"
 #include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
+#include "http/http_server.h"
 #include "snowflake/snowflake.h"
 #include "snowflake/snowflake_node.h"
 
@@ -121,7 +121,7 @@ void KeepSegmentRests(state::Store& store, gateway::SegmentCache& segments,
 
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
              const std::string& role, bool use_registry,
-             std::function<std::vector<gateway::ReadyCheck>()> ready_checks) {
+             std::function<std::vector<http::ReadyCheck>()> ready_checks) {
   auto listen = config::ParseHostPort(c.http.listen);
   if (!listen) return StartupError("http.listen: " + listen.error().message);
   auto token = AdminToken(c);
@@ -153,15 +153,15 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
                     lease_status, &monitor},
                    segments, generator, allocator, blocking);
-  gateway::HttpServerOptions http = HttpOptions(c, listen->first, listen->second);
-  http.on_error = [&monitor](std::string_view method, std::string_view target,
-                             const gateway::HttpResponse& r) {
+  http::HttpServerOptions http_options = HttpOptions(c, listen->first, listen->second);
+  http_options.on_error = [&monitor](std::string_view method, std::string_view target,
+                                     const http::HttpResponse& r) {
     monitor.RecordError(method, target, r);
   };
-  gateway::HttpServer server(std::move(http),
-                             [&api](gateway::HttpRequest request, gateway::Respond respond) {
-                               api.Handle(std::move(request), std::move(respond));
-                             });
+  http::HttpServer server(std::move(http_options),
+                          [&api](http::HttpRequest request, http::Respond respond) {
+                            api.Handle(std::move(request), std::move(respond));
+                          });
   auto port = server.Start();
   if (!port) return StartupError(port.error().message);
 

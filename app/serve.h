@@ -8,7 +8,7 @@
 
 #include "allocator/allocator.h"
 #include "config/config.h"
-#include "gateway/http.h"
+#include "http/http.h"
 #include "state/store.h"
 
 namespace kleaf::app {
@@ -20,6 +20,6 @@ namespace kleaf::app {
 // the worker lease (e.g. Kafka and the allocators reachable).
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
              const std::string& role, bool use_registry,
-             std::function<std::vector<gateway::ReadyCheck>()> ready_checks = {});
+             std::function<std::vector<http::ReadyCheck>()> ready_checks = {});
 
 }  // namespace kleaf::app

@@ -4,8 +4,17 @@
 #include <nlohmann/json.hpp>
 
 #include "base/tag.h"
+#include "http/ops_routes.h"
 
 namespace kleaf::gateway {
+
+using http::ErrorResponse;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::MethodNotAllowed;
+using http::ReadyCheck;
+using http::Respond;
+
 namespace {
 
 using nlohmann::json;
@@ -154,13 +163,10 @@ void Api::Handle(HttpRequest request, Respond respond) {
   };
 
   if (parts.size() == 1) {
-    if (parts[0] == "healthz") return respond(get ? HealthResponse() : MethodNotAllowed("GET"));
-    if (parts[0] == "metrics") return respond(get ? MetricsResponse() : MethodNotAllowed("GET"));
-    if (parts[0] == "readyz") {
-      if (!get) return respond(MethodNotAllowed("GET"));
-      return respond(ReadyResponse(options_.monitor ? options_.monitor->Readiness()
-                                                    : std::vector<ReadyCheck>{}));
-    }
+    const http::ReadyChecks readiness = [this] {
+      return options_.monitor ? options_.monitor->Readiness() : std::vector<ReadyCheck>{};
+    };
+    if (http::ServeOpsRoute(parts[0], request.method, readiness, respond)) return;
     if (parts[0].empty() && options_.monitor) {
       if (!get) return respond(MethodNotAllowed("GET"));
       HttpResponse page;

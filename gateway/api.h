@@ -15,9 +15,9 @@
 #include "base/error.h"
 #include "base/metrics.h"
 #include "base/worker_pool.h"
-#include "gateway/http.h"
 #include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
+#include "http/http.h"
 #include "snowflake/snowflake.h"
 
 namespace kleaf::gateway {
@@ -45,17 +45,17 @@ class Api {
   Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
       allocator::Allocator& allocator, WorkerPool& blocking);
 
-  void Handle(HttpRequest request, Respond respond);
+  void Handle(http::HttpRequest request, http::Respond respond);
 
   // Snowflake tags with their own kleaf_ids_issued_total series; later ones count as "_other".
   static constexpr size_t kMaxSnowflakeTagSeries = 1000;
 
  private:
-  void Segment(const std::string& tag, int64_t count, bool plain, Respond respond);
-  void Snowflake(const std::string& tag, int64_t count, bool plain, Respond respond);
-  void Decode(const std::string& id_text, Respond respond);
-  void Tags(const HttpRequest& request, const std::string& tag, Respond respond);
-  void Workers(Respond respond);
+  void Segment(const std::string& tag, int64_t count, bool plain, http::Respond respond);
+  void Snowflake(const std::string& tag, int64_t count, bool plain, http::Respond respond);
+  void Decode(const std::string& id_text, http::Respond respond);
+  void Tags(const http::HttpRequest& request, const std::string& tag, http::Respond respond);
+  void Workers(http::Respond respond);
   bool Authorized(const std::string& authorization) const;
   // The snowflake series of kleaf_ids_issued_total for `tag` (snowflake tags are not registered
   // anywhere, so their number is capped).

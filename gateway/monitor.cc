@@ -3,6 +3,11 @@
 #include <nlohmann/json.hpp>
 
 namespace kleaf::gateway {
+
+using http::HttpResponse;
+using http::PathOf;
+using http::ReadyCheck;
+
 namespace {
 
 using nlohmann::json;

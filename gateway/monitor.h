@@ -16,8 +16,8 @@
 
 #include "base/clock.h"
 #include "base/metrics.h"
-#include "gateway/http.h"
 #include "gateway/segment_cache.h"
+#include "http/http.h"
 #include "snowflake/snowflake.h"
 #include "snowflake/worker_lease.h"
 
@@ -35,7 +35,7 @@ class Monitor {
     // This node's worker lease; empty when the worker id comes from config (standalone).
     std::function<snowflake::WorkerLease::Status()> lease;
     // Readiness conditions besides the lease, e.g. "Kafka reachable"; may be empty.
-    std::function<std::vector<ReadyCheck>()> ready_checks;
+    std::function<std::vector<http::ReadyCheck>()> ready_checks;
     size_t recent_errors = 20;  // error answers kept for the status page
   };
   struct ErrorEntry {
@@ -55,7 +55,8 @@ class Monitor {
 
   // Counts an error answer (kleaf_http_errors_total{code,status}) and keeps it among the recent
   // ones; /readyz's 503 is not an error. For HttpServerOptions::on_error.
-  void RecordError(std::string_view method, std::string_view target, const HttpResponse& response);
+  void RecordError(std::string_view method, std::string_view target,
+                   const http::HttpResponse& response);
   std::vector<ErrorEntry> RecentErrors() const;
 
   // GET /api/v1/status: node, worker lease, snowflake range, readiness, every buffered tag's two
@@ -63,7 +64,7 @@ class Monitor {
   std::string StatusJson();
   // The conditions /readyz checks: the worker lease is held and renewing (or the worker id comes
   // from config), plus Options::ready_checks.
-  std::vector<ReadyCheck> Readiness();
+  std::vector<http::ReadyCheck> Readiness();
   // Refreshes the gauges; Render() calls it through the collector.
   void Collect();
 

@@ -27,8 +27,8 @@
 #include "base/clock.h"
 #include "base/worker_pool.h"
 #include "gateway/api.h"
-#include "gateway/request_reader.h"
 #include "gateway/segment_cache.h"
+#include "http/request_reader.h"
 #include "snowflake/snowflake.h"
 
 namespace kleaf::fuzz {
@@ -39,7 +39,7 @@ constexpr const char* kToken = "fuzz-admin-token-0123456789";
 constexpr int64_t kNow = 1'700'000'000'000;
 constexpr int64_t kMaxStep = 1'000'000;
 // The smallest limits the config allows, so that short inputs reach them.
-constexpr gateway::RequestLimits kLimits{1024, 1024};
+constexpr http::RequestLimits kLimits{1024, 1024};
 
 void Check(bool ok, const char* what, std::string_view detail = {}) {
   if (ok) return;
@@ -107,14 +107,14 @@ class InlineAllocator final : public allocator::Allocator {
 
 // What the reader made of the input, in a form two runs can be compared by.
 struct Parsed {
-  std::vector<gateway::ReadOutcome> outcomes;
+  std::vector<http::ReadOutcome> outcomes;
   size_t taken = 0;  // bytes handed to the reader
 };
 
-bool Same(const gateway::ReadOutcome& a, const gateway::ReadOutcome& b) {
+bool Same(const http::ReadOutcome& a, const http::ReadOutcome& b) {
   // Which fault of a bad request is noticed first (and so its status, and whether the request
   // line had been parsed) may depend on how many bytes were at hand; that it is refused may not.
-  if (a.kind == gateway::ReadOutcome::Kind::kReject) return b.kind == a.kind;
+  if (a.kind == http::ReadOutcome::Kind::kReject) return b.kind == a.kind;
   return a.kind == b.kind && a.request.method == b.request.method &&
          a.request.target == b.request.target && a.request.body == b.request.body &&
          a.request.authorization == b.request.authorization && a.head == b.head &&
@@ -122,7 +122,7 @@ bool Same(const gateway::ReadOutcome& a, const gateway::ReadOutcome& b) {
          a.rejection.status == b.rejection.status && a.rejection.body == b.rejection.body;
 }
 
-std::string Describe(const gateway::ReadOutcome& o) {
+std::string Describe(const http::ReadOutcome& o) {
   return "kind " + std::to_string(static_cast<int>(o.kind)) + " " + o.request.method + " " +
          o.request.target + " head " + std::to_string(o.head) + " keep-alive " +
          std::to_string(o.keep_alive) + " version " + std::to_string(o.version) + " body " +
@@ -133,12 +133,12 @@ std::string Describe(const gateway::ReadOutcome& o) {
 // Feeds `input` as a session does, at most `piece` bytes per read. A request asking the
 // connection to close ends the connection, as in the server.
 Parsed Parse(std::string_view input, size_t piece) {
-  using Kind = gateway::ReadOutcome::Kind;
-  gateway::RequestReader reader(kLimits);
+  using Kind = http::ReadOutcome::Kind;
+  http::RequestReader reader(kLimits);
   Parsed parsed;
   size_t since_answer = 0;  // bytes taken since the last request or rejection
   while (true) {
-    gateway::ReadOutcome o = reader.Next();
+    http::ReadOutcome o = reader.Next();
     if (o.kind == Kind::kNeedMore) {
       if (input.empty()) return parsed;
       auto space = reader.ReadBuffer();
@@ -166,7 +166,7 @@ Parsed Parse(std::string_view input, size_t piece) {
   }
 }
 
-void CheckAnswer(const gateway::HttpResponse& r) {
+void CheckAnswer(const http::HttpResponse& r) {
   Check(r.status >= 200 && r.status <= 599, "status out of range", r.body);
   if (r.status < 400) return;
   auto j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
@@ -197,7 +197,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fuzz::Parsed& longer = whole.outcomes.size() > common ? whole : bytewise;
   fuzz::Check(longer.outcomes.size() == common ||
                   (longer.outcomes.size() == common + 1 &&
-                   longer.outcomes.back().kind == gateway::ReadOutcome::Kind::kReject),
+                   longer.outcomes.back().kind == http::ReadOutcome::Kind::kReject),
               "the requests depend on how the bytes were split");
   for (size_t i = 0; i < common; ++i) {
     fuzz::Check(fuzz::Same(whole.outcomes[i], bytewise.outcomes[i]),
@@ -225,13 +225,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gateway::Api api(options, segments, snowflake, allocator, blocking);
 
   for (auto& outcome : whole.outcomes) {
-    if (outcome.kind != gateway::ReadOutcome::Kind::kRequest) {
+    if (outcome.kind != http::ReadOutcome::Kind::kRequest) {
       fuzz::CheckAnswer(outcome.rejection);
       continue;
     }
     int answers = 0;
-    gateway::HttpResponse response;
-    api.Handle(std::move(outcome.request), [&](gateway::HttpResponse r) {
+    http::HttpResponse response;
+    api.Handle(std::move(outcome.request), [&](http::HttpResponse r) {
       ++answers;
       response = std::move(r);
     });

@@ -26,6 +26,11 @@
 #include "snowflake/snowflake.h"
 
 namespace kleaf::gateway {
+
+using http::ErrorResponse;
+using http::HttpRequest;
+using http::HttpResponse;
+
 namespace {
 
 using nlohmann::json;

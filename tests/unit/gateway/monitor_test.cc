@@ -20,6 +20,12 @@
 #include "gateway/api.h"
 
 namespace kleaf::gateway {
+
+using http::HttpRequest;
+using http::HttpResponse;
+using http::ReadyCheck;
+using http::ReadyResponse;
+
 namespace {
 
 using nlohmann::json;

@@ -1,4 +1,4 @@
-#include "gateway/request_reader.h"
+#include "http/request_reader.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kleaf::gateway {
+namespace kleaf::http {
 namespace {
 
 using Kind = ReadOutcome::Kind;
@@ -239,4 +239,4 @@ TEST(RequestReaderTest, BoundCountsBufferRequestLineAndBody) {
 }
 
 }  // namespace
-}  // namespace kleaf::gateway
+}  // namespace kleaf::http

@@ -1,4 +1,4 @@
-#include "gateway/http_server.h"
+#include "http/http_server.h"
 
 #include <spdlog/spdlog.h>
 
@@ -15,12 +15,12 @@
 #include <mutex>
 #include <optional>
 
-#include "gateway/request_reader.h"
+#include "http/request_reader.h"
 
-namespace kleaf::gateway {
+namespace kleaf::http {
 
 namespace beast = boost::beast;
-namespace http = boost::beast::http;
+namespace beast_http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = boost::asio::ip::tcp;
 
@@ -120,10 +120,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // and no body (RFC 9110 §9.3.2), so a pipelining client finds the next answer where it expects.
   void Write(HttpResponse r, bool keep_alive, unsigned version, bool head) {
     if (r.status >= 400 && server_.options.on_error) server_.options.on_error(method_, target_, r);
-    auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(r.status), version);
-    res->set(http::field::server, "kleaf");
-    res->set(http::field::content_type, r.content_type);
+    auto res = std::make_shared<beast_http::response<beast_http::string_body>>(
+        static_cast<beast_http::status>(r.status), version);
+    res->set(beast_http::field::server, "kleaf");
+    res->set(beast_http::field::content_type, r.content_type);
     for (auto& [name, value] : r.headers) res->set(name, value);
     res->keep_alive(keep_alive);
     if (head) {
@@ -133,7 +133,7 @@ class Session : public std::enable_shared_from_this<Session> {
       res->prepare_payload();
     }
     stream_.expires_after(server_.options.idle_timeout);
-    http::async_write(stream_, *res,
+    beast_http::async_write(stream_, *res,
                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
                         if (ec) return self->Close();
                         if (!keep_alive) return self->LingeringClose();
@@ -247,4 +247,4 @@ void HttpServer::Stop(std::chrono::milliseconds grace) {
   impl_->threads.clear();
 }
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::http

@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 
-namespace kleaf::gateway {
+namespace kleaf::http {
 
 struct HttpRequest {
   std::string method;  // "GET", "PUT", ...
@@ -55,4 +55,4 @@ HttpResponse ReadyResponse(const std::vector<ReadyCheck>& checks);
 // The path of a target without its query string.
 std::string_view PathOf(std::string_view target);
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::http

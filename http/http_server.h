@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "gateway/http.h"
+#include "http/http.h"
 
-namespace kleaf::gateway {
+namespace kleaf::http {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -55,4 +55,4 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::http

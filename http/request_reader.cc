@@ -1,4 +1,4 @@
-#include "gateway/request_reader.h"
+#include "http/request_reader.h"
 
 #include <algorithm>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -9,11 +9,11 @@
 #include <string>
 #include <string_view>
 
-namespace kleaf::gateway {
+namespace kleaf::http {
 namespace {
 
 namespace beast = boost::beast;
-namespace http = boost::beast::http;
+namespace beast_http = boost::beast::http;
 
 bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -43,7 +43,7 @@ HttpResponse HeadersTooLarge() {
 // Beast's parser with kleaf's storage: keeps only what the router needs (no field table whose
 // size would depend on the number of fields) and checks the framing fields once the header
 // section is complete.
-class Parser final : public http::basic_parser<true> {
+class Parser final : public beast_http::basic_parser<true> {
  public:
   explicit Parser(const RequestLimits& limits) : limits_(limits) {
     header_limit(limits.header_limit_bytes);
@@ -57,7 +57,7 @@ class Parser final : public http::basic_parser<true> {
   std::string framing_error;
 
  private:
-  void on_request_impl(http::verb, beast::string_view method, beast::string_view target,
+  void on_request_impl(beast_http::verb, beast::string_view method, beast::string_view target,
                        int http_version, beast::error_code&) override {
     request.method.assign(method.data(), method.size());
     request.target.assign(target.data(), target.size());
@@ -65,22 +65,22 @@ class Parser final : public http::basic_parser<true> {
   }
 
   void on_response_impl(int, beast::string_view, int, beast::error_code& ec) override {
-    ec = http::error::bad_version;  // never called for a request parser
+    ec = beast_http::error::bad_version;  // never called for a request parser
   }
 
-  void on_field_impl(http::field name, beast::string_view, beast::string_view value,
+  void on_field_impl(beast_http::field name, beast::string_view, beast::string_view value,
                      beast::error_code&) override {
     if (header_done_) return;  // a trailer field: never used, never kept
     std::string_view v = Trim(std::string_view(value.data(), value.size()));
     switch (name) {
-      case http::field::transfer_encoding:
+      case beast_http::field::transfer_encoding:
         ++transfer_encodings_;
         if (!EqualsIgnoringCase(v, "chunked")) only_chunked_ = false;
         break;
-      case http::field::content_length:
+      case beast_http::field::content_length:
         content_length_ = true;
         break;
-      case http::field::authorization:
+      case beast_http::field::authorization:
         if (!authorization_seen_) request.authorization.assign(v.data(), v.size());
         authorization_seen_ = true;
         break;
@@ -101,7 +101,7 @@ class Parser final : public http::basic_parser<true> {
     } else if (!only_chunked_) {
       framing_error = "Transfer-Encoding other than chunked (the only coding kleaf accepts)";
     }
-    if (!framing_error.empty()) ec = http::error::bad_transfer_encoding;
+    if (!framing_error.empty()) ec = beast_http::error::bad_transfer_encoding;
   }
 
   void on_body_init_impl(const boost::optional<std::uint64_t>& length,
@@ -218,10 +218,10 @@ ReadOutcome RequestReader::Next() {
     impl_->taken += used;
     // Errors first: Beast can report one (e.g. from on_header_impl) on a message it also calls
     // complete.
-    if (ec && ec != http::error::need_more) {
+    if (ec && ec != beast_http::error::need_more) {
       out.request = std::move(parser->request);
-      if (ec == http::error::header_limit) return impl_->Reject(std::move(out), HeadersTooLarge());
-      if (ec == http::error::body_limit) {
+      if (ec == beast_http::error::header_limit) return impl_->Reject(std::move(out), HeadersTooLarge());
+      if (ec == beast_http::error::body_limit) {
         return impl_->Reject(std::move(out), ErrorResponse(Error{Code::kPayloadTooLarge,
                                                                  "request body is too large"}));
       }
@@ -263,4 +263,4 @@ ReadOutcome RequestReader::Next() {
   return out;
 }
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::http

@@ -1,10 +1,10 @@
-#include "gateway/http.h"
+#include "http/http.h"
 
 #include <nlohmann/json.hpp>
 
 #include "base/metrics.h"
 
-namespace kleaf::gateway {
+namespace kleaf::http {
 
 using nlohmann::json;
 
@@ -56,4 +56,4 @@ HttpResponse ReadyResponse(const std::vector<ReadyCheck>& checks) {
 
 std::string_view PathOf(std::string_view target) { return target.substr(0, target.find('?')); }
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::http

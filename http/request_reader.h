@@ -9,9 +9,9 @@
 #include <memory>
 #include <span>
 
-#include "gateway/http.h"
+#include "http/http.h"
 
-namespace kleaf::gateway {
+namespace kleaf::http {
 
 struct RequestLimits {
   uint32_t header_limit_bytes = 8192;
@@ -67,4 +67,4 @@ class RequestReader {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kleaf::gateway
+}  // namespace kleaf::http
