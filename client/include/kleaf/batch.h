@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kleaf/export.h"
+
 namespace kleaf {
 
 struct IdBatch {
@@ -20,16 +22,16 @@ struct IdBatch {
   int64_t end = 0;
   std::vector<int64_t> ids;   // kSnowflake: IDs in issue order
 
-  int64_t size() const;
+  KLEAF_CLIENT_API int64_t size() const;
   // The i-th ID of the batch, 0 <= i < size().
-  int64_t at(int64_t i) const;
+  KLEAF_CLIENT_API int64_t at(int64_t i) const;
 };
 
-std::string_view ModeName(IdBatch::Mode mode);  // "segment" or "snowflake"
+KLEAF_CLIENT_API std::string_view ModeName(IdBatch::Mode mode);  // "segment" or "snowflake"
 
-std::string EncodeBatch(const IdBatch& batch);
+KLEAF_CLIENT_API std::string EncodeBatch(const IdBatch& batch);
 // Rejects anything that is not a well-formed batch: unknown mode, empty or reversed range,
 // negative IDs, missing tag. The error says which field is wrong.
-std::expected<IdBatch, std::string> DecodeBatch(std::string_view json);
+KLEAF_CLIENT_API std::expected<IdBatch, std::string> DecodeBatch(std::string_view json);
 
 }  // namespace kleaf

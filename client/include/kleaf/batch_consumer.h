@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kleaf/export.h"
 #include "kleaf/batch.h"
 #include "kleaf/client_error.h"
 
@@ -87,24 +88,25 @@ class BatchConsumer {
   };
 
   // Joins the group (in the background; the first IDs arrive once partitions are assigned).
-  static ClientResult<std::unique_ptr<BatchConsumer>> Create(Options options);
-  ~BatchConsumer();  // Close()
+  KLEAF_CLIENT_API static ClientResult<std::unique_ptr<BatchConsumer>> Create(Options options);
+  KLEAF_CLIENT_API ~BatchConsumer();  // Close()
   BatchConsumer(const BatchConsumer&) = delete;
   BatchConsumer& operator=(const BatchConsumer&) = delete;
 
   // The next ID of (tag, mode), waiting up to `timeout` for a batch of that key.
-  ClientResult<int64_t> Next(const std::string& tag, IdBatch::Mode mode,
-                             std::chrono::milliseconds timeout);
+  KLEAF_CLIENT_API ClientResult<int64_t> Next(const std::string& tag, IdBatch::Mode mode,
+                                              std::chrono::milliseconds timeout);
   // `n` IDs of (tag, mode); if the deadline passes first, the ones gathered so far (at least
   // one), else kTimeout.
-  ClientResult<std::vector<int64_t>> Take(const std::string& tag, IdBatch::Mode mode, int64_t n,
-                                          std::chrono::milliseconds timeout);
+  KLEAF_CLIENT_API ClientResult<std::vector<int64_t>> Take(const std::string& tag,
+                                                           IdBatch::Mode mode, int64_t n,
+                                                           std::chrono::milliseconds timeout);
   // The next claimed batch of any key (the unused rest of it), for generic consumers.
-  ClientResult<IdBatch> NextBatch(std::chrono::milliseconds timeout);
+  KLEAF_CLIENT_API ClientResult<IdBatch> NextBatch(std::chrono::milliseconds timeout);
 
-  Stats stats() const;
+  KLEAF_CLIENT_API Stats stats() const;
   // Leaves the group; buffered IDs are given up. Later calls return kClosed.
-  void Close();
+  KLEAF_CLIENT_API void Close();
 
   struct Impl;
 

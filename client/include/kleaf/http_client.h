@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kleaf/export.h"
 #include "kleaf/client_error.h"
 
 namespace kleaf {
@@ -21,7 +22,7 @@ struct GatewayAddress {
 };
 
 // "host:port[,host:port...]" (also "[v6addr]:port"); spaces around entries are ignored.
-ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list);
+KLEAF_CLIENT_API ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list);
 
 // Thread-safe; each call borrows one keep-alive connection per gateway (a small pool). A call
 // tries the gateway that answered last, then the next ones in list order, going round again
@@ -42,22 +43,24 @@ class HttpClient {
     int max_idle_connections = 8;         // per gateway
   };
 
-  static ClientResult<std::unique_ptr<HttpClient>> Create(Options options);
-  ~HttpClient();
+  KLEAF_CLIENT_API static ClientResult<std::unique_ptr<HttpClient>> Create(Options options);
+  KLEAF_CLIENT_API ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  ClientResult<int64_t> NextSegment(const std::string& tag);
-  ClientResult<std::vector<int64_t>> Segments(const std::string& tag, int64_t count);
-  ClientResult<int64_t> NextSnowflake(const std::string& tag);
-  ClientResult<std::vector<int64_t>> Snowflakes(const std::string& tag, int64_t count);
+  KLEAF_CLIENT_API ClientResult<int64_t> NextSegment(const std::string& tag);
+  KLEAF_CLIENT_API ClientResult<std::vector<int64_t>> Segments(const std::string& tag,
+                                                               int64_t count);
+  KLEAF_CLIENT_API ClientResult<int64_t> NextSnowflake(const std::string& tag);
+  KLEAF_CLIENT_API ClientResult<std::vector<int64_t>> Snowflakes(const std::string& tag,
+                                                                 int64_t count);
 
   struct Stats {
     int64_t requests = 0;           // HTTP requests sent
     int64_t failovers = 0;          // attempts that moved on to another gateway
     int64_t connections_opened = 0;
   };
-  Stats stats() const;
+  KLEAF_CLIENT_API Stats stats() const;
 
   struct Impl;
 
