@@ -3,62 +3,25 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
-#include <future>
 #include <iostream>
-#include <map>
-#include <nlohmann/json.hpp>
 
 #include "allocator/cluster.h"
 #include "allocator/kafka_client.h"
 #include "allocator/kafka_node.h"
+#include "allocator/state_export.h"
 #include "app/common.h"
 #include "app/serve.h"
 #include "base/clock.h"
 #include "http/http_server.h"
 #include "http/ops_routes.h"
 #include "kafka/probe.h"
+#include "state/export_file.h"
 #include "state/records.h"
 
 namespace kleaf::app {
 namespace {
 
 using std::chrono::milliseconds;
-
-Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartClient(const config::Config& c,
-                                                                     const ClusterSetup& setup) {
-  int32_t reply_partition = c.kafka.reply_partition >= 0
-                                ? c.kafka.reply_partition
-                                : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
-  return allocator::KafkaAllocatorClient::Start(
-      {setup.props, setup.topics, c.node.id, reply_partition,
-       milliseconds(c.kafka.request_timeout_ms), c.kafka.request_attempts},
-      SystemClock::Instance());
-}
-
-// Every live tag record of the state topic, read to the last stable offset.
-Result<std::map<std::string, state::TagRecord>> ReadAllTags(const ClusterSetup& setup) {
-  auto reader = kafka::PartitionReader::Create(setup.props);
-  if (!reader) return std::unexpected(reader.error());
-  const auto& topics = setup.topics;
-  std::map<std::string, state::TagRecord> tags;
-  for (int32_t p = 0; p < topics.partitions; ++p) {
-    auto end = (*reader)->ReadToEnd(
-        topics.state, p, 0,
-        [&](const kafka::Message& m) {
-          if (!m.key.starts_with("seg/") || !m.value) return;
-          if (auto r = state::DecodeTag(*m.value)) {
-            std::string tag = r->tag;  // read before the record is moved from
-            auto it = tags.find(tag);
-            auto merged = allocator::MergeRestored(
-                it == tags.end() ? std::nullopt : std::optional(it->second), std::move(*r));
-            tags[tag] = std::move(merged);
-          }
-        },
-        milliseconds(120000));
-    if (!end) return std::unexpected(end.error());
-  }
-  return tags;
-}
 
 // The allocator's HTTP server: /metrics, /healthz, /readyz only. Ready while Kafka answers and
 // this node is a member of the allocators' group with every assigned partition restored.
@@ -152,7 +115,7 @@ int RunGateway(const config::Config& c) {
   if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
-  auto client = StartClient(c, *setup);
+  auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
   if (!client) return StartupError(client.error().message);
   auto probe = StartProbe(c, setup->props);
   allocator::KafkaAllocatorClient* allocators = client->get();
@@ -198,14 +161,13 @@ int RunStateReplay(const config::Config& c) {
 int RunStateExport(const config::Config& c, const std::string& file) {
   auto setup = PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
-  auto tags = ReadAllTags(*setup);
+  auto tags = allocator::ReadAllTags(setup->props, setup->topics);
   if (!tags) return StartupError(tags.error().message);
-  nlohmann::json out = {{"topic", setup->topics.state},
-                        {"exported_at", FormatUtcMs(SystemClock::Instance().NowMs())},
-                        {"tags", nlohmann::json::array()}};
-  for (const auto& [tag, r] : *tags) out["tags"].push_back(nlohmann::json::parse(state::EncodeTag(r)));
+  std::vector<state::TagRecord> records;
+  for (const auto& [tag, r] : *tags) records.push_back(r);
   std::ofstream f(file, std::ios::trunc);
-  f << out.dump(2) << "\n";
+  f << state::EncodeExportFile(setup->topics.state, FormatUtcMs(SystemClock::Instance().NowMs()),
+                               records);
   if (!f) return StartupError("cannot write " + file);
   std::cout << "exported " << tags->size() << " tags to " << file << std::endl;
   return 0;
@@ -215,55 +177,18 @@ int RunStateImport(const config::Config& c, const std::string& file, int64_t bum
   if (bump < 0) return StartupError("--bump must not be negative");
   std::ifstream in(file);
   if (!in) return StartupError("cannot read " + file);
-  std::vector<state::TagRecord> records;
-  try {
-    auto j = nlohmann::json::parse(in);
-    for (const auto& t : j.at("tags")) {
-      auto r = state::DecodeTag(t.dump());
-      if (!r) return StartupError(file + ": " + r.error().message);
-      records.push_back(*r);
-    }
-  } catch (const std::exception& e) {
-    return StartupError(file + ": not an export file: " + e.what());
-  }
+  auto records = state::DecodeExportFile(in);
+  if (!records) return StartupError(file + ": " + records.error().message);
   auto setup = PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
-  auto client = StartClient(c, *setup);
+  auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
   if (!client) return StartupError(client.error().message);
-  int failed = 0;
-  int64_t raised = 0, kept = 0;
-  for (const auto& r : records) {
-    if (r.max_id > allocator::kMaxSegmentId - bump) {
-      std::cerr << "kleaf: tag " << r.tag << ": max_id + bump exceeds the ID space\n";
-      ++failed;
-      continue;
-    }
-    allocator::TagUpdate update{r.step, r.max_id + bump, r.description};
-    std::promise<Result<state::TagRecord>> put;
-    (*client)->PutTag(r.tag, update, [&put](Result<state::TagRecord> res) { put.set_value(std::move(res)); });
-    auto result = put.get_future().get();
-    if (!result && result.error().code == Code::kFailedPrecondition) {
-      ++kept;  // the live max_id is higher already: keep it
-    } else if (!result) {
-      std::cerr << "kleaf: tag " << r.tag << ": " << result.error().message << "\n";
-      ++failed;
-      continue;
-    } else {
-      ++raised;
-    }
-    if (r.deleted) {
-      std::promise<Result<state::TagRecord>> del;
-      (*client)->DeleteTag(r.tag, [&del](Result<state::TagRecord> res) { del.set_value(std::move(res)); });
-      if (auto d = del.get_future().get(); !d && d.error().code != Code::kNotFound) {
-        std::cerr << "kleaf: tag " << r.tag << ": " << d.error().message << "\n";
-        ++failed;
-      }
-    }
-  }
+  auto counts = allocator::ImportTags(**client, *records, bump, std::cerr);
   (*client)->Stop();
-  std::cout << "imported " << records.size() << " tags from " << file << " (bump " << bump << "): "
-            << raised << " raised, " << kept << " already higher, " << failed << " failed" << std::endl;
-  return failed == 0 ? 0 : 1;
+  std::cout << "imported " << records->size() << " tags from " << file << " (bump " << bump
+            << "): " << counts.raised << " raised, " << counts.kept << " already higher, "
+            << counts.failed << " failed" << std::endl;
+  return counts.failed == 0 ? 0 : 1;
 }
 
 }  // namespace kleaf::app

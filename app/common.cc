@@ -160,6 +160,17 @@ int ClusterSetupError(const Error& error) {
   return error.code == Code::kInvalidArgument ? 2 : code;
 }
 
+Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartAllocatorClient(
+    const config::Config& c, const ClusterSetup& setup, Clock& clock) {
+  int32_t reply_partition = c.kafka.reply_partition >= 0
+                                ? c.kafka.reply_partition
+                                : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
+  return allocator::KafkaAllocatorClient::Start(
+      {setup.props, setup.topics, c.node.id, reply_partition,
+       std::chrono::milliseconds(c.kafka.request_timeout_ms), c.kafka.request_attempts},
+      clock);
+}
+
 http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
                                     uint16_t port) {
   http::HttpServerOptions o;

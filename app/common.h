@@ -6,6 +6,8 @@
 #include <string>
 
 #include "allocator/cluster.h"
+#include "allocator/kafka_client.h"
+#include "base/clock.h"
 #include "config/config.h"
 #include "http/http_server.h"
 #include "kafka/client.h"
@@ -48,6 +50,11 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c);
 // StartupError for a failed PrepareCluster: exit 2 when the configuration is at fault
 // (kInvalidArgument: e.g. kafka.partitions disagrees with the topics), else 1.
 int ClusterSetupError(const Error& error);
+// The Kafka allocator client of gateways, producers and `state import`: requests on the cluster's
+// topics, replies on kafka.reply_partition (or the node's own by default), the configured timeout
+// and attempts.
+Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartAllocatorClient(
+    const config::Config& c, const ClusterSetup& setup, Clock& clock);
 // The HTTP server settings of the http.* keys, listening on `host`:`port`.
 http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
                                     uint16_t port);

@@ -114,14 +114,8 @@ int RunProducer(const config::Config& c) {
   if (!ids_partitions) return StartupError(ids_partitions.error().message);
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
-  int32_t reply_partition = c.kafka.reply_partition >= 0
-                                ? c.kafka.reply_partition
-                                : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
   Clock& clock = SystemClock::Instance();
-  auto client = allocator::KafkaAllocatorClient::Start(
-      {props, topics, c.node.id, reply_partition, milliseconds(c.kafka.request_timeout_ms),
-       c.kafka.request_attempts},
-      clock);
+  auto client = StartAllocatorClient(c, *setup, clock);
   if (!client) return StartupError(client.error().message);
 
   // A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake IDs.
