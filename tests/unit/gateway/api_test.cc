@@ -30,6 +30,8 @@ namespace kleaf::gateway {
 using http::ErrorResponse;
 using http::HttpRequest;
 using http::HttpResponse;
+using snowflake::SnowflakeGenerator;
+using snowflake::SnowflakeLayout;
 
 namespace {
 
@@ -256,8 +258,8 @@ std::vector<int64_t> Ids(const HttpResponse& r) {
   return ids;
 }
 
-snowflake::SnowflakeGenerator::Options SnowflakeOptions() {
-  snowflake::SnowflakeGenerator::Options o;
+SnowflakeGenerator::Options SnowflakeOptions() {
+  SnowflakeGenerator::Options o;
   o.worker_id = kWorkerId;
   o.random_sequence_start = false;
   o.max_backward_ms = 5;
@@ -322,7 +324,7 @@ class ApiTest : public ::testing::Test {
   FakeAllocator allocator_{clock_};
   SegmentCache cache_{allocator_, clock_, SegmentBuffer::Options{.max_step = 1'000'000,
                                                                  .preload_percent = 10}};
-  snowflake::SnowflakeGenerator snowflake_{snowflake::SnowflakeLayout::Default(), SnowflakeOptions(), clock_};
+  SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), SnowflakeOptions(), clock_};
   WorkerPool pool_{2, "api-test"};
   std::unique_ptr<Api> api_;
   std::mutex answers_mu_;
@@ -357,7 +359,7 @@ TEST_F(ApiTest, LeafSnowflakeRouteAnswersAPlainDecimalId) {
   EXPECT_TRUE(
       std::all_of(r.body.begin(), r.body.end(), [](char c) { return c >= '0' && c <= '9'; }))
       << r.body;
-  auto p = snowflake::SnowflakeLayout::Default().Decode(std::stoll(r.body));
+  auto p = SnowflakeLayout::Default().Decode(std::stoll(r.body));
   ASSERT_TRUE(p);
   EXPECT_EQ(p->worker_id, kWorkerId);
   EXPECT_EQ(p->timestamp_ms, kNow);

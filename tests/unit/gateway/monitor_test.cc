@@ -25,6 +25,9 @@ using http::HttpRequest;
 using http::HttpResponse;
 using http::ReadyCheck;
 using http::ReadyResponse;
+using snowflake::SnowflakeGenerator;
+using snowflake::SnowflakeLayout;
+using snowflake::WorkerLease;
 
 namespace {
 
@@ -93,7 +96,7 @@ class MonitorTest : public ::testing::Test {
   void SetUp() override { Make({}); }
   void TearDown() override { pool_.Stop(); }
 
-  void Make(std::function<snowflake::WorkerLease::Status()> lease,
+  void Make(std::function<WorkerLease::Status()> lease,
             std::function<std::vector<ReadyCheck>()> checks = {}) {
     api_.reset();
     monitor_.reset();
@@ -138,7 +141,7 @@ class MonitorTest : public ::testing::Test {
   FakeAllocator allocator_{clock_};
   SegmentCache cache_{allocator_, clock_,
                       SegmentBuffer::Options{.max_step = 1'000'000, .preload_percent = 10}};
-  snowflake::SnowflakeGenerator snowflake_{snowflake::SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock_};
+  SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock_};
   WorkerPool pool_{1, "monitor-test"};
   std::unique_ptr<Monitor> monitor_;
   std::unique_ptr<Api> api_;
@@ -174,7 +177,7 @@ TEST_F(MonitorTest, StatusShowsAWorkerIdFromConfigAsHeld) {
   EXPECT_EQ(s["worker"]["source"], "config");
   EXPECT_EQ(s["worker"]["held"], true);
   EXPECT_EQ(s["ready"]["ready"], true);
-  const int64_t remaining = (snowflake::SnowflakeLayout::Default().last_ms() - kNow) / 1000;
+  const int64_t remaining = (SnowflakeLayout::Default().last_ms() - kNow) / 1000;
   EXPECT_EQ(s["snowflake"]["timestamp_remaining_s"], remaining);
   EXPECT_TRUE(s["snowflake"]["last_issued"].is_null()) << "nothing issued yet";
   ASSERT_EQ(Get("/api/v1/snowflake/x").status, 200);
@@ -182,7 +185,7 @@ TEST_F(MonitorTest, StatusShowsAWorkerIdFromConfigAsHeld) {
 }
 
 TEST_F(MonitorTest, StatusAndReadinessFollowTheLease) {
-  snowflake::WorkerLease::Status lease{12, 25000, "", -3};
+  WorkerLease::Status lease{12, 25000, "", -3};
   std::mutex mu;
   Make([&] {
     std::lock_guard lock(mu);
@@ -242,7 +245,7 @@ TEST_F(MonitorTest, RecentErrorsKeepTheLastTwentyWithCodeAndPath) {
 }
 
 TEST_F(MonitorTest, ReadinessProbesAnswered503AreNoErrors) {
-  Make([] { return snowflake::WorkerLease::Status{}; });  // no lease: not ready
+  Make([] { return WorkerLease::Status{}; });  // no lease: not ready
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Get("/readyz").status, 503);
   json s = Status();
   EXPECT_EQ(s["ready"]["ready"], false);
@@ -298,7 +301,7 @@ TEST_F(MonitorTest, MetricsShowBufferFillStepAndTimestampRange) {
   EXPECT_EQ(Value(m, R"(kleaf_segment_step{tag="mb-tag"})"), 200);
   EXPECT_EQ(Value(m, "kleaf_worker_lease_held"), 1);
   EXPECT_EQ(Value(m, "kleaf_snowflake_worker_id"), kWorkerId);
-  const double remaining = static_cast<double>(snowflake::SnowflakeLayout::Default().last_ms() - kNow) / 1000;
+  const double remaining = static_cast<double>(SnowflakeLayout::Default().last_ms() - kNow) / 1000;
   EXPECT_DOUBLE_EQ(*Value(m, "kleaf_snowflake_timestamp_remaining_seconds"), remaining);
   EXPECT_TRUE(Value(m, "kleaf_segment_fetch_seconds_count").value_or(0) >= 2) << m;
   // A tag no longer buffered loses its gauges.
@@ -323,7 +326,7 @@ TEST(MonitorRoutesTest, WithoutAMonitorThePageAndStatusAreNotFound) {
   ManualClock clock{kNow};
   FakeAllocator allocator{clock};
   SegmentCache cache{allocator, clock, {}};
-  snowflake::SnowflakeGenerator snowflake{snowflake::SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock};
+  SnowflakeGenerator snowflake{SnowflakeLayout::Default(), {kWorkerId, false, 5}, clock};
   WorkerPool pool{1, "monitor-test"};
   Api api({}, cache, snowflake, allocator, pool);
   std::map<std::string, int> status;
