@@ -15,8 +15,9 @@ packages=(
   libcli11-dev faketime chromium
   # librdkafka 2.8's build dependencies (what it links: TLS, SASL, compression codecs).
   libsasl2-dev libssl-dev libzstd-dev liblz4-dev zlib1g-dev
-  # The fuzzer (tests/fuzz): clang 16 with libFuzzer and the sanitizers' runtimes.
-  clang-16 libclang-rt-16-dev
+  # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
+  # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
+  clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(wrk nginx-light)
