@@ -74,6 +74,23 @@ done
 # --- clang-tidy: each changed .cc, each changed header through a .cc that includes it ---
 grep -o '"file": *"[^"]*"' "$db" | sed 's/^"file": *"//; s/"$//' | sort -u >"$tmp/db_files"
 in_db() { grep -qxF "$PWD/$1" "$tmp/db_files"; }
+# A compiled .cc that includes header $1: the one of the same name, else one that includes it,
+# else (up to $2 levels) one that includes a header that includes it.
+unit_of() {
+  local h=$1 depth=$2 name includers c
+  if in_db "${h%.*}.cc"; then echo "${h%.*}.cc"; return; fi
+  name=$(basename "$h" | sed 's/[.]/[.]/g')
+  includers=$(git grep -l -E "#include *[<\"](.*/)?$name[>\"]" -- "${exts[@]}" || true)
+  for c in $includers; do
+    case $c in *.cc|*.cpp) in_db "$c" && { echo "$c"; return; } ;; esac
+  done
+  ((depth > 1)) || return 0
+  for c in $includers; do
+    case $c in
+      *.h|*.hpp) c=$(unit_of "$c" $((depth - 1))); [[ -n $c ]] && { echo "$c"; return; } ;;
+    esac
+  done
+}
 tidy=()
 skipped=()
 for f in "${files[@]}"; do
@@ -81,11 +98,7 @@ for f in "${files[@]}"; do
     *.cc|*.cpp)
       if in_db "$f"; then tidy+=("$f"); else skipped+=("$f"); fi ;;
     *)
-      unit=${f%.*}.cc
-      if ! in_db "$unit"; then
-        unit=$(git grep -l -F "/$(basename "$f")\"" -- '*.cc' '*.cpp' |
-                 while read -r c; do in_db "$c" && { echo "$c"; break; }; done || true)
-      fi
+      unit=$(unit_of "$f" 3)
       if [[ -n $unit ]]; then tidy+=("$unit"); else skipped+=("$f"); fi ;;
   esac
 done
@@ -93,8 +106,8 @@ mapfile -t tidy < <(printf '%s\n' "${tidy[@]}" | sed '/^$/d' | sort -u)
 tidy_failed=()
 if ((${#tidy[@]} > 0)); then
   printf '%s\n' "${tidy[@]}" | xargs -P"$jobs" -I{} sh -c \
-    'clang-tidy-16 -p "$1" --quiet "$2" >"$3/tidy.$(echo "$2" | tr / _)" 2>&1 || echo "$2" >>"$3/tidy.failed"' \
-    _ "$build" {} "$tmp"
+    'clang-tidy-16 -p "$1" --quiet "$2" >"$3/tidy.$(echo "$2" | tr / _)" 2>&1 ||
+       echo "$2" >>"$3/tidy.failed"' _ "$build" {} "$tmp"
   if [[ -f $tmp/tidy.failed ]]; then
     mapfile -t tidy_failed < <(sort "$tmp/tidy.failed")
     for f in "${tidy_failed[@]}"; do
@@ -107,14 +120,15 @@ fi
 for f in "${skipped[@]}"; do
   echo "check-style: clang-tidy skipped $f (no unit of it in $db)"
 done
-echo "check-style: ${#files[@]} changed C++ files since ${base:0:12}, clang-tidy on" \
-     "${#tidy[@]} units, $((SECONDS - start)) s"
+what="changed C++ files since ${base:0:12}"
+((all)) && what="C++ files"
+echo "check-style: ${#files[@]} $what, clang-tidy on ${#tidy[@]} units, $((SECONDS - start)) s"
 if ((${#format_failed[@]} + ${#tidy_failed[@]} == 0)); then
   exit 0
 fi
 if ((${#format_failed[@]} > 0)); then
   echo >&2
-  echo "check-style: lines changed since the style base are not clang-formatted (.clang-format)." >&2
+  echo "check-style: changed lines are not as clang-format-16 (.clang-format) lays them out." >&2
   echo "Format them (only the changed lines) with:" >&2
   printf '  %s\n' "${format_failed[@]}" >&2
 fi
