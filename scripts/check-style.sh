@@ -42,10 +42,11 @@ trap 'rm -rf "$tmp"' EXIT
 exts=('*.cc' '*.h' '*.cpp' '*.hpp')
 start=$SECONDS
 
+last_line() { awk 'END { print NR > 0 ? NR : 1 }' "$1"; }  # counts an unterminated last line
 # "file<TAB>first:last" for every changed line range of the working tree against the base (renamed
 # files: only the lines that changed), then every line of untracked files.
 if ((all)); then
-  git ls-files -- "${exts[@]}" | while read -r f; do printf '%s\t1:%s\n' "$f" "$(wc -l <"$f")"; done
+  git ls-files -- "${exts[@]}" | while read -r f; do printf '%s\t1:%s\n' "$f" "$(last_line "$f")"; done
 else
   git diff -M -U0 --no-color --no-ext-diff --src-prefix=a/ --dst-prefix=b/ --diff-filter=ACMR \
       "$base" -- "${exts[@]}" |
@@ -53,7 +54,7 @@ else
          /^@@ / { split(substr($3, 2), a, ","); n = (2 in a) ? a[2] : 1
                   if (n > 0) printf "%s\t%d:%d\n", file, a[1], a[1] + n - 1 }'
   git ls-files --others --exclude-standard -- "${exts[@]}" |
-    while read -r f; do printf '%s\t1:%s\n' "$f" "$(wc -l <"$f")"; done
+    while read -r f; do printf '%s\t1:%s\n' "$f" "$(last_line "$f")"; done
 fi >"$tmp/ranges"
 mapfile -t files < <(cut -f1 "$tmp/ranges" | sort -u)
 if ((${#files[@]} == 0)); then
