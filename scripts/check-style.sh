@@ -42,11 +42,13 @@ trap 'rm -rf "$tmp"' EXIT
 exts=('*.cc' '*.h' '*.cpp' '*.hpp')
 start=$SECONDS
 
-last_line() { awk 'END { print NR > 0 ? NR : 1 }' "$1"; }  # counts an unterminated last line
+# The number of the last line of $1, an unterminated one too; 1 for an empty file.
+last_line() { awk 'END { print (NR > 0 ? NR : 1) }' "$1"; }
 # "file<TAB>first:last" for every changed line range of the working tree against the base (renamed
 # files: only the lines that changed), then every line of untracked files.
 if ((all)); then
-  git ls-files -- "${exts[@]}" | while read -r f; do printf '%s\t1:%s\n' "$f" "$(last_line "$f")"; done
+  git ls-files -- "${exts[@]}" |
+    while read -r f; do printf '%s\t1:%s\n' "$f" "$(last_line "$f")"; done
 else
   git diff -M -U0 --no-color --no-ext-diff --src-prefix=a/ --dst-prefix=b/ --diff-filter=ACMR \
       "$base" -- "${exts[@]}" |
