@@ -326,8 +326,9 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
 
 Outcome AllocatorNode::Decide(int32_t p, const kafka::Message& m, BatchReader& reader) {
   Outcome outcome;
-  auto request = m.value ? DecodeRequest(*m.value)
-                         : Result<Request>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
+  auto request =
+      m.value ? DecodeRequest(*m.value)
+              : Result<Request>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
   if (!request) {
     outcome.reply.error = request.error();
     return outcome;
@@ -345,7 +346,8 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Ou
   const auto& topics = options_.topics;
   for (const auto& record : outcome.writes) {
     reader.Stage(record);
-    auto sent = producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {});
+    auto sent =
+        producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {});
     if (!sent) return sent;
   }
   for (const auto& worker : outcome.worker_writes) {
@@ -358,7 +360,8 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Ou
   const std::string* reply_to = m.header(kReplyPartitionHeader);
   const int reply_partition = reply_to ? std::atoi(reply_to->c_str()) : -1;
   if (correlation == nullptr || reply_partition < 0 || reply_partition >= topics.reply_partitions) {
-    spdlog::warn("[allocator] partition {} offset {}: request without a valid reply address", p, m.offset);
+    spdlog::warn("[allocator] partition {} offset {}: request without a valid reply address", p,
+                 m.offset);
     return {};
   }
   return producer.Send(topics.replies, reply_partition, m.key, EncodeReply(outcome.reply),

@@ -29,7 +29,7 @@ enum class TxnCall { kCommit, kAbort };
 
 struct TxnEnd {
   TxnOutcome outcome = TxnOutcome::kCommitted;
-  TxnError error = {};                 // why, unless committed
+  TxnError error = {};                    // why, unless committed
   TxnCall unanswered = TxnCall::kCommit;  // kUnknown only
 };
 

@@ -183,8 +183,8 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
   // Waits for the commit half the transaction timeout, then leaves it to the next round: a
   // broker that answers by then finishes it before the coordinator would expire the transaction
   // (an expired one bumps the producer epoch, which librdkafka reports as fenced).
-  return OnTxnEnd(
-      kafka::CommitTransaction(*txn_, clock_, options_.txn_timeout / 2, kKafkaTimeout), sent);
+  return OnTxnEnd(kafka::CommitTransaction(*txn_, clock_, options_.txn_timeout / 2, kKafkaTimeout),
+                  sent);
 }
 
 std::expected<void, kafka::TxnEnd> IdsProducer::SendBatches(const std::vector<int64_t>& deficits,
@@ -211,8 +211,8 @@ std::expected<void, kafka::TxnEnd> IdsProducer::SendBatches(const std::vector<in
       if (auto r = txn_->Send(options_.topic, s.partition, s.spec.tag, value, {}); !r) {
         // Dropped with the rest of the round: an aborted transaction publishes nothing.
         return std::unexpected(kafka::EndFailedTransaction(
-            *txn_, {kafka::TxnError::Kind::kAbortable, false, "send: " + r.error().message},
-            clock_, kKafkaTimeout));
+            *txn_, {kafka::TxnError::Kind::kAbortable, false, "send: " + r.error().message}, clock_,
+            kKafkaTimeout));
       }
       sent.push_back({s.partition, i, std::move(value), batch->size()});
     }
@@ -273,8 +273,10 @@ Error IdsProducer::OnFatal(const kafka::TxnError& why) {
   // cannot recover). The next round replaces it; nothing of it counted as published unless
   // committed.
   broken_ = true;
-  spdlog::error("[producer] the transactional producer failed for good ({}); the next round "
-                "replaces it", why.message);
+  spdlog::error(
+      "[producer] the transactional producer failed for good ({}); the next round "
+      "replaces it",
+      why.message);
   return Error{Code::kUnavailable, "failed for good: " + why.message};
 }
 

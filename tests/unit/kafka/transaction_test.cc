@@ -112,16 +112,16 @@ TEST_F(TransactionTest, FatalAbortIsFatal) {
 TEST_F(TransactionTest, FailedSendOfAProducerThatFailedForGoodIsFatal) {
   // A send a broken producer refused looks like any failed send: the producer is asked.
   txn_.fatal = TxnError{Kind::kFatal, false, "out of order sequence"};
-  auto end = EndFailedTransaction(txn_, {Kind::kAbortable, false, "send"}, clock_,
-                                  milliseconds(5000));
+  auto end =
+      EndFailedTransaction(txn_, {Kind::kAbortable, false, "send"}, clock_, milliseconds(5000));
   EXPECT_EQ(end.outcome, TxnOutcome::kFatal);
   EXPECT_EQ(end.error.message, "out of order sequence");
   EXPECT_EQ(txn_.abort_calls, 0);
 }
 
 TEST_F(TransactionTest, FailedSendOfAHealthyProducerIsAborted) {
-  auto end = EndFailedTransaction(txn_, {Kind::kAbortable, false, "send"}, clock_,
-                                  milliseconds(5000));
+  auto end =
+      EndFailedTransaction(txn_, {Kind::kAbortable, false, "send"}, clock_, milliseconds(5000));
   EXPECT_EQ(end.outcome, TxnOutcome::kAborted);
   EXPECT_EQ(txn_.abort_calls, 1);
 }
