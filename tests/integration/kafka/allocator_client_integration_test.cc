@@ -52,7 +52,8 @@ struct Call {
 class AllocatorClientIntegrationTest : public KafkaTest {};
 
 TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRequestsGoOn) {
-  Cluster cluster(broker_, "client-fatal", {{"segment.max_step", "10"}});
+  Cluster cluster(broker_, "client-fatal",
+                  {{"segment.max_step", "10"}, {"segment.default_step", "10"}});
   Node& alloc = cluster.AddAllocator("alloc-1");
   auto started = cluster.Start({&alloc});
   ASSERT_TRUE(started) << started.error();

@@ -142,7 +142,9 @@ TEST_F(KafkaClientIntegrationTest, EnsureTopicsKeepsOneDeadlineWhileTheBrokerIsF
   BrokerFreeze freeze(broker_);
   ASSERT_TRUE(freeze.found()) << "no pid file in " << broker_.dir;
   ASSERT_TRUE(freeze.Freeze());
-  // 3 s asked; the bound allows 1 s for tearing down the handles the call made and for load.
+  // 3 s asked; the bound allows 1.5 s for tearing down the handle the call made (librdkafka takes
+  // 1.0 s to destroy a handle whose broker does not answer: 4.0 s measured) and for load. Before
+  // the one deadline, the create step alone took 4 s and the check step 3 s more.
   for (const auto& topic : {existing, missing}) {
     const auto start = SteadyClock::now();
     auto ensured = kafka::EnsureTopics(props(), {{topic, 1, 1, {}}}, seconds(3));
@@ -154,7 +156,7 @@ TEST_F(KafkaClientIntegrationTest, EnsureTopicsKeepsOneDeadlineWhileTheBrokerIsF
     if (!ensured) {
       EXPECT_EQ(ensured.error().code, Code::kUnavailable) << ensured.error().message;
     }
-    EXPECT_LT(took, 4.0) << "EnsureTopics(3 s) took " << took << " s with the broker frozen";
+    EXPECT_LT(took, 4.5) << "EnsureTopics(3 s) took " << took << " s with the broker frozen";
   }
   freeze.Thaw();
   // After the thaw the same call succeeds by itself (the broker may still be rejoining its
