@@ -7,15 +7,14 @@
 // partition and takes it over again with a new producer, by itself, and no segment is handed out
 // twice.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
 #include <future>
 #include <iostream>
 #include <memory>
-#include <set>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "allocator/kafka_client.h"
@@ -48,6 +47,21 @@ struct Call {
     return future.get();
   }
 };
+
+// Sorted by start, each segment ends before the next begins; the number of overlaps (each one
+// reported as a failure).
+int Overlaps(std::vector<allocator::Segment> segments) {
+  std::sort(segments.begin(), segments.end(), [](auto& a, auto& b) { return a.start < b.start; });
+  int overlaps = 0;
+  for (size_t i = 1; i < segments.size(); ++i) {
+    if (segments[i].start < segments[i - 1].end) {
+      ++overlaps;
+      ADD_FAILURE() << "segments [" << segments[i - 1].start << ", " << segments[i - 1].end
+                    << ") and [" << segments[i].start << ", " << segments[i].end << ") overlap";
+    }
+  }
+  return overlaps;
+}
 
 class AllocatorClientIntegrationTest : public KafkaTest {};
 
@@ -160,16 +174,8 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   const double after_s = SecondsSince(after_start);
   EXPECT_EQ(c.producer_rebuilds(), 1);
 
-  // Every segment its own range: sorted by start, none overlaps the next.
-  std::sort(segments.begin(), segments.end(), [](auto& a, auto& b) { return a.start < b.start; });
-  int overlaps = 0;
-  for (size_t i = 1; i < segments.size(); ++i) {
-    if (segments[i].start < segments[i - 1].end) {
-      ++overlaps;
-      ADD_FAILURE() << "segments [" << segments[i - 1].start << ", " << segments[i - 1].end
-                    << ") and [" << segments[i].start << ", " << segments[i].end << ") overlap";
-    }
-  }
+  // Every segment its own range.
+  const int overlaps = Overlaps(segments);
   std::cout << "fatal request producer: replaced " << rebuilt_s << " s after the error; "
             << in_flight_ok << " segment requests and a lease renewal in flight all answered within "
             << in_flight_s << " s (slowest segment " << slowest << " s; bound "
@@ -178,21 +184,6 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
             << std::endl;
   EXPECT_LT(after_s, 5.0) << "requests after the rebuild were retried: the new producer lost them";
   c.Stop();
-}
-
-// Sorted by start, each segment ends before the next begins; the number of overlaps (each one
-// reported as a failure).
-int Overlaps(std::vector<allocator::Segment> segments) {
-  std::sort(segments.begin(), segments.end(), [](auto& a, auto& b) { return a.start < b.start; });
-  int overlaps = 0;
-  for (size_t i = 1; i < segments.size(); ++i) {
-    if (segments[i].start < segments[i - 1].end) {
-      ++overlaps;
-      ADD_FAILURE() << "segments [" << segments[i - 1].start << ", " << segments[i - 1].end
-                    << ") and [" << segments[i].start << ", " << segments[i].end << ") overlap";
-    }
-  }
-  return overlaps;
 }
 
 // A partition's transactional producer fails for good under a running allocator (librdkafka's
