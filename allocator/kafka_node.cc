@@ -111,12 +111,16 @@ AllocatorNode::Status AllocatorNode::status() const {
   s.member = member_.load();
   s.pending = pending_count_.load();
   s.serving = Serving();
+  s.takeovers = takeovers_.load();
   return s;
 }
 
 void AllocatorNode::Run() {
   std::vector<kafka::Message> batch;
   while (!stop_.load()) {
+    if (const int32_t p = inject_fatal_.exchange(-1); p >= 0) {
+      if (auto it = serving_.find(p); it != serving_.end()) it->second->InjectFatalErrorForTesting();
+    }
     RetryPending();
     auto event = consumer_->Poll(milliseconds(50));
     // Gather a batch: this message and whatever else is already fetched.
@@ -242,6 +246,7 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
   auto restored = RestorePartition(*reader_, store_, options_.topics, p, milliseconds(60000));
   if (!restored) return std::unexpected(restored.error());
   serving_[p] = std::move(*producer);
+  takeovers_.fetch_add(1);
   {
     std::lock_guard lock(serving_mu_);
     serving_snapshot_.clear();

@@ -57,8 +57,13 @@ class AllocatorNode {
     bool member = false;
     int pending = 0;
     std::vector<int32_t> serving;
+    int64_t takeovers = 0;  // partitions taken over (fenced and restored) since Start
   };
   Status status() const;
+  // Raises a fatal error (librdkafka's, as a broken producer would) in the transactional
+  // producer of partition `p`, on the loop thread at its next turn, if it serves p then: for
+  // tests of the rebuild (the partition is released and taken over with a new producer).
+  void InjectFatalErrorForTesting(int32_t p) { inject_fatal_.store(p); }
 
  private:
   void Run();
@@ -103,6 +108,8 @@ class AllocatorNode {
   std::thread thread_;
   std::atomic<bool> member_{false};
   std::atomic<int> pending_count_{0};
+  std::atomic<int64_t> takeovers_{0};
+  std::atomic<int32_t> inject_fatal_{-1};  // a partition, or -1: see InjectFatalErrorForTesting
   // Metrics, looked up once; the per-partition counters by the loop thread only.
   metrics::Histogram& commit_latency_;
   metrics::Gauge& serving_gauge_;

@@ -235,8 +235,16 @@ Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topi
 
 std::string LibraryVersion() { return rd_kafka_version_str(); }
 
+// One deadline for the whole call: creating the topics and checking their partition counts share
+// `timeout` (each step gets what is left, so the call returns within `timeout` plus the time
+// librdkafka takes to drop a handle: 1.0 s with a frozen broker).
 Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
                           milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto left = [&deadline] {
+    return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
+                                         deadline - std::chrono::steady_clock::now()));
+  };
   auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
   if (!rk) return std::unexpected(rk.error());
   std::vector<rd_kafka_NewTopic_t*> new_topics;
@@ -253,10 +261,13 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
   }
   rd_kafka_queue_t* queue = rd_kafka_queue_new(rk->get());
   rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_CREATETOPICS);
-  rd_kafka_AdminOptions_set_operation_timeout(options, static_cast<int>(timeout.count()), errstr, sizeof(errstr));
-  rd_kafka_AdminOptions_set_request_timeout(options, static_cast<int>(timeout.count()), errstr, sizeof(errstr));
+  const auto create_timeout = static_cast<int>(left().count());
+  rd_kafka_AdminOptions_set_operation_timeout(options, create_timeout, errstr, sizeof(errstr));
+  rd_kafka_AdminOptions_set_request_timeout(options, create_timeout, errstr, sizeof(errstr));
   rd_kafka_CreateTopics(rk->get(), new_topics.data(), new_topics.size(), options, queue);
-  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, static_cast<int>(timeout.count()) + 1000);
+  // No margin past the deadline: an answer that has not come by then is a timeout (the request is
+  // dropped with the queue).
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, static_cast<int>(left().count()));
   Result<void> result;
   if (event == nullptr) {
     result = Fail(Code::kUnavailable, "creating topics timed out (is Kafka reachable?)");
@@ -280,15 +291,17 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
   rd_kafka_queue_destroy(queue);
   for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
   if (!result) return result;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const auto& t : topics) {
     // A broker's metadata can lag a topic just created (more so while it rejoins its controller,
     // e.g. after a stall): ask again until the deadline.
-    auto count = PartitionCount(props, t.name, timeout);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Fail(Code::kUnavailable, "checking topic " + t.name + " timed out (is Kafka reachable?)");
+    }
+    auto count = PartitionCount(props, t.name, left());
     while (!count && count.error().code == Code::kNotFound &&
            std::chrono::steady_clock::now() + milliseconds(200) < deadline) {
       std::this_thread::sleep_for(milliseconds(200));
-      count = PartitionCount(props, t.name, timeout);
+      count = PartitionCount(props, t.name, left());
     }
     if (!count) return std::unexpected(count.error());
     if (*count < t.partitions) {
