@@ -116,7 +116,8 @@ void AllocatorNode::Run() {
   std::vector<kafka::Message> batch;
   while (!stop_.load()) {
     if (const int32_t p = inject_fatal_.exchange(-1); p >= 0) {
-      if (auto it = serving_.find(p); it != serving_.end()) it->second->InjectFatalErrorForTesting();
+      if (auto it = serving_.find(p); it != serving_.end())
+        it->second->InjectFatalErrorForTesting();
     }
     RetryPending();
     auto event = consumer_->Poll(milliseconds(50));

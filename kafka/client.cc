@@ -295,7 +295,8 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
     // A broker's metadata can lag a topic just created (more so while it rejoins its controller,
     // e.g. after a stall): ask again until the deadline.
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Fail(Code::kUnavailable, "checking topic " + t.name + " timed out (is Kafka reachable?)");
+      return Fail(Code::kUnavailable,
+                  "checking topic " + t.name + " timed out (is Kafka reachable?)");
     }
     auto count = PartitionCount(props, t.name, left());
     while (!count && count.error().code == Code::kNotFound &&

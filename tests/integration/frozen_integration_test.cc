@@ -211,9 +211,9 @@ constexpr double kTakeoverBoundS = 45;
 void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
   const bool frozen = outage == Outage::kFrozen;
   const char* what = frozen ? "frozen" : "restarted";
-  Cluster cluster(broker, std::string("takeover-") + what,
-                  {{"segment.max_step", "10"}, {"segment.default_step", "10"},
-                   {"segment.wait_ms", "100"}});
+  Cluster cluster(
+      broker, std::string("takeover-") + what,
+      {{"segment.max_step", "10"}, {"segment.default_step", "10"}, {"segment.wait_ms", "100"}});
   auto nodes = cluster.StartNodes(2, 1);
   ASSERT_TRUE(nodes) << nodes.error();
   Node& gw = *nodes->gateways[0];
@@ -234,7 +234,8 @@ void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
     }
   };
   for (int32_t p = 0; p < Cluster::kPartitions; ++p) {
-    const std::string tag = TagOnPartition(std::string("takeover-") + what, p, Cluster::kPartitions);
+    const std::string tag =
+        TagOnPartition(std::string("takeover-") + what, p, Cluster::kPartitions);
     ASSERT_TRUE(PutTag(gw.port, tag, R"({"step":10})"));
     auto ids = FetchIds(gw.port, tag, 5);
     ASSERT_TRUE(ids) << ids.error();
@@ -261,8 +262,8 @@ void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
       },
       seconds(30)))
       << "the survivor was not assigned the dead allocator's partitions within 30 s";
-  std::cout << "takeover-" << what << ": partitions assigned to the survivor " << SecondsSince(killed)
-            << " s after the kill -9" << std::endl;
+  std::cout << "takeover-" << what << ": partitions assigned to the survivor "
+            << SecondsSince(killed) << " s after the kill -9" << std::endl;
 
   int probes = 0, segment_requests = 0, served = 0;
   double slowest_probe = 0, slowest_segment = 0;
@@ -322,8 +323,8 @@ void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
     ASSERT_TRUE(started) << started.error();
   }
   const auto back = SteadyClock::now();
-  std::cout << "takeover-" << what << ": broker back " << SecondsSince(away) << " s after it went away"
-            << std::endl;
+  std::cout << "takeover-" << what << ": broker back " << SecondsSince(away)
+            << " s after it went away" << std::endl;
   // Complete: the survivor's own word (ready, nothing pending, every partition served) and every
   // partition answering through the gateway. Both are needed: right after a thaw /readyz can
   // still show the partitions the survivor held before, while the coordinator, whose clock
@@ -379,7 +380,8 @@ void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
 }
 
 TEST_F(FrozenIntegrationTest, AnAllocatorTakesOverADeadOnesPartitionsAcrossAFrozenBroker) {
-  ASSERT_FALSE(broker_.dir.empty()) << "this test freezes the broker: it needs KLEAF_TEST_KAFKA_DIR";
+  ASSERT_FALSE(broker_.dir.empty())
+      << "this test freezes the broker: it needs KLEAF_TEST_KAFKA_DIR";
   TakeOverWhileTheBrokerIsAway(broker_, Outage::kFrozen);
 }
 

@@ -470,9 +470,9 @@ TEST_F(BatchConsumerIntegrationTest, ClaimsAndCloseKeepTheirBoundsAcrossABrokerR
   // The claiming thread: Takes of 5 IDs with a 500 ms timeout, back to back, until told to stop.
   constexpr auto kTakeTimeout = milliseconds(500);
   std::mutex mu;
-  std::set<int64_t> seen;        // guarded by mu
-  std::vector<int64_t> twice;    // guarded by mu
-  double slowest_away = 0;       // guarded by mu: the slowest Take while the broker was away
+  std::set<int64_t> seen;              // guarded by mu
+  std::vector<int64_t> twice;          // guarded by mu
+  double slowest_away = 0;             // guarded by mu: the slowest Take while the broker was away
   int takes_away = 0, empty_away = 0;  // guarded by mu
   std::atomic<bool> away{false}, stop{false};
   std::thread taker([&] {
@@ -537,8 +537,7 @@ TEST_F(BatchConsumerIntegrationTest, ClaimsAndCloseKeepTheirBoundsAcrossABrokerR
     const auto c0 = SteadyClock::now();
     (*closing)->Close();
     close_s = SecondsSince(c0);
-    const bool take_returned =
-        take_while_closing.wait_for(seconds(5)) == std::future_status::ready;
+    const bool take_returned = take_while_closing.wait_for(seconds(5)) == std::future_status::ready;
     EXPECT_TRUE(take_returned) << "a Take did not return after Close()";
     const auto stats_after_close = (*closing)->stats();
     std::cerr << "[broker restart] closing consumer: claims " << stats_before_close.claimed_batches
@@ -576,13 +575,13 @@ TEST_F(BatchConsumerIntegrationTest, ClaimsAndCloseKeepTheirBoundsAcrossABrokerR
   if (taker.joinable()) taker.join();
   auto stats = (*c)->stats();
   std::lock_guard lock(mu);
-  std::cerr << "[broker restart] stop " << stop_s << " s, start " << start_s << " s; while away: "
-            << takes_away << " Takes (" << empty_away << " empty), slowest " << slowest_away
-            << " s (timeout " << kTakeTimeout.count() << " ms); the other consumer's Close() took "
-            << close_s << " s; " << before << " IDs before the stop, " << seen.size()
-            << " in all, the last one " << recovered_s << " s after the restart; " << twice.size()
-            << " handed out twice; quarantines " << stats.quarantines << ", commit failures "
-            << stats.commit_failures << "\n";
+  std::cerr << "[broker restart] stop " << stop_s << " s, start " << start_s
+            << " s; while away: " << takes_away << " Takes (" << empty_away << " empty), slowest "
+            << slowest_away << " s (timeout " << kTakeTimeout.count()
+            << " ms); the other consumer's Close() took " << close_s << " s; " << before
+            << " IDs before the stop, " << seen.size() << " in all, the last one " << recovered_s
+            << " s after the restart; " << twice.size() << " handed out twice; quarantines "
+            << stats.quarantines << ", commit failures " << stats.commit_failures << "\n";
   EXPECT_TRUE(to_end) << "the consumer did not read to the end within 60 s of the restart: "
                       << seen.size() << " IDs; last error " << stats.last_error;
   EXPECT_TRUE(twice.empty()) << twice.size() << " IDs handed out twice, first " << twice.front();

@@ -42,7 +42,8 @@ struct Call {
   // The outcome, or kUnavailable "no answer" after `timeout`.
   Result<T> Get(milliseconds timeout) {
     if (future.wait_for(timeout) != std::future_status::ready) {
-      return Fail(Code::kUnavailable, "no answer within " + std::to_string(timeout.count()) + " ms");
+      return Fail(Code::kUnavailable,
+                  "no answer within " + std::to_string(timeout.count()) + " ms");
     }
     return future.get();
   }
@@ -95,8 +96,8 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
     auto r = put.Get(call_bound);
     ASSERT_TRUE(r) << r.error().message;
   }
-  const allocator::Claimant me{.node_id = options.node_id, .holder = "holder-1",
-                               .previous_holder = {}};
+  const allocator::Claimant me{
+      .node_id = options.node_id, .holder = "holder-1", .previous_holder = {}};
   int64_t worker_id = -1, lease_until = 0;
   {
     Call<allocator::Reply> claim;
@@ -119,16 +120,18 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
     ASSERT_TRUE(s) << s.error().message;
     segments.push_back(*s);
   }
-  const int64_t end_before = std::max_element(segments.begin(), segments.end(),
-                                              [](auto& a, auto& b) { return a.end < b.end; })->end;
+  const int64_t end_before =
+      std::max_element(segments.begin(), segments.end(), [](auto& a, auto& b) {
+        return a.end < b.end;
+      })->end;
 
   // Requests in flight when the producer fails: some of them are lost with the old handle (their
   // attempt times out and is sent again through the new one), none may be lost for good.
   auto in_flight = allocate(5);
   Call<allocator::Reply> renew_in_flight;
-  c.Registry(allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0,
-                                          clock.NowMs()),
-             renew_in_flight.callback());
+  c.Registry(
+      allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0, clock.NowMs()),
+      renew_in_flight.callback());
   const auto injected = SteadyClock::now();
   c.InjectProducerFatalErrorForTesting();
   ASSERT_TRUE(WaitUntil([&] { return c.producer_rebuilds() == 1; }, seconds(5)))
@@ -145,7 +148,8 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   }
   {
     auto r = renew_in_flight.Get(call_bound);
-    ASSERT_TRUE(r) << "the lease renewal in flight at the fatal error failed: " << r.error().message;
+    ASSERT_TRUE(r) << "the lease renewal in flight at the fatal error failed: "
+                   << r.error().message;
     ASSERT_TRUE(r->lease);
     EXPECT_GE(r->lease->lease_until_ms, lease_until);
     lease_until = r->lease->lease_until_ms;
@@ -162,9 +166,9 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   }
   {
     Call<allocator::Reply> renew;
-    c.Registry(allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0,
-                                            clock.NowMs()),
-               renew.callback());
+    c.Registry(
+        allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0, clock.NowMs()),
+        renew.callback());
     auto r = renew.Get(call_bound);
     ASSERT_TRUE(r) << "no lease renewal after the rebuild: " << r.error().message;
     ASSERT_TRUE(r->lease);
@@ -177,11 +181,11 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   // Every segment its own range.
   const int overlaps = Overlaps(segments);
   std::cout << "fatal request producer: replaced " << rebuilt_s << " s after the error; "
-            << in_flight_ok << " segment requests and a lease renewal in flight all answered within "
-            << in_flight_s << " s (slowest segment " << slowest << " s; bound "
-            << call_bound.count() << " ms); 5 segments and a renewal after the rebuild in "
-            << after_s << " s; " << segments.size() << " segments, " << overlaps << " overlapping"
-            << std::endl;
+            << in_flight_ok
+            << " segment requests and a lease renewal in flight all answered within " << in_flight_s
+            << " s (slowest segment " << slowest << " s; bound " << call_bound.count()
+            << " ms); 5 segments and a renewal after the rebuild in " << after_s << " s; "
+            << segments.size() << " segments, " << overlaps << " overlapping" << std::endl;
   EXPECT_LT(after_s, 5.0) << "requests after the rebuild were retried: the new producer lost them";
   c.Stop();
 }
@@ -308,8 +312,10 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   const int overlaps = Overlaps(segments);
   std::cout << "fatal txn producer: partition " << p << (released ? " released and" : "")
             << " taken over again " << rebuilt_s << " s after the error (bound " << kRebuildBoundS
-            << " s); " << answered << " requests sent before the takeover completed, all answered within " << answered_s
-            << " s; " << segments.size() << " segments, " << overlaps << " overlapping" << std::endl;
+            << " s); " << answered
+            << " requests sent before the takeover completed, all answered within " << answered_s
+            << " s; " << segments.size() << " segments, " << overlaps << " overlapping"
+            << std::endl;
   EXPECT_EQ(overlaps, 0);
   c.Stop();
   node.Stop();

@@ -165,8 +165,8 @@ TEST_F(KafkaClientIntegrationTest, EnsureTopicsKeepsOneDeadlineWhileTheBrokerIsF
   const auto thawed = SteadyClock::now();
   EXPECT_TRUE(WaitUntil(
       [&] {
-        after = kafka::EnsureTopics(props(), {{existing, 1, 1, {}}, {missing, 1, 1, {}}},
-                                    seconds(5));
+        after =
+            kafka::EnsureTopics(props(), {{existing, 1, 1, {}}, {missing, 1, 1, {}}}, seconds(5));
         return after.has_value();
       },
       seconds(30)))
