@@ -57,7 +57,11 @@ Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaC
   // An idempotent producer that fails for good (e.g. an out-of-order sequence after a broker
   // restart with requests in flight) replaces itself: requests lost with it time out and are
   // sent again, so neither segment fetches nor lease renewals wedge.
-  auto producer = kafka::Producer::Create(producer_props, [](const std::string& error) {
+  metrics::Counter* rebuilds = &metrics::Registry::Default().GetCounter(
+      "kleaf_kafka_request_producer_rebuilds_total",
+      "Times the request producer failed for good (a fatal idempotence error) and was replaced.");
+  auto producer = kafka::Producer::Create(producer_props, [rebuilds](const std::string& error) {
+    rebuilds->Inc();
     spdlog::error("[kafka-client] the request producer failed for good ({}); replaced by a new one",
                   error);
   });

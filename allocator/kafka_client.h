@@ -54,6 +54,13 @@ class KafkaAllocatorClient final : public Allocator {
   int64_t last_reply_mono_ns() const { return last_reply_ns_.load(); }
   int64_t last_give_up_mono_ns() const { return last_give_up_ns_.load(); }
 
+  // How many times a fatal error replaced the request producer (kafka::Producer rebuilds it on
+  // its own thread; requests lost with the old handle time out and are sent again).
+  int64_t producer_rebuilds() const { return producer_->rebuilds(); }
+  // Raises a fatal error in the request producer, as a broken idempotent sequence would: for
+  // tests of the rebuild.
+  void InjectProducerFatalErrorForTesting() { producer_->InjectFatalErrorForTesting(); }
+
  private:
   struct Pending {
     Request::Op op;

@@ -10,6 +10,11 @@ namespace {
 using std::chrono::milliseconds;
 using Kind = kafka::TxnError::Kind;
 
+// An abort that is not answered in this long leaves the transaction's outcome unknown.
+constexpr milliseconds kAbortTimeout{5000};
+
+}  // namespace
+
 // Reads the partition's records from the store, overlaid by the writes staged in this batch.
 class BatchReader final : public StateReader {
  public:
@@ -59,8 +64,6 @@ class BatchReader final : public StateReader {
   std::map<int64_t, state::WorkerRecord> staged_workers_;
 };
 
-}  // namespace
-
 AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, Clock& clock)
     : options_(std::move(options)),
       store_(store),
@@ -108,12 +111,17 @@ AllocatorNode::Status AllocatorNode::status() const {
   s.member = member_.load();
   s.pending = pending_count_.load();
   s.serving = Serving();
+  s.takeovers = takeovers_.load();
   return s;
 }
 
 void AllocatorNode::Run() {
   std::vector<kafka::Message> batch;
   while (!stop_.load()) {
+    if (const int32_t p = inject_fatal_.exchange(-1); p >= 0) {
+      if (auto it = serving_.find(p); it != serving_.end())
+        it->second->InjectFatalErrorForTesting();
+    }
     RetryPending();
     auto event = consumer_->Poll(milliseconds(50));
     // Gather a batch: this message and whatever else is already fetched.
@@ -239,6 +247,7 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
   auto restored = RestorePartition(*reader_, store_, options_.topics, p, milliseconds(60000));
   if (!restored) return std::unexpected(restored.error());
   serving_[p] = std::move(*producer);
+  takeovers_.fetch_add(1);
   {
     std::lock_guard lock(serving_mu_);
     serving_snapshot_.clear();
@@ -277,86 +286,96 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
     return;
   }
   kafka::TxnProducer& producer = *it->second;
-  const auto& topics = options_.topics;
-  auto fatal = [&](const kafka::TxnError& e, const char* step) {
-    Release(p, std::string(e.fenced ? "fenced (another allocator owns it now)" : "fatal error") +
-                   " at " + step + ": " + e.message);
-    if (!e.fenced || StillAssigned(p)) {
-      // Still ours by the group's word (a fencing by an owner acting on a stale assignment, or
-      // a broken producer): take it over again with a new producer, whose init_transactions
-      // fences the other one, and re-read the requests of this batch.
-      pending_.insert(p);
-      must_rewind_.insert(p);
-      next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
-    }
-  };
-  if (auto b = producer.Begin(); !b) return fatal(b.error(), "begin");
-
-  BatchReader reader(store_, topics, p);
+  BatchReader reader(store_, options_.topics, p);
   int64_t segments = 0;
+  const kafka::TxnEnd end = RunTransaction(p, batch, producer, reader, segments);
+  switch (end.outcome) {
+    case kafka::TxnOutcome::kCommitted:
+      return OnCommitted(p, producer, reader, segments);
+    case kafka::TxnOutcome::kAborted:
+      return OnAborted(p, batch.front().offset, end.error);
+    case kafka::TxnOutcome::kUnknown:
+      return OnUnknown(p, end.error);
+    case kafka::TxnOutcome::kFatal:
+      return OnFatal(p, end.error);
+  }
+}
+
+kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::Message>& batch,
+                                            kafka::TxnProducer& producer, BatchReader& reader,
+                                            int64_t& segments) {
+  if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
   for (const auto& m : batch) {
-    const std::string* correlation = m.header(kCorrelationHeader);
-    const std::string* reply_to = m.header(kReplyPartitionHeader);
-    Outcome outcome;
-    auto request = m.value ? DecodeRequest(*m.value)
-                           : Result<Request>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
-    if (request) {
-      if (auto route = CheckRoute(*request, p, topics.partitions); !route) {
-        outcome.reply.error = route.error();
-        spdlog::error("[allocator] partition {} offset {}: {}", p, m.offset, route.error().message);
-      } else {
-        outcome = Execute(*request, reader, options_.rules, clock_.NowMs());
-      }
-    } else {
-      outcome.reply.error = request.error();
-    }
+    const Outcome outcome = Decide(p, m, reader);
     if (outcome.reply.segment) ++segments;
-    bool sent = true;
-    for (const auto& record : outcome.writes) {
-      reader.Stage(record);
-      sent = sent && producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {}).has_value();
-    }
-    for (const auto& worker : outcome.worker_writes) {
-      reader.Stage(worker);
-      sent = sent && producer.Send(topics.state, p, state::WorkerKey(worker.worker_id),
-                                   state::EncodeWorker(worker), {})
-                         .has_value();
-    }
-    int reply_partition = -1;
-    if (reply_to) reply_partition = std::atoi(reply_to->c_str());
-    if (correlation && reply_partition >= 0 && reply_partition < topics.reply_partitions) {
-      sent = sent && producer.Send(topics.replies, reply_partition, m.key, EncodeReply(outcome.reply),
-                                   {{kCorrelationHeader, *correlation}})
-                         .has_value();
-    } else {
-      spdlog::warn("[allocator] partition {} offset {}: request without a valid reply address", p, m.offset);
-    }
-    if (!sent) {
-      // A producer that failed for good (librdkafka's fatal error) refuses every send: replace it.
-      if (auto f = producer.FatalError()) return fatal(*f, "send");
-      spdlog::warn("[allocator] partition {}: producing failed; aborting the batch", p);
-      if (auto a = producer.Abort(milliseconds(5000)); !a) return fatal(a.error(), "abort");
-      return Rewind(p, batch.front().offset);
+    if (auto sent = Produce(p, m, outcome, producer, reader); !sent) {
+      return kafka::EndFailedTransaction(
+          producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
+          kAbortTimeout);
     }
   }
-  std::vector<kafka::TopicPartition> offsets = {{topics.requests, p, batch.back().offset + 1}};
+  std::vector<kafka::TopicPartition> offsets = {
+      {options_.topics.requests, p, batch.back().offset + 1}};
   const int64_t commit_start = clock_.MonotonicNs();
-  kafka::TxnResult<void> done = producer.SendOffsets(offsets, *consumer_, milliseconds(10000));
-  if (done) {
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      done = producer.Commit(options_.txn_timeout);
-      if (done || done.error().kind != Kind::kRetriable) break;
-    }
+  if (auto o = producer.SendOffsets(offsets, *consumer_, milliseconds(10000)); !o) {
+    return kafka::EndFailedTransaction(producer, o.error(), clock_, kAbortTimeout);
   }
-  if (!done) {
-    if (done.error().kind == Kind::kFatal) return fatal(done.error(), "commit");
-    // Abortable (e.g. the group moved on: KIP-447 fencing) or retries exhausted: undo and re-read.
-    spdlog::warn("[allocator] partition {}: transaction aborted: {}", p, done.error().message);
-    if (auto a = producer.Abort(milliseconds(5000)); !a) return fatal(a.error(), "abort");
-    return Rewind(p, batch.front().offset);
+  // Half the transaction timeout, as the ids producer: a commit still unanswered by then is
+  // settled by the next owner's init_transactions before the coordinator would expire it.
+  kafka::TxnEnd end =
+      kafka::CommitTransaction(producer, clock_, options_.txn_timeout / 2, kAbortTimeout);
+  if (end.outcome == kafka::TxnOutcome::kCommitted) {
+    commit_latency_.Observe(static_cast<double>(clock_.MonotonicNs() - commit_start) / 1e9);
   }
-  // Committed: now the local view may follow.
-  commit_latency_.Observe(static_cast<double>(clock_.MonotonicNs() - commit_start) / 1e9);
+  return end;
+}
+
+Outcome AllocatorNode::Decide(int32_t p, const kafka::Message& m, BatchReader& reader) {
+  Outcome outcome;
+  auto request =
+      m.value ? DecodeRequest(*m.value)
+              : Result<Request>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
+  if (!request) {
+    outcome.reply.error = request.error();
+    return outcome;
+  }
+  if (auto route = CheckRoute(*request, p, options_.topics.partitions); !route) {
+    outcome.reply.error = route.error();
+    spdlog::error("[allocator] partition {} offset {}: {}", p, m.offset, route.error().message);
+    return outcome;
+  }
+  return Execute(*request, reader, options_.rules, clock_.NowMs());
+}
+
+Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Outcome& outcome,
+                                    kafka::TxnProducer& producer, BatchReader& reader) {
+  const auto& topics = options_.topics;
+  for (const auto& record : outcome.writes) {
+    reader.Stage(record);
+    auto sent =
+        producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {});
+    if (!sent) return sent;
+  }
+  for (const auto& worker : outcome.worker_writes) {
+    reader.Stage(worker);
+    auto sent = producer.Send(topics.state, p, state::WorkerKey(worker.worker_id),
+                              state::EncodeWorker(worker), {});
+    if (!sent) return sent;
+  }
+  const std::string* correlation = m.header(kCorrelationHeader);
+  const std::string* reply_to = m.header(kReplyPartitionHeader);
+  const int reply_partition = reply_to ? std::atoi(reply_to->c_str()) : -1;
+  if (correlation == nullptr || reply_partition < 0 || reply_partition >= topics.reply_partitions) {
+    spdlog::warn("[allocator] partition {} offset {}: request without a valid reply address", p,
+                 m.offset);
+    return {};
+  }
+  return producer.Send(topics.replies, reply_partition, m.key, EncodeReply(outcome.reply),
+                       {{kCorrelationHeader, *correlation}});
+}
+
+void AllocatorNode::OnCommitted(int32_t p, kafka::TxnProducer& producer, BatchReader& reader,
+                                int64_t segments) {
   if (segments > 0) {
     auto& counter = segments_allocated_[p];
     if (counter == nullptr) {
@@ -367,18 +386,47 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
     }
     counter->Inc(static_cast<uint64_t>(segments));
   }
+  // Only now may the local view follow.
   state::Store::Batch staged = reader.Staged();
   auto delivered = producer.TakeDeliveredOffsets();
-  if (auto d = delivered.find({topics.state, p}); d != delivered.end()) {
+  if (auto d = delivered.find({options_.topics.state, p}); d != delivered.end()) {
     staged.values.emplace_back(AppliedOffsetKey(p), d->second + 1);
   }
   if (auto w = store_.Write(staged, /*sync=*/false); !w) {
-    // The records are durable in Kafka; a restart catches up from the last applied offset.
+    // The records are durable in Kafka; taking p over again restores them from the state topic.
     spdlog::error("[allocator] partition {}: local store write failed: {}", p, w.error().message);
-    Release(p, "local store failure");
-    pending_.insert(p);
-    must_rewind_.insert(p);
+    Retake(p, "local store failure");
   }
+}
+
+void AllocatorNode::OnAborted(int32_t p, int64_t first_offset, const kafka::TxnError& why) {
+  // Nothing of the batch is visible: its requests are read and answered again.
+  spdlog::warn("[allocator] partition {}: transaction aborted: {}", p, why.message);
+  Rewind(p, first_offset);
+}
+
+void AllocatorNode::OnUnknown(int32_t p, const kafka::TxnError& why) {
+  // The batch may still commit: only a new producer's init_transactions settles it, and the
+  // restore after it reads what was committed; the group's committed offset says where to resume.
+  Retake(p, "transaction outcome unknown: " + why.message);
+}
+
+void AllocatorNode::OnFatal(int32_t p, const kafka::TxnError& why) {
+  if (why.fenced && !StillAssigned(p)) {
+    Release(p, "fenced (another allocator owns it now): " + why.message);
+    return;
+  }
+  // Still ours by the group's word (a fencing by an owner acting on a stale assignment, or a
+  // broken producer): take it over again with a new producer, whose init_transactions fences the
+  // other one.
+  Retake(p, std::string(why.fenced ? "fenced" : "fatal error") + ": " + why.message);
+}
+
+void AllocatorNode::Retake(int32_t p, const std::string& why) {
+  Release(p, why);
+  pending_.insert(p);
+  must_rewind_.insert(p);
+  next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
 }
 
 }  // namespace kleaf::allocator

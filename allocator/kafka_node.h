@@ -16,9 +16,12 @@
 #include "base/clock.h"
 #include "base/metrics.h"
 #include "kafka/client.h"
+#include "kafka/transaction.h"
 #include "state/store.h"
 
 namespace kleaf::allocator {
+
+class BatchReader;  // kafka_node.cc: the store overlaid by a batch's staged writes
 
 struct AllocatorNodeOptions {
   kafka::Properties props;  // bootstrap.servers and client settings
@@ -54,8 +57,13 @@ class AllocatorNode {
     bool member = false;
     int pending = 0;
     std::vector<int32_t> serving;
+    int64_t takeovers = 0;  // partitions taken over (fenced and restored) since Start
   };
   Status status() const;
+  // Raises a fatal error (librdkafka's, as a broken producer would) in the transactional
+  // producer of partition `p`, on the loop thread at its next turn, if it serves p then: for
+  // tests of the rebuild (the partition is released and taken over with a new producer).
+  void InjectFatalErrorForTesting(int32_t p) { inject_fatal_.store(p); }
 
  private:
   void Run();
@@ -65,7 +73,24 @@ class AllocatorNode {
   void Release(int32_t p, const std::string& why);
   void RetryPending();
   bool StillAssigned(int32_t p);
+  // One batch of p's requests, one transaction: run it, then handle how it ended.
   void ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch);
+  kafka::TxnEnd RunTransaction(int32_t p, const std::vector<kafka::Message>& batch,
+                               kafka::TxnProducer& producer, BatchReader& reader,
+                               int64_t& segments);
+  // What one request makes of the partition's state (pure: Execute), and sending it: state
+  // records staged and produced, then the reply.
+  Outcome Decide(int32_t p, const kafka::Message& m, BatchReader& reader);
+  Result<void> Produce(int32_t p, const kafka::Message& m, const Outcome& outcome,
+                       kafka::TxnProducer& producer, BatchReader& reader);
+  // The four ends of a batch's transaction (kafka/transaction.h).
+  void OnCommitted(int32_t p, kafka::TxnProducer& producer, BatchReader& reader, int64_t segments);
+  void OnAborted(int32_t p, int64_t first_offset, const kafka::TxnError& why);
+  void OnUnknown(int32_t p, const kafka::TxnError& why);
+  void OnFatal(int32_t p, const kafka::TxnError& why);
+  // Gives p up and takes it over again with a new producer (whose init_transactions fences any
+  // other and settles the open transaction), re-reading from the group's committed offset.
+  void Retake(int32_t p, const std::string& why);
   void Rewind(int32_t p, int64_t offset);
 
   const AllocatorNodeOptions options_;
@@ -83,6 +108,8 @@ class AllocatorNode {
   std::thread thread_;
   std::atomic<bool> member_{false};
   std::atomic<int> pending_count_{0};
+  std::atomic<int64_t> takeovers_{0};
+  std::atomic<int32_t> inject_fatal_{-1};  // a partition, or -1: see InjectFatalErrorForTesting
   // Metrics, looked up once; the per-partition counters by the loop thread only.
   metrics::Histogram& commit_latency_;
   metrics::Gauge& serving_gauge_;

@@ -39,6 +39,7 @@ constexpr milliseconds kOffsetQueryTimeout{5000};
 // librdkafka's request timeout for this consumer unless the caller sets one: an unanswered
 // commit gets its outcome within this.
 constexpr const char* kSocketTimeoutMs = "10000";
+constexpr const char* kSessionTimeoutMs = "10000";
 
 using PartitionKey = std::pair<std::string, int32_t>;
 
@@ -395,6 +396,10 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   props["group.id"] = options.group_id;
   props.emplace("enable.partition.eof", "false");
   props.emplace("socket.timeout.ms", kSocketTimeoutMs);
+  // librdkafka keeps a commit without an answer queued for session.timeout.ms while the broker
+  // is down, and Close() and a quarantined partition wait for it: 10 s (Kafka's default before
+  // 3.0), not the 45 s of librdkafka 2.8's default.
+  props.emplace("session.timeout.ms", kSessionTimeoutMs);
   auto consumer = kafka::GroupConsumer::Create(props, {options.topic});
   if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
   auto impl = std::make_unique<Impl>(std::move(options));

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <future>
-#include <thread>
 
 namespace kleaf::producer {
 namespace {
@@ -169,43 +168,27 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s) {
   return batch;
 }
 
-Error IdsProducer::TxnFailure(const kafka::TxnError& e, const std::string& what, bool abort) {
-  // A send refused because the producer failed for good looks like any failed send: ask.
-  if (e.kind != kafka::TxnError::Kind::kFatal) {
-    if (auto f = txn_->FatalError()) return TxnFailure(*f, what, false);
-  }
-  if (e.kind == kafka::TxnError::Kind::kFatal && e.fenced) {
-    fatal_ = true;
-    spdlog::error("[producer] fenced: another run of {} took over ({}: {})",
-                  options_.transactional_id, what, e.message);
-    return Error{Code::kFailedPrecondition, what + ": " + e.message};
-  }
-  if (e.kind == kafka::TxnError::Kind::kFatal) {
-    // Not fenced: this producer failed for good (librdkafka's fatal error, e.g. an idempotence
-    // sequence it cannot recover). The next round replaces it, and init_transactions of the new
-    // one ends the open transaction; nothing of it was counted as published unless committed.
-    broken_ = true;
-    spdlog::error("[producer] the transactional producer failed for good ({}: {}); the next "
-                  "round replaces it", what, e.message);
-    return Error{Code::kUnavailable, what + ": " + e.message};
-  }
-  if (abort) {
-    if (auto a = txn_->Abort(kKafkaTimeout); !a) {
-      if (a.error().kind == kafka::TxnError::Kind::kFatal)
-        return TxnFailure(a.error(), "abort", false);
-      unfinished_ = Unfinished::kAbort;
-      spdlog::warn("[producer] abort failed, retried before the next round: {}", a.error().message);
-    } else {
-      unfinished_ = Unfinished::kNone;
+Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>& deficits) {
+  std::vector<Sent> sent;
+  if (auto r = SendBatches(deficits, sent); !r) return OnTxnEnd(r.error(), sent);
+  if (sent.empty()) return RoundResult{};  // nothing missing: no transaction was opened
+  ++round_;
+  if (options_.before_commit) {
+    if (auto f = txn_->Flush(options_.txn_timeout); !f) {
+      spdlog::warn("[producer] flush before the hook: {}", f.error().message);
     }
+    spdlog::info("[producer] round {}: {} batches sent, committing", round_, sent.size());
+    options_.before_commit(round_);
   }
-  return Error{Code::kUnavailable, what + ": " + e.message};
+  // Waits for the commit half the transaction timeout, then leaves it to the next round: a
+  // broker that answers by then finishes it before the coordinator would expire the transaction
+  // (an expired one bumps the producer epoch, which librdkafka reports as fenced).
+  return OnTxnEnd(kafka::CommitTransaction(*txn_, clock_, options_.txn_timeout / 2, kKafkaTimeout),
+                  sent);
 }
 
-Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>& deficits) {
-  RoundResult result;
-  std::vector<Sent> sent;
-  bool open = false;
+std::expected<void, kafka::TxnEnd> IdsProducer::SendBatches(const std::vector<int64_t>& deficits,
+                                                            std::vector<Sent>& sent) {
   for (size_t i = 0; i < streams_.size(); ++i) {
     auto& s = streams_[i];
     for (int64_t n = 0; n < deficits[i]; ++n) {
@@ -221,59 +204,80 @@ Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>
         }
         break;
       }
-      if (!open) {
-        if (auto b = txn_->Begin(); !b)
-          return std::unexpected(TxnFailure(b.error(), "begin", false));
-        open = true;
+      if (sent.empty()) {
+        if (auto b = txn_->Begin(); !b) return std::unexpected(kafka::BeginFailed(b.error()));
       }
       std::string value = EncodeBatch(*batch);
       if (auto r = txn_->Send(options_.topic, s.partition, s.spec.tag, value, {}); !r) {
         // Dropped with the rest of the round: an aborted transaction publishes nothing.
-        (void)TxnFailure({kafka::TxnError::Kind::kAbortable, false, r.error().message}, "send",
-                         true);
-        return std::unexpected(r.error());
+        return std::unexpected(kafka::EndFailedTransaction(
+            *txn_, {kafka::TxnError::Kind::kAbortable, false, "send: " + r.error().message}, clock_,
+            kKafkaTimeout));
       }
       sent.push_back({s.partition, i, std::move(value), batch->size()});
     }
   }
-  if (!open) return result;
-  ++round_;
-  if (options_.before_commit) {
-    if (auto f = txn_->Flush(options_.txn_timeout); !f) {
-      spdlog::warn("[producer] flush before the hook: {}", f.error().message);
-    }
-    spdlog::info("[producer] round {}: {} batches sent, committing", round_, sent.size());
-    options_.before_commit(round_);
+  return {};
+}
+
+Result<IdsProducer::RoundResult> IdsProducer::OnTxnEnd(const kafka::TxnEnd& end,
+                                                       std::vector<Sent>& sent) {
+  switch (end.outcome) {
+    case kafka::TxnOutcome::kCommitted:
+      return OnCommitted(sent);
+    case kafka::TxnOutcome::kAborted:
+      return std::unexpected(OnAborted(end.error));
+    case kafka::TxnOutcome::kUnknown:
+      return std::unexpected(OnUnknown(end, sent));
+    case kafka::TxnOutcome::kFatal:
+      return std::unexpected(OnFatal(end.error));
   }
-  // Waits for the commit half the transaction timeout, then leaves it to the next round: a
-  // broker that answers by then finishes it before the coordinator would expire the transaction
-  // (an expired one bumps the producer epoch, which librdkafka reports as fenced).
-  const auto wait = options_.txn_timeout / 2;
-  const int64_t deadline = clock_.MonotonicNs() + wait.count() * 1'000'000;
-  for (;;) {
-    const int64_t left_ms = std::max<int64_t>(1, (deadline - clock_.MonotonicNs()) / 1'000'000);
-    auto c = txn_->Commit(milliseconds(left_ms));
-    if (c) break;
-    if (c.error().kind == kafka::TxnError::Kind::kRetriable) {
-      if (clock_.MonotonicNs() < deadline) {
-        std::this_thread::sleep_for(milliseconds(50));  // a retry backoff, should it fail at once
-        continue;
-      }
-      // Its outcome is still unknown and an abort would be refused: the next round calls the
-      // commit again, and counts its batches if it goes through.
-      unfinished_ = Unfinished::kCommit;
-      unfinished_sent_ = std::move(sent);
-      spdlog::warn("[producer] round {}: commit unanswered, resumed before the next round: {}", round_,
-                   c.error().message);
-      return Fail(Code::kUnavailable, "commit: " + c.error().message);
-    }
-    return std::unexpected(
-        TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
-  }
-  result = CountPublished(sent);
+  return Fail(Code::kInternal, "unknown transaction outcome");
+}
+
+IdsProducer::RoundResult IdsProducer::OnCommitted(std::vector<Sent>& sent) {
+  unfinished_ = Unfinished::kNone;
+  RoundResult result = CountPublished(sent);
   spdlog::info("[producer] round {} published {} batches ({} IDs)", round_, result.batches,
                result.ids);
   return result;
+}
+
+Error IdsProducer::OnAborted(const kafka::TxnError& why) {
+  // Nothing of it is visible to read_committed consumers; its segment IDs are a gap, never reused.
+  unfinished_ = Unfinished::kNone;
+  spdlog::warn("[producer] round {}: transaction aborted: {}", round_, why.message);
+  return Error{Code::kUnavailable, "aborted: " + why.message};
+}
+
+Error IdsProducer::OnUnknown(const kafka::TxnEnd& end, std::vector<Sent>& sent) {
+  // Begin on an open transaction would be a fatal state error: the next round makes the same call
+  // again first, and counts the batches only if the commit went through.
+  const bool commit = end.unanswered == kafka::TxnCall::kCommit;
+  unfinished_ = commit ? Unfinished::kCommit : Unfinished::kAbort;
+  if (commit) unfinished_sent_ = std::move(sent);
+  spdlog::warn("[producer] round {}: {} unanswered, resumed before the next round: {}", round_,
+               commit ? "commit" : "abort", end.error.message);
+  return Error{Code::kUnavailable, "outcome unknown: " + end.error.message};
+}
+
+Error IdsProducer::OnFatal(const kafka::TxnError& why) {
+  unfinished_ = Unfinished::kNone;  // the next producer's init_transactions settles it
+  if (why.fenced) {
+    fatal_ = true;
+    spdlog::error("[producer] fenced: another run of {} took over: {}", options_.transactional_id,
+                  why.message);
+    return Error{Code::kFailedPrecondition, "fenced: " + why.message};
+  }
+  // This producer failed for good (librdkafka's fatal error, e.g. an idempotence sequence it
+  // cannot recover). The next round replaces it; nothing of it counted as published unless
+  // committed.
+  broken_ = true;
+  spdlog::error(
+      "[producer] the transactional producer failed for good ({}); the next round "
+      "replaces it",
+      why.message);
+  return Error{Code::kUnavailable, "failed for good: " + why.message};
 }
 
 IdsProducer::RoundResult IdsProducer::CountPublished(std::vector<Sent>& sent) {
@@ -292,34 +296,21 @@ IdsProducer::RoundResult IdsProducer::CountPublished(std::vector<Sent>& sent) {
 }
 
 Result<void> IdsProducer::FinishTransaction() {
-  if (unfinished_ == Unfinished::kCommit) {
-    auto c = txn_->Commit(options_.txn_timeout);
-    if (c) {
-      unfinished_ = Unfinished::kNone;
-      auto done = CountPublished(unfinished_sent_);
-      spdlog::info("[producer] the unanswered commit of round {} went through: {} batches ({} IDs)",
-                   round_, done.batches, done.ids);
-      return {};
-    }
-    if (c.error().kind == kafka::TxnError::Kind::kRetriable) {
-      return Fail(Code::kUnavailable, "commit (resumed next round): " + c.error().message);
-    }
-    // Abortable: abort it (TxnFailure records an abort that fails in turn); fatal: the end.
-    unfinished_ = Unfinished::kNone;
-    unfinished_sent_.clear();
-    return std::unexpected(
-        TxnFailure(c.error(), "commit", c.error().kind != kafka::TxnError::Kind::kFatal));
-  }
-  if (unfinished_ == Unfinished::kAbort) {
-    // Its batches must never count as published: abort before anything else.
-    if (auto a = txn_->Abort(kKafkaTimeout); !a) {
-      if (a.error().kind == kafka::TxnError::Kind::kFatal)
-        return std::unexpected(TxnFailure(a.error(), "abort", false));
-      return Fail(Code::kUnavailable, "abort (retried next round): " + a.error().message);
-    }
+  if (unfinished_ == Unfinished::kNone) return {};
+  const bool commit = unfinished_ == Unfinished::kCommit;
+  std::vector<Sent> sent = std::move(unfinished_sent_);
+  unfinished_sent_.clear();
+  const kafka::TxnEnd end =
+      commit ? kafka::CommitTransaction(*txn_, clock_, options_.txn_timeout / 2, kKafkaTimeout)
+             : kafka::AbortTransaction(*txn_, clock_, kKafkaTimeout);
+  if (!commit && end.outcome == kafka::TxnOutcome::kAborted) {
     unfinished_ = Unfinished::kNone;
     spdlog::info("[producer] the open transaction is aborted");
+    return {};
   }
+  auto r = OnTxnEnd(end, sent);  // counts the batches if the commit went through
+  if (!r) return std::unexpected(r.error());
+  spdlog::info("[producer] the unanswered commit went through");
   return {};
 }
 

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "base/metrics.h"
 #include "kafka/client.h"
+#include "kafka/transaction.h"
 #include "kleaf/batch.h"
 #include "producer/top_up.h"
 #include "snowflake/snowflake.h"
@@ -117,10 +118,20 @@ class IdsProducer {
   Result<void> CatchUp();
   Result<void> ReadCommittedOffsets();
   Result<IdBatch> NextBatch(StreamState& s);
+  // One transaction: the missing batches sent, then committed.
   Result<RoundResult> Publish(const std::vector<int64_t>& deficits);
-  // Turns a transaction error into a Result, aborting where needed; marks a fencing fatal and
-  // another fatal error as broken.
-  Error TxnFailure(const kafka::TxnError& e, const std::string& what, bool abort);
+  // Begins the round's transaction at its first batch and sends every batch it can make; how the
+  // transaction ended if a step failed.
+  std::expected<void, kafka::TxnEnd> SendBatches(const std::vector<int64_t>& deficits,
+                                                 std::vector<Sent>& sent);
+  // The four ends of a round's transaction (kafka/transaction.h): committed batches are counted;
+  // an unknown outcome is resumed before the next round; a fencing is fatal to this run; another
+  // fatal error replaces the producer at the next round.
+  Result<RoundResult> OnTxnEnd(const kafka::TxnEnd& end, std::vector<Sent>& sent);
+  RoundResult OnCommitted(std::vector<Sent>& sent);
+  Error OnAborted(const kafka::TxnError& why);
+  Error OnUnknown(const kafka::TxnEnd& end, std::vector<Sent>& sent);
+  Error OnFatal(const kafka::TxnError& why);
   // Creates txn_ and fences older producers of transactional_id (init_transactions, retried up
   // to `timeout`); forgets any unfinished transaction of the old one.
   Result<void> NewTransactionalProducer(std::chrono::milliseconds timeout);

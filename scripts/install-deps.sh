@@ -15,8 +15,9 @@ packages=(
   libcli11-dev faketime chromium
   # librdkafka 2.8's build dependencies (what it links: TLS, SASL, compression codecs).
   libsasl2-dev libssl-dev libzstd-dev liblz4-dev zlib1g-dev
-  # The fuzzer (tests/fuzz): clang 16 with libFuzzer and the sanitizers' runtimes.
-  clang-16 libclang-rt-16-dev
+  # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
+  # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
+  clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(wrk nginx-light)
@@ -42,6 +43,19 @@ if ((${#missing[@]} > 0)); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Earlier versions of this script left their trixie deb-src entry in apt's sources: every later
+# `apt-get update` then fetched trixie's source index. Remove it (the entry now lives only in the
+# build's temporary directory, see below).
+legacy_src_list=/etc/apt/sources.list.d/kleaf-trixie-src.sources
+if [[ -e $legacy_src_list ]]; then
+  if [[ $(id -u) -eq 0 ]]; then
+    rm -f "$legacy_src_list"
+    echo "install-deps: removed $legacy_src_list (left by an earlier version of this script)"
+  else
+    echo "install-deps: $legacy_src_list was left by an earlier version of this script: remove it as root" >&2
+  fi
 fi
 
 if [[ -f $rdkafka_stamp ]]; then
@@ -90,18 +104,6 @@ if [[ ! -e /usr/share/keyrings/debian-archive-trixie-automatic.gpg ]]; then
   apt-get install -y -qq --only-upgrade debian-archive-keyring
 fi
 
-# Source entries only (Types: deb-src): apt never installs a trixie binary through this file.
-src_list=/etc/apt/sources.list.d/kleaf-trixie-src.sources
-cat >"$src_list" <<EOF
-# Written by kleaf's scripts/install-deps.sh: Debian $rdkafka_suite's source packages only
-# (deb-src), from the mirror this machine already uses, to build librdkafka 2.8.
-Types: deb-src
-URIs: $mirror
-Suites: $rdkafka_suite
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9   # two concurrent first runs build once
@@ -113,13 +115,29 @@ started=$(date +%s)
 work=$(mktemp -d "$cache/librdkafka-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 chown _apt "$work" 2>/dev/null || true   # apt downloads as its unprivileged _apt user
-# Refresh only the trixie source index (signed InRelease checked by apt; nothing else touched).
-apt-get update -qq -o Dir::Etc::sourcelist="$src_list" -o Dir::Etc::sourceparts=- \
-  -o APT::Get::List-Cleanup=0
-# apt checks the .dsc and the tarballs against the hashes of the Sources index, whose InRelease
-# signature it checked against Debian's archive keys. (dpkg-source then warns that it cannot check
-# the uploader's own signature on the .dsc: that needs the debian-keyring package.)
-(cd "$work" && apt-get source -qq --download-only "librdkafka/$rdkafka_suite")
+
+# The trixie entry exists only in this temporary file, and only the two apt calls below read it
+# (Dir::Etc::sourcelist replaces the machine's sources for them, sourceparts=- drops
+# sources.list.d): nothing is added to apt's configuration, so no later apt-get update or install
+# ever sees trixie. It is a deb-src line: even these calls can only fetch source packages.
+src_list=$work/kleaf-trixie-src.list
+echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $rdkafka_suite main" \
+  >"$src_list"
+apt_trixie_src=(-o Dir::Etc::sourcelist="$src_list" -o Dir::Etc::sourceparts=-)
+
+# The chain of trust, checked by apt, not by dpkg-source:
+#   1. `apt-get update` accepts trixie's InRelease only if its OpenPGP signature verifies against
+#      Debian's archive keys (debian-archive-keyring, above); InRelease lists the SHA256 of the
+#      Sources index, which apt checks on download.
+#   2. `apt-get source` checks the .dsc, the .orig tarball and the .debian tarball against the
+#      SHA256 sums that this Sources index lists, and fails on any mismatch.
+# dpkg-source then warns that it cannot verify the .dsc's own (uploader's) signature: that needs
+# the debian-keyring package (a 30 MB download for bookworm), and
+# adds nothing to steps 1-2, which already tie every byte to Debian's signed archive.
+# Only the trixie source index is refreshed (List-Cleanup=0 keeps the machine's own lists; the
+# next ordinary `apt-get update` drops trixie's, as no source names it).
+apt-get update -qq "${apt_trixie_src[@]}" -o APT::Get::List-Cleanup=0
+(cd "$work" && apt-get source -qq --download-only "${apt_trixie_src[@]}" "librdkafka/$rdkafka_suite")
 dsc=$(ls "$work"/librdkafka_*.dsc)
 version=$(sed -n 's/^Version: //p' "$dsc")
 [[ ${version#*:} == "$rdkafka_upstream"* ]] || die "$rdkafka_suite's librdkafka is $version, not $rdkafka_upstream*"

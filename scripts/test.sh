@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds kleaf with warnings as errors, runs the HTTP fuzzer for a minute
+# Installs what is missing, checks the C++ changed since the style base with clang-format and
+# clang-tidy (scripts/check-style.sh), builds kleaf with warnings as errors, builds the clang
+# sanitizer build and runs the unit tests under ASan+UBSan and the HTTP fuzzer for a minute in it
 # (tests/fuzz), starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e
 # against the real binary, integration against the broker), and stops the broker again.
 set -euo pipefail
@@ -7,16 +9,21 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 build=${KLEAF_TEST_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLEAF_WERROR=ON >/dev/null
+# Style first (it needs only the configured build's compile_commands.json): a minute at most.
+./scripts/check-style.sh --build-dir "$build"
 cmake --build "$build" -j"$(nproc)"
 
-# The HTTP fuzzer (tests/fuzz): clang 16 with libFuzzer, ASan and UBSan, in a build of its own. It
-# runs KLEAF_FUZZ_SECONDS (60) over the committed seed corpus and fails on any finding.
+# The clang sanitizer build (KLEAF_FUZZ): clang 16, ASan and UBSan (any report fatal) and libFuzzer
+# coverage on all of kleaf up to producer/, in a build of its own. In it the unit tests run under
+# the sanitizers, and the HTTP fuzzer (tests/fuzz) runs KLEAF_FUZZ_SECONDS (60) over the committed
+# seed corpus, both at once; any finding fails the test.
 fuzz_build=${KLEAF_FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_FUZZ=ON \
   -DKLEAF_FUZZ_SECONDS="${KLEAF_FUZZ_SECONDS:-60}" >/dev/null
 cmake --build "$fuzz_build" -j"$(nproc)"
-ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure
+UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir "$fuzz_build" -L 'fuzz|unit' --output-on-failure --timeout 600 -j2
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)

@@ -6,7 +6,5 @@ endif()
 add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
                     -fno-omit-frame-pointer)
 add_link_options(-fsanitize=address,undefined)
-# libstdc++ 12 offers std::expected (kleaf's Result) only when __cpp_concepts >= 202002L. Clang 16
-# implements what <expected> needs (conditionally trivial special members) but still reports
-# 201907L, so the macro is raised for this build.
-add_compile_options(-Wno-macro-redefined -D__cpp_concepts=202002L)
+# (The __cpp_concepts raise that lets clang 16 use libstdc++ 12's std::expected is in the top
+# CMakeLists.txt, for every clang build.)

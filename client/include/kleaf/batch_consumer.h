@@ -69,7 +69,8 @@ class BatchConsumer {
     // How long Close() waits to leave the group cleanly; past it the member is dropped by the
     // coordinator at its session timeout instead. Then librdkafka still waits for a commit in
     // flight: up to socket.timeout.ms (10 s unless set in `properties`), or session.timeout.ms
-    // while the coordinator is unknown. Measured with a frozen broker: 10 s in all.
+    // (10 s unless set in `properties`) while the coordinator is unknown. Measured with a frozen
+    // broker and with a stopped one: 10 s in all.
     std::chrono::milliseconds close_timeout{10000};
   };
 

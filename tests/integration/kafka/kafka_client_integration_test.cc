@@ -131,6 +131,54 @@ TEST_F(KafkaClientIntegrationTest, DescribeTopicKeepsItsDeadlineWhileTheBrokerIs
   EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
 }
 
+// EnsureTopics keeps one deadline for its two steps (creating the topics, then checking their
+// partition counts): with the broker frozen it gives up within its timeout, not twice it (each
+// step once took the full timeout, and the create step a second more), for a topic to create and
+// for one that already exists (only the check step then waits). It works again after the thaw.
+TEST_F(KafkaClientIntegrationTest, EnsureTopicsKeepsOneDeadlineWhileTheBrokerIsFrozen) {
+  const std::string existing = UniqueTopic("ensure-existing");
+  const std::string missing = UniqueTopic("ensure-missing");
+  ASSERT_TRUE(kafka::EnsureTopics(props(), {{existing, 1, 1, {}}}, seconds(30)));
+  BrokerFreeze freeze(broker_);
+  ASSERT_TRUE(freeze.found()) << "no pid file in " << broker_.dir;
+  ASSERT_TRUE(freeze.Freeze());
+  // 3 s asked; the bound allows 1.5 s for tearing down the handle the call made (librdkafka takes
+  // 1.0 s to destroy a handle whose broker does not answer: 4.0 s measured) and for load. Before
+  // the one deadline, the create step alone took 4 s and the check step 3 s more.
+  for (const auto& topic : {existing, missing}) {
+    const auto start = SteadyClock::now();
+    auto ensured = kafka::EnsureTopics(props(), {{topic, 1, 1, {}}}, seconds(3));
+    const double took = SecondsSince(start);
+    std::cerr << "[frozen] EnsureTopics(3 s) of " << (topic == existing ? "an existing" : "a new")
+              << " topic: " << (ensured ? "succeeded" : "failed: " + ensured.error().message)
+              << " after " << took << " s\n";
+    EXPECT_FALSE(ensured) << "topics ensured by a frozen broker?";
+    if (!ensured) {
+      EXPECT_EQ(ensured.error().code, Code::kUnavailable) << ensured.error().message;
+    }
+    EXPECT_LT(took, 4.5) << "EnsureTopics(3 s) took " << took << " s with the broker frozen";
+  }
+  freeze.Thaw();
+  // After the thaw the same call succeeds by itself (the broker may still be rejoining its
+  // controller: ask again until a deadline).
+  Result<void> after = Fail(Code::kUnavailable, "not asked");
+  const auto thawed = SteadyClock::now();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        after =
+            kafka::EnsureTopics(props(), {{existing, 1, 1, {}}, {missing, 1, 1, {}}}, seconds(5));
+        return after.has_value();
+      },
+      seconds(30)))
+      << "EnsureTopics still fails 30 s after the thaw: " << after.error().message;
+  std::cerr << "[thawed] EnsureTopics succeeded " << SecondsSince(thawed) << " s after the thaw\n";
+  auto described = kafka::DescribeTopic(props(), missing, seconds(10));
+  ASSERT_TRUE(described) << described.error().message;
+  EXPECT_EQ(described->partitions, 1);
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, existing), "");
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, missing), "");
+}
+
 // An idempotent producer that librdkafka declares failed for good (as after an out-of-order
 // sequence) replaces its handle by itself: later sends are delivered, without the owner doing
 // anything. Without the rebuild every later send fails with a fatal error.

@@ -1,0 +1,289 @@
+#include "kafka/group_consumer.h"
+
+#include <chrono>
+#include <thread>
+
+#include "kafka/internal.h"
+
+namespace kleaf::kafka {
+
+using std::chrono::milliseconds;
+
+namespace {
+// Resumes every partition the application paused (before they are given up).
+void ResumePaused(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
+  if (impl.paused.empty()) return;
+  PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl.paused.size())));
+  for (const auto& [topic, partition] : impl.paused) {
+    rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
+  }
+  rd_kafka_resume_partitions(rk, paused.get());
+  impl.paused.clear();
+}
+
+void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
+               void* opaque) {
+  auto* impl = static_cast<GroupConsumer::Impl*>(opaque);
+  GroupConsumer::Event e;
+  e.partitions = FromList(parts);
+  if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    rd_kafka_assign(rk, parts);
+    e.kind = GroupConsumer::Event::Kind::kAssigned;
+  } else {
+    // A pause outlives the assignment in librdkafka: lift it while the partitions are still ours.
+    ResumePaused(rk, *impl);
+    rd_kafka_assign(rk, nullptr);
+    e.kind = GroupConsumer::Event::Kind::kRevoked;
+  }
+  impl->pending.push_back(std::move(e));
+}
+}  // namespace
+
+GroupConsumer::GroupConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GroupConsumer::~GroupConsumer() { Close(); }
+
+Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(
+    const Properties& props, const std::vector<std::string>& topics) {
+  Properties p = props;
+  p.emplace("enable.auto.commit", "false");
+  p.emplace("isolation.level", "read_committed");
+  p.emplace("auto.offset.reset", "earliest");
+  // An eager assignor: Poll hands whole assignments and revocations to the owner. roundrobin
+  // spreads the partitions of one topic evenly (librdkafka 2.0.2's sticky assignor also had
+  // ownership bugs; cooperative ones would need incremental assign/unassign here).
+  p.emplace("partition.assignment.strategy", "roundrobin");
+  p.emplace("fetch.wait.max.ms", "10");
+  p.emplace("socket.nagle.disable", "true");
+  auto impl = std::make_unique<Impl>();
+  Impl* raw = impl.get();
+  auto rk = NewHandle(RD_KAFKA_CONSUMER, p, [raw](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_rebalance_cb(conf, Rebalance);
+    rd_kafka_conf_set_opaque(conf, raw);
+  });
+  if (!rk) return std::unexpected(rk.error());
+  impl->rk = std::move(*rk);
+  rd_kafka_poll_set_consumer(impl->rk.get());
+  PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(topics.size())));
+  for (const auto& t : topics)
+    rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  if (auto err = rd_kafka_subscribe(impl->rk.get(), list.get());
+      err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::unexpected(KafkaError(err, "subscribe"));
+  }
+  return std::unique_ptr<GroupConsumer>(new GroupConsumer(std::move(impl)));
+}
+
+GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
+  if (impl_->pending.empty()) {
+    rd_kafka_message_t* m =
+        rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count()));
+    if (!impl_->pending.empty()) {
+      // A rebalance happened during this poll: report it before the message.
+      if (m) {
+        Event msg;
+        if (m->err) {
+          msg.kind = Event::Kind::kError;
+          msg.error = rd_kafka_message_errstr(m);
+        } else {
+          msg.kind = Event::Kind::kMessage;
+          msg.message = ToMessage(m);
+        }
+        rd_kafka_message_destroy(m);
+        impl_->pending.push_back(std::move(msg));
+      }
+    } else {
+      Event e;
+      if (m == nullptr) return e;
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        rd_kafka_message_destroy(m);
+        return e;
+      }
+      if (m->err) {
+        e.kind = Event::Kind::kError;
+        e.error = rd_kafka_message_errstr(m);
+      } else {
+        e.kind = Event::Kind::kMessage;
+        e.message = ToMessage(m);
+      }
+      rd_kafka_message_destroy(m);
+      return e;
+    }
+  }
+  Event e = std::move(impl_->pending.front());
+  impl_->pending.erase(impl_->pending.begin());
+  return e;
+}
+
+Result<std::vector<TopicPartition>> GroupConsumer::Committed(
+    const std::vector<TopicPartition>& partitions, milliseconds timeout) {
+  return CommittedOffsets(impl_->rk.get(), partitions, timeout);
+}
+
+Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds timeout) {
+  PartitionList list = ToList({position});
+  rd_kafka_error_t* error =
+      rd_kafka_seek_partitions(impl_->rk.get(), list.get(), static_cast<int>(timeout.count()));
+  if (error) {
+    std::string msg = rd_kafka_error_string(error);
+    rd_kafka_error_destroy(error);
+    return Fail(Code::kUnavailable, "seek: " + msg);
+  }
+  if (list->elems[0].err) return std::unexpected(KafkaError(list->elems[0].err, "seek"));
+  return {};
+}
+
+namespace {
+// Whether a commit that failed with `err` may still be applied by the broker: the request may
+// have been sent and its answer lost (timeouts, broken connections). Broker answers, and local
+// refusals before sending, are definite.
+bool MayLand(rd_kafka_resp_err_t err) {
+  if (err >= 0) return false;
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR__NO_OFFSET:
+    case RD_KAFKA_RESP_ERR__STATE:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+    case RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_GROUP:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+      return false;
+    default:
+      return true;
+  }
+}
+}  // namespace
+
+GroupConsumer::PendingCommit::~PendingCommit() {
+  rd_kafka_queue_destroy(static_cast<rd_kafka_queue_t*>(queue_));
+}
+
+std::optional<GroupConsumer::PendingCommit::Outcome> GroupConsumer::PendingCommit::Wait(
+    milliseconds timeout) {
+  auto* queue = static_cast<rd_kafka_queue_t*>(queue_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    rd_kafka_event_t* ev =
+        rd_kafka_queue_poll(queue, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ev == nullptr) {
+      if (left.count() <= 0) return std::nullopt;
+      continue;
+    }
+    if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
+      rd_kafka_event_destroy(ev);
+      continue;
+    }
+    Outcome out;
+    out.committed = true;
+    auto fail = [&](rd_kafka_resp_err_t e) {
+      out.committed = false;
+      out.may_land = out.may_land || MayLand(e);
+      if (out.error.empty()) out.error = KafkaError(e, "commit").message;
+    };
+    if (auto e = rd_kafka_event_error(ev); e != RD_KAFKA_RESP_ERR_NO_ERROR) fail(e);
+    if (const auto* parts = rd_kafka_event_topic_partition_list(ev)) {
+      for (int i = 0; i < parts->cnt; ++i) {
+        if (parts->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) fail(parts->elems[i].err);
+      }
+    }
+    rd_kafka_event_destroy(ev);
+    return out;
+  }
+}
+
+Result<std::unique_ptr<GroupConsumer::PendingCommit>> GroupConsumer::StartCommit(
+    const std::vector<TopicPartition>& offsets) {
+  PartitionList list = ToList(offsets);
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
+  auto err = rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue, nullptr, nullptr);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_queue_destroy(queue);
+    return std::unexpected(KafkaError(err, "commit"));
+  }
+  return std::unique_ptr<PendingCommit>(new PendingCommit(queue));
+}
+
+Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets,
+                                   milliseconds timeout) {
+  auto pending = StartCommit(offsets);
+  if (!pending) return std::unexpected(pending.error());
+  auto outcome = (*pending)->Wait(timeout);
+  if (!outcome)
+    return Fail(Code::kUnavailable,
+                "commit: no outcome within " + std::to_string(timeout.count()) + " ms");
+  if (!outcome->committed) return Fail(Code::kUnavailable, outcome->error);
+  return {};
+}
+
+std::vector<TopicPartition> GroupConsumer::Assignment() {
+  rd_kafka_topic_partition_list_t* list = nullptr;
+  if (rd_kafka_assignment(impl_->rk.get(), &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return {};
+  PartitionList owned(list);
+  return FromList(list);
+}
+
+Result<void> GroupConsumer::Pause(const std::vector<TopicPartition>& partitions) {
+  std::vector<TopicPartition> fresh;
+  for (const auto& p : partitions) {
+    if (!impl_->paused.contains({p.topic, p.partition})) fresh.push_back(p);
+  }
+  if (fresh.empty()) return {};
+  PartitionList list = ToList(fresh);
+  if (auto err = rd_kafka_pause_partitions(impl_->rk.get(), list.get()); err)
+    return std::unexpected(KafkaError(err, "pause"));
+  for (const auto& p : fresh) impl_->paused.insert({p.topic, p.partition});
+  return {};
+}
+
+Result<void> GroupConsumer::Resume(const std::vector<TopicPartition>& partitions) {
+  std::vector<TopicPartition> held;
+  for (const auto& p : partitions) {
+    if (impl_->paused.contains({p.topic, p.partition})) held.push_back(p);
+  }
+  if (held.empty()) return {};
+  PartitionList list = ToList(held);
+  if (auto err = rd_kafka_resume_partitions(impl_->rk.get(), list.get()); err)
+    return std::unexpected(KafkaError(err, "resume"));
+  for (const auto& p : held) impl_->paused.erase({p.topic, p.partition});
+  return {};
+}
+
+bool GroupConsumer::Close(milliseconds timeout) {
+  if (!impl_->rk) return true;
+  rd_kafka_t* rk = impl_->rk.get();
+  // Closing gives everything up: a rebalance event here is a revocation (an assignment that
+  // crossed the close is given up as well). Every one must be served, or the close waits for it.
+  auto serve = [&](rd_kafka_event_t* ev) {
+    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+      ResumePaused(rk, *impl_);
+      rd_kafka_assign(rk, nullptr);
+    }
+    rd_kafka_event_destroy(ev);
+  };
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+  bool closed = false;
+  if (rd_kafka_error_t* error = rd_kafka_consumer_close_queue(rk, queue)) {
+    rd_kafka_error_destroy(error);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!(closed = rd_kafka_consumer_closed(rk)) &&
+           std::chrono::steady_clock::now() < deadline) {
+      if (rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 100)) serve(ev);
+    }
+  }
+  while (rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 0)) serve(ev);
+  rd_kafka_queue_destroy(queue);
+  if (closed) {
+    impl_->rk.reset();
+  } else {
+    // Past the deadline: no clean leave (the coordinator drops the member at its session
+    // timeout). librdkafka still ends its group handling, bounded by its request timeouts.
+    rd_kafka_destroy_flags(impl_->rk.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  }
+  return closed;
+}
+
+}  // namespace kleaf::kafka

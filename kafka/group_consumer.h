@@ -1,0 +1,92 @@
+// A consumer-group member: rebalances as events, pause/resume, commits with a deadline and an
+// outcome.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "kafka/message.h"
+
+namespace kleaf::kafka {
+
+// A consumer-group member. Rebalances are handled eagerly inside Poll (assign/unassign) and
+// reported as events before any message of the new assignment. Not thread-safe.
+class GroupConsumer {
+ public:
+  struct Event {
+    enum class Kind { kMessage, kAssigned, kRevoked, kError, kNone };
+    Kind kind = Kind::kNone;
+    Message message;                         // kMessage
+    std::vector<TopicPartition> partitions;  // kAssigned / kRevoked
+    std::string error;                       // kError
+  };
+
+  static Result<std::unique_ptr<GroupConsumer>> Create(const Properties& props,
+                                                       const std::vector<std::string>& topics);
+  ~GroupConsumer();
+
+  Event Poll(std::chrono::milliseconds timeout);
+  // The committed offsets of `partitions` (offset -1001 when none).
+  Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
+                                                std::chrono::milliseconds timeout);
+  Result<void> Seek(const TopicPartition& position, std::chrono::milliseconds timeout);
+  // A commit on its way. Its outcome comes once, through Wait. Dropping it does not cancel the
+  // commit (librdkafka goes on with it); it must not outlive its GroupConsumer.
+  class PendingCommit {
+   public:
+    struct Outcome {
+      bool committed = false;
+      // Not committed, but the request may have reached the broker (a local timeout, a broken
+      // connection): it may still be applied.
+      bool may_land = false;
+      std::string error;
+    };
+    ~PendingCommit();
+    PendingCommit(const PendingCommit&) = delete;
+    PendingCommit& operator=(const PendingCommit&) = delete;
+    // The outcome, waiting up to `timeout` for it; nullopt while it is unknown.
+    std::optional<Outcome> Wait(std::chrono::milliseconds timeout);
+
+   private:
+    friend class GroupConsumer;
+    explicit PendingCommit(void* queue) : queue_(queue) {}
+    void* queue_;  // rd_kafka_queue_t*
+  };
+  // Starts committing `offsets` (each the next offset to read). The broker checks the member's
+  // generation: a member that was dropped from the group gets an error.
+  Result<std::unique_ptr<PendingCommit>> StartCommit(const std::vector<TopicPartition>& offsets);
+  // StartCommit and Wait up to `timeout`. On a timeout the commit may still land later (callers
+  // must treat that as "not claimed", and see PendingCommit for how to know when it is settled).
+  Result<void> Commit(const std::vector<TopicPartition>& offsets,
+                      std::chrono::milliseconds timeout);
+  // The partitions assigned right now (rebalance events still queued for Poll may be older).
+  std::vector<TopicPartition> Assignment();
+  // Stops / restarts fetching `partitions`. Only partitions this consumer paused are resumed
+  // (resuming a partition that was never paused restarted it from a stale position in
+  // librdkafka 2.0.2; a resume of nothing is pointless in any version, so the check stays), and
+  // a pause never outlives the assignment: on revocation the paused partitions are resumed
+  // before they are given up (librdkafka keeps an application's pause across a reassignment,
+  // which would leave a partition unread for good).
+  Result<void> Pause(const std::vector<TopicPartition>& partitions);
+  Result<void> Resume(const std::vector<TopicPartition>& partitions);
+  // Leaves the group, waiting up to `timeout` (librdkafka's close waits for the coordinator's
+  // answers, up to its request timeouts, and 2.0.2's could hang for good after a lost
+  // partition); past it the handle is destroyed without a clean leave (the
+  // coordinator drops the member at its session timeout): librdkafka still waits for commits in
+  // flight, bounded by socket.timeout.ms (or session.timeout.ms while the coordinator is
+  // unknown). False in that case.
+  bool Close(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+
+  struct Impl;
+
+ private:
+  friend class TxnProducer;
+  explicit GroupConsumer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kleaf::kafka

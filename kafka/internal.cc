@@ -1,0 +1,137 @@
+#include "kafka/internal.h"
+
+namespace kleaf::kafka {
+
+Error KafkaError(rd_kafka_resp_err_t err, std::string_view what) {
+  Code code = Code::kUnavailable;
+  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+      err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+    code = Code::kNotFound;
+  } else if (err == RD_KAFKA_RESP_ERR__INVALID_ARG) {
+    code = Code::kInvalidArgument;
+  }
+  return Error{code, std::string(what) + ": " + rd_kafka_err2str(err)};
+}
+
+PartitionList ToList(const std::vector<TopicPartition>& parts) {
+  PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(parts.size())));
+  for (const auto& p : parts) {
+    rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition)->offset = p.offset;
+  }
+  return list;
+}
+
+std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list) {
+  std::vector<TopicPartition> out;
+  for (int i = 0; list != nullptr && i < list->cnt; ++i) {
+    const auto& e = list->elems[i];
+    out.push_back({e.topic, e.partition, e.offset});
+  }
+  return out;
+}
+
+Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
+                              const std::function<void(rd_kafka_conf_t*)>& setup) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char errstr[512];
+  for (const auto& [k, v] : props) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return Fail(Code::kInvalidArgument, "kafka property " + k + ": " + errstr);
+    }
+  }
+  if (setup) setup(conf);
+  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return Fail(Code::kInvalidArgument, std::string("kafka client: ") + errstr);
+  }
+  return KafkaHandle(rk);
+}
+
+Message ToMessage(const rd_kafka_message_t* m) {
+  Message out;
+  out.topic = rd_kafka_topic_name(m->rkt);
+  out.partition = m->partition;
+  out.offset = m->offset;
+  if (m->key) out.key.assign(static_cast<const char*>(m->key), m->key_len);
+  if (m->payload) {
+    out.value.emplace(static_cast<const char*>(m->payload), m->len);
+  } else if (m->len == 0) {
+    out.value.reset();
+  }
+  rd_kafka_headers_t* hdrs = nullptr;
+  if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    const char* name = nullptr;
+    const void* val = nullptr;
+    size_t size = 0;
+    for (size_t i = 0;
+         rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+      out.headers.push_back({name, std::string(static_cast<const char*>(val), size)});
+    }
+  }
+  return out;
+}
+
+rd_kafka_resp_err_t ProduceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                               std::string_view key, const std::optional<std::string>& value,
+                               const std::vector<Header>& headers, void* opaque) {
+  rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size());
+  for (const auto& h : headers) {
+    rd_kafka_header_add(hdrs, h.name.data(), static_cast<ssize_t>(h.name.size()), h.value.data(),
+                        static_cast<ssize_t>(h.value.size()));
+  }
+  void* payload = value ? const_cast<char*>(value->data()) : nullptr;
+  size_t payload_len = value ? value->size() : 0;
+  rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+      RD_KAFKA_V_KEY(key.data(), key.size()), RD_KAFKA_V_VALUE(payload, payload_len),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(opaque),
+      RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) rd_kafka_headers_destroy(hdrs);  // not taken over
+  return err;
+}
+
+TxnError ToTxnError(rd_kafka_error_t* error) {
+  TxnError e;
+  e.message = rd_kafka_error_string(error);
+  e.fenced = rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__FENCED ||
+             rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+             rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+  if (rd_kafka_error_is_fatal(error) || e.fenced) {
+    e.kind = TxnError::Kind::kFatal;
+  } else if (rd_kafka_error_txn_requires_abort(error)) {
+    e.kind = TxnError::Kind::kAbortable;
+  } else if (rd_kafka_error_is_retriable(error)) {
+    e.kind = TxnError::Kind::kRetriable;
+  } else {
+    e.kind = TxnError::Kind::kFatal;
+  }
+  rd_kafka_error_destroy(error);
+  return e;
+}
+
+TxnResult<void> Check(rd_kafka_error_t* error) {
+  if (error == nullptr) return {};
+  return std::unexpected(ToTxnError(error));
+}
+
+Result<std::vector<TopicPartition>> CommittedOffsets(rd_kafka_t* rk,
+                                                     const std::vector<TopicPartition>& partitions,
+                                                     std::chrono::milliseconds timeout) {
+  PartitionList list = ToList(partitions);
+  auto err = rd_kafka_committed(rk, list.get(), static_cast<int>(timeout.count()));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::unexpected(KafkaError(err, "committed offsets"));
+  }
+  for (int i = 0; i < list->cnt; ++i) {
+    const auto& e = list->elems[i];
+    if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return std::unexpected(KafkaError(e.err, "committed offset of " + std::string(e.topic) + "/" +
+                                                   std::to_string(e.partition)));
+    }
+  }
+  return FromList(list.get());
+}
+
+}  // namespace kleaf::kafka

@@ -1,0 +1,68 @@
+// What kafka/*.cc share of librdkafka: RAII handles, conversions between its types and kleaf's,
+// and the error classification. Private to this folder: no other component includes it (the
+// public headers keep librdkafka's types out).
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kafka/group_consumer.h"
+#include "kafka/message.h"
+#include "kafka/txn_producer.h"
+
+namespace kleaf::kafka {
+
+struct KafkaDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
+
+struct ListDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* l) const {
+    rd_kafka_topic_partition_list_destroy(l);
+  }
+};
+using PartitionList = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
+
+// A kleaf error for a librdkafka error code: unknown topics and partitions are kNotFound, invalid
+// arguments kInvalidArgument, the rest kUnavailable.
+Error KafkaError(rd_kafka_resp_err_t err, std::string_view what);
+PartitionList ToList(const std::vector<TopicPartition>& parts);
+std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list);
+// Builds a configuration; `setup` may add callbacks. Returns the handle or a message naming the
+// property that was rejected.
+Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
+                              const std::function<void(rd_kafka_conf_t*)>& setup = nullptr);
+Message ToMessage(const rd_kafka_message_t* m);
+// Produces one message with librdkafka's varargs API; `opaque` reaches the delivery callback.
+rd_kafka_resp_err_t ProduceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,
+                               std::string_view key, const std::optional<std::string>& value,
+                               const std::vector<Header>& headers, void* opaque);
+// Retriable, abortable or fatal (a fencing is fatal); takes `error` over.
+TxnError ToTxnError(rd_kafka_error_t* error);
+TxnResult<void> Check(rd_kafka_error_t* error);
+// The group's committed offsets of `partitions` (the group of the consumer handle `rk`), each
+// partition's own error included.
+Result<std::vector<TopicPartition>> CommittedOffsets(rd_kafka_t* rk,
+                                                     const std::vector<TopicPartition>& partitions,
+                                                     std::chrono::milliseconds timeout);
+
+// Shared by group_consumer.cc and TxnProducer::SendOffsets (the group's metadata).
+struct GroupConsumer::Impl {
+  KafkaHandle rk;
+  std::vector<GroupConsumer::Event> pending;  // rebalance events not yet returned by Poll
+  // Partitions paused by Pause() and not resumed since. Touched by the polling thread only
+  // (Pause/Resume and the rebalance callback, which runs inside Poll and Close).
+  std::set<std::pair<std::string, int32_t>> paused;
+};
+
+}  // namespace kleaf::kafka

@@ -1,0 +1,124 @@
+#include "kafka/partition_reader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "kafka/internal.h"
+
+namespace kleaf::kafka {
+
+using std::chrono::milliseconds;
+
+struct PartitionReader::Impl {
+  KafkaHandle rk;
+};
+
+PartitionReader::PartitionReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PartitionReader::~PartitionReader() {
+  if (impl_->rk) rd_kafka_consumer_close(impl_->rk.get());
+}
+
+Result<std::unique_ptr<PartitionReader>> PartitionReader::Create(const Properties& props) {
+  Properties p = props;
+  p.emplace("enable.auto.commit", "false");
+  p.emplace("enable.auto.offset.store", "false");
+  p.emplace("isolation.level", "read_committed");
+  p.emplace("auto.offset.reset", "earliest");
+  p.emplace("enable.partition.eof", "true");
+  p.emplace("fetch.wait.max.ms", "10");
+  p.emplace("socket.nagle.disable", "true");
+  p.emplace("group.id", "kleaf-reader-unused");  // never joins: assign() only, no commits
+  auto rk = NewHandle(RD_KAFKA_CONSUMER, p);
+  if (!rk) return std::unexpected(rk.error());
+  auto impl = std::make_unique<Impl>();
+  impl->rk = std::move(*rk);
+  rd_kafka_poll_set_consumer(impl->rk.get());
+  return std::unique_ptr<PartitionReader>(new PartitionReader(std::move(impl)));
+}
+
+Result<void> PartitionReader::Assign(const std::vector<TopicPartition>& partitions) {
+  PartitionList list = ToList(partitions);
+  if (auto err = rd_kafka_assign(impl_->rk.get(), list.get()); err)
+    return std::unexpected(KafkaError(err, "assign"));
+  return {};
+}
+
+std::optional<Message> PartitionReader::Poll(milliseconds timeout) {
+  rd_kafka_message_t* m =
+      rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count()));
+  if (m == nullptr) return std::nullopt;
+  std::optional<Message> out;
+  if (!m->err) out = ToMessage(m);
+  rd_kafka_message_destroy(m);
+  return out;
+}
+
+Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::string& topic,
+                                                                int32_t partition,
+                                                                milliseconds timeout) {
+  int64_t low = 0, high = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    // In slices of 2 s at most: with the broker stopped (connections refused) librdkafka 2.8 can
+    // overrun the timeout it is given by a good part of it (10 s asked, 14 s taken), so the
+    // overrun of one slice is all the deadline can be late by.
+    auto err = rd_kafka_query_watermark_offsets(
+        impl_->rk.get(), topic.c_str(), partition, &low, &high,
+        static_cast<int>(std::clamp<int64_t>(left.count(), 1, 2000)));
+    if (!err) return std::make_pair(low, high);
+    // Right after a topic is created or while leadership moves, brokers answer "not leader" or
+    // "unknown partition" for a moment: ask again until the deadline.
+    const bool transient =
+        err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+        err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+        err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+        err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+        err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE;
+    if (!transient || std::chrono::steady_clock::now() + milliseconds(200) > deadline) {
+      return std::unexpected(
+          KafkaError(err, "watermarks of " + topic + "/" + std::to_string(partition)));
+    }
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+}
+
+Result<int64_t> PartitionReader::ReadToEnd(const std::string& topic, int32_t partition,
+                                           int64_t from,
+                                           const std::function<void(const Message&)>& fn,
+                                           milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto marks = Watermarks(topic, partition, timeout);
+  if (!marks) return std::unexpected(marks.error());
+  const int64_t end = marks->second;
+  int64_t position = std::max(from, marks->first);
+  if (position >= end) return std::max(from, end);
+  if (auto r = Assign({{topic, partition, position}}); !r) return std::unexpected(r.error());
+  while (position < end) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Fail(Code::kUnavailable, "reading " + topic + "/" + std::to_string(partition) +
+                                          " timed out at offset " + std::to_string(position) +
+                                          " of " + std::to_string(end));
+    }
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
+    if (m == nullptr) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      position = std::max(position, m->offset);
+    } else if (m->err) {
+      std::string msg = rd_kafka_message_errstr(m);
+      rd_kafka_message_destroy(m);
+      return Fail(Code::kUnavailable, "reading " + topic + ": " + msg);
+    } else {
+      fn(ToMessage(m));
+      position = m->offset + 1;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_assign(impl_->rk.get(), nullptr);
+  return position;
+}
+
+}  // namespace kleaf::kafka

@@ -1,0 +1,45 @@
+// Reads partitions without a group (assign): state restore, reply partitions, watermarks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "kafka/message.h"
+
+namespace kleaf::kafka {
+
+// Reads partitions by assign() (no group): for restoring state and for reply partitions.
+class PartitionReader {
+ public:
+  static Result<std::unique_ptr<PartitionReader>> Create(const Properties& props);
+  ~PartitionReader();
+
+  // Starts reading `partitions` at their offsets (replaces any previous assignment).
+  Result<void> Assign(const std::vector<TopicPartition>& partitions);
+  // The next message, or nullopt after `timeout`.
+  std::optional<Message> Poll(std::chrono::milliseconds timeout);
+  // Low and high watermarks; with isolation.level=read_committed, high is the last stable offset.
+  Result<std::pair<int64_t, int64_t>> Watermarks(const std::string& topic, int32_t partition,
+                                                 std::chrono::milliseconds timeout);
+  // Reads `topic`/`partition` from `from` up to its end (high watermark / last stable offset at
+  // the time of the call), handing each message to `fn`. Returns the offset after the last one
+  // read.
+  Result<int64_t> ReadToEnd(const std::string& topic, int32_t partition, int64_t from,
+                            const std::function<void(const Message&)>& fn,
+                            std::chrono::milliseconds timeout);
+
+  struct Impl;
+
+ private:
+  explicit PartitionReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kleaf::kafka

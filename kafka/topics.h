@@ -1,0 +1,45 @@
+// Topic administration: creating topics, their partition counts and ids, and the version of
+// librdkafka kleaf runs with.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "kafka/message.h"
+
+namespace kleaf::kafka {
+
+struct TopicSpec {
+  std::string name;
+  int32_t partitions = 1;
+  int16_t replication_factor = 1;
+  std::map<std::string, std::string> configs;
+};
+
+// Creates the topics that do not exist yet; existing ones are left alone (their partition counts
+// are checked: fewer than asked is an error, since keys would map elsewhere).
+Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
+                          std::chrono::milliseconds timeout);
+
+// Number of partitions of `topic`, from a metadata request.
+Result<int32_t> PartitionCount(const Properties& props, const std::string& topic,
+                               std::chrono::milliseconds timeout);
+
+struct TopicInfo {
+  int32_t partitions = 0;
+  std::string id;  // Kafka's topic id (URL-safe base64, as Kafka's tools print it): a recreated
+                   // topic gets a new one
+};
+
+// Describes `topic` with the admin API (DescribeTopics): kNotFound when it does not exist,
+// kUnavailable when Kafka does not answer within `timeout`.
+Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,
+                                std::chrono::milliseconds timeout);
+
+// The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.8.0").
+std::string LibraryVersion();
+
+}  // namespace kleaf::kafka

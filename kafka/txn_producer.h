@@ -1,0 +1,71 @@
+// The transactional producer (one per owned partition or producer run) and its errors, each
+// classified as retriable, abortable or fatal.
+#pragma once
+
+#include <chrono>
+#include <expected>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "kafka/message.h"
+
+namespace kleaf::kafka {
+
+struct TxnError {
+  enum class Kind {
+    kRetriable,  // call the same operation again
+    kAbortable,  // abort the transaction, rewind input, begin again
+    kFatal,      // drop the producer (e.g. fenced: another owner took over)
+  };
+  Kind kind;
+  bool fenced = false;
+  std::string message;
+};
+
+template <typename T>
+using TxnResult = std::expected<T, TxnError>;
+
+class GroupConsumer;
+
+// A transactional producer (one per owned partition). Not thread-safe: one owner thread.
+class TxnProducer {
+ public:
+  static Result<std::unique_ptr<TxnProducer>> Create(const Properties& props,
+                                                     const std::string& transactional_id);
+  ~TxnProducer();
+
+  // Fences every older producer with the same transactional.id and aborts its open transaction.
+  TxnResult<void> Init(std::chrono::milliseconds timeout);
+  TxnResult<void> Begin();
+  Result<void> Send(const std::string& topic, int32_t partition, std::string_view key,
+                    const std::optional<std::string>& value, const std::vector<Header>& headers);
+  // Adds the consumer's offsets (`next` offsets to read) to the transaction.
+  TxnResult<void> SendOffsets(const std::vector<TopicPartition>& offsets, GroupConsumer& consumer,
+                              std::chrono::milliseconds timeout);
+  TxnResult<void> Commit(std::chrono::milliseconds timeout);
+  TxnResult<void> Abort(std::chrono::milliseconds timeout);
+  // Waits until every message sent so far reached the broker (still uncommitted), up to `timeout`.
+  Result<void> Flush(std::chrono::milliseconds timeout);
+  // Offsets of the messages delivered since the last call, per (topic, partition): the highest.
+  std::map<std::pair<std::string, int32_t>, int64_t> TakeDeliveredOffsets();
+  // The fatal error librdkafka raised on this producer (rd_kafka_fatal_error), if any: after one,
+  // sends fail with "Local: Fatal error" and the producer must be replaced (a fencing included).
+  std::optional<TxnError> FatalError();
+  // Raises a fatal error (not a fencing), as librdkafka does when the producer fails for good.
+  // For tests of the owners' rebuild.
+  void InjectFatalErrorForTesting();
+
+  struct Impl;
+
+ private:
+  explicit TxnProducer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kleaf::kafka

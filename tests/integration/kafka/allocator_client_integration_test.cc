@@ -1,0 +1,325 @@
+// The gateway's side of request/reply (allocator::KafkaAllocatorClient, in this process) against a
+// real `kleaf allocator` process: its idempotent request producer fails for good while requests
+// are in flight (librdkafka's fatal error, as an out-of-order sequence after a disconnect would
+// raise), is replaced by itself, and the client keeps getting segments and renewing its worker
+// lease, each segment unique. And the allocator's side, in this process too: the transactional
+// producer of a partition a running AllocatorNode serves fails for good; the node releases the
+// partition and takes it over again with a new producer, by itself, and no segment is handed out
+// twice.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "allocator/kafka_client.h"
+#include "allocator/kafka_node.h"
+#include "base/clock.h"
+#include "state/store.h"
+#include "tests/e2e/kleaf_process.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using allocator::Request;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A call's outcome, once it came; its callback may run after the caller gave up waiting.
+template <typename T>
+struct Call {
+  std::shared_ptr<std::promise<Result<T>>> promise = std::make_shared<std::promise<Result<T>>>();
+  std::future<Result<T>> future = promise->get_future();
+  allocator::Callback<T> callback() {
+    return [p = promise](Result<T> r) { p->set_value(std::move(r)); };
+  }
+  // The outcome, or kUnavailable "no answer" after `timeout`.
+  Result<T> Get(milliseconds timeout) {
+    if (future.wait_for(timeout) != std::future_status::ready) {
+      return Fail(Code::kUnavailable,
+                  "no answer within " + std::to_string(timeout.count()) + " ms");
+    }
+    return future.get();
+  }
+};
+
+// Sorted by start, each segment ends before the next begins; the number of overlaps (each one
+// reported as a failure).
+int Overlaps(std::vector<allocator::Segment> segments) {
+  std::sort(segments.begin(), segments.end(), [](auto& a, auto& b) { return a.start < b.start; });
+  int overlaps = 0;
+  for (size_t i = 1; i < segments.size(); ++i) {
+    if (segments[i].start < segments[i - 1].end) {
+      ++overlaps;
+      ADD_FAILURE() << "segments [" << segments[i - 1].start << ", " << segments[i - 1].end
+                    << ") and [" << segments[i].start << ", " << segments[i].end << ") overlap";
+    }
+  }
+  return overlaps;
+}
+
+class AllocatorClientIntegrationTest : public KafkaTest {};
+
+TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRequestsGoOn) {
+  Cluster cluster(broker_, "client-fatal",
+                  {{"segment.max_step", "10"}, {"segment.default_step", "10"}});
+  Node& alloc = cluster.AddAllocator("alloc-1");
+  auto started = cluster.Start({&alloc});
+  ASSERT_TRUE(started) << started.error();
+  auto balanced = cluster.WaitBalanced({&alloc}, seconds(60));
+  ASSERT_TRUE(balanced) << balanced.error();
+
+  Clock& clock = SystemClock::Instance();
+  allocator::KafkaClientOptions options;
+  options.props = {{"bootstrap.servers", broker_.bootstrap}};
+  options.topics = allocator::ClusterTopics::For(cluster.prefix(), Cluster::kPartitions,
+                                                 Cluster::kReplyPartitions);
+  options.node_id = "gw-in-process";
+  options.reply_partition = Cluster::kReplyPartitions - 1;  // no gateway process reads it
+  // request_timeout 2 s per attempt, 3 attempts: the bound of one call is about 6 s.
+  const auto call_bound = options.request_timeout * options.attempts + seconds(4);
+  auto client = allocator::KafkaAllocatorClient::Start(options, clock);
+  ASSERT_TRUE(client) << client.error().message;
+  auto& c = **client;
+
+  const std::string tag = "fatal-producer";
+  {
+    Call<state::TagRecord> put;
+    c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}},
+             put.callback());
+    auto r = put.Get(call_bound);
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  const allocator::Claimant me{
+      .node_id = options.node_id, .holder = "holder-1", .previous_holder = {}};
+  int64_t worker_id = -1, lease_until = 0;
+  {
+    Call<allocator::Reply> claim;
+    c.Registry(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, me, -1, clock.NowMs()),
+               claim.callback());
+    auto r = claim.Get(call_bound);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_TRUE(r->lease);
+    worker_id = r->lease->worker_id;
+    lease_until = r->lease->lease_until_ms;
+  }
+  std::vector<allocator::Segment> segments;
+  auto allocate = [&](int n) {
+    std::vector<Call<allocator::Segment>> calls(static_cast<size_t>(n));
+    for (auto& call : calls) c.AllocateSegment(tag, 0, call.callback());
+    return calls;
+  };
+  for (auto& call : allocate(3)) {
+    auto s = call.Get(call_bound);
+    ASSERT_TRUE(s) << s.error().message;
+    segments.push_back(*s);
+  }
+  const int64_t end_before =
+      std::max_element(segments.begin(), segments.end(), [](auto& a, auto& b) {
+        return a.end < b.end;
+      })->end;
+
+  // Requests in flight when the producer fails: some of them are lost with the old handle (their
+  // attempt times out and is sent again through the new one), none may be lost for good.
+  auto in_flight = allocate(5);
+  Call<allocator::Reply> renew_in_flight;
+  c.Registry(
+      allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0, clock.NowMs()),
+      renew_in_flight.callback());
+  const auto injected = SteadyClock::now();
+  c.InjectProducerFatalErrorForTesting();
+  ASSERT_TRUE(WaitUntil([&] { return c.producer_rebuilds() == 1; }, seconds(5)))
+      << "the request producer was not replaced within 5 s of its fatal error";
+  const double rebuilt_s = SecondsSince(injected);
+  double slowest = 0;
+  int in_flight_ok = 0;
+  for (auto& call : in_flight) {
+    auto s = call.Get(call_bound);
+    slowest = std::max(slowest, SecondsSince(injected));
+    ASSERT_TRUE(s) << "a request in flight at the fatal error failed: " << s.error().message;
+    segments.push_back(*s);
+    ++in_flight_ok;
+  }
+  {
+    auto r = renew_in_flight.Get(call_bound);
+    ASSERT_TRUE(r) << "the lease renewal in flight at the fatal error failed: "
+                   << r.error().message;
+    ASSERT_TRUE(r->lease);
+    EXPECT_GE(r->lease->lease_until_ms, lease_until);
+    lease_until = r->lease->lease_until_ms;
+  }
+  const double in_flight_s = SecondsSince(injected);
+
+  // After the rebuild: new requests answered at once (no attempt lost), lease renewed again.
+  const auto after_start = SteadyClock::now();
+  for (auto& call : allocate(5)) {
+    auto s = call.Get(call_bound);
+    ASSERT_TRUE(s) << "no segment after the rebuild: " << s.error().message;
+    EXPECT_GE(s->start, end_before);
+    segments.push_back(*s);
+  }
+  {
+    Call<allocator::Reply> renew;
+    c.Registry(
+        allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0, clock.NowMs()),
+        renew.callback());
+    auto r = renew.Get(call_bound);
+    ASSERT_TRUE(r) << "no lease renewal after the rebuild: " << r.error().message;
+    ASSERT_TRUE(r->lease);
+    EXPECT_EQ(r->lease->worker_id, worker_id);
+    EXPECT_GE(r->lease->lease_until_ms, lease_until);
+  }
+  const double after_s = SecondsSince(after_start);
+  EXPECT_EQ(c.producer_rebuilds(), 1);
+
+  // Every segment its own range.
+  const int overlaps = Overlaps(segments);
+  std::cout << "fatal request producer: replaced " << rebuilt_s << " s after the error; "
+            << in_flight_ok
+            << " segment requests and a lease renewal in flight all answered within " << in_flight_s
+            << " s (slowest segment " << slowest << " s; bound " << call_bound.count()
+            << " ms); 5 segments and a renewal after the rebuild in " << after_s << " s; "
+            << segments.size() << " segments, " << overlaps << " overlapping" << std::endl;
+  EXPECT_LT(after_s, 5.0) << "requests after the rebuild were retried: the new producer lost them";
+  c.Stop();
+}
+
+// A partition's transactional producer fails for good under a running allocator (librdkafka's
+// fatal error; kafka_node.cc: the next batch's begin or send sees it) with requests in flight:
+// the node releases the partition and takes it over again with a new producer (whose
+// init_transactions fences the broken one), within the bound below, re-reads the requests of the
+// failed batch, and every request is answered, no segment twice.
+TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOver) {
+  e2e::TempDir dir;
+  const std::string prefix = "kleaf-it-txn-fatal-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(SteadyClock::now().time_since_epoch().count());
+  const kafka::Properties props = {{"bootstrap.servers", broker_.bootstrap}};
+  const auto topics = allocator::ClusterTopics::For(prefix, 4, 4);
+  auto ensured = allocator::EnsureClusterTopics(props, topics, 1, seconds(30));
+  ASSERT_TRUE(ensured) << ensured.error().message;
+  auto store = state::Store::Open((dir.path() / "state").string());
+  ASSERT_TRUE(store) << store.error().message;
+
+  Clock& clock = SystemClock::Instance();
+  allocator::AllocatorNodeOptions node_options;
+  node_options.props = props;
+  node_options.topics = topics;
+  node_options.rules.max_step = 10;
+  node_options.rules.default_step = 10;
+  node_options.group_id = prefix + ".allocators";
+  allocator::AllocatorNode node(node_options, **store, clock);
+  ASSERT_TRUE(node.Start());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto s = node.status();
+        return s.member && s.pending == 0 && s.serving.size() == 4;
+      },
+      seconds(60)))
+      << "the allocator does not serve the 4 partitions within 60 s";
+
+  allocator::KafkaClientOptions options;
+  options.props = props;
+  options.topics = topics;
+  options.node_id = "gw-in-process";
+  options.reply_partition = 0;
+  const auto call_bound = options.request_timeout * options.attempts + seconds(4);
+  auto client = allocator::KafkaAllocatorClient::Start(options, clock);
+  ASSERT_TRUE(client) << client.error().message;
+  auto& c = **client;
+
+  const std::string tag = "fatal-txn";
+  const int32_t p = topics.PartitionOf(tag);
+  {
+    Call<state::TagRecord> put;
+    c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}},
+             put.callback());
+    auto r = put.Get(call_bound);
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  std::vector<allocator::Segment> segments;
+  auto allocate = [&](int n) {
+    std::vector<Call<allocator::Segment>> calls(static_cast<size_t>(n));
+    for (auto& call : calls) c.AllocateSegment(tag, 0, call.callback());
+    return calls;
+  };
+  for (auto& call : allocate(3)) {
+    auto s = call.Get(call_bound);
+    ASSERT_TRUE(s) << s.error().message;
+    segments.push_back(*s);
+  }
+  int64_t end_before = 0;
+  for (const auto& s : segments) end_before = std::max(end_before, s.end);
+
+  const int64_t takeovers_before = node.status().takeovers;
+  const auto injected = SteadyClock::now();
+  node.InjectFatalErrorForTesting(p);
+  // Requests right behind the failure: the batch that finds the producer broken is re-read after
+  // the takeover (or its attempts time out and are sent again).
+  auto in_flight = allocate(5);
+  // The partition is released and served again by a new producer.
+  constexpr double kRebuildBoundS = 15;  // 1 s retry delay, init_transactions, restore, load
+  bool released = false;
+  // The loop thread applies the injection at its next turn, possibly after it served the
+  // requests above: one more request every 500 ms makes sure a batch meets the broken producer.
+  std::deque<Call<allocator::Segment>> more;
+  auto last_sent = SteadyClock::now();
+  const bool back = WaitUntil(
+      [&] {
+        if (SteadyClock::now() - last_sent > milliseconds(500)) {
+          more.emplace_back();
+          c.AllocateSegment(tag, 0, more.back().callback());
+          last_sent = SteadyClock::now();
+        }
+        auto s = node.status();
+        const bool serving_p = std::find(s.serving.begin(), s.serving.end(), p) != s.serving.end();
+        released = released || !serving_p;
+        return s.takeovers > takeovers_before && serving_p;
+      },
+      milliseconds(static_cast<int64_t>(kRebuildBoundS * 1000)));
+  const double rebuilt_s = SecondsSince(injected);
+  ASSERT_TRUE(back) << "partition " << p << " not taken over again within " << kRebuildBoundS
+                    << " s of its producer's fatal error (takeovers " << node.status().takeovers
+                    << ", before " << takeovers_before << ")";
+  EXPECT_EQ(node.status().takeovers, takeovers_before + 1);
+  int answered = 0;
+  for (auto& call : in_flight) {
+    auto s = call.Get(call_bound);
+    ASSERT_TRUE(s) << "a request in flight at the fatal error failed: " << s.error().message;
+    EXPECT_GE(s->start, end_before);
+    segments.push_back(*s);
+    ++answered;
+  }
+  for (auto& call : more) {
+    auto s = call.Get(call_bound);
+    ASSERT_TRUE(s) << "a request sent during the takeover failed: " << s.error().message;
+    EXPECT_GE(s->start, end_before);
+    segments.push_back(*s);
+    ++answered;
+  }
+  const double answered_s = SecondsSince(injected);
+  for (auto& call : allocate(5)) {
+    auto s = call.Get(call_bound);
+    ASSERT_TRUE(s) << "no segment after the takeover: " << s.error().message;
+    EXPECT_GE(s->start, end_before);
+    segments.push_back(*s);
+  }
+  const int overlaps = Overlaps(segments);
+  std::cout << "fatal txn producer: partition " << p << (released ? " released and" : "")
+            << " taken over again " << rebuilt_s << " s after the error (bound " << kRebuildBoundS
+            << " s); " << answered
+            << " requests sent before the takeover completed, all answered within " << answered_s
+            << " s; " << segments.size() << " segments, " << overlaps << " overlapping"
+            << std::endl;
+  EXPECT_EQ(overlaps, 0);
+  c.Stop();
+  node.Stop();
+}
+
+}  // namespace
+}  // namespace kleaf::integration
