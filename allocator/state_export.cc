@@ -21,8 +21,8 @@ Result<std::map<std::string, state::TagRecord>> ReadAllTags(const kafka::Propert
           if (auto r = state::DecodeTag(*m.value)) {
             std::string tag = r->tag;  // read before the record is moved from
             auto it = tags.find(tag);
-            auto merged = MergeRestored(
-                it == tags.end() ? std::nullopt : std::optional(it->second), std::move(*r));
+            auto merged = MergeRestored(it == tags.end() ? std::nullopt : std::optional(it->second),
+                                        std::move(*r));
             tags[tag] = std::move(merged);
           }
         },

@@ -96,7 +96,7 @@ Result<void> CheckConfigFor(Role role, const config::Config& c, int64_t now_ms) 
   if (role == Role::kStandalone || role == Role::kGateway || role == Role::kProducer) {
     const auto& s = c.snowflake;
     auto layout = snowflake::SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits, s.sequence_bits,
-                                                 s.epoch_ms, s.time_unit_ms, now_ms);
+                                                   s.epoch_ms, s.time_unit_ms, now_ms);
     if (!layout) return Fail(Code::kInvalidArgument, "snowflake: " + layout.error().message);
     if (now_ms > layout->last_ms()) {
       return Fail(Code::kInvalidArgument,

@@ -22,9 +22,8 @@ kleaf::Result<kleaf::config::Config> LoadConfig(const std::string& path) {
 
 int Decode(const kleaf::config::Config& config, const std::string& id_text) {
   const auto& s = config.snowflake;
-  auto layout = kleaf::snowflake::SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits,
-                                                      s.sequence_bits, s.epoch_ms, s.time_unit_ms,
-                                                      INT64_MAX);
+  auto layout = kleaf::snowflake::SnowflakeLayout::Make(
+      s.timestamp_bits, s.worker_bits, s.sequence_bits, s.epoch_ms, s.time_unit_ms, INT64_MAX);
   auto described = layout ? kleaf::snowflake::DecodeToJson(*layout, id_text)
                           : kleaf::Result<std::string>(std::unexpected(layout.error()));
   if (!described) {

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <optional>
 #include <iostream>
+#include <optional>
 
 #include "allocator/cluster.h"
 #include "allocator/kafka_client.h"

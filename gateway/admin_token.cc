@@ -30,7 +30,8 @@ Result<std::string> AdminToken(const std::string& configured, const std::string&
   std::filesystem::remove(path);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   std::string line = token + "\n";
-  bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  bool written =
+      fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   if (fd >= 0) ::close(fd);
   if (!written) return Fail(Code::kInternal, "cannot write admin token file " + path.string());
   spdlog::info("[admin] generated an admin token into {}", path.string());

@@ -53,8 +53,7 @@ void ResumeSegmentRests(state::Store& store, allocator::Allocator& allocator,
   }
 }
 
-void KeepSegmentRests(state::Store& store, SegmentCache& segments,
-                      const std::string& scope) {
+void KeepSegmentRests(state::Store& store, SegmentCache& segments, const std::string& scope) {
   std::vector<state::Store::SegmentRest> rests;
   int64_t ids = 0;
   for (const auto& [tag, ranges] : segments.Drain()) {
@@ -65,7 +64,8 @@ void KeepSegmentRests(state::Store& store, SegmentCache& segments,
   }
   if (rests.empty()) return;
   if (auto r = store.PutSegmentRests(rests); !r) {
-    spdlog::warn("[segment] could not keep the unused segment rests (a gap): {}", r.error().message);
+    spdlog::warn("[segment] could not keep the unused segment rests (a gap): {}",
+                 r.error().message);
     return;
   }
   spdlog::info("[segment] kept {} unused IDs in {} ranges for the next start", ids, rests.size());

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -10,7 +11,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <array>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -133,12 +133,13 @@ class Session : public std::enable_shared_from_this<Session> {
       res->prepare_payload();
     }
     stream_.expires_after(server_.options.idle_timeout);
-    beast_http::async_write(stream_, *res,
-                      [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
-                        if (ec) return self->Close();
-                        if (!keep_alive) return self->LingeringClose();
-                        self->NextRequest();
-                      });
+    beast_http::async_write(
+        stream_, *res,
+        [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
+          if (ec) return self->Close();
+          if (!keep_alive) return self->LingeringClose();
+          self->NextRequest();
+        });
   }
 
   void Close() {

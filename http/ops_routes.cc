@@ -26,8 +26,8 @@ Handler OpsRoutes(std::string role_plural, ReadyChecks ready_checks) {
     // Only the exact paths: "/metrics", not "metrics" or "/metrics/".
     const std::string_view name = path.starts_with('/') ? path.substr(1) : std::string_view();
     if (ServeOpsRoute(name, request.method, ready_checks, respond)) return;
-    respond(ErrorResponse(Error{Code::kNotFound, "no such path (" + role_plural +
-                                                     " serve /metrics, /healthz, /readyz)"}));
+    respond(ErrorResponse(Error{
+        Code::kNotFound, "no such path (" + role_plural + " serve /metrics, /healthz, /readyz)"}));
   };
 }
 

@@ -220,7 +220,8 @@ ReadOutcome RequestReader::Next() {
     // complete.
     if (ec && ec != beast_http::error::need_more) {
       out.request = std::move(parser->request);
-      if (ec == beast_http::error::header_limit) return impl_->Reject(std::move(out), HeadersTooLarge());
+      if (ec == beast_http::error::header_limit)
+        return impl_->Reject(std::move(out), HeadersTooLarge());
       if (ec == beast_http::error::body_limit) {
         return impl_->Reject(std::move(out), ErrorResponse(Error{Code::kPayloadTooLarge,
                                                                  "request body is too large"}));

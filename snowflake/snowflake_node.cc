@@ -43,7 +43,7 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
                                                             bool use_registry, Clock& clock) {
   const auto& sf = c.snowflake;
   auto layout = SnowflakeLayout::Make(sf.timestamp_bits, sf.worker_bits, sf.sequence_bits,
-                                               sf.epoch_ms, sf.time_unit_ms, clock.NowMs());
+                                      sf.epoch_ms, sf.time_unit_ms, clock.NowMs());
   if (!layout) return std::unexpected(layout.error());
 
   std::unique_ptr<SnowflakeNode> node(new SnowflakeNode());
@@ -54,10 +54,9 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
     if (!tokens) return std::unexpected(tokens.error());
     node->lease_.emplace(
         allocator, clock,
-        WorkerLease::Options{c.node.id, tokens->first, tokens->second,
-                                      c.workers.lease_ttl_ms,
-                                      c.workers.renew_interval_ms, c.workers.safety_margin_ms,
-                                      c.workers.claim_timeout_ms},
+        WorkerLease::Options{c.node.id, tokens->first, tokens->second, c.workers.lease_ttl_ms,
+                             c.workers.renew_interval_ms, c.workers.safety_margin_ms,
+                             c.workers.claim_timeout_ms},
         [&store]() -> std::optional<WorkerLease::Cached> {
           auto id = store.GetValue(kCachedWorker);
           auto until = store.GetValue(kCachedLeaseUntil);
@@ -83,14 +82,12 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
     not_before_ms = grant->not_before_ms;
   }
   node->generator_ = std::make_unique<SnowflakeGenerator>(
-      *layout,
-      SnowflakeGenerator::Options{worker_id, sf.random_sequence_start, sf.max_backward_ms},
+      *layout, SnowflakeGenerator::Options{worker_id, sf.random_sequence_start, sf.max_backward_ms},
       clock);
   node->guard_ = std::make_unique<TimestampGuard>(
       *node->generator_, clock, [&store] { return store.GetValue(kSnowflakeMark); },
       [&store](int64_t ms) { return store.PutValue(kSnowflakeMark, ms); },
-      TimestampGuard::Options{sf.persist_interval_ms, sf.reserve_ms,
-                                       sf.max_startup_wait_ms});
+      TimestampGuard::Options{sf.persist_interval_ms, sf.reserve_ms, sf.max_startup_wait_ms});
   node->guard_->SetExternalFloorMs(not_before_ms);
   if (auto r = node->guard_->Start(); !r) return std::unexpected(r.error());
   if (node->lease_) node->lease_->Start(*node->generator_);

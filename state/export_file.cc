@@ -7,9 +7,8 @@ namespace kleaf::state {
 
 std::string EncodeExportFile(const std::string& topic, const std::string& exported_at,
                              const std::vector<TagRecord>& tags) {
-  nlohmann::json out = {{"topic", topic},
-                        {"exported_at", exported_at},
-                        {"tags", nlohmann::json::array()}};
+  nlohmann::json out = {
+      {"topic", topic}, {"exported_at", exported_at}, {"tags", nlohmann::json::array()}};
   for (const auto& r : tags) out["tags"].push_back(nlohmann::json::parse(EncodeTag(r)));
   return out.dump(2) + "\n";
 }

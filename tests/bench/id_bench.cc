@@ -61,8 +61,8 @@ void BM_SnowflakeNext(benchmark::State& state) {
   if (state.thread_index() == 0) {
     delete generator;
     generator = new snowflake::SnowflakeGenerator(snowflake::SnowflakeLayout::Default(),
-                                       {.worker_id = 1, .random_sequence_start = false},
-                                       SystemClock::Instance());
+                                                  {.worker_id = 1, .random_sequence_start = false},
+                                                  SystemClock::Instance());
   }
   int64_t sum = 0;
   for (auto _ : state) {

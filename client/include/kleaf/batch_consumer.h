@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kleaf/export.h"
 #include "kleaf/batch.h"
 #include "kleaf/client_error.h"
+#include "kleaf/export.h"
 
 namespace kleaf {
 

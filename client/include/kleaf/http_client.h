@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kleaf/export.h"
 #include "kleaf/client_error.h"
+#include "kleaf/export.h"
 
 namespace kleaf {
 
