@@ -16,10 +16,12 @@ using std::chrono::seconds;
 
 constexpr int64_t kDayMs = 24LL * 3600 * 1000;
 
-// kleaf behind faketime with a relative offset ("-10m", "+1d"). libfaketime shifts the wall clock
-// only: with FAKETIME_DONT_FAKE_MONOTONIC the steady clock (timeouts, waits) stays true.
+// libfaketime preloaded with a relative offset (as `faketime -m -f OFFSET` would), through env(1)
+// rather than the faketime wrapper: the wrapper creates a named semaphore per pid with O_EXCL that a
+// process killed with kill -9 leaves behind, and a later wrapper given the same pid then refuses to
+// start ("sem_open: File exists"). The monotonic clock (deadlines) stays true: kFaketimeEnv.
 std::vector<std::string> Faketime(const std::string& offset) {
-  return {KLEAF_FAKETIME, "-m", "-f", offset};
+  return {"/usr/bin/env", std::string("LD_PRELOAD=") + KLEAF_LIBFAKETIME, "FAKETIME=" + offset};
 }
 const std::vector<std::pair<std::string, std::string>> kFaketimeEnv = {
     {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
@@ -47,7 +49,7 @@ std::vector<int64_t> IssueSnowflakes(uint16_t port, int n) {
 class ClockE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string(KLEAF_FAKETIME).empty()) GTEST_SKIP() << "faketime is not installed";
+    if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
   }
 };
 

@@ -33,9 +33,12 @@ constexpr char kLocalMarkRefusal[] = "behind the last snowflake timestamp this n
 constexpr char kClockBack[] = "-15s";
 constexpr int64_t kClockBackMs = -15000;
 
-// The faketime wrapper with a relative offset; the monotonic clock (deadlines) stays true.
+// libfaketime preloaded with a relative offset (as `faketime -m -f OFFSET` would), through env(1)
+// rather than the faketime wrapper: the wrapper creates a named semaphore per pid with O_EXCL that a
+// process killed with kill -9 leaves behind, and a later wrapper given the same pid then refuses to
+// start ("sem_open: File exists"). The monotonic clock (deadlines) stays true: kFaketimeEnv.
 std::vector<std::string> Faketime(const std::string& offset) {
-  return {KLEAF_FAKETIME, "-m", "-f", offset};
+  return {"/usr/bin/env", std::string("LD_PRELOAD=") + KLEAF_LIBFAKETIME, "FAKETIME=" + offset};
 }
 const Env kFaketimeEnv = {{"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
 
@@ -44,7 +47,7 @@ class WorkerClockTest : public WorkerRegistryTest {
   void SetUp() override {
     WorkerRegistryTest::SetUp();
     if (IsSkipped()) return;
-    if (std::string(KLEAF_FAKETIME).empty()) GTEST_SKIP() << "faketime is not installed";
+    if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
   }
 };
 
