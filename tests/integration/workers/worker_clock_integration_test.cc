@@ -34,9 +34,9 @@ constexpr char kClockBack[] = "-15s";
 constexpr int64_t kClockBackMs = -15000;
 
 // libfaketime preloaded with a relative offset (as `faketime -m -f OFFSET` would), through env(1)
-// rather than the faketime wrapper: the wrapper creates a named semaphore per pid with O_EXCL that a
-// process killed with kill -9 leaves behind, and a later wrapper given the same pid then refuses to
-// start ("sem_open: File exists"). The monotonic clock (deadlines) stays true: kFaketimeEnv.
+// rather than the faketime wrapper: the wrapper creates a named semaphore per pid with O_EXCL that
+// a process killed with kill -9 leaves behind, and a later wrapper given the same pid then refuses
+// to start ("sem_open: File exists"). The monotonic clock (deadlines) stays true: kFaketimeEnv.
 std::vector<std::string> Faketime(const std::string& offset) {
   return {"/usr/bin/env", std::string("LD_PRELOAD=") + KLEAF_LIBFAKETIME, "FAKETIME=" + offset};
 }
