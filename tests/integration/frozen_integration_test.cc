@@ -237,8 +237,20 @@ void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
     const std::string tag =
         TagOnPartition(std::string("takeover-") + what, p, Cluster::kPartitions);
     ASSERT_TRUE(PutTag(gw.port, tag, R"({"step":10})"));
-    auto ids = FetchIds(gw.port, tag, 5);
-    ASSERT_TRUE(ids) << ids.error();
+    // A tag's first segment is fetched on its first request, which answers 503 after
+    // segment.wait_ms (100 ms) if the fetch takes longer (e.g. across the rebalance that the
+    // second allocator's start caused): ask until it is served.
+    std::optional<std::vector<int64_t>> ids;
+    std::string last_error;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto got = FetchIds(gw.port, tag, 5);
+          if (!got) last_error = got.error();
+          if (got) ids = *got;
+          return got.has_value();
+        },
+        seconds(30)))
+        << "no segment of " << tag << " within 30 s: " << last_error;
     record(tag, *ids);
     max_before[tag] = *std::max_element(ids->begin(), ids->end());
     tags.push_back(tag);
