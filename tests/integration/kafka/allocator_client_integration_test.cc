@@ -49,6 +49,14 @@ struct Call {
   }
 };
 
+// Asks `allocator` for `n` segments of `tag` at once; each call's outcome comes in its Call.
+std::vector<Call<allocator::Segment>> AllocateSegments(allocator::Allocator& allocator,
+                                                       const std::string& tag, int n) {
+  std::vector<Call<allocator::Segment>> calls(static_cast<size_t>(n));
+  for (auto& call : calls) allocator.AllocateSegment(tag, 0, call.callback());
+  return calls;
+}
+
 // Sorted by start, each segment ends before the next begins; the number of overlaps (each one
 // reported as a failure).
 int Overlaps(std::vector<allocator::Segment> segments) {
@@ -110,11 +118,7 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
     lease_until = r->lease->lease_until_ms;
   }
   std::vector<allocator::Segment> segments;
-  auto allocate = [&](int n) {
-    std::vector<Call<allocator::Segment>> calls(static_cast<size_t>(n));
-    for (auto& call : calls) c.AllocateSegment(tag, 0, call.callback());
-    return calls;
-  };
+  auto allocate = [&](int n) { return AllocateSegments(c, tag, n); };
   for (auto& call : allocate(3)) {
     auto s = call.Get(call_bound);
     ASSERT_TRUE(s) << s.error().message;
@@ -243,11 +247,7 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
     ASSERT_TRUE(r) << r.error().message;
   }
   std::vector<allocator::Segment> segments;
-  auto allocate = [&](int n) {
-    std::vector<Call<allocator::Segment>> calls(static_cast<size_t>(n));
-    for (auto& call : calls) c.AllocateSegment(tag, 0, call.callback());
-    return calls;
-  };
+  auto allocate = [&](int n) { return AllocateSegments(c, tag, n); };
   for (auto& call : allocate(3)) {
     auto s = call.Get(call_bound);
     ASSERT_TRUE(s) << s.error().message;
