@@ -1,25 +1,48 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kleaf needs to build, run and test, and builds librdkafka 2.8 from
-# Debian trixie's source package into a cache outside the repository (bookworm's 2.0.2 has bugs
-# that wedge kleaf: see docs/operations.md, "librdkafka"). Idempotent: only missing packages are
-# installed and librdkafka is built once, so a second run costs a few dpkg look-ups.
+# Installs the Debian packages kleaf needs, and builds librdkafka 2.8 from Debian trixie's source
+# package into a cache outside the repository (bookworm's 2.0.2 has bugs that wedge kleaf: see
+# docs/operations.md, "librdkafka"). Idempotent: only missing packages are installed and
+# librdkafka is built once, so a second run costs a few dpkg look-ups.
+#
+#   scripts/install-deps.sh           what building and running kleaf need (scripts/run.sh)
+#   scripts/install-deps.sh --test    also what the tests need: GoogleTest and Google Benchmark,
+#                                     faketime, Chromium, clang 16 with its sanitizer runtimes,
+#                                     clang-format and clang-tidy (scripts/test.sh)
+#   scripts/install-deps.sh --bench   --test, plus wrk and nginx (tests/bench/http_bench.sh)
 #
 # KLEAF_DEPS_CACHE (default /var/cache/kleaf) is where librdkafka is built and installed
 # (<cache>/librdkafka); CMake looks there by default (KLEAF_RDKAFKA_ROOT).
 set -euo pipefail
 
+usage() { echo "usage: $0 [--test | --bench]" >&2; exit 2; }
+set_name=run
+case ${1:-} in
+  '') ;;
+  --test) set_name=test ;;
+  --bench) set_name=bench ;;
+  *) usage ;;
+esac
+(($# <= 1)) || usage
+
+# Building and running kleaf.
 packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates dpkg-dev
   librocksdb-dev libboost-dev libboost-system-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libcli11-dev faketime chromium
+  nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   # librdkafka 2.8's build dependencies (what it links: TLS, SASL, compression codecs).
   libsasl2-dev libssl-dev libzstd-dev liblz4-dev zlib1g-dev
-  # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
-  # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
-  clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16
 )
-if [[ "${1:-}" == "--bench" ]]; then
+if [[ $set_name == test || $set_name == bench ]]; then
+  packages+=(
+    libgtest-dev libgmock-dev libbenchmark-dev
+    # Clock tests (libfaketime) and the monitoring page's browser test.
+    faketime chromium
+    # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
+    # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
+    clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16
+  )
+fi
+if [[ $set_name == bench ]]; then
   packages+=(wrk nginx-light)
 fi
 

@@ -6,7 +6,7 @@
 # against the real binary, integration against the broker), and stops the broker again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+./scripts/install-deps.sh --test
 build=${KLEAF_TEST_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLEAF_WERROR=ON >/dev/null
 # Style first (it needs only the configured build's compile_commands.json): a minute at most.
