@@ -10,6 +10,9 @@
 #   kafka.sh status [--port P | --dir D]
 #   kafka.sh free-port
 #   kafka.sh libs
+#   kafka.sh tool NAME [ARGS...]   Kafka's CLI tools: topics, consumer-groups, get-offsets,
+#                                  console-consumer, configs, transactions, delete-records
+#                                  (ARGS as for kafka-NAME.sh, e.g. --bootstrap-server H:P --list)
 set -euo pipefail
 
 COMPOSE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,6 +23,8 @@ CACHE_ROOT="${KLEAF_KAFKA_CACHE:-$COMPOSE_DIR/.cache}"
 CACHE_DIR="$CACHE_ROOT/kafka-$KAFKA_VERSION"
 LIBS="$CACHE_DIR/libs"
 MARKER="$CACHE_DIR/.complete"
+# The marker records pom.xml's hash: a changed pom (a jar added) fetches again.
+POM_SUM="$(sha256sum "$POM" | cut -d' ' -f1)"
 RUN_ROOT="${KLEAF_KAFKA_RUN:-$COMPOSE_DIR/.run}"
 DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 JVM_OPTS="${KLEAF_KAFKA_JVM_OPTS:--Xms512m -Xmx1g -XX:+UseG1GC}"
@@ -67,14 +72,16 @@ need_tools() {
 
 # ---------------------------------------------------------------- fetch
 
+fetched() { [[ -f "$MARKER" ]] && grep -qx "pom=$POM_SUM" "$MARKER"; }
+
 fetch() {
-  if [[ -f "$MARKER" ]]; then return 0; fi
+  if fetched; then return 0; fi
   need_tools mvn java
   mkdir -p "$CACHE_DIR"
   # One fetch at a time (parallel test runners may all call start at once).
   exec 9>"$CACHE_DIR/.lock"
   if command -v flock >/dev/null 2>&1; then flock 9; fi
-  if [[ -f "$MARKER" ]]; then exec 9>&-; return 0; fi
+  if fetched; then exec 9>&-; return 0; fi
   local t0 tmp
   t0=$(now_ms)
   tmp="$CACHE_DIR/libs.tmp.$$"
@@ -88,7 +95,8 @@ fetch() {
   fi
   [[ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ]] || { rm -rf "$tmp"; die "kafka_2.13-$KAFKA_VERSION.jar not fetched"; }
   mv "$tmp" "$LIBS"
-  { echo "kafka_version=$KAFKA_VERSION"; echo "jars=$(find "$LIBS" -name '*.jar' | wc -l)"; date -u +fetched=%FT%TZ; } >"$MARKER"
+  { echo "kafka_version=$KAFKA_VERSION"; echo "pom=$POM_SUM"
+    echo "jars=$(find "$LIBS" -name '*.jar' | wc -l)"; date -u +fetched=%FT%TZ; } >"$MARKER"
   exec 9>&-
   log "fetched $(find "$LIBS" -name '*.jar' | wc -l) jars in $(secs_since "$t0") s"
 }
@@ -459,7 +467,36 @@ cmd_wait() {
   wait_ready "$port" "$timeout"
 }
 
+# ---------------------------------------------------------------- tool
+
+# Kafka's CLI tools, as kafka-NAME.sh of a Kafka distribution runs them: the main class on the
+# fetched jars, warnings only on stderr.
+cmd_tool() {
+  local name="${1:-}" main
+  case "$name" in
+    topics) main=org.apache.kafka.tools.TopicCommand ;;
+    consumer-groups) main=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand ;;
+    get-offsets) main=org.apache.kafka.tools.GetOffsetShell ;;
+    console-consumer) main=org.apache.kafka.tools.consumer.ConsoleConsumer ;;
+    configs) main=kafka.admin.ConfigCommand ;;
+    transactions) main=org.apache.kafka.tools.TransactionsCommand ;;
+    delete-records) main=org.apache.kafka.tools.DeleteRecordsCommand ;;
+    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records)" ;;
+  esac
+  shift
+  fetch
+  need_tools java
+  local log4j="$CACHE_DIR/tools-log4j.properties"
+  [[ -f "$log4j" ]] || printf '%s\n' 'log4j.rootLogger=WARN, stderr' \
+    'log4j.appender.stderr=org.apache.log4j.ConsoleAppender' \
+    'log4j.appender.stderr.Target=System.err' \
+    'log4j.appender.stderr.layout=org.apache.log4j.PatternLayout' \
+    'log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n' >"$log4j"
+  exec java -Xmx256m -Dlog4j.configuration="file:$log4j" -cp "$LIBS/*" "$main" "$@"
+}
+
 case "${1:-}" in
+  tool) shift; cmd_tool "$@" ;;
   fetch) shift; fetch; echo "$LIBS" ;;
   libs) shift; fetch; echo "$LIBS" ;;
   start) shift; cmd_start "$@" ;;
