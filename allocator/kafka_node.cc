@@ -12,6 +12,7 @@ using Kind = kafka::TxnError::Kind;
 
 // An abort that is not answered in this long leaves the transaction's outcome unknown.
 constexpr milliseconds kAbortTimeout{5000};
+constexpr const char* kRevoked = "revoked";  // Release()'s reason for an ordinary rebalance
 
 }  // namespace
 
@@ -176,7 +177,7 @@ void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitio
   for (const auto& tp : partitions) {
     pending_.erase(tp.partition);
     must_rewind_.erase(tp.partition);
-    Release(tp.partition, "revoked");
+    Release(tp.partition, kRevoked);
   }
 }
 
@@ -262,7 +263,10 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
 void AllocatorNode::Release(int32_t p, const std::string& why) {
   auto it = serving_.find(p);
   if (it == serving_.end()) return;
-  spdlog::warn("[allocator] partition {} no longer served: {}", p, why);
+  // A revocation is an ordinary rebalance (an allocator joined or left): info. Every other
+  // reason (fenced, a failed rewind or transaction) is something an operator may need to see.
+  spdlog::log(why == kRevoked ? spdlog::level::info : spdlog::level::warn,
+              "[allocator] partition {} no longer served: {}", p, why);
   it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   std::lock_guard lock(serving_mu_);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "kafka/log.h"
 #include "snowflake/snowflake.h"
 
 namespace kleaf::app {
@@ -55,6 +56,14 @@ void SetUpLogging(const config::Log& log) {
   }
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log.level));
+  // librdkafka's own lines (connection failures, broker errors) in the same format, component
+  // "kafka": "[kafka] kleaf-gateway-1#producer-1 FAIL: ... Connect to ... failed".
+  kafka::SetLogSink([](kafka::LogLevel level, std::string_view client, std::string_view facility,
+                       std::string_view message) {
+    static constexpr spdlog::level::level_enum kLevels[] = {
+        spdlog::level::debug, spdlog::level::info, spdlog::level::warn, spdlog::level::err};
+    spdlog::log(kLevels[static_cast<int>(level)], "[kafka] {} {}: {}", client, facility, message);
+  });
 }
 
 namespace {

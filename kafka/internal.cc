@@ -40,6 +40,7 @@ Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
       return Fail(Code::kInvalidArgument, "kafka property " + k + ": " + errstr);
     }
   }
+  InstallLogSink(conf);
   if (setup) setup(conf);
   rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
   if (rk == nullptr) {

@@ -42,6 +42,8 @@ std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list
 // property that was rejected.
 Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
                               const std::function<void(rd_kafka_conf_t*)>& setup = nullptr);
+// Routes the handle's log lines to the sink of SetLogSink (log.h), when one is set.
+void InstallLogSink(rd_kafka_conf_t* conf);
 Message ToMessage(const rd_kafka_message_t* m);
 // Produces one message with librdkafka's varargs API; `opaque` reaches the delivery callback.
 rd_kafka_resp_err_t ProduceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/kleaf_process.h"
 
 namespace kleaf::e2e {
 namespace {
@@ -52,6 +53,44 @@ TEST(LogE2eTest, JsonFormatWritesOneObjectPerLineWithComponentAndLevel) {
   EXPECT_GE(objects, 3);
   EXPECT_TRUE(fetched) << server->process->Stderr();
   EXPECT_TRUE(kept) << server->process->Stderr();
+}
+
+// librdkafka's own lines (here: connections refused by a port nothing listens on) go through
+// kleaf's logger: JSON objects of component "kafka" with a mapped level, no line in librdkafka's
+// own "%7|…|FAC|" format.
+TEST(LogE2eTest, LibrdkafkasLinesGoThroughKleafsJsonLogger) {
+  TempDir dir;
+  auto config = dir.WriteFile("kleaf.yaml", TestConfig(dir.path() / "state")
+                                                .Set("log.format", "json")
+                                                .Set("node.id", "log-test-gateway")
+                                                .Set("kafka.bootstrap", "127.0.0.1:1")
+                                                .Yaml());
+  ProcessOptions options;
+  options.args = {"gateway", "--config", config.string()};
+  auto process = KleafProcess::Start(std::move(options));
+  ASSERT_TRUE(process) << process.error();
+  const bool logged = (*process)->WaitForStderr(R"("component":"kafka")", seconds(30));
+  (*process)->Kill();
+  (*process)->WaitExit(seconds(10));
+  const std::string err = (*process)->Stderr();
+  ASSERT_TRUE(logged) << "no librdkafka line through kleaf's logger within 30 s:\n" << err;
+
+  std::istringstream lines(err);
+  std::string line;
+  int kafka_lines = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON (librdkafka printing on its own?): " << line;
+    if (j["component"] != "kafka") continue;
+    ++kafka_lines;
+    const std::string level = j["level"];
+    EXPECT_TRUE(level == "error" || level == "warning" || level == "info" || level == "debug")
+        << line;
+    EXPECT_NE(j["message"].get<std::string>().find("kleaf-log-test-gateway#"), std::string::npos)
+        << "the message names the client (client.id kleaf-NODE): " << line;
+  }
+  EXPECT_GE(kafka_lines, 1) << err;
 }
 
 }  // namespace
