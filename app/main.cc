@@ -75,9 +75,37 @@ int main(int argc, char** argv) {
 
   auto* version = app.add_subcommand(
       "version", "print kleaf's version and the librdkafka and RocksDB versions it runs with");
+  app.set_version_flag("--version", std::string("kleaf ") + KLEAF_VERSION);
+  auto* help = app.add_subcommand("help", "print this help");
 
-  CLI11_PARSE(app, argc, argv);
+  // Exit codes (docs/operations.md, "Exit codes"): 0 done, 1 failure at run time or startup,
+  // 2 wrong usage or a configuration refused. --help and --version exit 0.
+  auto is_command = [&app](std::string_view name) {
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->check_name(std::string(name))) return true;
+    }
+    return false;
+  };
+  if (argc >= 2 && argv[1][0] != '-' && !is_command(argv[1])) {
+    std::cerr << "kleaf: unknown command '" << argv[1] << "' (`kleaf help` lists them)\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (argc == 1) {
+      std::cerr << app.help();
+      return 2;
+    }
+    app.exit(e);
+    return 2;
+  }
 
+  if (help->parsed()) {  // the whole app's help (app.help() would describe the parsed subcommand)
+    std::cout << app.get_formatter()->make_help(&app, "kleaf", CLI::AppFormatMode::Normal);
+    return 0;
+  }
   if (version->parsed()) {
     std::cout << "kleaf " << KLEAF_VERSION << "\nlibrdkafka " << kleaf::kafka::LibraryVersion()
               << "\nrocksdb " << kleaf::state::RocksDbVersion() << "\n";
