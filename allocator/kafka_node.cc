@@ -74,7 +74,42 @@ AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, 
           "Time to commit one batch's transaction (consumed offsets and commit).")),
       serving_gauge_(metrics::Registry::Default().GetGauge(
           "kleaf_allocator_partitions_serving",
-          "Partitions this allocator has restored and serves.")) {}
+          "Partitions this allocator has restored and serves.")),
+      assigned_events_(RebalanceCounter("assigned")),
+      revoked_events_(RebalanceCounter("revoked")),
+      fenced_(metrics::Registry::Default().GetCounter(
+          "kleaf_allocator_fenced_total",
+          "Times another allocator fenced this one's transactional producer of a partition.")) {
+  // Every series present from the first scrape, at 0 (alerts on rate() need the start).
+  constexpr std::pair<kafka::TxnOutcome, const char*> kOutcomes[] = {
+      {kafka::TxnOutcome::kCommitted, "committed"}, {kafka::TxnOutcome::kAborted, "aborted"},
+      {kafka::TxnOutcome::kUnknown, "unknown"}, {kafka::TxnOutcome::kFatal, "fatal"}};
+  for (const auto& [outcome, name] : kOutcomes) {
+    transactions_[static_cast<size_t>(outcome)] = &metrics::Registry::Default().GetCounter(
+        "kleaf_allocator_transactions_total",
+        "Transactions of request batches, per outcome (committed, aborted, unknown, fatal).",
+        {{"outcome", name}});
+  }
+  for (int32_t p = 0; p < options_.topics.partitions; ++p) SegmentsAllocated(p);
+}
+
+metrics::Counter& AllocatorNode::RebalanceCounter(const char* event) {
+  return metrics::Registry::Default().GetCounter(
+      "kleaf_allocator_rebalances_total",
+      "Group rebalance events this allocator took part in: partitions assigned or revoked.",
+      {{"event", event}});
+}
+
+metrics::Counter& AllocatorNode::SegmentsAllocated(int32_t p) {
+  auto& counter = segments_allocated_[p];
+  if (counter == nullptr) {
+    counter = &metrics::Registry::Default().GetCounter(
+        "kleaf_allocator_segments_allocated_total",
+        "Segments this allocator allocated (committed), per partition of the requests topic.",
+        {{"partition", std::to_string(p)}});
+  }
+  return *counter;
+}
 
 AllocatorNode::~AllocatorNode() { Stop(); }
 
@@ -165,6 +200,7 @@ void AllocatorNode::Run() {
 }
 
 void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partitions) {
+  assigned_events_.Inc();
   for (const auto& tp : partitions) {
     spdlog::info("[allocator] partition {} assigned", tp.partition);
     pending_.insert(tp.partition);
@@ -174,6 +210,7 @@ void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partiti
 }
 
 void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitions) {
+  revoked_events_.Inc();
   for (const auto& tp : partitions) {
     pending_.erase(tp.partition);
     must_rewind_.erase(tp.partition);
@@ -293,6 +330,7 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
   BatchReader reader(store_, options_.topics, p);
   int64_t segments = 0;
   const kafka::TxnEnd end = RunTransaction(p, batch, producer, reader, segments);
+  transactions_[static_cast<size_t>(end.outcome)]->Inc();
   switch (end.outcome) {
     case kafka::TxnOutcome::kCommitted:
       return OnCommitted(p, producer, reader, segments);
@@ -380,16 +418,7 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Ou
 
 void AllocatorNode::OnCommitted(int32_t p, kafka::TxnProducer& producer, BatchReader& reader,
                                 int64_t segments) {
-  if (segments > 0) {
-    auto& counter = segments_allocated_[p];
-    if (counter == nullptr) {
-      counter = &metrics::Registry::Default().GetCounter(
-          "kleaf_allocator_segments_allocated_total",
-          "Segments this allocator allocated (committed), per partition of the requests topic.",
-          {{"partition", std::to_string(p)}});
-    }
-    counter->Inc(static_cast<uint64_t>(segments));
-  }
+  if (segments > 0) SegmentsAllocated(p).Inc(static_cast<uint64_t>(segments));
   // Only now may the local view follow.
   state::Store::Batch staged = reader.Staged();
   auto delivered = producer.TakeDeliveredOffsets();
@@ -416,6 +445,7 @@ void AllocatorNode::OnUnknown(int32_t p, const kafka::TxnError& why) {
 }
 
 void AllocatorNode::OnFatal(int32_t p, const kafka::TxnError& why) {
+  if (why.fenced) fenced_.Inc();
   if (why.fenced && !StillAssigned(p)) {
     Release(p, "fenced (another allocator owns it now): " + why.message);
     return;

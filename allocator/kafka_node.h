@@ -2,6 +2,7 @@
 // per batch, with its partitions' state in RocksDB as a view of the compacted state topic.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -69,6 +70,8 @@ class AllocatorNode {
   void Run();
   void OnAssigned(const std::vector<kafka::TopicPartition>& partitions);
   void OnRevoked(const std::vector<kafka::TopicPartition>& partitions);
+  static metrics::Counter& RebalanceCounter(const char* event);
+  metrics::Counter& SegmentsAllocated(int32_t p);  // loop thread (and the constructor)
   Result<void> TakeOver(int32_t p);
   void Release(int32_t p, const std::string& why);
   void RetryPending();
@@ -114,6 +117,11 @@ class AllocatorNode {
   metrics::Histogram& commit_latency_;
   metrics::Gauge& serving_gauge_;
   std::map<int32_t, metrics::Counter*> segments_allocated_;
+  // kleaf_allocator_transactions_total{outcome}, indexed by kafka::TxnOutcome.
+  std::array<metrics::Counter*, 4> transactions_{};
+  metrics::Counter& assigned_events_;  // kleaf_allocator_rebalances_total{event="assigned"}
+  metrics::Counter& revoked_events_;   // ... {event="revoked"}
+  metrics::Counter& fenced_;           // kleaf_allocator_fenced_total
 };
 
 }  // namespace kleaf::allocator

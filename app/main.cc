@@ -8,6 +8,8 @@
 #include "app/producer.h"
 #include "app/standalone.h"
 #include "base/clock.h"
+#include "base/metrics.h"
+#include "base/process_metrics.h"
 #include "config/config.h"
 #include "kafka/client.h"
 #include "snowflake/snowflake.h"
@@ -133,6 +135,15 @@ int main(int argc, char** argv) {
     if (decode->parsed()) return Decode(*config, id_text);
     kleaf::app::BlockShutdownSignals();
     kleaf::app::SetUpLogging(config->log);
+    auto& registry = kleaf::metrics::Registry::Default();
+    kleaf::metrics::RegisterProcessMetrics(registry);
+    registry
+        .GetGauge("kleaf_build_info",
+                  "Always 1; the labels say which kleaf, librdkafka and RocksDB this process runs.",
+                  {{"version", KLEAF_VERSION},
+                   {"librdkafka", kleaf::kafka::LibraryVersion()},
+                   {"rocksdb", kleaf::state::RocksDbVersion()}})
+        .Set(1);
     if (standalone->parsed()) return kleaf::app::RunStandalone(*config);
     if (allocator->parsed()) return kleaf::app::RunAllocator(*config);
     if (gateway->parsed()) return kleaf::app::RunGateway(*config);

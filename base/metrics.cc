@@ -64,6 +64,14 @@ Gauge& Registry::GetGauge(const std::string& name, const std::string& help, cons
   return *slot;
 }
 
+Gauge& Registry::GetSampledCounter(const std::string& name, const std::string& help,
+                                  const Labels& labels) {
+  std::lock_guard lock(mu_);
+  auto& slot = FamilyLocked(name, help, Type::kCounter).gauges[labels];
+  if (!slot) slot = std::make_unique<Gauge>();
+  return *slot;
+}
+
 Histogram& Registry::GetHistogram(const std::string& name, const std::string& help,
                                   const Labels& labels, std::vector<double> bounds) {
   std::lock_guard lock(mu_);

@@ -73,6 +73,10 @@ class Registry {
   Gauge& GetGauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram& GetHistogram(const std::string& name, const std::string& help, const Labels& labels = {},
                           std::vector<double> bounds = LatencyBuckets());
+  // A counter whose value is copied by a collector from a source that only grows and is not an
+  // integer (process_cpu_seconds_total): rendered as a counter, set like a gauge.
+  Gauge& GetSampledCounter(const std::string& name, const std::string& help,
+                           const Labels& labels = {});
   // Removes one labelled series (e.g. a tag that was deleted); no-op when absent.
   void Remove(const std::string& name, const Labels& labels);
 

@@ -39,6 +39,22 @@ Monitor::Monitor(Options options, SegmentCache& segments, snowflake::SnowflakeGe
       started_ms_(clock.NowMs()),
       registry_(metrics::Registry::Default()) {
   collector_id_ = registry_.AddCollector([this] { Collect(); });
+  // Every error code with its status present from the first scrape, at 0 (rate() alerts need the
+  // start); the server's own framing answers (400, 413, 431, ...) appear when first sent.
+  std::lock_guard lock(mu_);
+  for (int c = 0; c <= static_cast<int>(Code::kInternal); ++c) {
+    ErrorCounter(std::string(CodeName(static_cast<Code>(c))), HttpStatus(static_cast<Code>(c)));
+  }
+}
+
+metrics::Counter& Monitor::ErrorCounter(const std::string& code, int status) {
+  auto& counter = error_counters_[{code, status}];
+  if (counter == nullptr) {
+    counter = &registry_.GetCounter("kleaf_http_errors_total",
+                                    "HTTP answers with an error status, per error code and status.",
+                                    {{"code", code}, {"status", std::to_string(status)}});
+  }
+  return *counter;
 }
 
 Monitor::~Monitor() {
@@ -70,13 +86,7 @@ void Monitor::RecordError(std::string_view method, std::string_view target,
     }
   }
   std::lock_guard lock(mu_);
-  auto& counter = error_counters_[{e.code, e.status}];
-  if (counter == nullptr) {
-    counter = &registry_.GetCounter("kleaf_http_errors_total",
-                                    "HTTP answers with an error status, per error code and status.",
-                                    {{"code", e.code}, {"status", std::to_string(e.status)}});
-  }
-  counter->Inc();
+  ErrorCounter(e.code, e.status).Inc();
   recent_.push_back(std::move(e));
   while (recent_.size() > options_.recent_errors) recent_.pop_front();
 }

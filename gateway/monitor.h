@@ -72,6 +72,9 @@ class Monitor {
   static const std::string& Page();
 
  private:
+  // kleaf_http_errors_total{code,status}, looked up once per pair; mu_ held.
+  metrics::Counter& ErrorCounter(const std::string& code, int status);
+
   const Options options_;
   SegmentCache& segments_;
   snowflake::SnowflakeGenerator& snowflake_;

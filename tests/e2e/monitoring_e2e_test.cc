@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "tests/e2e/e2e_env.h"
@@ -61,6 +65,62 @@ class MonitoringE2eTest : public ::testing::Test {
   Server server_;
   std::unique_ptr<HttpClient> client_;
 };
+
+// The standard process_* series and kleaf_build_info, from the first scrape.
+TEST_F(MonitoringE2eTest, ProcessAndBuildInfoSeriesArePresentFromTheStart) {
+  const std::string m = Metrics(*client_);
+  EXPECT_NE(m.find("# TYPE process_cpu_seconds_total counter\n"), std::string::npos) << m;
+  EXPECT_GE(MetricValue(m, "process_cpu_seconds_total").value_or(-1), 0) << m;
+  // A process with RocksDB open and HTTP threads: more than a megabyte resident, a few fds.
+  EXPECT_GT(MetricValue(m, "process_resident_memory_bytes").value_or(0), 1e6) << m;
+  EXPECT_GE(MetricValue(m, "process_virtual_memory_bytes").value_or(0),
+            MetricValue(m, "process_resident_memory_bytes").value_or(0));
+  EXPECT_GE(MetricValue(m, "process_open_fds").value_or(0), 4) << m;
+  EXPECT_GE(MetricValue(m, "process_max_fds").value_or(0),
+            MetricValue(m, "process_open_fds").value_or(0));
+  // Started within the last 10 minutes by the test machine's clock.
+  const double started = MetricValue(m, "process_start_time_seconds").value_or(0);
+  const double now = static_cast<double>(WallClockMs()) / 1000;
+  EXPECT_LE(started, now + 1) << m;
+  EXPECT_GE(started, now - 600) << m;
+  static const std::regex kBuildInfo(
+      R"re(\nkleaf_build_info\{version="0\.\d+\.\d+",librdkafka="2\.8\.\d+",rocksdb="\d+\.\d+\.\d+"\} 1\n)re");
+  EXPECT_TRUE(std::regex_search(m, kBuildInfo)) << m;
+}
+
+// What promtool's lint checks of names: a counter ends in _total, nothing else does, and every
+// sample belongs to a family announced by HELP and TYPE before it.
+TEST_F(MonitoringE2eTest, EveryFamilyIsAnnouncedAndNamedByItsType) {
+  CreateTag("lint", 100);
+  Issue("/api/segment/get/lint");
+  client_->Get("/api/segment/get/no-such-tag");  // an error series with a count
+  const std::string m = Metrics(*client_);
+  std::map<std::string, std::string> types;
+  std::set<std::string> helped;
+  std::istringstream lines(m);
+  int samples = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("# HELP ")) {
+      helped.insert(line.substr(7, line.find(' ', 7) - 7));
+    } else if (line.starts_with("# TYPE ")) {
+      std::istringstream t(line.substr(7));
+      std::string name, type;
+      t >> name >> type;
+      EXPECT_TRUE(helped.contains(name)) << "TYPE before HELP: " << name;
+      types[name] = type;
+      EXPECT_EQ(type == "counter", name.ends_with("_total")) << name << " is a " << type;
+    } else if (!line.empty()) {
+      ++samples;
+      std::string name = line.substr(0, line.find_first_of("{ "));
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        const std::string base = name.substr(0, name.size() - std::strlen(suffix));
+        if (name.ends_with(suffix) && types[base] == "histogram") name = base;
+      }
+      EXPECT_TRUE(types.contains(name)) << "a sample of an unannounced family: " << line;
+    }
+  }
+  EXPECT_GT(samples, 20) << m;
+}
 
 TEST_F(MonitoringE2eTest, IssuedIdsCountExactlyPerTagAndMode) {
   CreateTag("mon-a", 50);

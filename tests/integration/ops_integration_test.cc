@@ -65,6 +65,24 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   EXPECT_LE(allocated, 12) << after.body;
   EXPECT_GT(Sum(after.body, "kleaf_allocator_commit_seconds_count"), 0) << after.body;
   EXPECT_GT(Sum(after.body, "kleaf_allocator_partitions_serving"), 0) << after.body;
+  // One committed transaction per batch, at least one batch per segment; no other outcome on a
+  // healthy cluster, but every outcome's series is there (at 0) for alerts.
+  const std::string committed = R"(kleaf_allocator_transactions_total{outcome="committed"} )";
+  ASSERT_NE(after.body.find(committed), std::string::npos) << after.body;
+  EXPECT_GE(std::stod(after.body.substr(after.body.find(committed) + committed.size())), 1);
+  for (const char* zero : {R"(kleaf_allocator_transactions_total{outcome="aborted"} 0)",
+                           R"(kleaf_allocator_transactions_total{outcome="unknown"} 0)",
+                           R"(kleaf_allocator_transactions_total{outcome="fatal"} 0)",
+                           "kleaf_allocator_fenced_total 0",
+                           R"(kleaf_allocator_rebalances_total{event="revoked"} 0)"}) {
+    EXPECT_NE(after.body.find(std::string(zero) + "\n"), std::string::npos) << zero;
+  }
+  EXPECT_GE(Sum(after.body, "kleaf_allocator_rebalances_total"), 1) << "the first assignment";
+  // Every partition's segment counter exists from the start, the last one included.
+  const std::string last = "kleaf_allocator_segments_allocated_total{partition=\"" +
+                           std::to_string(Cluster::kPartitions - 1) + "\"} ";
+  EXPECT_NE(before.body.find(last), std::string::npos) << before.body;
+  EXPECT_NE(before.body.find("process_open_fds "), std::string::npos) << before.body;
   EXPECT_EQ(Get(alloc.port, "/healthz").status, 200);
   EXPECT_EQ(Get(alloc.port, "/api/v1/segment/x").status, 404) << "allocators serve ops routes only";
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <future>
 #include <map>
 #include <mutex>
@@ -250,7 +252,31 @@ TEST_F(MonitorTest, ReadinessProbesAnswered503AreNoErrors) {
   json s = Status();
   EXPECT_EQ(s["ready"]["ready"], false);
   EXPECT_TRUE(s["recent_errors"].empty()) << s["recent_errors"].dump();
-  EXPECT_EQ(Metrics().find("status=\"503\""), std::string::npos);
+  // The 503 series exist from the start (at 0) and stay there.
+  std::istringstream lines(Metrics());
+  int series = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("kleaf_http_errors_total{") ||
+        line.find("status=\"503\"") == std::string::npos) {
+      continue;
+    }
+    ++series;
+    EXPECT_TRUE(line.ends_with(" 0")) << line;
+  }
+  EXPECT_GE(series, 1);
+}
+
+TEST_F(MonitorTest, EveryErrorCodeHasItsSeriesAtZeroFromTheStart) {
+  Make([] { return WorkerLease::Status{}; });
+  const std::string m = Metrics();
+  for (const char* series :
+       {R"(kleaf_http_errors_total{code="invalid_argument",status="400"} 0)",
+        R"(kleaf_http_errors_total{code="not_found",status="404"} 0)",
+        R"(kleaf_http_errors_total{code="unauthenticated",status="401"} 0)",
+        R"(kleaf_http_errors_total{code="unavailable",status="503"} 0)",
+        R"(kleaf_http_errors_total{code="internal",status="500"} 0)"}) {
+    EXPECT_NE(m.find(std::string(series) + "\n"), std::string::npos) << series << "\n" << m;
+  }
 }
 
 TEST_F(MonitorTest, MetricsCountIssuedIdsPerTagAndModeExactly) {
