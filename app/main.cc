@@ -18,8 +18,10 @@
 namespace {
 
 kleaf::Result<kleaf::config::Config> LoadConfig(const std::string& path) {
-  if (path.empty()) return kleaf::config::ParseConfig("");
-  return kleaf::config::LoadConfigFile(path);
+  // KLEAF_<SECTION>__<KEY> variables override the file (docs/operations.md).
+  const auto env = kleaf::config::ConfigEnvironment();
+  if (path.empty()) return kleaf::config::ParseConfig("", env);
+  return kleaf::config::LoadConfigFile(path, env);
 }
 
 int Decode(const kleaf::config::Config& config, const std::string& id_text) {

@@ -81,7 +81,7 @@ write_config() {  # name role port bootstrap token
     echo "node: {id: $name}"
     echo "http: {listen: \"127.0.0.1:$port\"}"
     echo "state: {path: \"$DIR/state/$name\"}"
-    echo "admin: {token: \"$token\"}"
+    echo "admin: {token_file: \"$DIR/admin.token\"}"
     echo "kafka: {bootstrap: \"$bootstrap\", topic_prefix: kleaf, partitions: 12, replication_factor: 1}"
     echo "log: {level: info}"
     if [[ $role == producer ]]; then

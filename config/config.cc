@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -200,6 +201,11 @@ std::vector<Field> AllFields() {
     c.admin.token = s;
     return {};
   }));
+  f.push_back(StringField("admin.token_file", [](Config& c, const std::string& s) -> Result<void> {
+    if (s.empty()) return Fail(Code::kInvalidArgument, "must not be empty");
+    c.admin.token_file = s;
+    return {};
+  }));
   f.push_back(BoolField("segment.auto_create", [](Config& c, bool v) { c.segment.auto_create = v; }));
   f.push_back(IntField("segment.default_step", 1, 1000000000,
                        [](Config& c, int64_t v) { c.segment.default_step = v; }));
@@ -367,6 +373,9 @@ Result<void> CrossCheck(const Config& c) {
 }
 
 Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c);
+Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields, Config& c);
+Result<void> ReadTokenFile(Config& c);
+constexpr const char* kEnvPrefix = "KLEAF_";
 
 }  // namespace
 
@@ -399,7 +408,7 @@ Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s) {
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
-Result<Config> ParseConfig(const std::string& yaml_text) {
+Result<Config> ParseConfig(const std::string& yaml_text, const Environment& env) {
   Config c = DefaultConfig();
   YAML::Node root;
   try {
@@ -407,23 +416,104 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
   } catch (const YAML::Exception& e) {
     return Fail(Code::kInvalidArgument, std::string("config is not valid YAML: ") + e.what());
   }
-  if (root.IsNull()) {
-    auto check = CrossCheck(c);
-    if (!check) return std::unexpected(check.error());
-    return c;
+  if (!root.IsNull() && !root.IsMap()) {
+    return Fail(Code::kInvalidArgument, "config: expected a mapping of sections");
   }
-  if (!root.IsMap()) return Fail(Code::kInvalidArgument, "config: expected a mapping of sections");
-
   static const std::vector<Field> fields = AllFields();
-  try {
-    return ParseSections(root, fields, c);
-  } catch (const YAML::Exception& e) {
-    // e.g. a key that is a list or a mapping: not a name
-    return Fail(Code::kInvalidArgument, std::string("config: keys must be plain names (") + e.what() + ")");
+  if (root.IsMap()) {
+    try {
+      auto parsed = ParseSections(root, fields, c);
+      if (!parsed) return parsed;
+      c = std::move(*parsed);
+    } catch (const YAML::Exception& e) {
+      // e.g. a key that is a list or a mapping: not a name
+      return Fail(Code::kInvalidArgument,
+                  std::string("config: keys must be plain names (") + e.what() + ")");
+    }
   }
+  if (auto applied = ApplyEnvironment(env, fields, c); !applied) {
+    return std::unexpected(applied.error());
+  }
+  if (auto token = ReadTokenFile(c); !token) return std::unexpected(token.error());
+  auto check = CrossCheck(c);
+  if (!check) return std::unexpected(check.error());
+  return c;
+}
+
+Environment ConfigEnvironment() {
+  Environment env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view name = entry.substr(0, eq);
+    if (name.starts_with(kEnvPrefix) && name.find("__") != std::string_view::npos) {
+      env.emplace_back(std::string(name), std::string(entry.substr(eq + 1)));
+    }
+  }
+  return env;
 }
 
 namespace {
+
+Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields,
+                              Config& c) {
+  for (const auto& [name, value] : env) {
+    // KLEAF_SEGMENT__MAX_STEP -> segment.max_step
+    const std::string_view rest = std::string_view(name).substr(std::strlen(kEnvPrefix));
+    const size_t sep = rest.find("__");
+    std::string key;
+    for (char ch : rest.substr(0, sep)) key += static_cast<char>(std::tolower(ch));
+    key += '.';
+    for (char ch : rest.substr(sep == std::string_view::npos ? rest.size() : sep + 2)) {
+      key += static_cast<char>(std::tolower(ch));
+    }
+    const Field* field = nullptr;
+    for (const auto& f : fields) {
+      if (f.key == key) field = &f;
+    }
+    if (sep == std::string_view::npos || field == nullptr) {
+      return Fail(Code::kInvalidArgument,
+                  name + ": not a config key (KLEAF_<SECTION>__<KEY>, e.g. KLEAF_KAFKA__BOOTSTRAP)");
+    }
+    // A list or a mapping is YAML flow text; anything else is the value as written (a token
+    // may hold '#' or ': ', which YAML would read otherwise).
+    YAML::Node node(value);
+    if (value.starts_with('[') || value.starts_with('{')) {
+      try {
+        node = YAML::Load(value);
+      } catch (const YAML::Exception& e) {
+        return Fail(Code::kInvalidArgument, name + ": not valid YAML: " + e.what());
+      }
+    }
+    if (auto r = field->set(node, c); !r) {
+      return Fail(Code::kInvalidArgument, name + " (" + r.error().message + ")");
+    }
+  }
+  return {};
+}
+
+// admin.token_file: the token is the file's content up to its first line end.
+Result<void> ReadTokenFile(Config& c) {
+  if (c.admin.token_file.empty()) return {};
+  if (!c.admin.token.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "admin.token_file: set together with admin.token; keep one of the two");
+  }
+  std::ifstream in(c.admin.token_file);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    return Fail(Code::kInvalidArgument,
+                "admin.token_file: cannot read '" + c.admin.token_file + "'");
+  }
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.size() < 16) {
+    return Fail(Code::kInvalidArgument, "admin.token_file: the token in '" + c.admin.token_file +
+                                            "' must be at least 16 characters");
+  }
+  c.admin.token = std::move(token);
+  return {};
+}
 
 Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c) {
   // yaml-cpp keeps every pair of a mapping, repeated keys too; a repeated key would otherwise be
@@ -452,14 +542,12 @@ Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& f
       if (!r) return std::unexpected(r.error());
     }
   }
-  auto check = CrossCheck(c);
-  if (!check) return std::unexpected(check.error());
   return c;
 }
 
 }  // namespace
 
-Result<Config> LoadConfigFile(const std::string& path) {
+Result<Config> LoadConfigFile(const std::string& path, const Environment& env) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     return Fail(Code::kInvalidArgument, "cannot read config file '" + path + "' (not a file)");
@@ -468,7 +556,7 @@ Result<Config> LoadConfigFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   if (!in || in.bad()) return Fail(Code::kInvalidArgument, "cannot read config file '" + path + "'");
-  auto r = ParseConfig(ss.str());
+  auto r = ParseConfig(ss.str(), env);
   if (!r) return Fail(r.error().code, path + ": " + r.error().message);
   return r;
 }

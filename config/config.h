@@ -33,6 +33,9 @@ struct State {
 
 struct Admin {
   std::string token;  // bearer token for /api/v1/tags; empty: generated into <state.path>/admin.token
+  // A file holding the token (a mounted secret); read at config load into `token`. Excludes
+  // admin.token.
+  std::string token_file;
 };
 
 struct Segment {
@@ -130,10 +133,19 @@ struct Config {
   Log log;
 };
 
-// Parses YAML text. Errors are kInvalidArgument with a message that starts with the key.
-Result<Config> ParseConfig(const std::string& yaml_text);
+// Environment variables that override config keys: KLEAF_<SECTION>__<KEY>, upper case, the
+// section and the key separated by two underscores (KLEAF_KAFKA__BOOTSTRAP is kafka.bootstrap,
+// KLEAF_SEGMENT__MAX_STEP is segment.max_step). Lists take YAML flow text
+// (KLEAF_PRODUCER__STREAMS='[{tag: order}]'). Other KLEAF_ variables are not config.
+using Environment = std::vector<std::pair<std::string, std::string>>;
+// The process's KLEAF_*__* variables.
+Environment ConfigEnvironment();
+
+// Parses YAML text, then applies `env` over it (a variable wins over the file). Errors are
+// kInvalidArgument with a message that starts with the key (or the variable).
+Result<Config> ParseConfig(const std::string& yaml_text, const Environment& env = {});
 // Reads and parses a file; a missing file is an error naming it.
-Result<Config> LoadConfigFile(const std::string& path);
+Result<Config> LoadConfigFile(const std::string& path, const Environment& env = {});
 // Defaults, with node.id filled from the host name.
 Config DefaultConfig();
 

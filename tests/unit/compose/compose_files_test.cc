@@ -1,9 +1,11 @@
 // compose/docker-compose.yml and its kleaf configs: the topology the docs promise (3 KRaft
 // brokers, 2 allocators, 2 gateways, 1 producer, replication factor 3), and configs kleaf accepts.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "config/config.h"
@@ -29,6 +31,10 @@ TEST(ComposeFilesTest, DockerComposeHasTheProductionTopology) {
   YAML::Node doc = YAML::LoadFile((kCompose / "docker-compose.yml").string());
   std::map<std::string, int> roles;
   std::set<std::string> voters;
+  EXPECT_EQ(doc["secrets"]["kleaf_admin_token"]["file"].as<std::string>(""), "./admin.token");
+  const std::filesystem::path token_file =
+      std::filesystem::temp_directory_path() / ("kleaf-compose-token-" + std::to_string(getpid()));
+  std::ofstream(token_file) << "compose-test-token-0123456789\n";
   for (const auto& service : doc["services"]) {
     const std::string name = service.first.as<std::string>();
     const YAML::Node& s = service.second;
@@ -47,7 +53,15 @@ TEST(ComposeFilesTest, DockerComposeHasTheProductionTopology) {
     ++roles[role];
     const std::string config = s["command"][2].as<std::string>();
     const std::string file = config.substr(config.rfind('/') + 1);
-    auto parsed = config::LoadConfigFile((kCompose / "config" / file).string());
+    // The configs read the admin token from the service's secret, mounted at /run/secrets.
+    const YAML::Node raw = YAML::LoadFile((kCompose / "config" / file).string());
+    EXPECT_EQ(raw["admin"]["token_file"].as<std::string>(""), "/run/secrets/kleaf_admin_token")
+        << file << ": no config holds the token itself";
+    EXPECT_FALSE(raw["admin"]["token"]) << file;
+    ASSERT_TRUE(Lookup(s, "secrets").IsSequence()) << name << " mounts no secret";
+    EXPECT_EQ(Lookup(s, "secrets")[0].as<std::string>(), "kleaf_admin_token") << name;
+    auto parsed = config::LoadConfigFile((kCompose / "config" / file).string(),
+                                         {{"KLEAF_ADMIN__TOKEN_FILE", token_file.string()}});
     ASSERT_TRUE(parsed) << file << ": " << parsed.error().message;
     EXPECT_EQ(parsed->node.id, name) << file;
     EXPECT_EQ(parsed->kafka.replication_factor, 3) << file;
@@ -58,6 +72,7 @@ TEST(ComposeFilesTest, DockerComposeHasTheProductionTopology) {
   EXPECT_EQ(roles["gateway"], 2);
   EXPECT_EQ(roles["producer"], 1);
   EXPECT_EQ(voters.size(), 1u) << "every broker must name the same controller quorum";
+  std::filesystem::remove(token_file);
 }
 
 }  // namespace
