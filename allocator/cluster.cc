@@ -104,6 +104,15 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
                     "own them. Remove kafka.partitions (nodes take the count from the topics) or "
                     "set it to " + n);
   }
+  if (!now.state_cleanup_policy.empty() && now.state_cleanup_policy != "compact") {
+    return Fail(Code::kInvalidArgument,
+                "topic " + names.state + " has cleanup.policy=" + now.state_cleanup_policy +
+                    ", but kleaf's state topic must be compacted: with deletion Kafka drops tag "
+                    "records by age and the max_id they hold is lost, so IDs could repeat. Fix: "
+                    "kafka-configs.sh --bootstrap-server B --alter --entity-type topics "
+                    "--entity-name " + names.state + " --add-config cleanup.policy=compact "
+                    "(compose/kafka.sh tool configs ... runs it)");
+  }
   if (now.requests_partitions != now.state_partitions) {
     return Fail(Code::kFailedPrecondition,
                 "topics " + names.requests + " (" + n + " partitions) and " + names.state + " (" +
@@ -159,7 +168,10 @@ Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterT
   if (!requests) return std::unexpected(requests.error());
   auto state = kafka::DescribeTopic(props, names.state, TimeLeft(start + timeout));
   if (!state) return std::unexpected(state.error());
-  return TopicFacts{requests->partitions, state->partitions, state->id};
+  auto policy =
+      kafka::TopicConfig(props, names.state, "cleanup.policy", TimeLeft(start + timeout));
+  if (!policy) return std::unexpected(policy.error());
+  return TopicFacts{requests->partitions, state->partitions, state->id, *policy};
 }
 
 Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,

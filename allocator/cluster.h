@@ -56,6 +56,9 @@ struct TopicFacts {
   int32_t requests_partitions = 0;
   int32_t state_partitions = 0;
   std::string state_topic_id;
+  // The state topic's cleanup.policy as the broker describes it (empty: not described, as in
+  // tests of the other facts). Anything but "compact" lets Kafka delete tag records by age.
+  std::string state_cleanup_policy = {};
 };
 
 // Pure: the layout to run with, or the refusal that names what is wrong and what to do.

@@ -85,6 +85,51 @@ Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topi
   return result;
 }
 
+Result<std::string> TopicConfig(const Properties& props, const std::string& topic,
+                                const std::string& name, milliseconds timeout) {
+  auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
+  if (!rk) return std::unexpected(rk.error());
+  rd_kafka_ConfigResource_t* resource =
+      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk->get());
+  rd_kafka_AdminOptions_t* options =
+      rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+  char errstr[512];
+  rd_kafka_AdminOptions_set_request_timeout(options, static_cast<int>(timeout.count()), errstr,
+                                            sizeof(errstr));
+  rd_kafka_DescribeConfigs(rk->get(), &resource, 1, options, queue);
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, static_cast<int>(timeout.count()) + 1000);
+  const std::string what = "describing the configs of topic " + topic;
+  Result<std::string> result = Fail(Code::kUnavailable, what + " timed out");
+  if (event != nullptr && rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    result = std::unexpected(KafkaError(rd_kafka_event_error(event), what));
+  } else if (event != nullptr) {
+    size_t n = 0;
+    const rd_kafka_ConfigResource_t** described = rd_kafka_DescribeConfigs_result_resources(
+        rd_kafka_event_DescribeConfigs_result(event), &n);
+    if (n != 1) {
+      result = Fail(Code::kUnavailable, what + ": " + std::to_string(n) + " answers");
+    } else if (rd_kafka_ConfigResource_error(described[0]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      result = std::unexpected(KafkaError(rd_kafka_ConfigResource_error(described[0]), what));
+    } else {
+      result = Fail(Code::kNotFound, what + ": no config " + name);
+      size_t count = 0;
+      const rd_kafka_ConfigEntry_t** entries = rd_kafka_ConfigResource_configs(described[0], &count);
+      for (size_t i = 0; i < count; ++i) {
+        if (name == rd_kafka_ConfigEntry_name(entries[i])) {
+          const char* value = rd_kafka_ConfigEntry_value(entries[i]);
+          result = std::string(value != nullptr ? value : "");
+        }
+      }
+    }
+  }
+  if (event != nullptr) rd_kafka_event_destroy(event);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_ConfigResource_destroy(resource);
+  return result;
+}
+
 std::string LibraryVersion() { return rd_kafka_version_str(); }
 
 // One deadline for the whole call: creating the topics and checking their partition counts share

@@ -34,6 +34,12 @@ struct TopicInfo {
                    // topic gets a new one
 };
 
+// The value of one topic-level config of `topic` (DescribeConfigs), e.g. "cleanup.policy":
+// "compact"; the broker's default when the topic does not set it. kNotFound when the topic does
+// not exist.
+Result<std::string> TopicConfig(const Properties& props, const std::string& topic,
+                                const std::string& name, std::chrono::milliseconds timeout);
+
 // Describes `topic` with the admin API (DescribeTopics): kNotFound when it does not exist,
 // kUnavailable when Kafka does not answer within `timeout`.
 Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,

@@ -12,7 +12,7 @@ namespace {
 const ClusterTopics kNames = ClusterTopics::For("kleaf", 12, 12);
 
 TopicFacts Facts(int32_t requests, int32_t state, std::string id = "id-A") {
-  return TopicFacts{requests, state, std::move(id)};
+  return TopicFacts{requests, state, std::move(id), "compact"};
 }
 
 bool Says(const Result<ClusterLayout>& r, std::string_view text) {
@@ -24,6 +24,20 @@ TEST(LayoutTest, AFirstNodeTakesTheTopicsCountAndIdentity) {
   ASSERT_TRUE(l.has_value()) << l.error().message;
   EXPECT_EQ(l->partitions, 12);
   EXPECT_EQ(l->state_topic_id, "id-A");
+}
+
+// A state topic created by hand (or by a tool's defaults) with deletion: Kafka would drop tag
+// records by age, and with them the max_id a restarted allocator restores.
+TEST(LayoutTest, AStateTopicThatIsNotCompactedIsAConfigErrorSayingHowToFixIt) {
+  for (const char* policy : {"delete", "compact,delete"}) {
+    TopicFacts facts = Facts(12, 12);
+    facts.state_cleanup_policy = policy;
+    auto l = CheckLayout(kNames, facts, 0, {});
+    ASSERT_FALSE(l) << policy;
+    EXPECT_EQ(l.error().code, Code::kInvalidArgument);  // exit 2: restarting does not help
+    EXPECT_TRUE(Says(l, std::string("topic kleaf.state has cleanup.policy=") + policy)) << l.error().message;
+    EXPECT_TRUE(Says(l, "--entity-name kleaf.state --add-config cleanup.policy=compact"));
+  }
 }
 
 TEST(LayoutTest, AConfiguredCountThatDisagreesWithTheTopicsIsAConfigErrorNamingBoth) {
