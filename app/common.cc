@@ -128,9 +128,12 @@ Result<kafka::Properties> KafkaProperties(const config::Config& c) {
   if (c.kafka.bootstrap.empty()) {
     return Fail(Code::kInvalidArgument, "kafka.bootstrap: required for this subcommand (host:port[,host:port])");
   }
-  return kafka::Properties{{"bootstrap.servers", c.kafka.bootstrap},
-                           {"client.id", "kleaf-" + c.node.id},
-                           {"reconnect.backoff.max.ms", "1000"}};
+  kafka::Properties props{{"bootstrap.servers", c.kafka.bootstrap},
+                          {"client.id", "kleaf-" + c.node.id},
+                          {"reconnect.backoff.max.ms", "1000"}};
+  // kafka.properties holds only keys none of the above is (config::AllowedKafkaProperty).
+  props.insert(c.kafka.properties.begin(), c.kafka.properties.end());
+  return props;
 }
 
 allocator::ClusterTopics Topics(const config::Config& c) {

@@ -75,6 +75,34 @@ Field StringField(std::string key, std::function<Result<void>(Config&, const std
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 
+Result<void> SetKafkaProperties(const YAML::Node& n, Config& c) {
+  const std::string key = "kafka.properties";
+  if (n.IsNull()) return {};
+  if (!n.IsMap()) {
+    return std::unexpected(KeyError(key, "expected a mapping of librdkafka properties"));
+  }
+  std::map<std::string, std::string> properties;
+  for (const auto& entry : n) {
+    const std::string name = entry.first.as<std::string>();
+    if (!entry.second.IsScalar()) {
+      return std::unexpected(KeyError(key + "." + name, "expected a string"));
+    }
+    if (!AllowedKafkaProperty(name)) {
+      return std::unexpected(KeyError(
+          key + "." + name,
+          "not passed to librdkafka: kleaf sets it itself or it would change kleaf's guarantees "
+          "(allowed: security.protocol, sasl.*, ssl.*, enable.ssl.certificate.verification, "
+          "socket.*, broker.address.*, client.dns.lookup, client.rack, connections.max.idle.ms, "
+          "debug; brokers: kafka.bootstrap)"));
+    }
+    if (!properties.emplace(name, entry.second.Scalar()).second) {
+      return std::unexpected(KeyError(key + "." + name, "duplicate key"));
+    }
+  }
+  c.kafka.properties = std::move(properties);
+  return {};
+}
+
 // A Kafka topic or group name: 1-249 characters of [A-Za-z0-9._-], or empty for the default.
 Result<void> CheckKafkaName(const std::string& s) {
   if (s.size() > 249) return Fail(Code::kInvalidArgument, "must be at most 249 characters");
@@ -298,6 +326,7 @@ std::vector<Field> AllFields() {
   f.push_back(IntField("producer.check_interval_ms", 10, 600000,
                        [](Config& c, int64_t v) { c.producer.check_interval_ms = v; }));
   f.push_back(Field{"producer.streams", SetStreams});
+  f.push_back(Field{"kafka.properties", SetKafkaProperties});
   f.push_back(StringField("log.level", [](Config& c, const std::string& s) -> Result<void> {
     if (s != "trace" && s != "debug" && s != "info" && s != "warn" && s != "error") {
       return Fail(Code::kInvalidArgument, "expected one of trace, debug, info, warn, error; got '" + s + "'");
@@ -406,6 +435,18 @@ Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s) {
     return Fail(Code::kInvalidArgument, "expected host:port with a port 0-65535, got '" + s + "'");
   }
   return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+bool AllowedKafkaProperty(const std::string& name) {
+  static const std::set<std::string> kExact = {
+      "security.protocol", "enable.ssl.certificate.verification", "client.dns.lookup",
+      "client.rack", "connections.max.idle.ms", "debug"};
+  static const char* const kPrefixes[] = {"sasl.", "ssl.", "ssl_", "socket.", "broker.address."};
+  if (kExact.contains(name)) return true;
+  for (const char* prefix : kPrefixes) {
+    if (name.starts_with(prefix)) return true;
+  }
+  return false;
 }
 
 Result<Config> ParseConfig(const std::string& yaml_text, const Environment& env) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,14 @@ struct Kafka {
   int request_attempts = 3;
   int64_t session_timeout_ms = 6000;   // allocator group membership: failover takes about this long
   int64_t transaction_timeout_ms = 10000;
+  // librdkafka properties for the connection to the brokers (security.protocol, sasl.*, ssl.*,
+  // socket.*, ...), passed to every Kafka client of every role. Keys kleaf sets itself, or that
+  // would change its guarantees, are refused (AllowedKafkaProperty).
+  std::map<std::string, std::string> properties = {};
 };
+
+// Whether kafka.properties may carry `name`: connection, security and diagnostics settings only.
+bool AllowedKafkaProperty(const std::string& name);
 
 struct Allocator {
   int batch_max = 256;  // requests per transaction at most

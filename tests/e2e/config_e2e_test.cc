@@ -93,6 +93,28 @@ TEST(ConfigFileE2eTest, MissingConfigFileIsNamed) {
   EXPECT_NE(run.err.find(missing), std::string::npos) << run.err;
 }
 
+// kafka.properties reach librdkafka (here: a CA file that does not exist, which librdkafka checks
+// when the client is created, before any connection), and an environment variable overrides a key
+// of the file.
+TEST(ConfigFileE2eTest, KafkaPropertiesReachLibrdkafkaAndVariablesOverrideTheFile) {
+  TempDir dir;
+  auto file = dir.WriteFile("kleaf.yaml",
+                            "node: {id: props-test}\n"
+                            "state: {path: '" + (dir.path() / "state").string() + "'}\n"
+                            "kafka:\n  bootstrap: '127.0.0.1:1'\n"
+                            "  properties: {security.protocol: SSL, ssl.ca.location: /no/ca.pem}\n");
+  CommandResult run = RunKleaf({"gateway", "--config", file.string()});
+  ASSERT_FALSE(run.status.timed_out) << run.err;
+  EXPECT_TRUE(run.status.exited && run.status.code != 0) << run.status.ToString();
+  EXPECT_NE(run.err.find("ssl.ca.location failed"), std::string::npos) << run.err;
+
+  setenv("KLEAF_KAFKA__PROPERTIES", "{security.protocol: SSL, ssl.ca.location: /other/ca.pem}", 1);
+  CommandResult overridden = RunKleaf({"gateway", "--config", file.string()});
+  unsetenv("KLEAF_KAFKA__PROPERTIES");
+  EXPECT_NE(overridden.err.find("/other/ca.pem"), std::string::npos) << overridden.err;
+  EXPECT_EQ(overridden.err.find("/no/ca.pem"), std::string::npos) << overridden.err;
+}
+
 TEST(ConfigFileE2eTest, InvalidYamlIsReported) {
   TempDir dir;
   auto file = dir.WriteFile("kleaf.yaml", "http:\n  listen: [unclosed\n");

@@ -105,3 +105,30 @@ TEST_F(TokenFileTest, AShortMissingOrDoubledTokenIsRefused) {
 
 }  // namespace
 }  // namespace kleaf::config
+
+namespace kleaf::config {
+namespace {
+
+TEST(KafkaPropertiesTest, SecuritySettingsPassAndGuaranteesAreProtected) {
+  auto c = ParseConfig(
+      "kafka:\n  properties:\n    security.protocol: SASL_SSL\n    sasl.mechanism: SCRAM-SHA-512\n"
+      "    sasl.username: kleaf\n    sasl.password: 's3cret: #1'\n    ssl.ca.location: /etc/ca.pem\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->kafka.properties.at("security.protocol"), "SASL_SSL");
+  EXPECT_EQ(c->kafka.properties.at("sasl.password"), "s3cret: #1");
+  EXPECT_EQ(c->kafka.properties.size(), 5u);
+  for (const char* key : {"isolation.level", "enable.idempotence", "transactional.id", "group.id",
+                          "bootstrap.servers", "enable.auto.commit", "acks"}) {
+    auto refused = ParseConfig(std::string("kafka: {properties: {") + key + ": x}}");
+    ASSERT_FALSE(refused) << key;
+    EXPECT_EQ(refused.error().message.rfind(std::string("kafka.properties.") + key + ": not passed", 0),
+              0u) << refused.error().message;
+  }
+  // As an environment variable: YAML flow text.
+  auto env = ParseConfig("", {{"KLEAF_KAFKA__PROPERTIES", "{security.protocol: SSL}"}});
+  ASSERT_TRUE(env) << env.error().message;
+  EXPECT_EQ(env->kafka.properties.at("security.protocol"), "SSL");
+}
+
+}  // namespace
+}  // namespace kleaf::config
