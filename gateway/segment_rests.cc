@@ -33,7 +33,8 @@ void ResumeSegmentRests(state::Store& store, allocator::Allocator& allocator,
   for (const auto& [tag, ranges] : by_tag) allocator.GetTag(tag, answers[tag].Callback());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (auto& [tag, ranges] : by_tag) {
-    if (auto r = answers.at(tag).Wait(deadline, "no answer"); !r && r.error().code == Code::kNotFound) {
+    auto answer = answers.at(tag).Wait(deadline, "no answer");
+    if (!answer && answer.error().code == Code::kNotFound) {
       spdlog::info("[segment] tag {} was deleted; dropping its kept rest", tag);
       continue;
     }

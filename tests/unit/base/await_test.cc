@@ -47,8 +47,8 @@ TEST(AwaitTest, NoAnswerByTheDeadlineIsUnavailable) {
 // waiter's, and the answer is freed with the last copy of the callback.
 TEST(AwaitTest, AnAnswerAfterTheDeadlineIsDroppedHarmlessly) {
   std::function<void(Result<std::shared_ptr<int>>)> late;
-  auto r = Await<std::shared_ptr<int>>(milliseconds(10), "no answer",
-                                       [&](auto done) { late = done; });
+  auto r =
+      Await<std::shared_ptr<int>>(milliseconds(10), "no answer", [&](auto done) { late = done; });
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Code::kUnavailable);
 
