@@ -43,9 +43,8 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
     }
     TagUpdate update{r.step, r.max_id + bump, r.description};
     // No deadline of its own: every Allocator answers each call by its own.
-    auto result = Await<state::TagRecord>(kNoDeadline, "", [&](auto done) {
-      allocator.PutTag(r.tag, update, std::move(done));
-    });
+    auto result = Await<state::TagRecord>(
+        kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, update, std::move(done)); });
     if (!result && result.error().code == Code::kFailedPrecondition) {
       ++counts.kept;  // the live max_id is higher already: keep it
     } else if (!result) {

@@ -109,8 +109,8 @@ void WorkerLease::Run() {
     const int64_t sent_ms = clock_.NowMs();
     // The start of the newest tick: a later holder's floor excludes that whole tick, and with time
     // units of a second or more the tick's end would read as a clock running ahead.
-    auto reply = Await<WorkerLeaseInfo>(
-        milliseconds(options_.renew_interval_ms), kNoAnswer, [&](auto done) {
+    auto reply =
+        Await<WorkerLeaseInfo>(milliseconds(options_.renew_interval_ms), kNoAnswer, [&](auto done) {
           allocator_.RenewWorker({.claimant = claimant(),
                                   .worker_id = worker_id_,
                                   .node_now_ms = sent_ms,

@@ -25,8 +25,8 @@
 #include "base/clock.h"
 #include "kafka/client.h"
 #include "kleaf/batch.h"
-#include "tests/e2e/http_client.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/http_client.h"
 #include "tests/integration/cluster_env.h"
 #include "tests/integration/operator/operator_env.h"
 

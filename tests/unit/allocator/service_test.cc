@@ -122,12 +122,12 @@ TEST(ServiceTest, ClaimAndRenewRepliesCarryTheAllocatorsClock) {
   ASSERT_TRUE(claim.reply.lease.has_value());
   EXPECT_EQ(claim.reply.lease->allocator_now_ms, kNow + 40);
   reader.Apply(claim);
-  auto renew = Execute(ReportRequest(Request::Op::kRenewWorker,
-                                     {.claimant = Claimant{"n1"},
-                                      .worker_id = claim.reply.lease->worker_id,
-                                      .node_now_ms = kNow + 500,
-                                      .last_timestamp_ms = kNow + 400}),
-                       reader, rules, kNow + 1000);
+  auto renew =
+      Execute(ReportRequest(Request::Op::kRenewWorker, {.claimant = Claimant{"n1"},
+                                                        .worker_id = claim.reply.lease->worker_id,
+                                                        .node_now_ms = kNow + 500,
+                                                        .last_timestamp_ms = kNow + 400}),
+              reader, rules, kNow + 1000);
   ASSERT_TRUE(renew.reply.lease.has_value())
       << (renew.reply.error ? renew.reply.error->message : "");
   EXPECT_EQ(renew.reply.lease->allocator_now_ms, kNow + 1000);
