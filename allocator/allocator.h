@@ -1,5 +1,6 @@
-// The asynchronous interface between gateways and allocators: get a segment of a tag, administer
-// tags. Implemented in-process (LocalAllocator) and, in the cluster shape, over Kafka.
+// The asynchronous interface between gateways (and producers) and allocators: get a segment of a
+// tag, administer tags, lease a snowflake worker id. Implemented in-process (LocalAllocator) and,
+// in the cluster shape, over Kafka; the wire format stays behind it (service.h).
 #pragma once
 
 #include <functional>
@@ -7,7 +8,7 @@
 #include <vector>
 
 #include "allocator/allocation.h"
-#include "allocator/service.h"
+#include "allocator/workers.h"
 #include "base/error.h"
 #include "state/records.h"
 
@@ -30,9 +31,18 @@ class Allocator {
   virtual void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) = 0;
   // Marks the tag deleted (its max_id is kept); answers the record as it was.
   virtual void DeleteTag(std::string tag, Callback<state::TagRecord> done) = 0;
-  // A worker-registry request (claim, renew, release, status), serialized with every other
-  // registry request by the owner of the `__workers__` partition.
-  virtual void Registry(Request request, Callback<Reply> done) = 0;
+
+  // The snowflake worker-id registry (rules in workers.h): its requests are serialized with each
+  // other by the owner of the `__workers__` partition.
+
+  // A worker id for `claim.claimant`, leased until the answer's lease_until_ms.
+  virtual void ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) = 0;
+  // Extends the holder's lease; kFailedPrecondition when another process holds the id now.
+  virtual void RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) = 0;
+  // Ends the holder's lease now (at shutdown).
+  virtual void ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) = 0;
+  // How many ids are leased and free.
+  virtual void WorkerStatus(Callback<WorkerCounts> done) = 0;
 };
 
 }  // namespace kleaf::allocator

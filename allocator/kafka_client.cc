@@ -202,13 +202,26 @@ void KafkaAllocatorClient::DeleteTag(std::string tag, Callback<state::TagRecord>
   Call(p, tag, MakeRequest(Request::Op::kDeleteTag, tag), Picking(&Reply::tag, std::move(done)));
 }
 
-void KafkaAllocatorClient::Registry(Request request, Callback<Reply> done) {
-  int32_t p = options_.topics.PartitionOf(kWorkersKey);
-  Call(p, kWorkersKey, request, [done = std::move(done)](Result<Reply> r) {
-    if (!r) return done(std::unexpected(r.error()));
-    if (r->error) return done(std::unexpected(*r->error));
-    done(std::move(*r));
-  });
+// Worker-registry requests all go to the partition of kWorkersKey.
+void KafkaAllocatorClient::ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) {
+  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey, ClaimRequest(claim),
+       Picking(&Reply::lease, std::move(done)));
+}
+
+void KafkaAllocatorClient::RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
+  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey,
+       ReportRequest(Request::Op::kRenewWorker, report), Picking(&Reply::lease, std::move(done)));
+}
+
+void KafkaAllocatorClient::ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
+  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey,
+       ReportRequest(Request::Op::kReleaseWorker, report), Picking(&Reply::lease, std::move(done)));
+}
+
+void KafkaAllocatorClient::WorkerStatus(Callback<WorkerCounts> done) {
+  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey,
+       MakeWorkerRequest(Request::Op::kWorkerStatus, Claimant{}),
+       Picking(&Reply::workers, std::move(done)));
 }
 
 void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {

@@ -45,7 +45,10 @@ class KafkaAllocatorClient final : public Allocator {
   void GetTag(std::string tag, Callback<state::TagRecord> done) override;
   void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
   void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
-  void Registry(Request request, Callback<Reply> done) override;
+  void ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) override;
+  void RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
+  void ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
+  void WorkerStatus(Callback<WorkerCounts> done) override;
 
   void Stop();
 

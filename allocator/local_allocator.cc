@@ -19,6 +19,7 @@ class StoreReader final : public StateReader {
 template <typename T>
 Result<T> Pick(Reply reply, std::optional<T> Reply::*field) {
   if (reply.error) return std::unexpected(std::move(*reply.error));
+  if (!(reply.*field)) return Fail(Code::kInternal, "allocator reply without a result");
   return std::move(*(reply.*field));
 }
 
@@ -86,11 +87,28 @@ void LocalAllocator::DeleteTag(std::string tag, Callback<state::TagRecord> done)
   });
 }
 
-void LocalAllocator::Registry(Request request, Callback<Reply> done) {
-  pool_.Post([this, request = std::move(request), done = std::move(done)] {
-    Reply reply = ExecuteNow(request);
-    if (reply.error) return done(std::unexpected(std::move(*reply.error)));
-    done(std::move(reply));
+void LocalAllocator::ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) {
+  pool_.Post([this, claim = std::move(claim), done = std::move(done)] {
+    done(Pick(ExecuteNow(ClaimRequest(claim)), &Reply::lease));
+  });
+}
+
+void LocalAllocator::RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
+  pool_.Post([this, report = std::move(report), done = std::move(done)] {
+    done(Pick(ExecuteNow(ReportRequest(Request::Op::kRenewWorker, report)), &Reply::lease));
+  });
+}
+
+void LocalAllocator::ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
+  pool_.Post([this, report = std::move(report), done = std::move(done)] {
+    done(Pick(ExecuteNow(ReportRequest(Request::Op::kReleaseWorker, report)), &Reply::lease));
+  });
+}
+
+void LocalAllocator::WorkerStatus(Callback<WorkerCounts> done) {
+  pool_.Post([this, done = std::move(done)] {
+    done(Pick(ExecuteNow(MakeWorkerRequest(Request::Op::kWorkerStatus, Claimant{})),
+              &Reply::workers));
   });
 }
 

@@ -32,7 +32,10 @@ class LocalAllocator final : public Allocator {
   void GetTag(std::string tag, Callback<state::TagRecord> done) override;
   void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
   void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
-  void Registry(Request request, Callback<Reply> done) override;
+  void ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) override;
+  void RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
+  void ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
+  void WorkerStatus(Callback<WorkerCounts> done) override;
 
   // Executes one request, blocking the caller: the writes it implies are synced to the store
   // before the reply is returned. The callbacks above run it on the worker threads.

@@ -59,15 +59,15 @@ inline Request MakeWorkerRequest(Request::Op op, const Claimant& claimant, int64
   return r;
 }
 
-struct WorkerLeaseInfo {
-  int64_t worker_id = -1;
-  int64_t lease_until_ms = 0;
-  int64_t not_before_ms = 0;  // kClaimWorker: issue no timestamp at or before this
-  // The allocator's wall clock when it handled the request (0 from allocators that predate it):
-  // lets the node estimate its clock offset to the allocator (kClaimWorker, kRenewWorker).
-  int64_t allocator_now_ms = 0;
-  std::string notice = {};  // kClaimWorker: another live process uses this node id (WorkerGrant)
-};
+inline Request ClaimRequest(const WorkerClaim& claim) {
+  return MakeWorkerRequest(Request::Op::kClaimWorker, claim.claimant, -1, claim.node_now_ms);
+}
+
+// kRenewWorker or kReleaseWorker.
+inline Request ReportRequest(Request::Op op, const WorkerReport& report) {
+  return MakeWorkerRequest(op, report.claimant, report.worker_id, report.node_now_ms,
+                           report.last_timestamp_ms);
+}
 
 struct Reply {
   std::optional<Error> error;

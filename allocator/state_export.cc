@@ -1,10 +1,10 @@
 #include "allocator/state_export.h"
 
-#include <future>
 #include <optional>
 #include <utility>
 
 #include "allocator/allocation.h"
+#include "base/await.h"
 
 namespace kleaf::allocator {
 
@@ -42,10 +42,9 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
       continue;
     }
     TagUpdate update{r.step, r.max_id + bump, r.description};
-    std::promise<Result<state::TagRecord>> put;
-    allocator.PutTag(r.tag, update,
-                     [&put](Result<state::TagRecord> res) { put.set_value(std::move(res)); });
-    auto result = put.get_future().get();
+    // No deadline of its own: every Allocator answers each call by its own.
+    auto result = Await<state::TagRecord>(
+        kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, update, std::move(done)); });
     if (!result && result.error().code == Code::kFailedPrecondition) {
       ++counts.kept;  // the live max_id is higher already: keep it
     } else if (!result) {
@@ -56,10 +55,9 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
       ++counts.raised;
     }
     if (r.deleted) {
-      std::promise<Result<state::TagRecord>> del;
-      allocator.DeleteTag(r.tag,
-                          [&del](Result<state::TagRecord> res) { del.set_value(std::move(res)); });
-      if (auto d = del.get_future().get(); !d && d.error().code != Code::kNotFound) {
+      auto d = Await<state::TagRecord>(
+          kNoDeadline, "", [&](auto done) { allocator.DeleteTag(r.tag, std::move(done)); });
+      if (!d && d.error().code != Code::kNotFound) {
         errors << "kleaf: tag " << r.tag << ": " << d.error().message << "\n";
         ++counts.failed;
       }

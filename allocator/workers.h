@@ -66,6 +66,29 @@ Result<WorkerRecord> ReleaseWorker(const std::optional<WorkerRecord>& record, in
                                    const Claimant& claimant, int64_t last_timestamp_ms,
                                    int64_t now_ms);
 
+// What a gateway or producer asks the registry (Allocator::ClaimWorker and the rest) and what it
+// answers; the allocator applies the rules above to the records.
+struct WorkerClaim {
+  Claimant claimant = {};
+  int64_t node_now_ms = 0;  // the claimant's wall clock when it asked
+};
+// A renewal or release by the holder of `worker_id`.
+struct WorkerReport {
+  Claimant claimant = {};
+  int64_t worker_id = -1;
+  int64_t node_now_ms = 0;
+  int64_t last_timestamp_ms = 0;  // the newest timestamp the holder issued
+};
+struct WorkerLeaseInfo {
+  int64_t worker_id = -1;
+  int64_t lease_until_ms = 0;
+  int64_t not_before_ms = 0;  // claim: issue no timestamp at or before this
+  // The allocator's wall clock when it handled the request (0 from allocators that predate it):
+  // lets the node estimate its clock offset to the allocator (claim, renew).
+  int64_t allocator_now_ms = 0;
+  std::string notice = {};  // claim: another live process uses this node id (WorkerGrant)
+};
+
 struct WorkerCounts {
   int64_t leased = 0;
   int64_t free = 0;  // never used or expired

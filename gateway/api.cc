@@ -313,17 +313,11 @@ void Api::Workers(Respond respond) {
     return respond(JsonResponse(json{{"source", "config"}, {"worker_id", snowflake_.worker_id()}}));
   }
   json node = json::parse(options_.lease_status());
-  allocator_.Registry(
-      allocator::MakeWorkerRequest(allocator::Request::Op::kWorkerStatus, allocator::Claimant{}),
-      [this, node, respond](Result<allocator::Reply> r) {
-        if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-        json out = {{"source", "registry"}, {"node", node}};
-        if (r->workers) {
-          out["leased"] = r->workers->leased;
-          out["free"] = r->workers->free;
-        }
-        respond(JsonResponse(out));
-      });
+  allocator_.WorkerStatus([this, node, respond](Result<allocator::WorkerCounts> r) {
+    if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+    respond(JsonResponse(
+        json{{"source", "registry"}, {"node", node}, {"leased", r->leased}, {"free", r->free}}));
+  });
 }
 
 metrics::Counter& Api::SnowflakeIssued(const std::string& tag) {

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <future>
 #include <map>
-#include <memory>
 #include <vector>
+
+#include "base/await.h"
 
 namespace kleaf::gateway {
 
@@ -28,20 +28,15 @@ void ResumeSegmentRests(state::Store& store, allocator::Allocator& allocator,
     by_tag[r.tag].push_back({r.start, r.end});
   }
   // Ask about every tag at once; one deadline for all, so many tags cannot stretch startup.
-  std::map<std::string, std::future<Result<state::TagRecord>>> answers;
-  for (const auto& [tag, ranges] : by_tag) {
-    auto found = std::make_shared<std::promise<Result<state::TagRecord>>>();
-    answers.emplace(tag, found->get_future());
-    allocator.GetTag(tag, [found](Result<state::TagRecord> r) { found->set_value(std::move(r)); });
-  }
+  // A tag without an answer by then keeps its rest.
+  std::map<std::string, PendingCall<state::TagRecord>> answers;
+  for (const auto& [tag, ranges] : by_tag) allocator.GetTag(tag, answers[tag].Callback());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (auto& [tag, ranges] : by_tag) {
-    auto& answer = answers.at(tag);
-    if (answer.wait_until(deadline) == std::future_status::ready) {
-      if (auto r = answer.get(); !r && r.error().code == Code::kNotFound) {
-        spdlog::info("[segment] tag {} was deleted; dropping its kept rest", tag);
-        continue;
-      }
+    auto answer = answers.at(tag).Wait(deadline, "no answer");
+    if (!answer && answer.error().code == Code::kNotFound) {
+      spdlog::info("[segment] tag {} was deleted; dropping its kept rest", tag);
+      continue;
     }
     std::sort(ranges.begin(), ranges.end(),
               [](const auto& a, const auto& b) { return a.start < b.start; });

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <future>
+#include "base/await.h"
 
 namespace kleaf::producer {
 namespace {
@@ -142,17 +142,12 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s) {
     return batch;
   }
   if (s.ranges.empty()) {
-    // The promise outlives a timed-out wait: a late segment is dropped (a gap, never reused).
-    auto promise = std::make_shared<std::promise<Result<allocator::Segment>>>();
-    auto future = promise->get_future();
-    allocator_.AllocateSegment(
-        s.spec.tag, s.spec.batch_size,
-        [promise](Result<allocator::Segment> r) { promise->set_value(std::move(r)); });
-    if (future.wait_for(options_.segment_timeout) != std::future_status::ready) {
-      return Fail(Code::kUnavailable, "no segment of " + s.spec.tag + " within " +
-                                          std::to_string(options_.segment_timeout.count()) + " ms");
-    }
-    auto segment = future.get();
+    // A segment arriving after the timeout is dropped (a gap, never reused).
+    auto segment = Await<allocator::Segment>(
+        options_.segment_timeout,
+        "no segment of " + s.spec.tag + " within " +
+            std::to_string(options_.segment_timeout.count()) + " ms",
+        [&](auto done) { allocator_.AllocateSegment(s.spec.tag, s.spec.batch_size, done); });
     if (!segment) return std::unexpected(segment.error());
     if (segment->end <= segment->start) {
       return Fail(Code::kInternal, "empty segment of " + s.spec.tag);

@@ -3,11 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <future>
+
+#include "base/await.h"
 
 namespace kleaf::snowflake {
+namespace {
 
-using allocator::Request;
+constexpr char kNoAnswer[] = "no answer from the worker registry";
+
+}  // namespace
+
+using allocator::WorkerLeaseInfo;
 using std::chrono::milliseconds;
 
 WorkerLease::WorkerLease(allocator::Allocator& allocator, Clock& clock, Options options,
@@ -16,16 +22,6 @@ WorkerLease::WorkerLease(allocator::Allocator& allocator, Clock& clock, Options 
       save_(std::move(save)) {}
 
 WorkerLease::~WorkerLease() { Stop(); }
-
-Result<allocator::Reply> WorkerLease::Call(Request request, milliseconds timeout) {
-  auto promise = std::make_shared<std::promise<Result<allocator::Reply>>>();
-  auto future = promise->get_future();
-  allocator_.Registry(std::move(request), [promise](Result<allocator::Reply> r) { promise->set_value(std::move(r)); });
-  if (future.wait_for(timeout) != std::future_status::ready) {
-    return Fail(Code::kUnavailable, "no answer from the worker registry");
-  }
-  return future.get();
-}
 
 void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
   // The allocator set lease_until from its clock when it handled the request, no earlier than we
@@ -51,23 +47,23 @@ void WorkerLease::RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo
 
 Result<WorkerLease::Grant> WorkerLease::Acquire() {
   const int64_t give_up = clock_.MonotonicNs() + options_.claim_timeout_ms * 1'000'000;
-  Error last{Code::kUnavailable, "no answer from the worker registry"};
+  Error last{Code::kUnavailable, kNoAnswer};
   while (clock_.MonotonicNs() < give_up) {
     const int64_t sent = clock_.MonotonicNs();
     const int64_t sent_ms = clock_.NowMs();
-    auto reply =
-        Call(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, claimant(), -1, sent_ms),
-             milliseconds(5000));
-    if (reply && reply->lease) {
-      RecordOffset(sent_ms, *reply->lease);
-      worker_id_ = reply->lease->worker_id;
-      ExtendTo(sent, reply->lease->lease_until_ms);
-      if (!reply->lease->notice.empty()) spdlog::warn("[lease] {}", reply->lease->notice);
+    auto reply = Await<WorkerLeaseInfo>(milliseconds(5000), kNoAnswer, [&](auto done) {
+      allocator_.ClaimWorker({.claimant = claimant(), .node_now_ms = sent_ms}, std::move(done));
+    });
+    if (reply) {
+      RecordOffset(sent_ms, *reply);
+      worker_id_ = reply->worker_id;
+      ExtendTo(sent, reply->lease_until_ms);
+      if (!reply->notice.empty()) spdlog::warn("[lease] {}", reply->notice);
       spdlog::info("[lease] claimed worker id {} (not before {})", worker_id_,
-                   FormatUtcMs(reply->lease->not_before_ms));
-      return Grant{worker_id_, reply->lease->not_before_ms, false};
+                   FormatUtcMs(reply->not_before_ms));
+      return Grant{worker_id_, reply->not_before_ms, false};
     }
-    if (!reply && reply.error().code == Code::kFailedPrecondition) {
+    if (reply.error().code == Code::kFailedPrecondition) {
       // Clock check failed. A request that waited in a queue (e.g. while the allocators start)
       // makes a good clock look behind, so ask again with a fresh reading until the deadline.
       last = reply.error();
@@ -75,8 +71,8 @@ Result<WorkerLease::Grant> WorkerLease::Acquire() {
       clock_.SleepFor(milliseconds(500));
       continue;
     }
-    if (!reply && reply.error().code != Code::kUnavailable) return std::unexpected(reply.error());
-    last = reply ? Error{Code::kInternal, "registry reply without a lease"} : reply.error();
+    if (reply.error().code != Code::kUnavailable) return std::unexpected(reply.error());
+    last = reply.error();
     // No allocator answers: a still valid cached lease lets this node go on (weak dependency).
     if (auto cached = load_()) {
       const int64_t left_ms = cached->lease_until_ms - clock_.NowMs() - options_.safety_margin_ms;
@@ -113,16 +109,21 @@ void WorkerLease::Run() {
     const int64_t sent_ms = clock_.NowMs();
     // The start of the newest tick: a later holder's floor excludes that whole tick, and with time
     // units of a second or more the tick's end would read as a clock running ahead.
-    auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kRenewWorker, claimant(),
-                                                   worker_id_, sent_ms, generator_->last_tick_ms()),
-                      milliseconds(options_.renew_interval_ms));
+    auto reply =
+        Await<WorkerLeaseInfo>(milliseconds(options_.renew_interval_ms), kNoAnswer, [&](auto done) {
+          allocator_.RenewWorker({.claimant = claimant(),
+                                  .worker_id = worker_id_,
+                                  .node_now_ms = sent_ms,
+                                  .last_timestamp_ms = generator_->last_tick_ms()},
+                                 std::move(done));
+        });
     std::string error;
-    if (reply && reply->lease) {
-      RecordOffset(sent_ms, *reply->lease);
-      ExtendTo(sent, reply->lease->lease_until_ms);
+    if (reply) {
+      RecordOffset(sent_ms, *reply);
+      ExtendTo(sent, reply->lease_until_ms);
     } else {
-      error = reply ? "registry reply without a lease" : reply.error().message;
-      if (!reply && reply.error().code == Code::kFailedPrecondition) {
+      error = reply.error().message;
+      if (reply.error().code == Code::kFailedPrecondition) {
         // Someone else holds the id now: stop issuing for good.
         deadline_ns_.store(0);
         generator_->SetLeaseDeadlineNs(0);
@@ -149,9 +150,13 @@ void WorkerLease::Stop() {
   // Forget the lease locally first: once the release may have landed, a restart while Kafka is
   // unreachable must not go on with an id that could be someone else's.
   save_({worker_id_, 0});
-  auto reply = Call(allocator::MakeWorkerRequest(Request::Op::kReleaseWorker, claimant(),
-                                                 worker_id_, clock_.NowMs(), generator_->last_tick_ms()),
-                    milliseconds(3000));
+  auto reply = Await<WorkerLeaseInfo>(milliseconds(3000), kNoAnswer, [&](auto done) {
+    allocator_.ReleaseWorker({.claimant = claimant(),
+                              .worker_id = worker_id_,
+                              .node_now_ms = clock_.NowMs(),
+                              .last_timestamp_ms = generator_->last_tick_ms()},
+                             std::move(done));
+  });
   if (reply) {
     spdlog::info("[lease] released worker id {}", worker_id_);
   } else {

@@ -81,7 +81,6 @@ class WorkerLease {
   Status status() const;
 
  private:
-  Result<allocator::Reply> Call(allocator::Request request, std::chrono::milliseconds timeout);
   allocator::Claimant claimant() const {
     return {options_.node_id, options_.holder, options_.previous_holder};
   }

@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "allocator/cluster.h"
 #include "allocator/kafka_client.h"
 #include "allocator/kafka_node.h"
+#include "base/await.h"
 #include "base/clock.h"
 #include "state/store.h"
 
@@ -59,9 +59,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto allocate = [&](const std::string& tag) {
-    std::promise<Result<allocator::Segment>> p;
-    (*client)->AllocateSegment(tag, 1000, [&p](Result<allocator::Segment> s) { p.set_value(std::move(s)); });
-    return p.get_future().get();
+    // The client gives up by itself (one attempt of 5 s).
+    return Await<allocator::Segment>(kNoDeadline, "", [&](auto done) {
+      (*client)->AllocateSegment(tag, 1000, std::move(done));
+    });
   };
   // Warm up until every partition is served.
   for (int i = 0; i < 200; ++i) {

@@ -94,13 +94,26 @@ class InlineAllocator final : public allocator::Allocator {
     it->second.deleted = true;
     done(before);
   }
-  void Registry(allocator::Request, allocator::Callback<allocator::Reply> done) override {
-    allocator::Reply reply;
-    reply.error = Error{Code::kFailedPrecondition, "no worker registry in the fuzzer"};
-    done(std::move(reply));
+  void ClaimWorker(allocator::WorkerClaim,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(NoRegistry());
+  }
+  void RenewWorker(allocator::WorkerReport,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(NoRegistry());
+  }
+  void ReleaseWorker(allocator::WorkerReport,
+                     allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(NoRegistry());
+  }
+  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
+    done(NoRegistry());
   }
 
  private:
+  static std::unexpected<Error> NoRegistry() {
+    return Fail(Code::kFailedPrecondition, "no worker registry in the fuzzer");
+  }
   Clock& clock_;
   std::map<std::string, state::TagRecord> tags_;
 };

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <future>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -19,6 +18,7 @@
 
 #include "allocator/kafka_client.h"
 #include "allocator/kafka_node.h"
+#include "base/await.h"
 #include "base/clock.h"
 #include "state/store.h"
 #include "tests/e2e/kleaf_process.h"
@@ -27,33 +27,14 @@
 namespace kleaf::integration {
 namespace {
 
-using allocator::Request;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// A call's outcome, once it came; its callback may run after the caller gave up waiting.
-template <typename T>
-struct Call {
-  std::shared_ptr<std::promise<Result<T>>> promise = std::make_shared<std::promise<Result<T>>>();
-  std::future<Result<T>> future = promise->get_future();
-  allocator::Callback<T> callback() {
-    return [p = promise](Result<T> r) { p->set_value(std::move(r)); };
-  }
-  // The outcome, or kUnavailable "no answer" after `timeout`.
-  Result<T> Get(milliseconds timeout) {
-    if (future.wait_for(timeout) != std::future_status::ready) {
-      return Fail(Code::kUnavailable,
-                  "no answer within " + std::to_string(timeout.count()) + " ms");
-    }
-    return future.get();
-  }
-};
-
-// Asks `allocator` for `n` segments of `tag` at once; each call's outcome comes in its Call.
-std::vector<Call<allocator::Segment>> AllocateSegments(allocator::Allocator& allocator,
-                                                       const std::string& tag, int n) {
-  std::vector<Call<allocator::Segment>> calls(static_cast<size_t>(n));
-  for (auto& call : calls) allocator.AllocateSegment(tag, 0, call.callback());
+// Asks `allocator` for `n` segments of `tag` at once; each call's outcome comes in its own.
+std::vector<PendingCall<allocator::Segment>> AllocateSegments(allocator::Allocator& allocator,
+                                                              const std::string& tag, int n) {
+  std::vector<PendingCall<allocator::Segment>> calls(static_cast<size_t>(n));
+  for (auto& call : calls) allocator.AllocateSegment(tag, 0, call.Callback());
   return calls;
 }
 
@@ -98,29 +79,26 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
 
   const std::string tag = "fatal-producer";
   {
-    Call<state::TagRecord> put;
-    c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}},
-             put.callback());
-    auto r = put.Get(call_bound);
+    auto r = Await<state::TagRecord>(call_bound, "no answer", [&](auto done) {
+      c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
+    });
     ASSERT_TRUE(r) << r.error().message;
   }
   const allocator::Claimant me{
       .node_id = options.node_id, .holder = "holder-1", .previous_holder = {}};
   int64_t worker_id = -1, lease_until = 0;
   {
-    Call<allocator::Reply> claim;
-    c.Registry(allocator::MakeWorkerRequest(Request::Op::kClaimWorker, me, -1, clock.NowMs()),
-               claim.callback());
-    auto r = claim.Get(call_bound);
+    auto r = Await<allocator::WorkerLeaseInfo>(call_bound, "no answer", [&](auto done) {
+      c.ClaimWorker({.claimant = me, .node_now_ms = clock.NowMs()}, done);
+    });
     ASSERT_TRUE(r) << r.error().message;
-    ASSERT_TRUE(r->lease);
-    worker_id = r->lease->worker_id;
-    lease_until = r->lease->lease_until_ms;
+    worker_id = r->worker_id;
+    lease_until = r->lease_until_ms;
   }
   std::vector<allocator::Segment> segments;
   auto allocate = [&](int n) { return AllocateSegments(c, tag, n); };
   for (auto& call : allocate(3)) {
-    auto s = call.Get(call_bound);
+    auto s = call.WaitFor(call_bound);
     ASSERT_TRUE(s) << s.error().message;
     segments.push_back(*s);
   }
@@ -132,10 +110,12 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   // Requests in flight when the producer fails: some of them are lost with the old handle (their
   // attempt times out and is sent again through the new one), none may be lost for good.
   auto in_flight = allocate(5);
-  Call<allocator::Reply> renew_in_flight;
-  c.Registry(
-      allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0, clock.NowMs()),
-      renew_in_flight.callback());
+  PendingCall<allocator::WorkerLeaseInfo> renew_in_flight;
+  c.RenewWorker({.claimant = me,
+                 .worker_id = worker_id,
+                 .node_now_ms = 0,
+                 .last_timestamp_ms = clock.NowMs()},
+                renew_in_flight.Callback());
   const auto injected = SteadyClock::now();
   c.InjectProducerFatalErrorForTesting();
   ASSERT_TRUE(WaitUntil([&] { return c.producer_rebuilds() == 1; }, seconds(5)))
@@ -144,40 +124,40 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   double slowest = 0;
   int in_flight_ok = 0;
   for (auto& call : in_flight) {
-    auto s = call.Get(call_bound);
+    auto s = call.WaitFor(call_bound);
     slowest = std::max(slowest, SecondsSince(injected));
     ASSERT_TRUE(s) << "a request in flight at the fatal error failed: " << s.error().message;
     segments.push_back(*s);
     ++in_flight_ok;
   }
   {
-    auto r = renew_in_flight.Get(call_bound);
+    auto r = renew_in_flight.WaitFor(call_bound);
     ASSERT_TRUE(r) << "the lease renewal in flight at the fatal error failed: "
                    << r.error().message;
-    ASSERT_TRUE(r->lease);
-    EXPECT_GE(r->lease->lease_until_ms, lease_until);
-    lease_until = r->lease->lease_until_ms;
+    EXPECT_GE(r->lease_until_ms, lease_until);
+    lease_until = r->lease_until_ms;
   }
   const double in_flight_s = SecondsSince(injected);
 
   // After the rebuild: new requests answered at once (no attempt lost), lease renewed again.
   const auto after_start = SteadyClock::now();
   for (auto& call : allocate(5)) {
-    auto s = call.Get(call_bound);
+    auto s = call.WaitFor(call_bound);
     ASSERT_TRUE(s) << "no segment after the rebuild: " << s.error().message;
     EXPECT_GE(s->start, end_before);
     segments.push_back(*s);
   }
   {
-    Call<allocator::Reply> renew;
-    c.Registry(
-        allocator::MakeWorkerRequest(Request::Op::kRenewWorker, me, worker_id, 0, clock.NowMs()),
-        renew.callback());
-    auto r = renew.Get(call_bound);
+    auto r = Await<allocator::WorkerLeaseInfo>(call_bound, "no answer", [&](auto done) {
+      c.RenewWorker({.claimant = me,
+                     .worker_id = worker_id,
+                     .node_now_ms = 0,
+                     .last_timestamp_ms = clock.NowMs()},
+                    done);
+    });
     ASSERT_TRUE(r) << "no lease renewal after the rebuild: " << r.error().message;
-    ASSERT_TRUE(r->lease);
-    EXPECT_EQ(r->lease->worker_id, worker_id);
-    EXPECT_GE(r->lease->lease_until_ms, lease_until);
+    EXPECT_EQ(r->worker_id, worker_id);
+    EXPECT_GE(r->lease_until_ms, lease_until);
   }
   const double after_s = SecondsSince(after_start);
   EXPECT_EQ(c.producer_rebuilds(), 1);
@@ -240,16 +220,15 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   const std::string tag = "fatal-txn";
   const int32_t p = topics.PartitionOf(tag);
   {
-    Call<state::TagRecord> put;
-    c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}},
-             put.callback());
-    auto r = put.Get(call_bound);
+    auto r = Await<state::TagRecord>(call_bound, "no answer", [&](auto done) {
+      c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
+    });
     ASSERT_TRUE(r) << r.error().message;
   }
   std::vector<allocator::Segment> segments;
   auto allocate = [&](int n) { return AllocateSegments(c, tag, n); };
   for (auto& call : allocate(3)) {
-    auto s = call.Get(call_bound);
+    auto s = call.WaitFor(call_bound);
     ASSERT_TRUE(s) << s.error().message;
     segments.push_back(*s);
   }
@@ -267,13 +246,13 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   bool released = false;
   // The loop thread applies the injection at its next turn, possibly after it served the
   // requests above: one more request every 500 ms makes sure a batch meets the broken producer.
-  std::deque<Call<allocator::Segment>> more;
+  std::deque<PendingCall<allocator::Segment>> more;
   auto last_sent = SteadyClock::now();
   const bool back = WaitUntil(
       [&] {
         if (SteadyClock::now() - last_sent > milliseconds(500)) {
           more.emplace_back();
-          c.AllocateSegment(tag, 0, more.back().callback());
+          c.AllocateSegment(tag, 0, more.back().Callback());
           last_sent = SteadyClock::now();
         }
         auto s = node.status();
@@ -289,14 +268,14 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   EXPECT_EQ(node.status().takeovers, takeovers_before + 1);
   int answered = 0;
   for (auto& call : in_flight) {
-    auto s = call.Get(call_bound);
+    auto s = call.WaitFor(call_bound);
     ASSERT_TRUE(s) << "a request in flight at the fatal error failed: " << s.error().message;
     EXPECT_GE(s->start, end_before);
     segments.push_back(*s);
     ++answered;
   }
   for (auto& call : more) {
-    auto s = call.Get(call_bound);
+    auto s = call.WaitFor(call_bound);
     ASSERT_TRUE(s) << "a request sent during the takeover failed: " << s.error().message;
     EXPECT_GE(s->start, end_before);
     segments.push_back(*s);
@@ -304,7 +283,7 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   }
   const double answered_s = SecondsSince(injected);
   for (auto& call : allocate(5)) {
-    auto s = call.Get(call_bound);
+    auto s = call.WaitFor(call_bound);
     ASSERT_TRUE(s) << "no segment after the takeover: " << s.error().message;
     EXPECT_GE(s->start, end_before);
     segments.push_back(*s);

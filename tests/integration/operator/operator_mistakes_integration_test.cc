@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -22,11 +21,12 @@
 
 #include "allocator/cluster.h"
 #include "allocator/kafka_client.h"
+#include "base/await.h"
 #include "base/clock.h"
 #include "kafka/client.h"
 #include "kleaf/batch.h"
-#include "tests/e2e/http_client.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/http_client.h"
 #include "tests/integration/cluster_env.h"
 #include "tests/integration/operator/operator_env.h"
 
@@ -363,13 +363,11 @@ TEST_F(OperatorMistakesTest, AllocatorAnswersARequestOnTheWrongPartitionWithAnEr
   for (int round = 0; round < 3; ++round) {
     for (const auto& tag : tags) {
       const bool misrouted = kafka::PartitionFor(tag, 3) != kafka::PartitionFor(tag, 4);
-      auto promise = std::make_shared<std::promise<Result<allocator::Segment>>>();
-      auto future = promise->get_future();
-      (*client)->AllocateSegment(tag, 0, [promise](Result<allocator::Segment> r) {
-        promise->set_value(std::move(r));
+      constexpr char kNoAnswer[] = "no answer within 30 s";
+      auto r = Await<allocator::Segment>(seconds(30), kNoAnswer, [&](auto done) {
+        (*client)->AllocateSegment(tag, 0, std::move(done));
       });
-      ASSERT_EQ(future.wait_for(seconds(30)), std::future_status::ready) << tag;
-      auto r = future.get();
+      ASSERT_FALSE(!r && r.error().message == kNoAnswer) << tag;
       if (misrouted) ++wrong_requests;
       if (r) {
         (misrouted ? wrong_segments : right_segments).push_back({tag, r->start, r->end});

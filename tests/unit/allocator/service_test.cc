@@ -113,5 +113,33 @@ TEST(ServiceTest, RequestsAndRepliesSurviveTheirJsonEncoding) {
   EXPECT_FALSE(DecodeRequest("{not json").has_value());
 }
 
+// What lets a node estimate its clock offset to the allocator (snowflake::WorkerLease).
+TEST(ServiceTest, ClaimAndRenewRepliesCarryTheAllocatorsClock) {
+  MapReader reader;
+  Rules rules;
+  auto claim = Execute(ClaimRequest({.claimant = Claimant{"n1"}, .node_now_ms = kNow}), reader,
+                       rules, kNow + 40);
+  ASSERT_TRUE(claim.reply.lease.has_value());
+  EXPECT_EQ(claim.reply.lease->allocator_now_ms, kNow + 40);
+  reader.Apply(claim);
+  auto renew =
+      Execute(ReportRequest(Request::Op::kRenewWorker, {.claimant = Claimant{"n1"},
+                                                        .worker_id = claim.reply.lease->worker_id,
+                                                        .node_now_ms = kNow + 500,
+                                                        .last_timestamp_ms = kNow + 400}),
+              reader, rules, kNow + 1000);
+  ASSERT_TRUE(renew.reply.lease.has_value())
+      << (renew.reply.error ? renew.reply.error->message : "");
+  EXPECT_EQ(renew.reply.lease->allocator_now_ms, kNow + 1000);
+
+  auto decoded = DecodeReply(EncodeReply(claim.reply));
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->lease->allocator_now_ms, kNow + 40);
+  // A reply from an allocator that does not send its clock yet.
+  auto old = DecodeReply(R"({"lease":{"worker_id":3,"lease_until":1,"not_before":0}})");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->lease->allocator_now_ms, 0);
+}
+
 }  // namespace
 }  // namespace kleaf::allocator

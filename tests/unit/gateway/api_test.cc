@@ -161,18 +161,31 @@ class FakeAllocator final : public allocator::Allocator {
   }
 
   // The gateway API does not use the worker registry; the fake has none.
-  void Registry(allocator::Request /*request*/,
-                allocator::Callback<allocator::Reply> done) override {
-    Dispatch([done] {
-      allocator::Reply reply;
-      reply.error = Error{Code::kFailedPrecondition, "the fake allocator has no worker registry"};
-      done(std::move(reply));
-    });
+  void ClaimWorker(allocator::WorkerClaim,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    NoRegistry(done);
+  }
+  void RenewWorker(allocator::WorkerReport,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    NoRegistry(done);
+  }
+  void ReleaseWorker(allocator::WorkerReport,
+                     allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    NoRegistry(done);
+  }
+  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
+    NoRegistry(done);
   }
 
   static constexpr int64_t kMaxStep = 1'000'000;
 
  private:
+  template <typename T>
+  void NoRegistry(allocator::Callback<T> done) {
+    Dispatch([done] {
+      done(Fail(Code::kFailedPrecondition, "the fake allocator has no worker registry"));
+    });
+  }
   void Dispatch(std::function<void()> call) {
     std::unique_lock lock(mu_);
     switch (mode_) {

@@ -70,7 +70,19 @@ class FakeAllocator final : public allocator::Allocator {
   void DeleteTag(std::string, allocator::Callback<state::TagRecord> done) override {
     done(Unsupported());
   }
-  void Registry(allocator::Request, allocator::Callback<allocator::Reply> done) override {
+  void ClaimWorker(allocator::WorkerClaim,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(Unsupported());
+  }
+  void RenewWorker(allocator::WorkerReport,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(Unsupported());
+  }
+  void ReleaseWorker(allocator::WorkerReport,
+                     allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(Unsupported());
+  }
+  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
     done(Unsupported());
   }
 

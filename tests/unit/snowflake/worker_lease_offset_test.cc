@@ -1,8 +1,8 @@
 // The clock offset to the allocator that lease replies let a node report
-// (kleaf_worker_clock_offset_seconds).
+// (kleaf_worker_clock_offset_seconds). That lease replies carry the allocator's clock is
+// tested in tests/unit/allocator/service_test.cc.
 #include <gtest/gtest.h>
 
-#include "allocator/service.h"
 #include "base/clock.h"
 #include "snowflake/worker_lease.h"
 
@@ -11,52 +11,24 @@ namespace {
 
 constexpr int64_t kNow = 1'800'000'000'000;
 
-TEST(LeaseReplyTest, ClaimAndRenewRepliesCarryTheAllocatorsClock) {
-  struct NoState final : allocator::StateReader {
-    Result<std::optional<state::TagRecord>> Get(const std::string&) override {
-      return std::nullopt;
-    }
-    Result<std::vector<state::TagRecord>> List() override {
-      return std::vector<state::TagRecord>{};
-    }
-    Result<std::vector<state::WorkerRecord>> ListWorkers() override { return workers; }
-    std::vector<state::WorkerRecord> workers;
-  } reader;
-  allocator::Rules rules;
-  auto claim = allocator::Execute(
-      allocator::MakeWorkerRequest(allocator::Request::Op::kClaimWorker, allocator::Claimant{"n1"}, -1, kNow), reader,
-      rules, kNow + 40);
-  ASSERT_TRUE(claim.reply.lease.has_value());
-  EXPECT_EQ(claim.reply.lease->allocator_now_ms, kNow + 40);
-  reader.workers = claim.worker_writes;
-  auto renew = allocator::Execute(
-      allocator::MakeWorkerRequest(allocator::Request::Op::kRenewWorker, allocator::Claimant{"n1"},
-                                   claim.reply.lease->worker_id, kNow + 500, kNow + 400),
-      reader, rules, kNow + 1000);
-  ASSERT_TRUE(renew.reply.lease.has_value())
-      << (renew.reply.error ? renew.reply.error->message : "");
-  EXPECT_EQ(renew.reply.lease->allocator_now_ms, kNow + 1000);
-
-  auto decoded = allocator::DecodeReply(allocator::EncodeReply(claim.reply));
-  ASSERT_TRUE(decoded.has_value());
-  EXPECT_EQ(decoded->lease->allocator_now_ms, kNow + 40);
-  // A reply from an allocator that does not send its clock yet.
-  auto old = allocator::DecodeReply(R"({"lease":{"worker_id":3,"lease_until":1,"not_before":0}})");
-  ASSERT_TRUE(old.has_value());
-  EXPECT_EQ(old->lease->allocator_now_ms, 0);
-}
-
 // Answers claims and renewals inline with the allocator's clock `skew_ms` ahead of the node's.
 class SkewedRegistry final : public allocator::Allocator {
  public:
   SkewedRegistry(Clock& clock, int64_t skew_ms) : clock_(clock), skew_ms_(skew_ms) {}
-  void Registry(allocator::Request request, allocator::Callback<allocator::Reply> done) override {
-    allocator::Reply reply;
-    const int64_t allocator_now = clock_.NowMs() + skew_ms_;
-    reply.lease =
-        allocator::WorkerLeaseInfo{4, allocator_now + 30000, 0, send_clock_ ? allocator_now : 0};
-    (void)request;
-    done(std::move(reply));
+  void ClaimWorker(allocator::WorkerClaim,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(Lease());
+  }
+  void RenewWorker(allocator::WorkerReport,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(Lease());
+  }
+  void ReleaseWorker(allocator::WorkerReport,
+                     allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+    done(Lease());
+  }
+  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
+    done(Fail(Code::kInternal, "unused"));
   }
   void AllocateSegment(std::string, int64_t,
                        allocator::Callback<allocator::Segment> done) override {
@@ -78,6 +50,13 @@ class SkewedRegistry final : public allocator::Allocator {
   bool send_clock_ = true;
 
  private:
+  allocator::WorkerLeaseInfo Lease() const {
+    const int64_t allocator_now = clock_.NowMs() + skew_ms_;
+    return {.worker_id = 4,
+            .lease_until_ms = allocator_now + 30000,
+            .not_before_ms = 0,
+            .allocator_now_ms = send_clock_ ? allocator_now : 0};
+  }
   Clock& clock_;
   int64_t skew_ms_;
 };
