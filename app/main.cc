@@ -8,9 +8,11 @@
 #include "app/producer.h"
 #include "app/standalone.h"
 #include "base/clock.h"
+#include "base/logging.h"
 #include "config/config.h"
 #include "kafka/client.h"
 #include "snowflake/snowflake.h"
+#include "snowflake/snowflake_node.h"
 #include "state/store.h"
 
 namespace {
@@ -88,14 +90,19 @@ int main(int argc, char** argv) {
     std::cerr << "kleaf: config error: " << config.error().message << "\n";
     return 2;
   }
-  std::optional<kleaf::app::Role> role;
-  if (standalone->parsed()) role = kleaf::app::Role::kStandalone;
-  if (allocator->parsed()) role = kleaf::app::Role::kAllocator;
-  if (gateway->parsed()) role = kleaf::app::Role::kGateway;
-  if (producer->parsed()) role = kleaf::app::Role::kProducer;
-  if (state->parsed()) role = kleaf::app::Role::kStateTool;
+  using kleaf::config::Role;
+  std::optional<Role> role;
+  if (standalone->parsed()) role = Role::kStandalone;
+  if (allocator->parsed()) role = Role::kAllocator;
+  if (gateway->parsed()) role = Role::kGateway;
+  if (producer->parsed()) role = Role::kProducer;
+  if (state->parsed()) role = Role::kStateTool;
   if (role) {
-    auto checked = kleaf::app::CheckConfigFor(*role, *config, kleaf::SystemClock::Instance().NowMs());
+    auto checked = kleaf::config::CheckConfigFor(*role, *config);
+    if (checked && kleaf::config::IssuesSnowflakeIds(*role)) {
+      checked = kleaf::snowflake::CheckLayoutAt(config->snowflake,
+                                                kleaf::SystemClock::Instance().NowMs());
+    }
     if (!checked) {
       std::cerr << "kleaf: config error: " << checked.error().message << "\n";
       return 2;
@@ -104,7 +111,7 @@ int main(int argc, char** argv) {
   try {
     if (decode->parsed()) return Decode(*config, id_text);
     kleaf::app::BlockShutdownSignals();
-    kleaf::app::SetUpLogging(config->log);
+    kleaf::SetUpLogging(config->log.level, config->log.format);
     if (standalone->parsed()) return kleaf::app::RunStandalone(*config);
     if (allocator->parsed()) return kleaf::app::RunAllocator(*config);
     if (gateway->parsed()) return kleaf::app::RunGateway(*config);

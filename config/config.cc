@@ -473,4 +473,27 @@ Result<Config> LoadConfigFile(const std::string& path) {
   return r;
 }
 
+bool IssuesSnowflakeIds(Role role) {
+  return role == Role::kStandalone || role == Role::kGateway || role == Role::kProducer;
+}
+
+Result<void> CheckKafkaBootstrap(const Config& c) {
+  if (c.kafka.bootstrap.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "kafka.bootstrap: required for this subcommand (host:port[,host:port])");
+  }
+  return {};
+}
+
+Result<void> CheckConfigFor(Role role, const Config& c) {
+  if (role != Role::kStandalone) {
+    if (auto r = CheckKafkaBootstrap(c); !r) return r;
+  }
+  if (role == Role::kProducer && c.producer.streams.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
+  }
+  return {};
+}
+
 }  // namespace kleaf::config
