@@ -36,8 +36,17 @@ int Decode(const kleaf::config::Config& config, const std::string& id_text) {
   return 0;
 }
 
+// The config checks of a role's node: its keys (config::CheckConfigFor), then, where it issues
+// snowflake IDs, its layout at the current time.
+kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role, const kleaf::config::Config& config) {
+  if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
+  if (!kleaf::config::IssuesSnowflakeIds(role)) return {};
+  return kleaf::snowflake::CheckLayoutAt(config.snowflake, kleaf::SystemClock::Instance().NowMs());
+}
+
 }  // namespace
 
+// Reads better whole: the subcommand table, then one line per subcommand to run it.
 int main(int argc, char** argv) {
   CLI::App app{"kleaf: unique 64-bit IDs (segment and snowflake), Leaf semantics"};
   app.require_subcommand(1);
@@ -90,20 +99,14 @@ int main(int argc, char** argv) {
     std::cerr << "kleaf: config error: " << config.error().message << "\n";
     return 2;
   }
-  using kleaf::config::Role;
-  std::optional<Role> role;
-  if (standalone->parsed()) role = Role::kStandalone;
-  if (allocator->parsed()) role = Role::kAllocator;
-  if (gateway->parsed()) role = Role::kGateway;
-  if (producer->parsed()) role = Role::kProducer;
-  if (state->parsed()) role = Role::kStateTool;
+  std::optional<kleaf::config::Role> role;
+  if (standalone->parsed()) role = kleaf::config::Role::kStandalone;
+  if (allocator->parsed()) role = kleaf::config::Role::kAllocator;
+  if (gateway->parsed()) role = kleaf::config::Role::kGateway;
+  if (producer->parsed()) role = kleaf::config::Role::kProducer;
+  if (state->parsed()) role = kleaf::config::Role::kStateTool;
   if (role) {
-    auto checked = kleaf::config::CheckConfigFor(*role, *config);
-    if (checked && kleaf::config::IssuesSnowflakeIds(*role)) {
-      checked = kleaf::snowflake::CheckLayoutAt(config->snowflake,
-                                                kleaf::SystemClock::Instance().NowMs());
-    }
-    if (!checked) {
+    if (auto checked = CheckRoleConfig(*role, *config); !checked) {
       std::cerr << "kleaf: config error: " << checked.error().message << "\n";
       return 2;
     }
