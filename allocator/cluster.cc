@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -93,6 +94,8 @@ Result<ClusterLayout> DecodeLayout(std::string_view json) {
   }
 }
 
+// Long for its messages only: one refusal after another, in the order they are checked, each
+// telling the operator what to do; split up, the order would be harder to see.
 Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
                                   int32_t configured, const std::vector<ClusterLayout>& recorded) {
   const std::string n = std::to_string(now.requests_partitions);
@@ -280,6 +283,50 @@ state::TagRecord MergeRestored(const std::optional<state::TagRecord>& existing,
   return incoming;
 }
 
+namespace {
+
+// The records of one state partition read back, folded as RestorePartition writes them: per tag
+// the highest max_id (of the records read and what the store holds), per worker id the last.
+struct RestoredPartition {
+  std::map<std::string, state::TagRecord> tags;
+  std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
+  int64_t records = 0;
+  int64_t skipped = 0;              // unreadable
+  std::optional<Error> store_error;  // reading the store's record of a tag failed
+
+  void Add(const kafka::Message& m, state::Store& store) {
+    if (!m.value) return;
+    if (m.key.starts_with("wrk/")) {
+      if (auto w = state::DecodeWorker(*m.value)) {
+        workers[w->worker_id] = std::move(*w);
+        ++records;
+      } else {
+        ++skipped;
+      }
+      return;
+    }
+    if (!m.key.starts_with("seg/")) return;
+    auto r = state::DecodeTag(*m.value);
+    if (!r) {
+      ++skipped;
+      return;
+    }
+    std::optional<state::TagRecord> existing;
+    if (auto it = tags.find(r->tag); it != tags.end()) {
+      existing = it->second;
+    } else if (auto stored = store.GetTag(r->tag); stored) {
+      existing = *stored;
+    } else {
+      store_error = stored.error();
+    }
+    std::string tag = r->tag;  // read before the record is moved from
+    tags[tag] = MergeRestored(existing, std::move(*r));
+    ++records;
+  }
+};
+
+}  // namespace
+
 Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::Store& store,
                                        const ClusterTopics& topics, int32_t p,
                                        std::chrono::milliseconds timeout) {
@@ -299,54 +346,24 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
                     ": the topic was recreated or truncated and lost committed state. Restore the "
                     "state from an export (docs/operations.md, \"Layout refusals\")");
   }
-  std::map<std::string, state::TagRecord> merged;
-  std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
-  int64_t skipped = 0;
-  Error store_error{Code::kInternal, ""};
-  bool store_failed = false;
+  RestoredPartition restored;
   auto end = reader.ReadToEnd(
-      topics.state, p, result.from,
-      [&](const kafka::Message& m) {
-        if (!m.value) return;
-        if (m.key.starts_with("wrk/")) {
-          if (auto w = state::DecodeWorker(*m.value)) {
-            workers[w->worker_id] = std::move(*w);
-            ++result.records;
-          } else {
-            ++skipped;
-          }
-          return;
-        }
-        if (!m.key.starts_with("seg/")) return;
-        auto r = state::DecodeTag(*m.value);
-        if (!r) {
-          ++skipped;
-          return;
-        }
-        std::optional<state::TagRecord> existing;
-        if (auto it = merged.find(r->tag); it != merged.end()) {
-          existing = it->second;
-        } else if (auto stored = store.GetTag(r->tag); stored) {
-          existing = *stored;
-        } else {
-          store_failed = true;
-          store_error = stored.error();
-        }
-        std::string tag = r->tag;  // read before the record is moved from
-        merged[tag] = MergeRestored(existing, std::move(*r));
-        ++result.records;
-      },
+      topics.state, p, result.from, [&](const kafka::Message& m) { restored.Add(m, store); },
       timeout);
   if (!end) return std::unexpected(end.error());
-  if (store_failed) return std::unexpected(store_error);
-  if (skipped > 0) spdlog::error("[restore] state partition {}: {} unreadable records skipped", p, skipped);
+  if (restored.store_error) return std::unexpected(*restored.store_error);
+  if (restored.skipped > 0) {
+    spdlog::error("[restore] state partition {}: {} unreadable records skipped", p,
+                  restored.skipped);
+  }
   state::Store::Batch batch;
-  for (auto& [tag, r] : merged) batch.tags.push_back(std::move(r));
-  for (auto& [id, w] : workers) batch.workers.push_back(std::move(w));
+  for (auto& [tag, r] : restored.tags) batch.tags.push_back(std::move(r));
+  for (auto& [id, w] : restored.workers) batch.workers.push_back(std::move(w));
   batch.values.emplace_back(AppliedOffsetKey(p), *end);
   if (auto w = store.Write(batch, /*sync=*/true); !w) {
     return std::unexpected(w.error());
   }
+  result.records = restored.records;
   result.end = *end;
   return result;
 }

@@ -124,6 +124,7 @@ Result<void> CheckRoute(const Request& r, int32_t arrived_on, int32_t partitions
 const char* OpName(Request::Op op) { return kOpNames[static_cast<int>(op)]; }
 static_assert(std::size(kOpNames) == kOpCount);
 
+// One short case per op, so that what each request does reads side by side in one switch.
 Outcome Execute(const Request& r, StateReader& reader, const Rules& rules, int64_t now_ms) {
   if (r.op != Request::Op::kListTags && !IsWorkerOp(r.op)) {
     if (auto v = ValidateTag(r.tag); !v) return Failed(v.error());

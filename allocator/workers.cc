@@ -18,6 +18,45 @@ std::string HolderName(const WorkerRecord& r) {
   return r.holder.empty() ? std::string("a process") : "process " + r.holder;
 }
 
+// The id a claim gets, in order of preference, among the records of ids in range.
+struct Choice {
+  const WorkerRecord* chosen = nullptr;    // the record of the chosen id; null for an unused id
+  int64_t chosen_id = -1;                  // -1: every id is leased
+  const WorkerRecord* conflict = nullptr;  // a live lease of another process with this node id
+};
+
+Choice ChooseWorkerId(const std::map<int64_t, const WorkerRecord*>& by_id,
+                      const Claimant& claimant, int64_t now_ms, const WorkerRules& rules) {
+  auto expired = [&](const WorkerRecord& r) { return r.lease_until_ms <= now_ms; };
+  Choice c;
+  // 1. This process's id, or the previous process's on the same state directory: it is gone.
+  for (const auto& [id, r] : by_id) {
+    if (HeldBy(*r, claimant)) return {r, id, nullptr};
+  }
+  // 2. An id this node id held whose lease ended. A live one belongs to another process.
+  for (const auto& [id, r] : by_id) {
+    if (r->node_id != claimant.node_id) continue;
+    if (expired(*r)) return {r, id, c.conflict};
+    if (c.conflict == nullptr) c.conflict = r;
+  }
+  // 3. The lowest id never used.
+  for (int64_t id = 0; id <= rules.max_worker_id; ++id) {
+    if (!by_id.contains(id)) {
+      c.chosen_id = id;
+      return c;
+    }
+  }
+  // 4. The lowest expired one.
+  for (const auto& [id, r] : by_id) {
+    if (expired(*r)) {
+      c.chosen = r;
+      c.chosen_id = id;
+      return c;
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const Claimant& claimant,
@@ -34,49 +73,7 @@ Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const 
   for (const auto& r : records) {
     if (r.worker_id >= 0 && r.worker_id <= rules.max_worker_id) by_id[r.worker_id] = &r;
   }
-  auto expired = [&](const WorkerRecord& r) { return r.lease_until_ms <= now_ms; };
-  const WorkerRecord* chosen = nullptr;
-  int64_t chosen_id = -1;
-  const WorkerRecord* conflict = nullptr;  // a live lease of another process with this node id
-  // 1. This process's id, or the previous process's on the same state directory: it is gone.
-  for (const auto& [id, r] : by_id) {
-    if (HeldBy(*r, claimant)) {
-      chosen = r;
-      chosen_id = id;
-      break;
-    }
-  }
-  // 2. An id this node id held whose lease ended. A live one belongs to another process.
-  if (chosen == nullptr) {
-    for (const auto& [id, r] : by_id) {
-      if (r->node_id != claimant.node_id) continue;
-      if (expired(*r)) {
-        chosen = r;
-        chosen_id = id;
-        break;
-      }
-      if (conflict == nullptr) conflict = r;
-    }
-  }
-  // 3. The lowest id never used.
-  if (chosen == nullptr) {
-    for (int64_t id = 0; id <= rules.max_worker_id; ++id) {
-      if (!by_id.contains(id)) {
-        chosen_id = id;
-        break;
-      }
-    }
-  }
-  // 4. The lowest expired one.
-  if (chosen_id < 0) {
-    for (const auto& [id, r] : by_id) {
-      if (expired(*r)) {
-        chosen = r;
-        chosen_id = id;
-        break;
-      }
-    }
-  }
+  const auto [chosen, chosen_id, conflict] = ChooseWorkerId(by_id, claimant, now_ms, rules);
   if (chosen_id < 0) {
     return Fail(Code::kResourceExhausted,
                 "all " + std::to_string(rules.max_worker_id + 1) +

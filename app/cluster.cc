@@ -5,9 +5,10 @@
 #include <fstream>
 #include <iostream>
 
-#include "allocator/cluster.h"
+#include "allocator/cluster_setup.h"
 #include "allocator/kafka_client.h"
 #include "allocator/kafka_node.h"
+#include "allocator/readiness.h"
 #include "allocator/state_export.h"
 #include "app/common.h"
 #include "app/serve.h"
@@ -23,47 +24,17 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// The allocator's HTTP server: /metrics, /healthz, /readyz only. Ready while Kafka answers and
-// this node is a member of the allocators' group with every assigned partition restored.
-http::Handler AllocatorRoutes(allocator::AllocatorNode& node, const kafka::BrokerProbe& probe) {
-  return http::OpsRoutes("allocators", [&node, &probe] {
-    auto s = node.status();
-    std::vector<http::ReadyCheck> checks = {KafkaCheck(probe)};
-    checks.push_back({"group", s.member,
-                      s.member ? "member of the allocators' consumer group"
-                               : "not (or no longer) assigned partitions by the consumer group"});
-    std::string serving;
-    for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
-    checks.push_back({"partitions", s.pending == 0,
-                      std::to_string(s.pending) +
-                          " assigned partition(s) not restored yet; serving {" + serving + "}"});
-    return checks;
-  });
+// A metadata request for the cluster's requests topic every second, for /readyz.
+kafka::BrokerProbe::Options ProbeOptions(const allocator::ClusterSetup& setup) {
+  kafka::BrokerProbe::Options o;
+  o.topic = setup.topics.requests;
+  return o;
 }
 
 }  // namespace
 
-// Probes the cluster's requests topic every second; ready only after a success in the last 5 s.
-constexpr int64_t kProbeFreshMs = 5000;
-
-std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const kafka::Properties& props) {
-  auto probe = std::make_unique<kafka::BrokerProbe>(
-      props, kafka::BrokerProbe::Options{Topics(c).requests, milliseconds(1000), milliseconds(1000)},
-      SystemClock::Instance());
-  probe->Start();
-  return probe;
-}
-
-http::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe) {
-  auto s = probe.status();
-  http::ReadyCheck check{"kafka", s.ok && s.since_ok_ms >= 0 && s.since_ok_ms <= kProbeFreshMs, ""};
-  check.detail = check.ok ? "metadata request answered " + std::to_string(s.since_ok_ms) + " ms ago"
-                          : "Kafka unreachable: " + s.last_error;
-  return check;
-}
-
 int RunAllocator(const config::Config& c) {
-  auto setup = PrepareCluster(c);
+  auto setup = allocator::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
@@ -84,7 +55,8 @@ int RunAllocator(const config::Config& c) {
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
   allocator::AllocatorNode node(options, **store, SystemClock::Instance());
   if (auto r = node.Start(); !r) return StartupError(r.error().message);
-  auto probe = StartProbe(c, props);
+  kafka::BrokerProbe probe(props, ProbeOptions(*setup), SystemClock::Instance());
+  probe.Start();
   // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
   // take the port a gateway on the same host expects.
   std::string http_note;
@@ -92,7 +64,10 @@ int RunAllocator(const config::Config& c) {
   if (c.http.listen_set) {
     auto listen = config::ParseHostPort(c.http.listen);
     if (!listen) return StartupError("http.listen: " + listen.error().message);
-    server.emplace(HttpOptions(c, listen->first, listen->second), AllocatorRoutes(node, *probe));
+    server.emplace(HttpOptions(c, listen->first, listen->second),
+                   http::OpsRoutes("allocators", [&node, &probe] {
+                     return allocator::NodeReadiness(node, probe);
+                   }));
     auto port = server->Start();
     if (!port) return StartupError(port.error().message);
     http_note = "; " + HttpUrl(listen->first, *port);
@@ -104,39 +79,32 @@ int RunAllocator(const config::Config& c) {
   std::cout << "kleaf allocator running" << http_note << std::endl;
   spdlog::info("[allocator] {} received; shutting down", WaitForShutdownSignal());
   if (server) server->Stop();
-  probe->Stop();
+  probe.Stop();
   node.Stop();
   spdlog::info("[allocator] stopped");
   return 0;
 }
 
 int RunGateway(const config::Config& c) {
-  auto setup = PrepareCluster(c);
+  auto setup = allocator::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
   auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
   if (!client) return StartupError(client.error().message);
-  auto probe = StartProbe(c, setup->props);
+  kafka::BrokerProbe probe(setup->props, ProbeOptions(*setup), SystemClock::Instance());
+  probe.Start();
   allocator::KafkaAllocatorClient* allocators = client->get();
   int code = ServeIds(c, **store, **client, "gateway", /*use_registry=*/true, [&probe, allocators] {
-    std::vector<http::ReadyCheck> checks = {KafkaCheck(*probe)};
-    // Segments are loadable while the allocators answer: no request given up since the last reply.
-    const int64_t reply = allocators->last_reply_mono_ns();
-    const bool answering = reply >= 0 && allocators->last_give_up_mono_ns() < reply;
-    checks.push_back({"allocators", answering,
-                      answering   ? "the last request was answered"
-                      : reply < 0 ? "no allocator has answered yet"
-                                  : "a request got no answer after every attempt"});
-    return checks;
+    return allocator::ClientReadiness(*allocators, probe);
   });
-  probe->Stop();
+  probe.Stop();
   (*client)->Stop();
   return code;
 }
 
 int RunStateReplay(const config::Config& c) {
-  auto setup = PrepareCluster(c);
+  auto setup = allocator::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
@@ -159,7 +127,7 @@ int RunStateReplay(const config::Config& c) {
 }
 
 int RunStateExport(const config::Config& c, const std::string& file) {
-  auto setup = PrepareCluster(c);
+  auto setup = allocator::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto tags = allocator::ReadAllTags(setup->props, setup->topics);
   if (!tags) return StartupError(tags.error().message);
@@ -179,7 +147,7 @@ int RunStateImport(const config::Config& c, const std::string& file, int64_t bum
   if (!in) return StartupError("cannot read " + file);
   auto records = state::DecodeExportFile(in);
   if (!records) return StartupError(file + ": " + records.error().message);
-  auto setup = PrepareCluster(c);
+  auto setup = allocator::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
   if (!client) return StartupError(client.error().message);

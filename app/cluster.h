@@ -1,20 +1,12 @@
 // The cluster subcommands: `kleaf allocator`, `kleaf gateway`, `kleaf state replay|export|import`.
 #pragma once
 
-#include <memory>
+#include <cstdint>
 #include <string>
 
 #include "config/config.h"
-#include "http/http.h"
-#include "kafka/client.h"
-#include "kafka/probe.h"
 
 namespace kleaf::app {
-
-// A metadata probe of the cluster's requests topic, every second, for /readyz.
-std::unique_ptr<kafka::BrokerProbe> StartProbe(const config::Config& c, const kafka::Properties& props);
-// Ready when the probe succeeded within the last 5 s.
-http::ReadyCheck KafkaCheck(const kafka::BrokerProbe& probe);
 
 int RunAllocator(const config::Config& c);
 int RunGateway(const config::Config& c);

@@ -8,11 +8,10 @@
 #include "app/producer.h"
 #include "app/standalone.h"
 #include "base/clock.h"
-#include "base/metrics.h"
-#include "base/process_metrics.h"
 #include "config/config.h"
 #include "kafka/client.h"
 #include "snowflake/snowflake.h"
+#include "snowflake/snowflake_node.h"
 #include "state/store.h"
 
 namespace {
@@ -38,8 +37,17 @@ int Decode(const kleaf::config::Config& config, const std::string& id_text) {
   return 0;
 }
 
+// The config checks of a role's node: its keys (config::CheckConfigFor), then, where it issues
+// snowflake IDs, its layout at the current time.
+kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role, const kleaf::config::Config& config) {
+  if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
+  if (!kleaf::config::IssuesSnowflakeIds(role)) return {};
+  return kleaf::snowflake::CheckLayoutAt(config.snowflake, kleaf::SystemClock::Instance().NowMs());
+}
+
 }  // namespace
 
+// Reads better whole: the subcommand table, then one line per subcommand to run it.
 int main(int argc, char** argv) {
   CLI::App app{"kleaf: unique 64-bit IDs (segment and snowflake), Leaf semantics"};
   app.require_subcommand(1);
@@ -120,15 +128,14 @@ int main(int argc, char** argv) {
     std::cerr << "kleaf: config error: " << config.error().message << "\n";
     return 2;
   }
-  std::optional<kleaf::app::Role> role;
-  if (standalone->parsed()) role = kleaf::app::Role::kStandalone;
-  if (allocator->parsed()) role = kleaf::app::Role::kAllocator;
-  if (gateway->parsed()) role = kleaf::app::Role::kGateway;
-  if (producer->parsed()) role = kleaf::app::Role::kProducer;
-  if (state->parsed()) role = kleaf::app::Role::kStateTool;
+  std::optional<kleaf::config::Role> role;
+  if (standalone->parsed()) role = kleaf::config::Role::kStandalone;
+  if (allocator->parsed()) role = kleaf::config::Role::kAllocator;
+  if (gateway->parsed()) role = kleaf::config::Role::kGateway;
+  if (producer->parsed()) role = kleaf::config::Role::kProducer;
+  if (state->parsed()) role = kleaf::config::Role::kStateTool;
   if (role) {
-    auto checked = kleaf::app::CheckConfigFor(*role, *config, kleaf::SystemClock::Instance().NowMs());
-    if (!checked) {
+    if (auto checked = CheckRoleConfig(*role, *config); !checked) {
       std::cerr << "kleaf: config error: " << checked.error().message << "\n";
       return 2;
     }
@@ -136,16 +143,7 @@ int main(int argc, char** argv) {
   try {
     if (decode->parsed()) return Decode(*config, id_text);
     kleaf::app::BlockShutdownSignals();
-    kleaf::app::SetUpLogging(config->log);
-    auto& registry = kleaf::metrics::Registry::Default();
-    kleaf::metrics::RegisterProcessMetrics(registry);
-    registry
-        .GetGauge("kleaf_build_info",
-                  "Always 1; the labels say which kleaf, librdkafka and RocksDB this process runs.",
-                  {{"version", KLEAF_VERSION},
-                   {"librdkafka", kleaf::kafka::LibraryVersion()},
-                   {"rocksdb", kleaf::state::RocksDbVersion()}})
-        .Set(1);
+    kleaf::app::SetUpLoggingAndMetrics(config->log, KLEAF_VERSION);
     if (standalone->parsed()) return kleaf::app::RunStandalone(*config);
     if (allocator->parsed()) return kleaf::app::RunAllocator(*config);
     if (gateway->parsed()) return kleaf::app::RunGateway(*config);

@@ -7,17 +7,19 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 
-#include "allocator/cluster.h"
+#include "allocator/cluster_setup.h"
 #include "allocator/kafka_client.h"
-#include "app/cluster.h"
 #include "app/common.h"
 #include "base/clock.h"
 #include "http/http.h"
 #include "http/http_server.h"
 #include "http/ops_routes.h"
+#include "kafka/probe.h"
 #include "producer/ids_producer.h"
+#include "producer/readiness.h"
 #include "snowflake/snowflake_node.h"
 
 namespace kleaf::app {
@@ -73,29 +75,116 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
   return o;
 }
 
-// The producer's HTTP server: /metrics, /healthz, /readyz only. Ready while Kafka answers, the
-// last top-up round completed recently and, with snowflake streams, the worker lease is valid.
-http::Handler ProducerRoutes(const config::Config& c, const producer::IdsProducer& producer,
-                             snowflake::SnowflakeNode* snowflake, const kafka::BrokerProbe& probe,
-                             Clock& clock) {
-  const int64_t fresh_ns = std::max<int64_t>(3 * c.producer.check_interval_ms, 10000) * 1'000'000;
-  return http::OpsRoutes("producers", [&producer, snowflake, &probe, &clock, fresh_ns] {
-    std::vector<http::ReadyCheck> checks = {KafkaCheck(probe)};
-    const int64_t last = producer.last_round_ok_ns();
-    const int64_t age_ms = last < 0 ? -1 : (clock.MonotonicNs() - last) / 1'000'000;
-    checks.push_back({"top_up", !producer.fatal() && last >= 0 && age_ms * 1'000'000 <= fresh_ns,
-                      producer.fatal() ? "fenced by a newer run of this node"
-                      : last < 0       ? "no top-up round completed yet"
-                                       : "last top-up round completed " + std::to_string(age_ms) +
-                                             " ms ago"});
-    if (snowflake != nullptr && snowflake->lease() != nullptr) {
-      auto s = snowflake->lease()->status();
-      checks.push_back({"lease", s.valid_for_ms > 0,
-                        "worker id " + std::to_string(s.worker_id) + " valid for " +
-                            std::to_string(s.valid_for_ms) + " ms"});
+// The components of a running producer node, started in declaration order by ServeProducer and
+// stopped in reverse on every way out of it: the HTTP server, the probe, the round thread, the
+// worker lease, the allocator client.
+struct ProducerNode {
+  std::unique_ptr<allocator::KafkaAllocatorClient> client;
+  std::unique_ptr<snowflake::SnowflakeNode> snowflake;  // with a stream in snowflake mode
+  std::optional<producer::IdsProducer> producer;
+  std::optional<kafka::BrokerProbe> probe;
+  std::optional<http::HttpServer> server;  // where http.listen is given
+
+  ~ProducerNode() { Stop(); }
+  // Idempotent.
+  void Stop() {
+    if (server) server->Stop();
+    if (probe) probe->Stop();
+    if (producer) producer->Stop();
+    if (snowflake) snowflake->Stop();
+    if (client) client->Stop();
+  }
+};
+
+// A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake IDs.
+Result<void> StartSnowflake(const config::Config& c, state::Store& store, Clock& clock,
+                            ProducerNode& node) {
+  for (const auto& s : c.producer.streams) {
+    if (s.mode != config::ProducerStream::Mode::kSnowflake || node.snowflake) continue;
+    auto started =
+        snowflake::SnowflakeNode::Start(c, store, *node.client, /*use_registry=*/true, clock);
+    if (!started) return std::unexpected(started.error());
+    node.snowflake = std::move(*started);
+  }
+  return {};
+}
+
+// Runs top-up rounds until one completes (true), a shutdown signal comes first (false), or the
+// producer is fenced or kFirstRoundTimeout passes (an error).
+Result<bool> RunFirstRound(const config::Config& c, producer::IdsProducer& producer, Clock& clock) {
+  const int64_t deadline = clock.MonotonicNs() + kFirstRoundTimeout.count() * 1'000'000;
+  for (;;) {
+    auto round = producer.RunRound();
+    if (round) return true;
+    if (producer.fatal() || clock.MonotonicNs() > deadline) {
+      return Fail(round.error().code, "first top-up round: " + round.error().message);
     }
-    return checks;
-  });
+    spdlog::warn("[producer] first round failed: {}; retrying", round.error().message);
+    if (ShutdownSignalWithin(milliseconds(c.producer.check_interval_ms))) {
+      spdlog::info("[producer] shutdown signal received before the first round completed");
+      return false;
+    }
+  }
+}
+
+// /metrics, /healthz and /readyz, only where http.listen is given (like allocators: with the
+// defaults a producer would take the port a gateway on the same host expects). Returns what the
+// ready line adds: "; <url>" or nothing.
+Result<std::string> StartHttp(const config::Config& c, Clock& clock, ProducerNode& node) {
+  if (!c.http.listen_set) {
+    spdlog::info("[producer] no http.listen in the config: no /metrics, /healthz, /readyz");
+    return std::string();
+  }
+  auto listen = config::ParseHostPort(c.http.listen);
+  if (!listen) return Fail(listen.error().code, "http.listen: " + listen.error().message);
+  const snowflake::WorkerLease* lease = node.snowflake ? node.snowflake->lease() : nullptr;
+  node.server.emplace(
+      HttpOptions(c, listen->first, listen->second),
+      http::OpsRoutes("producers", [&ids = *node.producer, lease, &probe = *node.probe, &clock,
+                                    interval = milliseconds(c.producer.check_interval_ms)] {
+        return producer::Readiness(ids, lease, probe, clock, interval);
+      }));
+  auto port = node.server->Start();
+  if (!port) return std::unexpected(port.error());
+  return "; " + HttpUrl(listen->first, *port);
+}
+
+// Starts the node's components, serves until SIGINT or SIGTERM, and stops them: the exit code,
+// or an error when the node could not start (what had started is stopped by then).
+Result<int> ServeProducer(const config::Config& c, const allocator::ClusterSetup& setup,
+                          int32_t ids_partitions, state::Store& store) {
+  Clock& clock = SystemClock::Instance();
+  ProducerNode node;
+  auto client = StartAllocatorClient(c, setup, clock);
+  if (!client) return std::unexpected(client.error());
+  node.client = std::move(*client);
+  if (auto r = StartSnowflake(c, store, clock, node); !r) return std::unexpected(r.error());
+  node.producer.emplace(Options(c, setup.props, ids_partitions), *node.client,
+                        node.snowflake ? &node.snowflake->generator() : nullptr, clock);
+  if (auto r = node.producer->Init(); !r) return std::unexpected(r.error());
+  auto first = RunFirstRound(c, *node.producer, clock);
+  if (!first) return std::unexpected(first.error());
+  if (!*first) return 0;
+  spdlog::info("[producer] node {} running (transactional.id {}, worker id {})", c.node.id,
+               c.kafka.topic_prefix + ".producer." + c.node.id,
+               node.snowflake ? std::to_string(node.snowflake->worker_id()) : std::string("none"));
+  kafka::BrokerProbe::Options probe_options;  // the cluster's requests topic, every second
+  probe_options.topic = setup.topics.requests;
+  node.probe.emplace(setup.props, probe_options, clock);
+  node.probe->Start();
+  auto http_note = StartHttp(c, clock, node);
+  if (!http_note) return std::unexpected(http_note.error());
+  std::cout << "kleaf producer running" << *http_note << std::endl;
+  // Fenced: another run of this node took over; stop like on SIGTERM, but exit with an error.
+  node.producer->Start([] { ::kill(::getpid(), SIGTERM); });
+  spdlog::info("[producer] {} received; shutting down", WaitForShutdownSignal());
+  node.Stop();
+  if (node.producer->fatal()) {
+    spdlog::error("[producer] stopped: fenced by a newer run of this node");
+    return 1;
+  }
+  spdlog::info("[producer] stopped");
+  return 0;
 }
 
 }  // namespace
@@ -105,97 +194,17 @@ int RunProducer(const config::Config& c) {
     return StartupError(
         "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
   }
-  auto setup = PrepareCluster(c);
+  auto setup = allocator::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
-  const kafka::Properties& props = setup->props;
-  const allocator::ClusterTopics& topics = setup->topics;
   // Batches are routed by the ids topic's own count, read from the broker like every other.
-  auto ids_partitions = kafka::PartitionCount(props, topics.ids, kSetupTimeout);
+  auto ids_partitions = kafka::PartitionCount(setup->props, setup->topics.ids, kSetupTimeout);
   if (!ids_partitions) return StartupError(ids_partitions.error().message);
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
-  Clock& clock = SystemClock::Instance();
-  auto client = StartAllocatorClient(c, *setup, clock);
-  if (!client) return StartupError(client.error().message);
-
-  // A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake IDs.
-  std::unique_ptr<snowflake::SnowflakeNode> snowflake;
-  for (const auto& s : c.producer.streams) {
-    if (s.mode != config::ProducerStream::Mode::kSnowflake || snowflake) continue;
-    auto node = snowflake::SnowflakeNode::Start(c, **store, **client, /*use_registry=*/true, clock);
-    if (!node) {
-      (*client)->Stop();
-      return StartupError(node.error().message);
-    }
-    snowflake = std::move(*node);
-  }
-
-  producer::IdsProducer producer(Options(c, props, *ids_partitions), **client,
-                                 snowflake ? &snowflake->generator() : nullptr, clock);
-  auto stop_all = [&] {
-    producer.Stop();
-    if (snowflake) snowflake->Stop();
-    (*client)->Stop();
-  };
-  if (auto r = producer.Init(); !r) {
-    stop_all();
-    return StartupError(r.error().message);
-  }
-  const int64_t deadline = clock.MonotonicNs() + kFirstRoundTimeout.count() * 1'000'000;
-  for (;;) {
-    auto round = producer.RunRound();
-    if (round) break;
-    if (producer.fatal() || clock.MonotonicNs() > deadline) {
-      stop_all();
-      return StartupError("first top-up round: " + round.error().message);
-    }
-    spdlog::warn("[producer] first round failed: {}; retrying", round.error().message);
-    if (ShutdownSignalWithin(milliseconds(c.producer.check_interval_ms))) {
-      spdlog::info("[producer] shutdown signal received before the first round completed");
-      stop_all();
-      return 0;
-    }
-  }
-  spdlog::info("[producer] node {} running (transactional.id {}, worker id {})", c.node.id,
-               c.kafka.topic_prefix + ".producer." + c.node.id,
-               snowflake ? std::to_string(snowflake->worker_id()) : std::string("none"));
-  // /metrics, /healthz and /readyz, only where http.listen is given (like allocators: with the
-  // defaults a producer would take the port a gateway on the same host expects).
-  auto probe = StartProbe(c, props);
-  std::string http_note;
-  std::optional<http::HttpServer> server;
-  if (c.http.listen_set) {
-    auto listen = config::ParseHostPort(c.http.listen);
-    if (!listen) {
-      probe->Stop();
-      stop_all();
-      return StartupError("http.listen: " + listen.error().message);
-    }
-    server.emplace(HttpOptions(c, listen->first, listen->second),
-                   ProducerRoutes(c, producer, snowflake.get(), *probe, clock));
-    auto port = server->Start();
-    if (!port) {
-      probe->Stop();
-      stop_all();
-      return StartupError(port.error().message);
-    }
-    http_note = "; " + HttpUrl(listen->first, *port);
-  } else {
-    spdlog::info("[producer] no http.listen in the config: no /metrics, /healthz, /readyz");
-  }
-  std::cout << "kleaf producer running" << http_note << std::endl;
-  // Fenced: another run of this node took over; stop like on SIGTERM, but exit with an error.
-  producer.Start([] { ::kill(::getpid(), SIGTERM); });
-  spdlog::info("[producer] {} received; shutting down", WaitForShutdownSignal());
-  if (server) server->Stop();
-  probe->Stop();
-  stop_all();
-  if (producer.fatal()) {
-    spdlog::error("[producer] stopped: fenced by a newer run of this node");
-    return 1;
-  }
-  spdlog::info("[producer] stopped");
-  return 0;
+  // ServeProducer has stopped whatever it started by the time an error is reported here.
+  auto code = ServeProducer(c, *setup, *ids_partitions, **store);
+  if (!code) return StartupError(code.error().message);
+  return *code;
 }
 
 }  // namespace kleaf::app

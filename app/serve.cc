@@ -17,6 +17,18 @@
 #include "snowflake/snowflake_node.h"
 
 namespace kleaf::app {
+namespace {
+
+// This node's lease for /api/v1/workers: {"worker_id","valid_for_ms","last_error"}.
+std::string LeaseStatusJson(const snowflake::WorkerLease& lease) {
+  auto s = lease.status();
+  return "{\"worker_id\":" + std::to_string(s.worker_id) +
+         ",\"valid_for_ms\":" + std::to_string(s.valid_for_ms) + ",\"last_error\":\"" +
+         (s.last_error.empty() ? "" : "renewal failed") + "\"}";
+}
+
+}  // namespace
+
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
              const std::string& role, bool use_registry,
              std::function<std::vector<http::ReadyCheck>()> ready_checks) {
@@ -37,14 +49,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   gateway::ResumeSegmentRests(store, allocator, segments, rest_scope);
   WorkerPool blocking(4, "kleaf-wait");
   std::function<std::string()> lease_status;
-  if (lease) {
-    lease_status = [lease] {
-      auto s = lease->status();
-      return "{\"worker_id\":" + std::to_string(s.worker_id) +
-             ",\"valid_for_ms\":" + std::to_string(s.valid_for_ms) + ",\"last_error\":\"" +
-             (s.last_error.empty() ? "" : "renewal failed") + "\"}";
-    };
-  }
+  if (lease) lease_status = [lease] { return LeaseStatusJson(*lease); };
   gateway::Monitor::Options monitor_options{role, c.node.id, {}, std::move(ready_checks)};
   if (lease) monitor_options.lease = [lease] { return lease->status(); };
   gateway::Monitor monitor(std::move(monitor_options), segments, generator, clock);

@@ -105,6 +105,20 @@ struct BatchConsumer::Impl {
   // Claims the first held record, and the ones of the same partition right behind it that fit
   // (one commit, then buffer), or lets them go. False if they must stay held (no room).
   bool ClaimHeld();
+  // Lets the first held record go, or backs off, when it cannot be claimed now: its partition is
+  // not assigned or quarantined, its floor unknown, or it lies below the floor. False if it may
+  // be claimed.
+  bool SkipUnclaimable(const kafka::Message& m);
+  // The claim's commit of `m` and the records behind it was refused: released and rewound.
+  void OnCommitRefused(const kafka::Message& m, const std::string& error);
+  // Moves the first `run` held records, claimed, into the buffer.
+  void BufferClaimed(size_t run);
+  // Callers want batches and no back-off is running.
+  bool WantsRecords();
+  void OnEvent(kafka::GroupConsumer::Event ev);
+  void OnAssigned(const std::vector<kafka::TopicPartition>& parts);
+  void OnRevoked(const std::vector<kafka::TopicPartition>& parts);
+  void OnMessage(kafka::Message message);
   void Release(int32_t partition, const std::string& topic);
   void NoteError(std::string error) {
     std::lock_guard lock(mu);
@@ -198,28 +212,7 @@ void BatchConsumer::Impl::Release(int32_t partition, const std::string& topic) {
 
 bool BatchConsumer::Impl::ClaimHeld() {
   const kafka::Message& m = held.front();
-  // Only for a partition held right now; the broker's generation check does the rest.
-  if (!Contains(consumer->Assignment(), m)) {
-    held.pop_front();
-    std::lock_guard lock(mu);
-    ++stats.released_batches;
-    return true;
-  }
-  auto& st = partitions[{m.topic, m.partition}];
-  if (st.quarantined) {
-    Release(m.partition, std::string(m.topic));  // copies: m is among the records erased
-    return true;
-  }
-  if (!st.floor && !LoadFloors({{m.topic, m.partition}})) {
-    backoff_until = SteadyClock::now() + milliseconds(500);
-    return true;
-  }
-  if (m.offset < *st.floor) {
-    held.pop_front();
-    std::lock_guard lock(mu);
-    ++stats.stale_batches;
-    return true;
-  }
+  if (SkipUnclaimable(m)) return true;
   // The run of held records of m's partition that the buffer has room for: one commit claims
   // them all (a synchronous commit per batch would bound the rate by the commit round trip).
   size_t run = 0;
@@ -247,20 +240,54 @@ bool BatchConsumer::Impl::ClaimHeld() {
     return true;
   }
   if (!outcome->committed) {
-    // Refused: not claimed, never hand it out. Rewind so that whoever owns the partition reads
-    // it again.
-    const kafka::TopicPartition rewind{m.topic, m.partition, m.offset};
-    {
-      std::lock_guard lock(mu);
-      ++stats.commit_failures;
-      stats.last_error = outcome->error;
-    }
-    Release(rewind.partition, rewind.topic);
-    (void)consumer->Seek(rewind, milliseconds(1000));
-    backoff_until = SteadyClock::now() + milliseconds(100);
+    OnCommitRefused(m, outcome->error);
     return true;
   }
-  st.floor = next;
+  partitions[{m.topic, m.partition}].floor = next;
+  BufferClaimed(run);
+  return true;
+}
+
+bool BatchConsumer::Impl::SkipUnclaimable(const kafka::Message& m) {
+  // Only for a partition held right now; the broker's generation check does the rest.
+  if (!Contains(consumer->Assignment(), m)) {
+    held.pop_front();
+    std::lock_guard lock(mu);
+    ++stats.released_batches;
+    return true;
+  }
+  auto& st = partitions[{m.topic, m.partition}];
+  if (st.quarantined) {
+    Release(m.partition, std::string(m.topic));  // copies: m is among the records erased
+    return true;
+  }
+  if (!st.floor && !LoadFloors({{m.topic, m.partition}})) {
+    backoff_until = SteadyClock::now() + milliseconds(500);
+    return true;
+  }
+  if (m.offset < *st.floor) {
+    held.pop_front();
+    std::lock_guard lock(mu);
+    ++stats.stale_batches;
+    return true;
+  }
+  return false;
+}
+
+void BatchConsumer::Impl::OnCommitRefused(const kafka::Message& m, const std::string& error) {
+  // Not claimed, never hand it out. Rewind so that whoever owns the partition reads it again.
+  const kafka::TopicPartition rewind{m.topic, m.partition, m.offset};
+  {
+    std::lock_guard lock(mu);
+    ++stats.commit_failures;
+    stats.last_error = error;
+  }
+  Release(rewind.partition, rewind.topic);
+  (void)consumer->Seek(rewind, milliseconds(1000));
+  backoff_until = SteadyClock::now() + milliseconds(100);
+}
+
+void BatchConsumer::Impl::BufferClaimed(size_t run) {
   std::lock_guard lock(mu);
   for (size_t i = 0; i < run; ++i) {
     const kafka::Message& r = held.front();
@@ -276,7 +303,6 @@ bool BatchConsumer::Impl::ClaimHeld() {
   }
   stats.dropped_batches = buffer.dropped_batches();
   cv.notify_all();
-  return true;
 }
 
 void BatchConsumer::Impl::Run() {
@@ -286,11 +312,7 @@ void BatchConsumer::Impl::Run() {
   const size_t held_limit = static_cast<size_t>(std::max(64, 4 * options.max_buffered_batches));
   while (!stop.load()) {
     SettleQuarantined();
-    bool want;
-    {
-      std::lock_guard lock(mu);
-      want = buffer.WantsMore() && SteadyClock::now() >= backoff_until;
-    }
+    bool want = WantsRecords();
     if (want && !held.empty()) {
       if (ClaimHeld()) continue;
       want = false;  // no room: callers must take IDs first
@@ -308,48 +330,7 @@ void BatchConsumer::Impl::Run() {
     } else if (held.size() <= held_limit / 2) {
       SetPaused(false);
     }
-    auto ev = consumer->Poll(milliseconds(held.empty() ? 20 : 0));
-    switch (ev.kind) {
-      case kafka::GroupConsumer::Event::Kind::kAssigned: {
-        paused = false;  // a new assignment starts unpaused (GroupConsumer lifts pauses on revoke)
-        partitions.clear();
-        for (const auto& p : ev.partitions) partitions[{p.topic, p.partition}];
-        (void)LoadFloors(ev.partitions);  // else read when a record of the partition is claimed
-        std::lock_guard lock(mu);
-        ++stats.rebalances;
-        stats.assigned_partitions = static_cast<int>(ev.partitions.size());
-        break;
-      }
-      case kafka::GroupConsumer::Event::Kind::kRevoked: {
-        // Not claimed, so not ours to hand out: the next owner reads them from the committed offset.
-        for (const auto& p : ev.partitions) {
-          Release(p.partition, p.topic);
-          partitions.erase({p.topic, p.partition});
-        }
-        std::lock_guard lock(mu);
-        stats.assigned_partitions = 0;
-        break;
-      }
-      case kafka::GroupConsumer::Event::Kind::kMessage: {
-        // Below the floor (claimed already: a stale re-fetch) or of a quarantined partition: not
-        // held. The rest is checked again when claimed.
-        auto it = partitions.find({ev.message.topic, ev.message.partition});
-        const bool stale = it != partitions.end() && it->second.floor && ev.message.offset < *it->second.floor;
-        const bool quarantined = it != partitions.end() && it->second.quarantined;
-        if (stale || quarantined) {
-          std::lock_guard lock(mu);
-          ++(stale ? stats.stale_batches : stats.released_batches);
-          break;
-        }
-        held.push_back(std::move(ev.message));
-        break;
-      }
-      case kafka::GroupConsumer::Event::Kind::kError:
-        NoteError(ev.error);
-        break;
-      case kafka::GroupConsumer::Event::Kind::kNone:
-        break;
-    }
+    OnEvent(consumer->Poll(milliseconds(held.empty() ? 20 : 0)));
     std::lock_guard lock(mu);
     stats.held_batches = static_cast<int>(held.size());
   }
@@ -359,6 +340,60 @@ void BatchConsumer::Impl::Run() {
     NoteError("close: the group coordinator did not answer within " +
               std::to_string(options.close_timeout.count()) + " ms; left without a clean leave");
   }
+}
+
+bool BatchConsumer::Impl::WantsRecords() {
+  std::lock_guard lock(mu);
+  return buffer.WantsMore() && SteadyClock::now() >= backoff_until;
+}
+
+void BatchConsumer::Impl::OnEvent(kafka::GroupConsumer::Event ev) {
+  switch (ev.kind) {
+    case kafka::GroupConsumer::Event::Kind::kAssigned:
+      return OnAssigned(ev.partitions);
+    case kafka::GroupConsumer::Event::Kind::kRevoked:
+      return OnRevoked(ev.partitions);
+    case kafka::GroupConsumer::Event::Kind::kMessage:
+      return OnMessage(std::move(ev.message));
+    case kafka::GroupConsumer::Event::Kind::kError:
+      return NoteError(ev.error);
+    case kafka::GroupConsumer::Event::Kind::kNone:
+      return;
+  }
+}
+
+void BatchConsumer::Impl::OnAssigned(const std::vector<kafka::TopicPartition>& parts) {
+  paused = false;  // a new assignment starts unpaused (GroupConsumer lifts pauses on revoke)
+  partitions.clear();
+  for (const auto& p : parts) partitions[{p.topic, p.partition}];
+  (void)LoadFloors(parts);  // else read when a record of the partition is claimed
+  std::lock_guard lock(mu);
+  ++stats.rebalances;
+  stats.assigned_partitions = static_cast<int>(parts.size());
+}
+
+void BatchConsumer::Impl::OnRevoked(const std::vector<kafka::TopicPartition>& parts) {
+  // Not claimed, so not ours to hand out: the next owner reads them from the committed offset.
+  for (const auto& p : parts) {
+    Release(p.partition, p.topic);
+    partitions.erase({p.topic, p.partition});
+  }
+  std::lock_guard lock(mu);
+  stats.assigned_partitions = 0;
+}
+
+void BatchConsumer::Impl::OnMessage(kafka::Message message) {
+  // Below the floor (claimed already: a stale re-fetch) or of a quarantined partition: not held.
+  // The rest is checked again when claimed.
+  auto it = partitions.find({message.topic, message.partition});
+  const bool stale = it != partitions.end() && it->second.floor && message.offset < *it->second.floor;
+  const bool quarantined = it != partitions.end() && it->second.quarantined;
+  if (stale || quarantined) {
+    std::lock_guard lock(mu);
+    ++(stale ? stats.stale_batches : stats.released_batches);
+    return;
+  }
+  held.push_back(std::move(message));
 }
 
 BatchConsumer::BatchConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -126,6 +126,50 @@ Result<void> CheckTag(const std::string& s) {
   return {};
 }
 
+// One entry of producer.streams, `at` its key ("producer.streams[i]").
+Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
+  if (!e.IsMap()) {
+    return std::unexpected(KeyError(at, "expected a mapping {tag, mode, batch_size}"));
+  }
+  ProducerStream s;
+  bool has_tag = false;
+  std::set<std::string> seen;
+  for (const auto& kv : e) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string k = at + "." + name;
+    if (!seen.insert(name).second) return std::unexpected(KeyError(k, "duplicate key"));
+    if (!kv.second.IsScalar()) return std::unexpected(KeyError(k, "expected a scalar"));
+    const std::string& v = kv.second.Scalar();
+    if (name == "tag") {
+      if (auto r = CheckTag(v); !r) return std::unexpected(KeyError(k, r.error().message));
+      s.tag = v;
+      has_tag = true;
+    } else if (name == "mode") {
+      if (v == "segment") {
+        s.mode = ProducerStream::Mode::kSegment;
+      } else if (v == "snowflake") {
+        s.mode = ProducerStream::Mode::kSnowflake;
+      } else {
+        return std::unexpected(KeyError(k, "expected segment or snowflake, got '" + v + "'"));
+      }
+    } else if (name == "batch_size") {
+      int64_t b = 0;
+      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
+      if (ec != std::errc() || ptr != v.data() + v.size()) {
+        return std::unexpected(KeyError(k, "expected an integer, got '" + v + "'"));
+      }
+      if (b < 1 || b > 100000) {
+        return std::unexpected(KeyError(k, "must be between 1 and 100000, got " + v));
+      }
+      s.batch_size = b;
+    } else {
+      return std::unexpected(KeyError(k, "unknown key"));
+    }
+  }
+  if (!has_tag) return std::unexpected(KeyError(at + ".tag", "required"));
+  return s;
+}
+
 // producer.streams: a list of {tag, mode, batch_size}; errors name producer.streams[i].<key>.
 Result<void> SetStreams(const YAML::Node& n, Config& c) {
   const std::string key = "producer.streams";
@@ -139,58 +183,21 @@ Result<void> SetStreams(const YAML::Node& n, Config& c) {
   std::vector<ProducerStream> streams;
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string at = key + "[" + std::to_string(i) + "]";
-    const YAML::Node& e = n[i];
-    if (!e.IsMap()) {
-      return std::unexpected(KeyError(at, "expected a mapping {tag, mode, batch_size}"));
-    }
-    ProducerStream s;
-    bool has_tag = false;
-    std::set<std::string> seen;
-    for (const auto& kv : e) {
-      const std::string name = kv.first.as<std::string>();
-      const std::string k = at + "." + name;
-      if (!seen.insert(name).second) return std::unexpected(KeyError(k, "duplicate key"));
-      if (!kv.second.IsScalar()) return std::unexpected(KeyError(k, "expected a scalar"));
-      const std::string& v = kv.second.Scalar();
-      if (name == "tag") {
-        if (auto r = CheckTag(v); !r) return std::unexpected(KeyError(k, r.error().message));
-        s.tag = v;
-        has_tag = true;
-      } else if (name == "mode") {
-        if (v == "segment") {
-          s.mode = ProducerStream::Mode::kSegment;
-        } else if (v == "snowflake") {
-          s.mode = ProducerStream::Mode::kSnowflake;
-        } else {
-          return std::unexpected(KeyError(k, "expected segment or snowflake, got '" + v + "'"));
-        }
-      } else if (name == "batch_size") {
-        int64_t b = 0;
-        auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
-        if (ec != std::errc() || ptr != v.data() + v.size()) {
-          return std::unexpected(KeyError(k, "expected an integer, got '" + v + "'"));
-        }
-        if (b < 1 || b > 100000) {
-          return std::unexpected(KeyError(k, "must be between 1 and 100000, got " + v));
-        }
-        s.batch_size = b;
-      } else {
-        return std::unexpected(KeyError(k, "unknown key"));
-      }
-    }
-    if (!has_tag) return std::unexpected(KeyError(at + ".tag", "required"));
+    auto s = ParseStream(n[i], at);
+    if (!s) return std::unexpected(s.error());
     for (size_t j = 0; j < streams.size(); ++j) {
-      if (streams[j].tag == s.tag && streams[j].mode == s.mode) {
+      if (streams[j].tag == s->tag && streams[j].mode == s->mode) {
         return std::unexpected(KeyError(at, "repeats the tag and mode of " + key + "[" +
                                                 std::to_string(j) + "]"));
       }
     }
-    streams.push_back(std::move(s));
+    streams.push_back(std::move(*s));
   }
   c.producer.streams = std::move(streams);
   return {};
 }
 
+// The table of every key: long, and best read as the one list of keys it is.
 std::vector<Field> AllFields() {
   std::vector<Field> f;
   f.push_back(StringField("node.id", [](Config& c, const std::string& s) -> Result<void> {
@@ -600,6 +607,29 @@ Result<Config> LoadConfigFile(const std::string& path, const Environment& env) {
   auto r = ParseConfig(ss.str(), env);
   if (!r) return Fail(r.error().code, path + ": " + r.error().message);
   return r;
+}
+
+bool IssuesSnowflakeIds(Role role) {
+  return role == Role::kStandalone || role == Role::kGateway || role == Role::kProducer;
+}
+
+Result<void> CheckKafkaBootstrap(const Config& c) {
+  if (c.kafka.bootstrap.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "kafka.bootstrap: required for this subcommand (host:port[,host:port])");
+  }
+  return {};
+}
+
+Result<void> CheckConfigFor(Role role, const Config& c) {
+  if (role != Role::kStandalone) {
+    if (auto r = CheckKafkaBootstrap(c); !r) return r;
+  }
+  if (role == Role::kProducer && c.producer.streams.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
+  }
+  return {};
 }
 
 }  // namespace kleaf::config

@@ -160,4 +160,16 @@ Config DefaultConfig();
 // Splits "host:port"; port must be 0-65535.
 Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s);
 
+// The subcommands that start a node or a state tool.
+enum class Role { kStandalone, kAllocator, kGateway, kProducer, kStateTool };
+// Nodes of this role issue snowflake IDs, so their layout must be valid at start
+// (snowflake::CheckLayoutAt).
+bool IssuesSnowflakeIds(Role role);
+// Fails when kafka.bootstrap is empty: every role but standalone talks to Kafka.
+Result<void> CheckKafkaBootstrap(const Config& c);
+// What only the role can tell about a config: the Kafka bootstrap a cluster role needs, a
+// producer without streams. Runs before anything is created in state.path; a failure is a config
+// error (exit 2) like a bad key.
+Result<void> CheckConfigFor(Role role, const Config& c);
+
 }  // namespace kleaf::config

@@ -152,77 +152,95 @@ Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerat
       blocking_(blocking) {}
 
 void Api::Handle(HttpRequest request, Respond respond) {
-  std::string_view target = request.target;
-  auto qmark = target.find('?');
-  std::string_view path = target.substr(0, qmark);
-  std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
-  auto parts = SplitPath(path);
-  const bool get = request.method == "GET";
-  auto fail = [&](Code code, std::string message) {
-    respond(ErrorResponse(Error{code, std::move(message)}, options_.retry_after_s));
-  };
-
-  if (parts.size() == 1) {
-    const http::ReadyChecks readiness = [this] {
-      return options_.monitor ? options_.monitor->Readiness() : std::vector<ReadyCheck>{};
-    };
-    if (http::ServeOpsRoute(parts[0], request.method, readiness, respond)) return;
-    if (parts[0].empty() && options_.monitor) {
-      if (!get) return respond(MethodNotAllowed("GET"));
-      HttpResponse page;
-      page.content_type = "text/html; charset=utf-8";
-      page.body = Monitor::Page();
-      page.headers.emplace_back("Cache-Control", "no-cache");
-      return respond(std::move(page));
-    }
-  }
-  if (parts.size() < 3 || parts[0] != "api") return fail(Code::kNotFound, "no such path");
-
+  const std::string_view target = request.target;
+  const auto qmark = target.find('?');
+  const auto parts = SplitPath(target.substr(0, qmark));
+  const std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
+  if (parts.size() == 1 && ServeTopLevel(request, parts[0], respond)) return;
+  if (parts.size() < 3 || parts[0] != "api") return NoSuchPath(respond);
   // Leaf-compatible: /api/segment/get/{tag}, /api/snowflake/get/{tag}
   if (parts.size() == 4 && parts[2] == "get" && (parts[1] == "segment" || parts[1] == "snowflake")) {
-    if (!get) return respond(MethodNotAllowed("GET"));
-    std::string tag(parts[3]);
-    if (auto v = ValidateTag(tag); !v) return fail(v.error().code, v.error().message);
-    if (parts[1] == "segment") return Segment(tag, 1, true, std::move(respond));
-    return Snowflake(tag, 1, true, std::move(respond));
+    return ServeIds(request, parts[1], parts[3], "", /*leaf=*/true, std::move(respond));
   }
-  if (parts[1] != "v1") return fail(Code::kNotFound, "no such path");
+  if (parts[1] != "v1") return NoSuchPath(respond);
+  ServeV1(request, parts, query, std::move(respond));
+}
 
-  if (parts.size() == 5 && parts[2] == "snowflake" && parts[3] == "decode") {
-    if (!get) return respond(MethodNotAllowed("GET"));
+bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name,
+                        const Respond& respond) {
+  const http::ReadyChecks readiness = [this] {
+    return options_.monitor ? options_.monitor->Readiness() : std::vector<ReadyCheck>{};
+  };
+  if (http::ServeOpsRoute(name, request.method, readiness, respond)) return true;
+  if (!name.empty() || !options_.monitor) return false;
+  if (!IsGet(request, respond)) return true;
+  HttpResponse page;
+  page.content_type = "text/html; charset=utf-8";
+  page.body = Monitor::Page();
+  page.headers.emplace_back("Cache-Control", "no-cache");
+  respond(std::move(page));
+  return true;
+}
+
+void Api::ServeV1(const HttpRequest& request, const std::vector<std::string_view>& parts,
+                  std::string_view query, Respond respond) {
+  const std::string_view route = parts[2];
+  if (parts.size() == 5 && route == "snowflake" && parts[3] == "decode") {
+    if (!IsGet(request, respond)) return;
     return Decode(std::string(parts[4]), std::move(respond));
   }
-  if (parts.size() == 4 && (parts[2] == "segment" || parts[2] == "snowflake")) {
-    if (!get) return respond(MethodNotAllowed("GET"));
-    std::string tag(parts[3]);
-    if (auto v = ValidateTag(tag); !v) return fail(v.error().code, v.error().message);
-    auto count = ParseCount(query, options_.max_batch);
-    if (!count) return fail(count.error().code, count.error().message);
-    if (parts[2] == "segment") return Segment(tag, *count, false, std::move(respond));
-    return Snowflake(tag, *count, false, std::move(respond));
+  if (parts.size() == 4 && (route == "segment" || route == "snowflake")) {
+    return ServeIds(request, route, parts[3], query, /*leaf=*/false, std::move(respond));
   }
-  if (parts.size() == 3 && parts[2] == "status" && options_.monitor) {
-    if (!get) return respond(MethodNotAllowed("GET"));
+  if (parts.size() == 3 && route == "status" && options_.monitor) {
+    if (!IsGet(request, respond)) return;
     HttpResponse status;
     status.body = options_.monitor->StatusJson();
     status.headers.emplace_back("Cache-Control", "no-store");
     return respond(std::move(status));
   }
-  if (parts.size() == 3 && parts[2] == "workers") {
-    if (!get) return respond(MethodNotAllowed("GET"));
-    if (!Authorized(request.authorization)) {
-      return fail(Code::kUnauthenticated, "admin routes need 'Authorization: Bearer <admin token>'");
-    }
+  if (parts.size() == 3 && route == "workers") {
+    if (!IsGet(request, respond) || !Admitted(request, respond)) return;
     return Workers(std::move(respond));
   }
-  if (parts[2] == "tags" && (parts.size() == 3 || parts.size() == 4)) {
-    if (!Authorized(request.authorization)) {
-      return fail(Code::kUnauthenticated, "admin routes need 'Authorization: Bearer <admin token>'");
-    }
+  if (route == "tags" && (parts.size() == 3 || parts.size() == 4)) {
+    if (!Admitted(request, respond)) return;
     return Tags(request, parts.size() == 4 ? std::string(parts[3]) : std::string(),
                 std::move(respond));
   }
-  return fail(Code::kNotFound, "no such path");
+  NoSuchPath(respond);
+}
+
+void Api::ServeIds(const HttpRequest& request, std::string_view mode, std::string_view tag_text,
+                   std::string_view query, bool leaf, Respond respond) {
+  if (!IsGet(request, respond)) return;
+  std::string tag(tag_text);
+  if (auto v = ValidateTag(tag); !v) return Reject(respond, v.error());
+  auto count = leaf ? Result<int64_t>(1) : ParseCount(query, options_.max_batch);
+  if (!count) return Reject(respond, count.error());
+  if (mode == "segment") return Segment(tag, *count, leaf, std::move(respond));
+  Snowflake(tag, *count, leaf, std::move(respond));
+}
+
+bool Api::IsGet(const HttpRequest& request, const Respond& respond) {
+  if (request.method == "GET") return true;
+  respond(MethodNotAllowed("GET"));
+  return false;
+}
+
+bool Api::Admitted(const HttpRequest& request, const Respond& respond) const {
+  if (Authorized(request.authorization)) return true;
+  Reject(respond, Error{Code::kUnauthenticated,
+                        "admin routes need 'Authorization: Bearer <admin token>'"});
+  return false;
+}
+
+void Api::Reject(const Respond& respond, const Error& error) const {
+  respond(ErrorResponse(error, options_.retry_after_s));
+}
+
+void Api::NoSuchPath(const Respond& respond) const {
+  Reject(respond, Error{Code::kNotFound, "no such path"});
 }
 
 void Api::Segment(const std::string& tag, int64_t count, bool plain, Respond respond) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,6 +52,23 @@ class Api {
   static constexpr size_t kMaxSnowflakeTagSeries = 1000;
 
  private:
+  // "/" (the monitoring page) and the operator routes (http::ServeOpsRoute); false without an
+  // answer for any other one-segment path.
+  bool ServeTopLevel(const http::HttpRequest& request, std::string_view name,
+                     const http::Respond& respond);
+  // The routes under /api/v1/ (`parts` is the whole path: "api", "v1", ...).
+  void ServeV1(const http::HttpRequest& request, const std::vector<std::string_view>& parts,
+               std::string_view query, http::Respond respond);
+  // GET IDs of `mode` ("segment" or "snowflake") for a tag: `leaf`, Leaf's route (one ID as
+  // plain text), else ours (?count=N, JSON).
+  void ServeIds(const http::HttpRequest& request, std::string_view mode, std::string_view tag_text,
+                std::string_view query, bool leaf, http::Respond respond);
+  // True for a GET; else answers 405.
+  static bool IsGet(const http::HttpRequest& request, const http::Respond& respond);
+  // True when the request carries the admin token; else answers 401.
+  bool Admitted(const http::HttpRequest& request, const http::Respond& respond) const;
+  void Reject(const http::Respond& respond, const Error& error) const;
+  void NoSuchPath(const http::Respond& respond) const;
   void Segment(const std::string& tag, int64_t count, bool plain, http::Respond respond);
   void Snowflake(const std::string& tag, int64_t count, bool plain, http::Respond respond);
   void Decode(const std::string& id_text, http::Respond respond);

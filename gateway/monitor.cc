@@ -28,6 +28,72 @@ json SegmentJson(const std::optional<allocator::Segment>& s) {
       {"start", std::to_string(s->start)}, {"end", std::to_string(s->end)}, {"size", s->size()}};
 }
 
+// The status page's "worker": from the registry's lease, or the config's id.
+json WorkerJson(int64_t worker_id,
+                const std::function<snowflake::WorkerLease::Status()>& lease_status) {
+  json worker = {{"worker_id", worker_id}};
+  if (lease_status) {
+    auto s = lease_status();
+    worker["source"] = "registry";
+    worker["held"] = s.valid_for_ms > 0;
+    worker["valid_for_ms"] = s.valid_for_ms;
+    worker["last_error"] = s.last_error.empty() ? json(nullptr) : json(s.last_error);
+    worker["clock_offset_ms"] = s.clock_offset_ms ? json(*s.clock_offset_ms) : json(nullptr);
+    worker["clock_offset_error_ms"] =
+        s.clock_offset_ms ? json(s.clock_offset_error_ms) : json(nullptr);
+  } else {
+    worker["source"] = "config";
+    worker["held"] = true;
+    worker["valid_for_ms"] = nullptr;
+    worker["last_error"] = nullptr;
+    worker["clock_offset_ms"] = nullptr;
+    worker["clock_offset_error_ms"] = nullptr;
+  }
+  return worker;
+}
+
+// {"ready","checks"}, as /readyz answers.
+json ReadyJson(const std::vector<ReadyCheck>& checks) {
+  json ready_checks = json::array();
+  bool ready = true;
+  for (const auto& c : checks) {
+    ready = ready && c.ok;
+    ready_checks.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+  }
+  return {{"ready", ready}, {"checks", ready_checks}};
+}
+
+json TagsJson(const std::vector<SegmentBuffer::Snapshot>& snapshots) {
+  json tags = json::array();
+  for (const auto& s : snapshots) {
+    json active = SegmentJson(s.active);
+    if (s.active) active["next"] = std::to_string(s.next);
+    tags.push_back({{"tag", s.tag},
+                    {"active", active},
+                    {"standby", SegmentJson(s.standby)},
+                    {"step", s.step},
+                    {"min_step", s.min_step},
+                    {"ids_left", IdsLeft(s)},
+                    {"next_ready", s.standby.has_value()},
+                    {"fetching", s.fetching},
+                    {"last_error", s.last_error ? json(s.last_error->message) : json(nullptr)}});
+  }
+  return tags;
+}
+
+json ErrorsJson(const std::vector<Monitor::ErrorEntry>& entries) {
+  json errors = json::array();
+  for (const auto& e : entries) {
+    errors.push_back({{"time", FormatUtcMs(e.time_ms)},
+                      {"method", e.method},
+                      {"path", e.path},
+                      {"status", e.status},
+                      {"code", e.code},
+                      {"message", e.message}});
+  }
+  return errors;
+}
+
 }  // namespace
 
 Monitor::Monitor(Options options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
@@ -176,69 +242,16 @@ std::string Monitor::StatusJson() {
                  {"role", options_.role},
                  {"time", FormatUtcMs(now)},
                  {"uptime_s", (now - started_ms_) / 1000}};
-
-  json worker = {{"worker_id", snowflake_.worker_id()}};
-  if (options_.lease) {
-    auto s = options_.lease();
-    worker["source"] = "registry";
-    worker["held"] = s.valid_for_ms > 0;
-    worker["valid_for_ms"] = s.valid_for_ms;
-    worker["last_error"] = s.last_error.empty() ? json(nullptr) : json(s.last_error);
-    worker["clock_offset_ms"] = s.clock_offset_ms ? json(*s.clock_offset_ms) : json(nullptr);
-    worker["clock_offset_error_ms"] =
-        s.clock_offset_ms ? json(s.clock_offset_error_ms) : json(nullptr);
-  } else {
-    worker["source"] = "config";
-    worker["held"] = true;
-    worker["valid_for_ms"] = nullptr;
-    worker["last_error"] = nullptr;
-    worker["clock_offset_ms"] = nullptr;
-    worker["clock_offset_error_ms"] = nullptr;
-  }
-  out["worker"] = worker;
-
+  out["worker"] = WorkerJson(snowflake_.worker_id(), options_.lease);
   const auto& layout = snowflake_.layout();
   const int64_t last_ms = snowflake_.last_ms();
   out["snowflake"] = {
       {"last_issued", last_ms > layout.epoch_ms() ? json(FormatUtcMs(last_ms)) : json(nullptr)},
       {"runs_out", FormatUtcMs(layout.last_ms())},
       {"timestamp_remaining_s", (layout.last_ms() - now) / 1000}};
-
-  auto checks = Readiness();
-  json ready_checks = json::array();
-  bool ready = true;
-  for (const auto& c : checks) {
-    ready = ready && c.ok;
-    ready_checks.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
-  }
-  out["ready"] = {{"ready", ready}, {"checks", ready_checks}};
-
-  json tags = json::array();
-  for (const auto& s : segments_.Snapshots()) {
-    json active = SegmentJson(s.active);
-    if (s.active) active["next"] = std::to_string(s.next);
-    tags.push_back({{"tag", s.tag},
-                    {"active", active},
-                    {"standby", SegmentJson(s.standby)},
-                    {"step", s.step},
-                    {"min_step", s.min_step},
-                    {"ids_left", IdsLeft(s)},
-                    {"next_ready", s.standby.has_value()},
-                    {"fetching", s.fetching},
-                    {"last_error", s.last_error ? json(s.last_error->message) : json(nullptr)}});
-  }
-  out["tags"] = tags;
-
-  json errors = json::array();
-  for (const auto& e : RecentErrors()) {
-    errors.push_back({{"time", FormatUtcMs(e.time_ms)},
-                      {"method", e.method},
-                      {"path", e.path},
-                      {"status", e.status},
-                      {"code", e.code},
-                      {"message", e.message}});
-  }
-  out["recent_errors"] = errors;
+  out["ready"] = ReadyJson(Readiness());
+  out["tags"] = TagsJson(segments_.Snapshots());
+  out["recent_errors"] = ErrorsJson(RecentErrors());
   return out.dump(-1, ' ', false, json::error_handler_t::replace);  // paths may be any bytes
 }
 

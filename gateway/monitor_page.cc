@@ -4,6 +4,7 @@
 
 namespace kleaf::gateway {
 
+// One HTML literal, long and best read as the page it is.
 const std::string& Monitor::Page() {
   static const std::string kPage = R"html(<!DOCTYPE html>
 <html lang="en">

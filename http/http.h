@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/ready_check.h"
 
 namespace kleaf::http {
 
@@ -42,12 +43,7 @@ HttpResponse MetricsResponse();
 // GET /healthz: the process is alive and its HTTP threads answer.
 HttpResponse HealthResponse();
 
-// One condition of readiness, e.g. {"worker_lease", false, "renewal failed: ..."}.
-struct ReadyCheck {
-  std::string name;
-  bool ok = false;
-  std::string detail;
-};
+using kleaf::ReadyCheck;
 // GET /readyz: 200 when every check is ok, else 503; the JSON body lists the checks either way:
 // {"ready":bool,"checks":[{"name","ok","detail"}...]}.
 HttpResponse ReadyResponse(const std::vector<ReadyCheck>& checks);

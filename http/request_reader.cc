@@ -170,6 +170,48 @@ struct RequestReader::Impl {
     return bytes.find("\r\n\r\n", from) != std::string_view::npos;
   }
 
+  // The answer to an error Beast reported while parsing (anything but need_more).
+  ReadOutcome RejectParseError(ReadOutcome out, beast::error_code ec) {
+    out.request = std::move(parser->request);
+    if (ec == beast_http::error::header_limit) return Reject(std::move(out), HeadersTooLarge());
+    if (ec == beast_http::error::body_limit) {
+      return Reject(std::move(out),
+                    ErrorResponse(Error{Code::kPayloadTooLarge, "request body is too large"}));
+    }
+    std::string message = parser->framing_error.empty()
+                              ? "malformed HTTP request: " + ec.message()
+                              : "bad message framing: " + parser->framing_error;
+    return Reject(std::move(out), ErrorResponse(Error{Code::kInvalidArgument, message}));
+  }
+
+  // The buffer is full and the parser still needs more: the part being read does not fit.
+  ReadOutcome RejectTooLong(ReadOutcome out) {
+    out.request = std::move(parser->request);
+    const std::string limit = std::to_string(limits.header_limit_bytes);
+    // (Whether Beast or this check notices first depends on how the bytes arrived: one answer.)
+    if (!parser->is_header_done()) return Reject(std::move(out), HeadersTooLarge());
+    return Reject(std::move(out),
+                  JsonError(413, CodeName(Code::kPayloadTooLarge),
+                            "a chunk-size line, its extensions or the trailer section is "
+                            "longer than " +
+                                limit + " bytes"));
+  }
+
+  // The parser holds a whole request: hand it out and get ready for the next one.
+  ReadOutcome Complete(ReadOutcome out) {
+    out.kind = ReadOutcome::Kind::kRequest;
+    out.keep_alive = parser->keep_alive();
+    out.version = parser->version == 10 ? 10 : 11;
+    out.request = std::move(parser->request);
+    if (out.request.method == "HEAD") {
+      out.request.method = "GET";
+      out.head = true;
+    }
+    parser.reset();
+    taken = 0;
+    return out;
+  }
+
   const RequestLimits limits;
   size_t header_scanned = 0;  // bytes of the buffer already searched for the header's end
   uint64_t taken = 0;         // bytes of the current request parsed so far
@@ -219,17 +261,7 @@ ReadOutcome RequestReader::Next() {
     // Errors first: Beast can report one (e.g. from on_header_impl) on a message it also calls
     // complete.
     if (ec && ec != beast_http::error::need_more) {
-      out.request = std::move(parser->request);
-      if (ec == beast_http::error::header_limit)
-        return impl_->Reject(std::move(out), HeadersTooLarge());
-      if (ec == beast_http::error::body_limit) {
-        return impl_->Reject(std::move(out), ErrorResponse(Error{Code::kPayloadTooLarge,
-                                                                 "request body is too large"}));
-      }
-      std::string message = parser->framing_error.empty()
-                                ? "malformed HTTP request: " + ec.message()
-                                : "bad message framing: " + parser->framing_error;
-      return impl_->Reject(std::move(out), ErrorResponse(Error{Code::kInvalidArgument, message}));
+      return impl_->RejectParseError(std::move(out), ec);
     }
     if (impl_->FramingTooLong(parser->request.body.size())) {
       out.request = std::move(parser->request);
@@ -237,31 +269,11 @@ ReadOutcome RequestReader::Next() {
           std::move(out), JsonError(413, CodeName(Code::kPayloadTooLarge),
                                     "the chunked framing of the request is too long for its body"));
     }
-    if (parser->is_done()) break;
+    if (parser->is_done()) return impl_->Complete(std::move(out));
     if (used > 0 && !ec) continue;
     if (buffer.size() < buffer.max_size()) return out;  // kNeedMore
-    // The buffer is full and the parser still needs more: the part being read does not fit.
-    out.request = std::move(parser->request);
-    const std::string limit = std::to_string(impl_->limits.header_limit_bytes);
-    // (Whether Beast or this check notices first depends on how the bytes arrived: one answer.)
-    if (!parser->is_header_done()) return impl_->Reject(std::move(out), HeadersTooLarge());
-    return impl_->Reject(std::move(out),
-                         JsonError(413, CodeName(Code::kPayloadTooLarge),
-                                   "a chunk-size line, its extensions or the trailer section is "
-                                   "longer than " +
-                                       limit + " bytes"));
+    return impl_->RejectTooLong(std::move(out));
   }
-  out.kind = ReadOutcome::Kind::kRequest;
-  out.keep_alive = parser->keep_alive();
-  out.version = parser->version == 10 ? 10 : 11;
-  out.request = std::move(parser->request);
-  if (out.request.method == "HEAD") {
-    out.request.method = "GET";
-    out.head = true;
-  }
-  parser.reset();
-  impl_->taken = 0;
-  return out;
 }
 
 }  // namespace kleaf::http

@@ -3,13 +3,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "base/clock.h"
+#include "base/periodic_task.h"
+#include "base/ready_check.h"
 #include "kafka/client.h"
 
 namespace kleaf::kafka {
@@ -21,6 +21,7 @@ class BrokerProbe {
     std::string topic;  // whose metadata is asked for (it must exist)
     std::chrono::milliseconds interval{1000};
     std::chrono::milliseconds timeout{1000};  // per metadata request
+    std::chrono::milliseconds fresh{5000};    // Check() is ok after a success this recent
   };
   struct Status {
     bool ok = false;           // the last probe succeeded
@@ -34,20 +35,20 @@ class BrokerProbe {
   void Start();
   void Stop();
   Status status() const;
+  // "kafka": ok when a probe succeeded within `fresh`.
+  ReadyCheck Check() const;
 
  private:
-  void Run();
+  void ProbeOnce();
 
   const Properties props_;
   const Options options_;
   Clock& clock_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                          // guarded by mu_
   bool ok_ = false;                            // guarded by mu_
   int64_t last_ok_ns_ = -1;                    // guarded by mu_
   std::string last_error_ = "not probed yet";  // guarded by mu_
-  std::thread thread_;
+  PeriodicTask probing_;
 };
 
 }  // namespace kleaf::kafka

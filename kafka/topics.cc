@@ -132,18 +132,43 @@ Result<std::string> TopicConfig(const Properties& props, const std::string& topi
 
 std::string LibraryVersion() { return rd_kafka_version_str(); }
 
-// One deadline for the whole call: creating the topics and checking their partition counts share
-// `timeout` (each step gets what is left, so the call returns within `timeout` plus the time
-// librdkafka takes to drop a handle: 1.0 s with a frozen broker).
-Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
-                          milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const auto left = [&deadline] {
-    return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
-                                         deadline - std::chrono::steady_clock::now()));
-  };
-  auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
-  if (!rk) return std::unexpected(rk.error());
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// What is left until `deadline`, at least 1 ms.
+milliseconds Left(SteadyClock::time_point deadline) {
+  return std::max(milliseconds(1),
+                  std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()));
+}
+
+// The outcome of a CreateTopics request: ok when every topic was created or existed already.
+Result<void> CreateTopicsResult(rd_kafka_event_t* event) {
+  if (event == nullptr) {
+    return Fail(Code::kUnavailable, "creating topics timed out (is Kafka reachable?)");
+  }
+  if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return Fail(Code::kUnavailable,
+                std::string("creating topics: ") + rd_kafka_event_error_string(event));
+  }
+  size_t n = 0;
+  const rd_kafka_topic_result_t** results =
+      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event), &n);
+  for (size_t i = 0; i < n; ++i) {
+    rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+      const char* msg = rd_kafka_topic_result_error_string(results[i]);
+      return Fail(Code::kUnavailable, std::string("creating topic ") +
+                                          rd_kafka_topic_result_name(results[i]) + ": " +
+                                          (msg ? msg : rd_kafka_err2str(err)));
+    }
+  }
+  return {};
+}
+
+// Asks the cluster to create `topics` through `rk` and waits for its answer until `deadline`.
+Result<void> CreateTopics(rd_kafka_t* rk, const std::vector<TopicSpec>& topics,
+                          SteadyClock::time_point deadline) {
   std::vector<rd_kafka_NewTopic_t*> new_topics;
   char errstr[512];
   for (const auto& t : topics) {
@@ -156,53 +181,38 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
     for (const auto& [k, v] : t.configs) rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str());
     new_topics.push_back(nt);
   }
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk->get());
-  rd_kafka_AdminOptions_t* options =
-      rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_CREATETOPICS);
-  const auto create_timeout = static_cast<int>(left().count());
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  const auto create_timeout = static_cast<int>(Left(deadline).count());
   rd_kafka_AdminOptions_set_operation_timeout(options, create_timeout, errstr, sizeof(errstr));
   rd_kafka_AdminOptions_set_request_timeout(options, create_timeout, errstr, sizeof(errstr));
-  rd_kafka_CreateTopics(rk->get(), new_topics.data(), new_topics.size(), options, queue);
+  rd_kafka_CreateTopics(rk, new_topics.data(), new_topics.size(), options, queue);
   // No margin past the deadline: an answer that has not come by then is a timeout (the request is
   // dropped with the queue).
-  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, static_cast<int>(left().count()));
-  Result<void> result;
-  if (event == nullptr) {
-    result = Fail(Code::kUnavailable, "creating topics timed out (is Kafka reachable?)");
-  } else if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    result = Fail(Code::kUnavailable,
-                  std::string("creating topics: ") + rd_kafka_event_error_string(event));
-  } else {
-    size_t n = 0;
-    const rd_kafka_topic_result_t** results =
-        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event), &n);
-    for (size_t i = 0; i < n && result; ++i) {
-      rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-        const char* msg = rd_kafka_topic_result_error_string(results[i]);
-        result = Fail(Code::kUnavailable, std::string("creating topic ") +
-                                              rd_kafka_topic_result_name(results[i]) + ": " +
-                                              (msg ? msg : rd_kafka_err2str(err)));
-      }
-    }
-  }
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, static_cast<int>(Left(deadline).count()));
+  Result<void> result = CreateTopicsResult(event);
   if (event) rd_kafka_event_destroy(event);
   rd_kafka_AdminOptions_destroy(options);
   rd_kafka_queue_destroy(queue);
   for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
-  if (!result) return result;
+  return result;
+}
+
+// Checks that each topic has at least its configured partitions, asking until `deadline`.
+Result<void> CheckPartitionCounts(const Properties& props, const std::vector<TopicSpec>& topics,
+                                  SteadyClock::time_point deadline) {
   for (const auto& t : topics) {
     // A broker's metadata can lag a topic just created (more so while it rejoins its controller,
     // e.g. after a stall): ask again until the deadline.
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (SteadyClock::now() >= deadline) {
       return Fail(Code::kUnavailable,
                   "checking topic " + t.name + " timed out (is Kafka reachable?)");
     }
-    auto count = PartitionCount(props, t.name, left());
+    auto count = PartitionCount(props, t.name, Left(deadline));
     while (!count && count.error().code == Code::kNotFound &&
-           std::chrono::steady_clock::now() + milliseconds(200) < deadline) {
+           SteadyClock::now() + milliseconds(200) < deadline) {
       std::this_thread::sleep_for(milliseconds(200));
-      count = PartitionCount(props, t.name, left());
+      count = PartitionCount(props, t.name, Left(deadline));
     }
     if (!count) return std::unexpected(count.error());
     if (*count < t.partitions) {
@@ -212,6 +222,20 @@ Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>&
     }
   }
   return {};
+}
+
+}  // namespace
+
+// One deadline for the whole call: creating the topics and checking their partition counts share
+// `timeout` (each step gets what is left, so the call returns within `timeout` plus the time
+// librdkafka takes to drop a handle: 1.0 s with a frozen broker).
+Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
+                          milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
+  if (!rk) return std::unexpected(rk.error());
+  if (auto r = CreateTopics(rk->get(), topics, deadline); !r) return r;
+  return CheckPartitionCounts(props, topics, deadline);
 }
 
 }  // namespace kleaf::kafka

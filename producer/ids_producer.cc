@@ -344,33 +344,21 @@ int64_t IdsProducer::Ahead(size_t stream) const {
 
 void IdsProducer::Start(std::function<void()> on_fatal) {
   on_fatal_ = std::move(on_fatal);
-  thread_ = std::thread([this] { Run(); });
+  rounds_.Start(options_.check_interval, PeriodicTask::FirstRun::kAtOnce,
+                [this] { RunScheduledRound(); });
 }
 
-void IdsProducer::Run() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    auto r = RunRound();
-    if (!r) {
-      if (fatal_) {
-        if (on_fatal_) on_fatal_();
-        return;
-      }
-      spdlog::warn("[producer] round failed: {}", r.error().message);
-    }
-    lock.lock();
-    cv_.wait_for(lock, options_.check_interval, [this] { return stop_; });
+void IdsProducer::RunScheduledRound() {
+  auto r = RunRound();
+  if (r) return;
+  if (fatal_) {
+    rounds_.StopRepeating();
+    if (on_fatal_) on_fatal_();
+    return;
   }
+  spdlog::warn("[producer] round failed: {}", r.error().message);
 }
 
-void IdsProducer::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void IdsProducer::Stop() { rounds_.Stop(); }
 
 }  // namespace kleaf::producer

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -14,7 +13,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +20,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
+#include "base/periodic_task.h"
 #include "kafka/client.h"
 #include "kafka/transaction.h"
 #include "kleaf/batch.h"
@@ -135,7 +134,8 @@ class IdsProducer {
   // Creates txn_ and fences older producers of transactional_id (init_transactions, retried up
   // to `timeout`); forgets any unfinished transaction of the old one.
   Result<void> NewTransactionalProducer(std::chrono::milliseconds timeout);
-  void Run();
+  // One round of the round thread; after a fencing, calls on_fatal_ and ends the thread.
+  void RunScheduledRound();
 
   const IdsProducerOptions options_;
   allocator::Allocator& allocator_;
@@ -165,11 +165,8 @@ class IdsProducer {
   Result<void> FinishTransaction();
   std::atomic<int64_t> last_round_ok_ns_{-1};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
   std::function<void()> on_fatal_;
-  std::thread thread_;
+  PeriodicTask rounds_;
 };
 
 }  // namespace kleaf::producer

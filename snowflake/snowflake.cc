@@ -106,6 +106,7 @@ Result<void> SnowflakeGenerator::NextBatch(int64_t count, std::vector<int64_t>& 
   return {};
 }
 
+// Reads better whole: the checks an ID passes, in order, on locals committed only at the end.
 Result<int64_t> SnowflakeGenerator::NextLocked() {
   // Works on locals and commits last_ticks_/sequence_ only once every check has passed, so a
   // refused call never changes what the next call may issue.

@@ -103,4 +103,17 @@ void SnowflakeNode::Stop() {
   if (guard_) guard_->Stop();
 }
 
+Result<void> CheckLayoutAt(const config::Snowflake& s, int64_t now_ms) {
+  auto layout = SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits, s.sequence_bits, s.epoch_ms,
+                                      s.time_unit_ms, now_ms);
+  if (!layout) return Fail(Code::kInvalidArgument, "snowflake: " + layout.error().message);
+  if (now_ms > layout->last_ms()) {
+    return Fail(Code::kInvalidArgument,
+                "snowflake.timestamp_bits: the layout's timestamp bits ran out at " +
+                    FormatUtcMs(layout->last_ms()) +
+                    "; configure a later snowflake.epoch_ms or more timestamp_bits");
+  }
+  return {};
+}
+
 }  // namespace kleaf::snowflake

@@ -44,4 +44,9 @@ class SnowflakeNode {
   bool stopped_ = false;
 };
 
+// What only the clock can tell about the snowflake keys: a layout that is invalid now (epoch in
+// the future, timestamp bits used up). A node would fail to start on it; checked before anything
+// is created in state.path, a failure is a config error (kInvalidArgument) like a bad key.
+Result<void> CheckLayoutAt(const config::Snowflake& s, int64_t now_ms);
+
 }  // namespace kleaf::snowflake

@@ -53,11 +53,15 @@ Result<void> TimestampGuard::Start() {
     durable_ms_ = mark;
   }
   if (auto r = Renew(); !r) return r;
-  {
-    std::lock_guard lock(mu_);
-    stop_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
+  renewal_.Start(std::chrono::milliseconds(options_.persist_interval_ms),
+                 PeriodicTask::FirstRun::kAfterInterval, [this] {
+                   if (auto r = Renew(); !r) {
+                     // The generator stays limited to the old mark and refuses once the clock
+                     // passes it.
+                     spdlog::error("[snowflake] cannot persist the timestamp mark: {}",
+                                   r.error().message);
+                   }
+                 });
   return {};
 }
 
@@ -77,28 +81,8 @@ Result<void> TimestampGuard::Renew() {
   return {};
 }
 
-void TimestampGuard::Run() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.persist_interval_ms), [this] { return stop_; });
-    if (stop_) break;
-    lock.unlock();
-    if (auto r = Renew(); !r) {
-      // The generator stays limited to the old mark and refuses once the clock passes it.
-      spdlog::error("[snowflake] cannot persist the timestamp mark: {}", r.error().message);
-    }
-    lock.lock();
-  }
-}
-
 void TimestampGuard::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    if (stop_ || !thread_.joinable()) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  if (!renewal_.Stop()) return;  // never started, or stopped already
   // Issuing has stopped (the caller stops serving first): record what was really issued.
   generator_.SetLimitMs(0);
   int64_t last = generator_.last_ms();

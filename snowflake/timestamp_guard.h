@@ -2,14 +2,12 @@
 // across restarts and kill -9, through a durable high-water mark.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/periodic_task.h"
 #include "snowflake/snowflake.h"
 
 namespace kleaf::snowflake {
@@ -44,8 +42,6 @@ class TimestampGuard {
   Result<void> Renew();
 
  private:
-  void Run();
-
   SnowflakeGenerator& generator_;
   Clock& clock_;
   Load load_;
@@ -54,10 +50,7 @@ class TimestampGuard {
   int64_t durable_ms_ = 0;  // the mark as last written; only the guard's thread touches it after Start
   int64_t last_warning_ms_ = 0;
   int64_t external_floor_ms_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;
+  PeriodicTask renewal_;
 };
 
 }  // namespace kleaf::snowflake

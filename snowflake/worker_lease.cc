@@ -96,15 +96,8 @@ void WorkerLease::Start(SnowflakeGenerator& generator) {
   generator_ = &generator;
   generator.SetLeaseEndMs(lease_until_ms_.load());
   generator.SetLeaseDeadlineNs(deadline_ns_.load());
-  thread_ = std::thread([this] { Run(); });
-}
-
-void WorkerLease::Run() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    cv_.wait_for(lock, milliseconds(options_.renew_interval_ms), [this] { return stop_; });
-    if (stop_) break;
-    lock.unlock();
+  // One renewal: the lease extended, or issuing stopped for good when the id is someone else's.
+  auto renew = [this] {
     const int64_t sent = clock_.MonotonicNs();
     const int64_t sent_ms = clock_.NowMs();
     // The start of the newest tick: a later holder's floor excludes that whole tick, and with time
@@ -132,19 +125,15 @@ void WorkerLease::Run() {
         spdlog::warn("[lease] renewing worker id {} failed: {}", worker_id_, error);
       }
     }
-    lock.lock();
+    std::lock_guard lock(mu_);
     last_error_ = error;
-  }
+  };
+  renewal_.Start(milliseconds(options_.renew_interval_ms), PeriodicTask::FirstRun::kAfterInterval,
+                 std::move(renew));
 }
 
 void WorkerLease::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!renewal_.Stop()) return;  // never started, or stopped already
   if (worker_id_ < 0 || generator_ == nullptr) return;
   generator_->SetLeaseDeadlineNs(0);  // nothing more is issued with this id
   // Forget the lease locally first: once the release may have landed, a restart while Kafka is

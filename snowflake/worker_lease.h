@@ -3,17 +3,16 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "allocator/allocator.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/periodic_task.h"
 #include "snowflake/snowflake.h"
 
 namespace kleaf::snowflake {
@@ -84,7 +83,6 @@ class WorkerLease {
   allocator::Claimant claimant() const {
     return {options_.node_id, options_.holder, options_.previous_holder};
   }
-  void Run();
   void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
   void RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease);
 
@@ -104,10 +102,8 @@ class WorkerLease {
   static constexpr size_t kOffsetSamples = 8;
   std::deque<OffsetSample> offsets_;  // guarded by mu_; newest last
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;       // guarded by mu_
   std::string last_error_;  // guarded by mu_
-  std::thread thread_;
+  PeriodicTask renewal_;
 };
 
 }  // namespace kleaf::snowflake

@@ -1,0 +1,22 @@
+// What /readyz checks on the cluster's two sides of the allocators: an allocator node (kleaf
+// allocator) and a gateway's allocator client.
+#pragma once
+
+#include <vector>
+
+#include "allocator/kafka_client.h"
+#include "allocator/kafka_node.h"
+#include "base/ready_check.h"
+#include "kafka/probe.h"
+
+namespace kleaf::allocator {
+
+// An allocator is ready while Kafka answers and it is a member of the allocators' group with
+// every assigned partition restored: checks "kafka", "group", "partitions".
+std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::BrokerProbe& probe);
+// A gateway loads segments while Kafka answers and the allocators do (no request given up since
+// the last reply): checks "kafka", "allocators".
+std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
+                                        const kafka::BrokerProbe& probe);
+
+}  // namespace kleaf::allocator
