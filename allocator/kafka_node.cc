@@ -166,6 +166,7 @@ void AllocatorNode::Run() {
 void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partitions) {
   for (const auto& tp : partitions) {
     spdlog::info("[allocator] partition {} assigned", tp.partition);
+    MetricsOf(tp.partition).assignments.Inc();
     pending_.insert(tp.partition);
   }
   next_retry_ns_ = 0;
@@ -248,6 +249,8 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
   if (!restored) return std::unexpected(restored.error());
   serving_[p] = std::move(*producer);
   takeovers_.fetch_add(1);
+  MetricsOf(p).takeovers.Inc();
+  MetricsOf(p).serving.Set(1);
   {
     std::lock_guard lock(serving_mu_);
     serving_snapshot_.clear();
@@ -263,10 +266,35 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   auto it = serving_.find(p);
   if (it == serving_.end()) return;
   spdlog::warn("[allocator] partition {} no longer served: {}", p, why);
+  MetricsOf(p).releases.Inc();
+  MetricsOf(p).serving.Set(0);
   it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   std::lock_guard lock(serving_mu_);
   std::erase(serving_snapshot_, p);
+}
+
+AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
+  if (auto it = partition_metrics_.find(p); it != partition_metrics_.end()) return it->second;
+  auto& registry = metrics::Registry::Default();
+  const metrics::Labels labels = {{"partition", std::to_string(p)}};
+  PartitionMetrics m{
+      registry.GetCounter("kleaf_allocator_partition_assignments_total",
+                          "Times the allocators' group assigned this partition of the requests "
+                          "topic to this allocator.",
+                          labels),
+      registry.GetCounter("kleaf_allocator_partition_takeovers_total",
+                          "Times this allocator took the partition over: fenced its previous "
+                          "owner and restored its state.",
+                          labels),
+      registry.GetCounter("kleaf_allocator_partition_releases_total",
+                          "Times this allocator stopped serving the partition (revoked, fenced, "
+                          "failed).",
+                          labels),
+      registry.GetGauge("kleaf_allocator_partition_serving",
+                        "1 while this allocator serves the partition, 0 once it released it.",
+                        labels)};
+  return partition_metrics_.emplace(p, m).first->second;
 }
 
 void AllocatorNode::Rewind(int32_t p, int64_t offset) {

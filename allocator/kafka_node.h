@@ -92,6 +92,14 @@ class AllocatorNode {
   // other and settles the open transaction), re-reading from the group's committed offset.
   void Retake(int32_t p, const std::string& why);
   void Rewind(int32_t p, int64_t offset);
+  // Partition p's ownership series (assignments, takeovers, releases, serving); loop thread only.
+  struct PartitionMetrics {
+    metrics::Counter& assignments;
+    metrics::Counter& takeovers;
+    metrics::Counter& releases;
+    metrics::Gauge& serving;
+  };
+  PartitionMetrics& MetricsOf(int32_t p);
 
   const AllocatorNodeOptions options_;
   state::Store& store_;
@@ -114,6 +122,7 @@ class AllocatorNode {
   metrics::Histogram& commit_latency_;
   metrics::Gauge& serving_gauge_;
   std::map<int32_t, metrics::Counter*> segments_allocated_;
+  std::map<int32_t, PartitionMetrics> partition_metrics_;
 };
 
 }  // namespace kleaf::allocator
