@@ -309,7 +309,6 @@ std::expected<std::vector<int64_t>, std::string> FetchIds(uint16_t port, const s
   return e2e::IdsOf(*reply, plain, tag);
 }
 
-
 std::expected<std::vector<int64_t>, std::string> GetSnowflakes(uint16_t port,
                                                                const std::string& tag, int count) {
   e2e::HttpClient client(port, std::chrono::seconds(20));
@@ -349,8 +348,8 @@ std::expected<int64_t, std::string> WorkerIdOf(uint16_t port) {
   auto reply = client.Get("/api/v1/status");
   if (!reply) return std::unexpected(reply.error());
   auto j = nlohmann::json::parse(reply->body, nullptr, false);
-  if (reply->status != 200 || !j.is_object() || !j.contains("worker") ||
-      !j["worker"].is_object() || !j["worker"].contains("worker_id")) {
+  if (reply->status != 200 || !j.is_object() || !j.contains("worker") || !j["worker"].is_object() ||
+      !j["worker"].contains("worker_id")) {
     return std::unexpected("GET /api/v1/status: status " + std::to_string(reply->status) +
                            " without worker.worker_id: " + reply->body);
   }
@@ -450,8 +449,7 @@ std::expected<void, std::string> WaitReady(Node& node, SteadyClock::time_point d
 }
 
 std::expected<void, std::string> StartNode(Node& node, ProcessEnv env,
-                                           std::vector<std::string> prefix,
-                                           milliseconds timeout) {
+                                           std::vector<std::string> prefix, milliseconds timeout) {
   const auto deadline = SteadyClock::now() + timeout;
   if (auto r = Spawn(node, std::move(env), std::move(prefix)); !r) return r;
   return WaitReady(node, deadline);

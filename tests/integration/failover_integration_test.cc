@@ -96,7 +96,7 @@ class FailoverIntegrationTest : public KafkaTest {
 
   // Partition p as `allocator`'s /metrics count it; an error if they cannot be read.
   static std::expected<PartitionActivity, std::string> ActivityOf(const Node& allocator,
-                                                                   int32_t p) {
+                                                                  int32_t p) {
     auto all = AllocatorPartitions(allocator);
     if (!all) return std::unexpected(all.error());
     auto it = all->find(p);
@@ -165,8 +165,8 @@ TEST_F(FailoverIntegrationTest, KillNineOfTheOwnerMovesItsPartitionWithinFifteen
   const auto killed = SteadyClock::now();
   auto status = owner_->process->WaitExit(seconds(10));
   EXPECT_EQ(status.signal, SIGKILL) << status.ToString();
-  const bool moved = WaitUntil(
-      [&] { return TakeoversOf(*other_, partition_) > before->takeovers; }, seconds(60));
+  const bool moved =
+      WaitUntil([&] { return TakeoversOf(*other_, partition_) > before->takeovers; }, seconds(60));
   const double failover_s = SecondsSince(killed);
   ASSERT_TRUE(moved) << other_->name << " did not take partition " << partition_
                      << " over within 60 s of the kill";

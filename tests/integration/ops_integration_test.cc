@@ -46,7 +46,8 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(FetchIds(gw.port, "ops-seg", 19));
   auto after = ScrapeMetrics(alloc.port);
   ASSERT_TRUE(after) << after.error();
-  const double allocated = after->Sum("kleaf_allocator_segments_allocated_total") - allocated_before;
+  const double allocated =
+      after->Sum("kleaf_allocator_segments_allocated_total") - allocated_before;
   std::cout << "ops: the allocator counted " << allocated << " segments for 95 IDs" << std::endl;
   EXPECT_GE(allocated, 9);
   EXPECT_LE(allocated, 12);

@@ -619,8 +619,7 @@ TEST_F(OperatorMistakesTest, RecreatedStateTopicIsRefusedByOldAndFreshAllocators
     std::cout << "[ operator ] " << n->name << ": "
               << (s.timed_out ? std::string("still running") : s.ToString()) << "; "
               << (lines.empty() ? std::string("no line with \"recreated\"") : lines.front())
-              << "; serves " << (served ? std::to_string(served->size()) : "?")
-              << " partitions\n";
+              << "; serves " << (served ? std::to_string(served->size()) : "?") << " partitions\n";
     EXPECT_FALSE(lines.empty()) << n->name << " said nothing about a recreated state topic";
     if (!s.timed_out) {
       EXPECT_TRUE(s.exited && s.code == 1) << n->name << ": " << s.ToString();
@@ -844,7 +843,7 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
   auto heir_worker = WorkerIdOf(heir.port);
   ASSERT_TRUE(heir_worker) << heir_worker.error();
   ASSERT_EQ(*heir_worker, x) << "the crashed gateway's worker id was not recycled: this "
-                                       "run tested nothing";
+                                "run tested nothing";
   std::vector<int64_t> heir_ids;
   {
     // Idle (no IDs) until the heir's timestamps reach what the jumped gateway issued.

@@ -59,7 +59,8 @@ TEST_F(WorkerRegistryTest, KilledGatewaysWorkerIdIsRecycledAfterTheTtlForLaterTi
     auto r = StartNode(b);
     ASSERT_TRUE(r) << r.error();
   }
-  EXPECT_EQ(WorkerIdOf(b.port).value_or(-1), 3) << "a newcomer was given a worker id of a valid lease";
+  EXPECT_EQ(WorkerIdOf(b.port).value_or(-1), 3)
+      << "a newcomer was given a worker id of a valid lease";
   // ...and one more is refused: X still counts as leased.
   Node& c = cluster.AddGateway("c");
   auto refused = StartExpectingExit(c);

@@ -65,7 +65,8 @@ TEST_F(WorkerClockTest, StartWithTheClockSetBackIsRefused) {
   auto stopped = Stop(g);
   ASSERT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString();
 
-  auto refused = StartExpectingExit(g, seconds(60), e2e::FaketimeEnv(), e2e::FaketimePrefix(kClockBack));
+  auto refused =
+      StartExpectingExit(g, seconds(60), e2e::FaketimeEnv(), e2e::FaketimePrefix(kClockBack));
   ASSERT_TRUE(refused) << refused.error();
   EXPECT_FALSE(refused->was_ready) << "it served before it exited: " << refused->out;
   EXPECT_TRUE(refused->status.exited && refused->status.code != 0) << refused->status.ToString();
@@ -117,7 +118,8 @@ TEST_F(WorkerClockTest, StartWithTheClockSetBackAndLocalStateLostIsRefusedByTheR
   ASSERT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString();
 
   cluster.Reconfigure(g, {{"state.path", "\"" + (cluster.dir() / "gw-new-state").string() + "\""}});
-  auto refused = StartExpectingExit(g, seconds(60), e2e::FaketimeEnv(), e2e::FaketimePrefix(kClockBack));
+  auto refused =
+      StartExpectingExit(g, seconds(60), e2e::FaketimeEnv(), e2e::FaketimePrefix(kClockBack));
   ASSERT_TRUE(refused) << refused.error();
   EXPECT_FALSE(refused->was_ready) << "it served before it exited: " << refused->out;
   EXPECT_TRUE(refused->status.exited && refused->status.code != 0) << refused->status.ToString();
@@ -283,12 +285,12 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   all.insert(all.end(), new_ids.begin(), new_ids.end());
   auto duplicate = FindDuplicate(all);
   std::cout << "[ worker ] crashed run issued " << old_ids.size() << " IDs (and answered "
-            << load_503 << " requests 503) up to " << old_last_ms << "; a fresh restart at once got "
-            << "worker id " << *early << " (" << early_ids.size()
-            << " IDs); after the lease, " << restarted_after_s << " s after the kill (clock "
-            << kBehind << " s, fresh state) it claimed worker id " << *claimed
-            << " not before " << not_before_ms << " ("
-            << (not_before_ms - old_last_ms)
+            << load_503 << " requests 503) up to " << old_last_ms
+            << "; a fresh restart at once got "
+            << "worker id " << *early << " (" << early_ids.size() << " IDs); after the lease, "
+            << restarted_after_s << " s after the kill (clock " << kBehind
+            << " s, fresh state) it claimed worker id " << *claimed << " not before "
+            << not_before_ms << " (" << (not_before_ms - old_last_ms)
             << " ms from the crashed run's last timestamp); first new timestamp "
             << (new_first_ms - old_last_ms) << " ms from it; " << all.size() << " IDs checked, "
             << (duplicate ? *duplicate : std::string("no duplicate")) << "\n";

@@ -114,8 +114,8 @@ std::optional<std::string> FindDuplicate(std::vector<int64_t> ids) {
   const size_t total = ids.size();
   Duplicates d = FindDuplicates(std::move(ids));
   if (d.count == 0) return std::nullopt;
-  return "ID " + std::to_string(d.examples.front()) + " issued twice (of " +
-         std::to_string(total) + ")";
+  return "ID " + std::to_string(d.examples.front()) + " issued twice (of " + std::to_string(total) +
+         ")";
 }
 
 std::optional<std::string> FindNonIncreasing(const std::vector<int64_t>& ids) {
