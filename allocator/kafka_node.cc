@@ -90,7 +90,10 @@ AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, 
         "Transactions of request batches, per outcome (committed, aborted, unknown, fatal).",
         {{"outcome", name}});
   }
-  for (int32_t p = 0; p < options_.topics.partitions; ++p) SegmentsAllocated(p);
+  for (int32_t p = 0; p < options_.topics.partitions; ++p) {
+    SegmentsAllocated(p);
+    MetricsOf(p);
+  }
 }
 
 metrics::Counter& AllocatorNode::RebalanceCounter(const char* event) {
@@ -203,6 +206,7 @@ void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partiti
   assigned_events_.Inc();
   for (const auto& tp : partitions) {
     spdlog::info("[allocator] partition {} assigned", tp.partition);
+    MetricsOf(tp.partition).assignments.Inc();
     pending_.insert(tp.partition);
   }
   next_retry_ns_ = 0;
@@ -286,6 +290,8 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
   if (!restored) return std::unexpected(restored.error());
   serving_[p] = std::move(*producer);
   takeovers_.fetch_add(1);
+  MetricsOf(p).takeovers.Inc();
+  MetricsOf(p).serving.Set(1);
   {
     std::lock_guard lock(serving_mu_);
     serving_snapshot_.clear();
@@ -304,10 +310,35 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   // reason (fenced, a failed rewind or transaction) is something an operator may need to see.
   spdlog::log(why == kRevoked ? spdlog::level::info : spdlog::level::warn,
               "[allocator] partition {} no longer served: {}", p, why);
+  MetricsOf(p).releases.Inc();
+  MetricsOf(p).serving.Set(0);
   it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   std::lock_guard lock(serving_mu_);
   std::erase(serving_snapshot_, p);
+}
+
+AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
+  if (auto it = partition_metrics_.find(p); it != partition_metrics_.end()) return it->second;
+  auto& registry = metrics::Registry::Default();
+  const metrics::Labels labels = {{"partition", std::to_string(p)}};
+  PartitionMetrics m{
+      registry.GetCounter("kleaf_allocator_partition_assignments_total",
+                          "Times the allocators' group assigned this partition of the requests "
+                          "topic to this allocator.",
+                          labels),
+      registry.GetCounter("kleaf_allocator_partition_takeovers_total",
+                          "Times this allocator took the partition over: fenced its previous "
+                          "owner and restored its state.",
+                          labels),
+      registry.GetCounter("kleaf_allocator_partition_releases_total",
+                          "Times this allocator stopped serving the partition (revoked, fenced, "
+                          "failed).",
+                          labels),
+      registry.GetGauge("kleaf_allocator_partition_serving",
+                        "1 while this allocator serves the partition, 0 once it released it.",
+                        labels)};
+  return partition_metrics_.emplace(p, m).first->second;
 }
 
 void AllocatorNode::Rewind(int32_t p, int64_t offset) {

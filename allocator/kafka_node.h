@@ -95,6 +95,14 @@ class AllocatorNode {
   // other and settles the open transaction), re-reading from the group's committed offset.
   void Retake(int32_t p, const std::string& why);
   void Rewind(int32_t p, int64_t offset);
+  // Partition p's ownership series (assignments, takeovers, releases, serving); loop thread only.
+  struct PartitionMetrics {
+    metrics::Counter& assignments;
+    metrics::Counter& takeovers;
+    metrics::Counter& releases;
+    metrics::Gauge& serving;
+  };
+  PartitionMetrics& MetricsOf(int32_t p);
 
   const AllocatorNodeOptions options_;
   state::Store& store_;
@@ -122,6 +130,7 @@ class AllocatorNode {
   metrics::Counter& assigned_events_;  // kleaf_allocator_rebalances_total{event="assigned"}
   metrics::Counter& revoked_events_;   // ... {event="revoked"}
   metrics::Counter& fenced_;           // kleaf_allocator_fenced_total
+  std::map<int32_t, PartitionMetrics> partition_metrics_;
 };
 
 }  // namespace kleaf::allocator

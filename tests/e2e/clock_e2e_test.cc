@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/e2e/e2e_env.h"
@@ -15,16 +14,6 @@ namespace {
 using std::chrono::seconds;
 
 constexpr int64_t kDayMs = 24LL * 3600 * 1000;
-
-// libfaketime preloaded with a relative offset (as `faketime -m -f OFFSET` would), through env(1)
-// rather than the faketime wrapper: the wrapper creates a named semaphore per pid with O_EXCL that
-// a process killed with kill -9 leaves behind, and a later wrapper given the same pid then refuses
-// to start ("sem_open: File exists"). The monotonic clock (deadlines) stays true: kFaketimeEnv.
-std::vector<std::string> Faketime(const std::string& offset) {
-  return {"/usr/bin/env", std::string("LD_PRELOAD=") + KLEAF_LIBFAKETIME, "FAKETIME=" + offset};
-}
-const std::vector<std::pair<std::string, std::string>> kFaketimeEnv = {
-    {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
 
 // Issues `n` snowflake IDs one by one and returns them (fails the test on any error).
 std::vector<int64_t> IssueSnowflakes(uint16_t port, int n) {
@@ -49,7 +38,7 @@ std::vector<int64_t> IssueSnowflakes(uint16_t port, int n) {
 class ClockE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
+    if (Libfaketime().empty()) GTEST_SKIP() << "libfaketime is not installed";
   }
 };
 
@@ -59,7 +48,7 @@ TEST_F(ClockE2eTest, FaketimeShiftsTheClockKleafSees) {
   TempDir dir;
   auto config = dir.WriteFile("kleaf.yaml", TestConfig(dir.path() / "state").Yaml());
   {
-    auto server = StartStandalone(config, Faketime("+1d"), kFaketimeEnv);
+    auto server = StartStandalone(config, FaketimePrefix("+1d"), FaketimeEnv());
     ASSERT_TRUE(server) << server.error();
     auto ids = IssueSnowflakes(server->port, 5);
     ASSERT_EQ(ids.size(), 5u);
@@ -103,8 +92,8 @@ TEST_F(ClockE2eTest, RestartWithClockSetBackRefusesToStartAndNormalRestartWorks)
   {
     // The same state, the clock ten minutes back.
     ProcessOptions options{.args = {"standalone", "--config", config.string()},
-                           .prefix = Faketime("-10m"),
-                           .env = kFaketimeEnv};
+                           .prefix = FaketimePrefix("-10m"),
+                           .env = FaketimeEnv()};
     auto process = KleafProcess::Start(options);
     ASSERT_TRUE(process) << process.error();
     ExitStatus status = (*process)->WaitExit(kExitTimeout);
@@ -143,7 +132,7 @@ TEST_F(ClockE2eTest, ClockSlightlyBehindAtStartupIsWaitedOut) {
     server->process->Terminate();
     ASSERT_TRUE(server->process->WaitExit(kExitTimeout).exited);
   }
-  auto server = StartStandalone(config, Faketime("-3s"), kFaketimeEnv);
+  auto server = StartStandalone(config, FaketimePrefix("-3s"), FaketimeEnv());
   ASSERT_TRUE(server) << server.error();
   EXPECT_NE(server->process->Stderr().find("waiting"), std::string::npos)
       << "kleaf did not wait for its clock: " << server->process->Stderr();
@@ -152,36 +141,14 @@ TEST_F(ClockE2eTest, ClockSlightlyBehindAtStartupIsWaitedOut) {
   EXPECT_GT(next.front(), first.back());
 }
 
-// libfaketime reading its offset from a file we rewrite: the clock of a running kleaf moves.
-class RunningClock {
- public:
-  explicit RunningClock(const TempDir& dir) : file_(dir.path() / "faketime.offset") { Set("+0"); }
-  void Set(const std::string& offset) {
-    // Replace atomically: the library must never read a half-written file.
-    auto tmp = file_;
-    tmp += ".tmp";
-    std::ofstream(tmp) << offset << "\n";
-    std::filesystem::rename(tmp, file_);
-  }
-  std::vector<std::pair<std::string, std::string>> Env() const {
-    return {{"LD_PRELOAD", KLEAF_LIBFAKETIME},
-            {"FAKETIME_TIMESTAMP_FILE", file_.string()},
-            {"FAKETIME_NO_CACHE", "1"},
-            {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
-  }
-
- private:
-  std::filesystem::path file_;
-};
-
 TEST_F(ClockE2eTest, ClockSetBackWhileRunningGives503ThenRecovers) {
-  if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
+  if (Libfaketime().empty()) GTEST_SKIP() << "libfaketime is not installed";
   TempDir dir;
-  RunningClock clock(dir);
+  OffsetFile clock(dir.path());
   auto config = dir.WriteFile("kleaf.yaml", TestConfig(dir.path() / "state")
                                                 .Set("segment.auto_create", "true")
                                                 .Yaml());
-  auto server = StartStandalone(config, {}, clock.Env());
+  auto server = StartStandalone(config, {}, clock.Environment());
   ASSERT_TRUE(server) << server.error();
   auto first = IssueSnowflakes(server->port, 20);
   ASSERT_EQ(first.size(), 20u);

@@ -1,6 +1,7 @@
 #include "tests/e2e/e2e_env.h"
 
 #include <charconv>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace kleaf::e2e {
@@ -119,5 +120,33 @@ int64_t WallClockMs() {
 }
 
 Headers Bearer(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
+
+std::string Libfaketime() { return KLEAF_LIBFAKETIME; }
+
+std::vector<std::string> FaketimePrefix(const std::string& offset) {
+  return {"/usr/bin/env", "LD_PRELOAD=" + Libfaketime(), "FAKETIME=" + offset};
+}
+
+std::vector<std::pair<std::string, std::string>> FaketimeEnv() {
+  return {{"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
+}
+
+OffsetFile::OffsetFile(const std::filesystem::path& dir) : file_(dir / "faketime.offset") {
+  Set("+0");
+}
+
+void OffsetFile::Set(const std::string& offset) {
+  auto tmp = file_;
+  tmp += ".tmp";
+  std::ofstream(tmp) << offset << "\n";
+  std::filesystem::rename(tmp, file_);
+}
+
+std::vector<std::pair<std::string, std::string>> OffsetFile::Environment() const {
+  return {{"LD_PRELOAD", Libfaketime()},
+          {"FAKETIME_TIMESTAMP_FILE", file_.string()},
+          {"FAKETIME_NO_CACHE", "1"},
+          {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
+}
 
 }  // namespace kleaf::e2e

@@ -75,4 +75,34 @@ int64_t WallClockMs();
 // "Authorization: Bearer <token>".
 Headers Bearer(const std::string& token);
 
+// --- libfaketime: a kleaf whose wall clock is moved (the monotonic clock, deadlines, stays true)
+
+// The library CMake found (KLEAF_LIBFAKETIME); empty when it is not installed.
+std::string Libfaketime();
+
+// A command prefix that preloads libfaketime with a relative offset (as `faketime -m -f OFFSET`
+// would), through env(1) rather than the faketime wrapper: the wrapper creates a named semaphore
+// per pid with O_EXCL that a process killed with kill -9 leaves behind, and a later wrapper given
+// the same pid then refuses to start ("sem_open: File exists"). Use with FaketimeEnv().
+std::vector<std::string> FaketimePrefix(const std::string& offset);
+// The environment beside FaketimePrefix: the monotonic clock is not faked.
+std::vector<std::pair<std::string, std::string>> FaketimeEnv();
+
+// libfaketime reading its offset from a file the test rewrites: the clock of a running kleaf
+// moves.
+class OffsetFile {
+ public:
+  // The file is dir/faketime.offset, at "+0" until Set().
+  explicit OffsetFile(const std::filesystem::path& dir);
+  // An offset in libfaketime's syntax: seconds with an optional fraction ("-0.003" is 3 ms back,
+  // "+60" a minute ahead, "-10m" ten minutes back; beware "-3ms", which reads as 3 minutes).
+  // Replaced atomically: the library never reads a half-written file.
+  void Set(const std::string& offset);
+  // The environment that preloads libfaketime on this file.
+  std::vector<std::pair<std::string, std::string>> Environment() const;
+
+ private:
+  std::filesystem::path file_;
+};
+
 }  // namespace kleaf::e2e

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -34,20 +34,9 @@ std::string Env(const char* name) {
   return v == nullptr ? std::string() : std::string(v);
 }
 
-std::string LastLines(const std::string& text, int lines) {
-  if (text.empty()) return text;
-  size_t pos = text.size();
-  for (int i = 0; i <= lines && pos > 0; ++i) {
-    pos = text.rfind('\n', pos - 1);
-    if (pos == std::string::npos) return text;
-  }
-  return "[...]\n" + text.substr(pos + 1);
-}
-
 }  // namespace
 
-// --- Broker
-// ---------------------------------------------------------------------------------------
+// --- The broker ----------------------------------------------------------------------------------
 
 std::optional<KafkaBroker> KafkaBroker::FromEnvironment() {
   KafkaBroker b{Env("KLEAF_TEST_KAFKA_BOOTSTRAP"), Env("KLEAF_TEST_KAFKA_PORT"),
@@ -186,8 +175,7 @@ ScriptResult RunScript(const std::vector<std::string>& argv, std::chrono::second
   return result;
 }
 
-// --- Waiting and logs
-// -----------------------------------------------------------------------------
+// --- Waiting and text ----------------------------------------------------------------------------
 
 bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
   const auto deadline = SteadyClock::now() + timeout;
@@ -211,54 +199,24 @@ int Count(std::string_view text, std::string_view needle) {
   return n;
 }
 
-std::vector<RestoreLine> Restores(std::string_view log) {
-  static const std::regex kRestored(
-      R"(\[allocator\] partition (\d+) restored \((\d+) records, offsets (-?\d+) to (-?\d+)\) in (\d+) ms)");
-  std::vector<RestoreLine> out;
-  std::string text(log);
-  for (std::sregex_iterator it(text.begin(), text.end(), kRestored), end; it != end; ++it) {
-    const auto& m = *it;
-    out.push_back({std::stoi(m[1].str()), std::stoll(m[2].str()), std::stoll(m[3].str()),
-                   std::stoll(m[4].str()), std::stoll(m[5].str())});
+std::string LastLines(const std::string& text, int lines) {
+  if (text.empty()) return text;
+  size_t pos = text.size();
+  for (int i = 0; i <= lines && pos > 0; ++i) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
   }
-  return out;
+  return "[...]\n" + text.substr(pos + 1);
 }
 
-std::set<int32_t> ServedPartitions(std::string_view log) {
-  static const std::regex kRestored(R"(\[allocator\] partition (\d+) restored .*; serving)");
-  static const std::regex kReleased(R"(\[allocator\] partition (\d+) no longer served)");
-  std::set<int32_t> served;
-  std::istringstream in{std::string(log)};
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, m, kRestored)) {
-      served.insert(std::stoi(m[1].str()));
-    } else if (std::regex_search(line, m, kReleased)) {
-      served.erase(std::stoi(m[1].str()));
-    }
-  }
-  return served;
-}
-
-std::vector<std::string> LinesWith(std::string_view log, std::string_view needle) {
+std::vector<std::string> LinesWith(std::string_view text, std::string_view needle) {
   std::vector<std::string> out;
-  std::istringstream in{std::string(log)};
+  std::istringstream in{std::string(text)};
   std::string line;
   while (std::getline(in, line)) {
     if (line.find(needle) != std::string::npos) out.push_back(line);
   }
   return out;
-}
-
-std::string RestoredNeedle(int32_t p) {
-  return "[allocator] partition " + std::to_string(p) + " restored";
-}
-std::string NoLongerServedNeedle(int32_t p) {
-  return "[allocator] partition " + std::to_string(p) + " no longer served";
-}
-std::string AssignedNeedle(int32_t p) {
-  return "[allocator] partition " + std::to_string(p) + " assigned";
 }
 
 std::string TagOnPartition(const std::string& base, int32_t partition, int32_t partitions) {
@@ -268,8 +226,17 @@ std::string TagOnPartition(const std::string& base, int32_t partition, int32_t p
   }
 }
 
-// --- Admin API
-// ------------------------------------------------------------------------------------
+// --- Leases ---------------------------------------------------------------------------------
+
+std::map<std::string, std::string> ShortLeases(int64_t ttl_ms) {
+  return {{"workers.lease_ttl_ms", std::to_string(ttl_ms)},
+          {"workers.renew_interval_ms", std::to_string(kRenewIntervalMs)},
+          {"workers.safety_margin_ms", std::to_string(kSafetyMarginMs)},
+          {"workers.max_clock_skew_ms", std::to_string(kMaxClockSkewMs)},
+          {"workers.claim_timeout_ms", "20000"}};
+}
+
+// --- HTTP calls ----------------------------------------------------------------------------------
 
 namespace {
 
@@ -342,8 +309,233 @@ std::expected<std::vector<int64_t>, std::string> FetchIds(uint16_t port, const s
   return e2e::IdsOf(*reply, plain, tag);
 }
 
-// --- Cluster
-// --------------------------------------------------------------------------------------
+std::expected<std::vector<int64_t>, std::string> GetSnowflakes(uint16_t port,
+                                                               const std::string& tag, int count) {
+  e2e::HttpClient client(port, std::chrono::seconds(20));
+  const bool plain = count == 1;
+  auto reply = client.Get(plain ? "/api/snowflake/get/" + tag
+                                : "/api/v1/snowflake/" + tag + "?count=" + std::to_string(count));
+  if (!reply) return std::unexpected(reply.error());
+  return e2e::IdsOf(*reply, plain, tag);
+}
+
+std::expected<WorkersView, std::string> GetWorkers(uint16_t port) {
+  e2e::HttpClient client(port, std::chrono::seconds(20));
+  auto reply = client.Get("/api/v1/workers", e2e::Bearer(e2e::kAdminToken));
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200) {
+    return std::unexpected("GET /api/v1/workers: status " + std::to_string(reply->status) + ": " +
+                           reply->body);
+  }
+  auto j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (!j.is_object()) {
+    return std::unexpected("GET /api/v1/workers: not a JSON object: " + reply->body);
+  }
+  WorkersView v;
+  v.body = reply->body;
+  v.source = j.value("source", "");
+  v.leased = j.value("leased", int64_t{-1});
+  v.free = j.value("free", int64_t{-1});
+  if (j.contains("node") && j["node"].is_object()) {
+    v.worker_id = j["node"].value("worker_id", int64_t{-1});
+    v.valid_for_ms = j["node"].value("valid_for_ms", int64_t{-1});
+  }
+  return v;
+}
+
+std::expected<int64_t, std::string> WorkerIdOf(uint16_t port) {
+  e2e::HttpClient client(port, std::chrono::seconds(10));
+  auto reply = client.Get("/api/v1/status");
+  if (!reply) return std::unexpected(reply.error());
+  auto j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (reply->status != 200 || !j.is_object() || !j.contains("worker") || !j["worker"].is_object() ||
+      !j["worker"].contains("worker_id")) {
+    return std::unexpected("GET /api/v1/status: status " + std::to_string(reply->status) +
+                           " without worker.worker_id: " + reply->body);
+  }
+  return j["worker"]["worker_id"].get<int64_t>();
+}
+
+std::optional<double> Metrics::Value(const std::string& name, const std::string& labels) const {
+  auto it = series.find(labels.empty() ? name : name + "{" + labels + "}");
+  if (it == series.end()) return std::nullopt;
+  return it->second;
+}
+
+double Metrics::Sum(const std::string& name) const {
+  double sum = 0;
+  for (auto it = series.lower_bound(name); it != series.end(); ++it) {
+    const std::string& key = it->first;
+    if (key.compare(0, name.size(), name) != 0) break;
+    if (key.size() == name.size() || key[name.size()] == '{') sum += it->second;
+  }
+  return sum;
+}
+
+std::expected<Metrics, std::string> ScrapeMetrics(uint16_t port) {
+  e2e::HttpClient client(port, std::chrono::seconds(5));
+  auto reply = client.Get("/metrics");
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200) {
+    return std::unexpected("GET /metrics: status " + std::to_string(reply->status));
+  }
+  Metrics m;
+  std::istringstream in(reply->body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line.front() == '#') continue;
+    const size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    m.series[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
+  }
+  return m;
+}
+
+// --- Nodes ---------------------------------------------------------------------------------------
+
+namespace {
+
+const char* RoleName(Node::Role role) {
+  return role == Node::Role::kAllocator ? "allocator" : "gateway";
+}
+
+}  // namespace
+
+bool Node::Exited() const { return !process || !process->WaitExit(milliseconds(0)).timed_out; }
+
+std::expected<void, std::string> Spawn(Node& node, ProcessEnv env,
+                                       std::vector<std::string> prefix) {
+  if (node.process) {
+    if (!node.Exited()) return std::unexpected(node.name + " is still running");
+    node.earlier_logs += "----- earlier run -----\n" + node.process->Stderr();
+    node.process.reset();
+  }
+  e2e::ProcessOptions options;
+  options.args = {RoleName(node.role), "--config", node.config.string()};
+  options.prefix = std::move(prefix);
+  options.env = std::move(env);
+  auto p = e2e::KleafProcess::Start(std::move(options));
+  if (!p) return std::unexpected(node.name + ": " + p.error());
+  node.process = std::move(*p);
+  node.port = 0;
+  return {};
+}
+
+std::expected<void, std::string> WaitReady(Node& node, SteadyClock::time_point deadline) {
+  static const std::regex kListening(R"(kleaf gateway listening on http://\S+:(\d+)\r?\n)");
+  static const std::regex kRunning(R"(kleaf allocator running; http://\S+:(\d+)\r?\n)");
+  const std::regex& ready = node.role == Node::Role::kGateway ? kListening : kRunning;
+  std::string error;
+  bool done = WaitUntil(
+      [&] {
+        std::string out = node.process->Stdout();
+        if (std::smatch m; std::regex_search(out, m, ready)) {
+          node.port = static_cast<uint16_t>(std::stoi(m[1].str()));
+          return true;
+        }
+        if (auto s = node.process->WaitExit(milliseconds(0)); !s.timed_out) {
+          error = "exited (" + s.ToString() + ")";
+          return true;
+        }
+        return false;
+      },
+      std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()));
+  if (!done) error = "no ready line before the deadline";
+  if (!error.empty()) {
+    return std::unexpected(node.name + ": " + error + "; stdout:\n" + node.process->Stdout() +
+                           "\nstderr:\n" + LastLines(node.process->Stderr(), 40));
+  }
+  return {};
+}
+
+std::expected<void, std::string> StartNode(Node& node, ProcessEnv env,
+                                           std::vector<std::string> prefix, milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  if (auto r = Spawn(node, std::move(env), std::move(prefix)); !r) return r;
+  return WaitReady(node, deadline);
+}
+
+std::expected<Exit, std::string> StartExpectingExit(Node& node, milliseconds timeout,
+                                                    ProcessEnv env,
+                                                    std::vector<std::string> prefix) {
+  const auto start = SteadyClock::now();
+  if (auto r = Spawn(node, std::move(env), std::move(prefix)); !r) {
+    return std::unexpected(r.error());
+  }
+  Exit exit;
+  WaitUntil(
+      [&] {
+        exit.status = node.process->WaitExit(milliseconds(0));
+        return !exit.status.timed_out;
+      },
+      timeout);
+  exit.seconds = SecondsSince(start);
+  exit.out = node.process->Stdout();
+  exit.err = node.process->Stderr();
+  exit.was_ready = exit.out.find("listening on") != std::string::npos ||
+                   exit.out.find("kleaf allocator running") != std::string::npos;
+  if (exit.status.timed_out) {
+    node.process->KillAndWait();
+    return std::unexpected(node.name + " still ran after " + std::to_string(timeout.count()) +
+                           " ms (killed now)" + (exit.was_ready ? ", serving" : "") +
+                           "; stdout:\n" + exit.out + "\nstderr:\n" + LastLines(exit.err, 40));
+  }
+  return exit;
+}
+
+e2e::ExitStatus Stop(Node& node, milliseconds timeout) {
+  node.process->Terminate();
+  return node.process->WaitExit(timeout);
+}
+
+// --- What an allocator serves --------------------------------------------------------------------
+
+std::expected<std::map<int32_t, PartitionActivity>, std::string> AllocatorPartitions(
+    const Node& allocator) {
+  if (allocator.port == 0) return std::unexpected(allocator.name + " has no HTTP port");
+  auto m = ScrapeMetrics(allocator.port);
+  if (!m) return std::unexpected(allocator.name + ": " + m.error());
+  static const std::regex kSeries(
+      R"re(kleaf_allocator_partition_(serving|assignments_total|takeovers_total|releases_total)\{partition="(\d+)"\})re");
+  std::map<int32_t, PartitionActivity> out;
+  for (const auto& [key, value] : m->series) {
+    std::smatch match;
+    if (!std::regex_match(key, match, kSeries)) continue;
+    PartitionActivity& a = out[std::stoi(match[2].str())];
+    const std::string what = match[1].str();
+    const auto count = static_cast<int64_t>(value);
+    if (what == "serving") a.serving = value == 1;
+    if (what == "assignments_total") a.assignments = count;
+    if (what == "takeovers_total") a.takeovers = count;
+    if (what == "releases_total") a.releases = count;
+  }
+  return out;
+}
+
+std::expected<std::set<int32_t>, std::string> ServedPartitions(const Node& allocator) {
+  auto partitions = AllocatorPartitions(allocator);
+  if (!partitions) return std::unexpected(partitions.error());
+  std::set<int32_t> served;
+  for (const auto& [p, a] : *partitions) {
+    if (a.serving) served.insert(p);
+  }
+  return served;
+}
+
+std::vector<RestoreLine> Restores(std::string_view log) {
+  static const std::regex kRestored(
+      R"(\[allocator\] partition (\d+) restored \((\d+) records, offsets (-?\d+) to (-?\d+)\) in (\d+) ms)");
+  std::vector<RestoreLine> out;
+  std::string text(log);
+  for (std::sregex_iterator it(text.begin(), text.end(), kRestored), end; it != end; ++it) {
+    const auto& m = *it;
+    out.push_back({std::stoi(m[1].str()), std::stoll(m[2].str()), std::stoll(m[3].str()),
+                   std::stoll(m[4].str()), std::stoll(m[5].str())});
+  }
+  return out;
+}
+
+// --- Clusters ------------------------------------------------------------------------------------
 
 Cluster::Cluster(const KafkaBroker& broker, const std::string& name,
                  std::map<std::string, std::string> overrides)
@@ -386,74 +578,42 @@ std::filesystem::path Cluster::WriteConfig(const std::string& file,
   return dir_.WriteFile(file, config.Yaml());
 }
 
-Node& Cluster::AddAllocator(const std::string& name) {
+Node& Cluster::AddNode(const std::string& name, Node::Role role,
+                       std::map<std::string, std::string> overrides) {
   Node& n = nodes_.emplace_back();
   n.name = name;
-  n.role = Node::Role::kAllocator;
+  n.role = role;
   n.state = dir() / (name + "-state");
-  n.config = WriteConfig(name + ".yaml", Config(name, n.state));
+  n.overrides = std::move(overrides);
+  Reconfigure(n, {});
   return n;
 }
 
+Node& Cluster::AddAllocator(const std::string& name) {
+  return AddNode(name, Node::Role::kAllocator);
+}
+
 Node& Cluster::AddGateway(const std::string& name, int32_t reply_partition) {
-  Node& n = nodes_.emplace_back();
-  n.name = name;
-  n.role = Node::Role::kGateway;
-  n.state = dir() / (name + "-state");
-  n.config = WriteConfig(name + ".yaml",
-                         Config(name, n.state)
-                             .Set("kafka.reply_partition", std::to_string(reply_partition))
-                             .Set("snowflake.worker_id", std::to_string(reply_partition + 1)));
-  return n;
+  return AddNode(name, Node::Role::kGateway,
+                 {{"kafka.reply_partition", std::to_string(reply_partition)},
+                  {"snowflake.worker_id", std::to_string(reply_partition + 1)}});
+}
+
+void Cluster::Reconfigure(Node& node, const std::map<std::string, std::string>& overrides) {
+  for (const auto& [key, value] : overrides) node.overrides[key] = value;
+  e2e::TestConfig c = Config(node.name, node.state);
+  for (const auto& [key, value] : node.overrides) c.Set(key, value);
+  node.config = WriteConfig(node.name + ".yaml", c);
 }
 
 std::expected<void, std::string> Cluster::Start(const std::vector<Node*>& nodes,
                                                 std::chrono::milliseconds timeout) {
-  for (Node* n : nodes) {
-    if (n->process) {
-      if (n->process->running() && n->process->WaitExit(milliseconds(0)).timed_out) {
-        return std::unexpected(n->name + " is still running");
-      }
-      n->earlier_logs += "----- earlier run -----\n" + n->process->Stderr();
-      n->process.reset();
-    }
-    e2e::ProcessOptions options;
-    options.args = {n->role == Node::Role::kAllocator ? "allocator" : "gateway", "--config",
-                    n->config.string()};
-    auto p = e2e::KleafProcess::Start(std::move(options));
-    if (!p) return std::unexpected(n->name + ": " + p.error());
-    n->process = std::move(*p);
-    n->port = 0;
-  }
-  static const std::regex kListening(R"(kleaf gateway listening on http://\S+:(\d+)\r?\n)");
-  static const std::regex kAllocatorRunning(R"(kleaf allocator running; http://\S+:(\d+)\r?\n)");
   const auto deadline = SteadyClock::now() + timeout;
   for (Node* n : nodes) {
-    std::string error;
-    bool ready = WaitUntil(
-        [&] {
-          std::string out = n->process->Stdout();
-          if (n->role == Node::Role::kAllocator) {
-            if (std::smatch m; std::regex_search(out, m, kAllocatorRunning)) {
-              n->port = static_cast<uint16_t>(std::stoi(m[1].str()));
-              return true;
-            }
-          } else if (std::smatch m; std::regex_search(out, m, kListening)) {
-            n->port = static_cast<uint16_t>(std::stoi(m[1].str()));
-            return true;
-          }
-          if (auto s = n->process->WaitExit(milliseconds(0)); !s.timed_out) {
-            error = "exited (" + s.ToString() + ")";
-            return true;
-          }
-          return false;
-        },
-        std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()));
-    if (!ready) error = "no ready line before the deadline";
-    if (!error.empty()) {
-      return std::unexpected(n->name + ": " + error + "; stdout:\n" + n->process->Stdout() +
-                             "\nstderr:\n" + LastLines(n->process->Stderr(), 40));
-    }
+    if (auto r = Spawn(*n); !r) return r;
+  }
+  for (Node* n : nodes) {
+    if (auto r = WaitReady(*n, deadline); !r) return r;
   }
   return {};
 }
@@ -467,10 +627,14 @@ std::expected<void, std::string> Cluster::WaitBalanced(const std::vector<Node*>&
         state.clear();
         bool each_serves = true;
         for (const Node* a : allocators) {
-          auto served = ServedPartitions(a->Log());
-          if (served.empty()) each_serves = false;
+          auto served = ServedPartitions(*a);
+          if (!served) {
+            state += served.error() + " ";
+            return false;
+          }
+          if (served->empty()) each_serves = false;
           state += a->name + " serves {";
-          for (int32_t p : served) {
+          for (int32_t p : *served) {
             ++owners[p];
             state += " " + std::to_string(p);
           }
@@ -490,7 +654,9 @@ std::expected<void, std::string> Cluster::WaitBalanced(const std::vector<Node*>&
 Node* Cluster::OwnerOf(int32_t p, const std::vector<Node*>& allocators) const {
   Node* owner = nullptr;
   for (Node* a : allocators) {
-    if (!ServedPartitions(a->Log()).contains(p)) continue;
+    auto served = ServedPartitions(*a);
+    if (!served) return nullptr;
+    if (!served->contains(p)) continue;
     if (owner != nullptr) return nullptr;
     owner = a;
   }
@@ -538,8 +704,7 @@ e2e::CommandResult Cluster::Run(std::vector<std::string> args,
 std::string Cluster::Logs() const {
   std::string out;
   for (const auto& n : nodes_) {
-    out += "----- " + n.name + " (" + (n.role == Node::Role::kAllocator ? "allocator" : "gateway") +
-           ") -----\n";
+    out += "----- " + n.name + " (" + RoleName(n.role) + ") -----\n";
     if (!n.earlier_logs.empty()) out += LastLines(n.earlier_logs, 40) + "\n";
     out += LastLines(n.Log(), 80) + "\n";
   }

@@ -1,6 +1,7 @@
-// Integration test support: the real Kafka broker that scripts/test.sh started, and kleaf clusters
-// of real `kleaf allocator` and `kleaf gateway` processes on a topic prefix of their own, whose
-// logs tell which allocator serves which partition.
+// The one cluster harness of the integration tests (library kleaf_integration_env): the real Kafka
+// broker that scripts/test.sh started, kleaf clusters of real `kleaf allocator` and `kleaf gateway`
+// processes on a topic prefix of their own, and what the tests observe of them (/metrics,
+// /api/v1/status, /api/v1/workers, the admin API). libfaketime's helpers are e2e's (e2e_env.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tests/e2e/e2e_env.h"
@@ -25,11 +27,15 @@
 namespace kleaf::integration {
 
 using SteadyClock = std::chrono::steady_clock;
+// Environment variables added to a node's (e.g. libfaketime's).
+using ProcessEnv = std::vector<std::pair<std::string, std::string>>;
 
 inline constexpr char kNoBrokerMessage[] =
     "KLEAF_TEST_KAFKA_BOOTSTRAP is not set: the integration tests need a real Kafka broker; run "
     "them through scripts/test.sh (it starts one with compose/kafka.sh and exports "
     "KLEAF_TEST_KAFKA_BOOTSTRAP, _PORT, _DIR and _SCRIPT)";
+
+// --- The broker ----------------------------------------------------------------------------------
 
 // The broker of scripts/test.sh, as its environment variables describe it.
 struct KafkaBroker {
@@ -87,6 +93,8 @@ struct ScriptResult {
 };
 ScriptResult RunScript(const std::vector<std::string>& argv, std::chrono::seconds timeout);
 
+// --- Waiting and text ----------------------------------------------------------------------------
+
 // Evaluates `done` every 20 ms until it holds or `timeout` passes; its last value.
 bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 
@@ -95,7 +103,135 @@ double SecondsSince(SteadyClock::time_point start);
 // How often `needle` occurs in `text`.
 int Count(std::string_view text, std::string_view needle);
 
-// "[allocator] partition N restored (K records, offsets A to B) in X ms; serving".
+// The last `lines` lines of `text` (all of it if shorter), for failure messages.
+std::string LastLines(const std::string& text, int lines);
+
+// The lines of `text` that contain `needle`.
+std::vector<std::string> LinesWith(std::string_view text, std::string_view needle);
+
+// The first of `base`-0, `base`-1, ... that kleaf puts on partition p of `partitions`.
+std::string TagOnPartition(const std::string& base, int32_t partition, int32_t partitions);
+
+// --- Leases ---------------------------------------------------------------------------------
+
+// The short worker leases of the tests (validation: ttl >= 2 * renew + margin, margin >= skew).
+inline constexpr int64_t kRenewIntervalMs = 1000;
+inline constexpr int64_t kSafetyMarginMs = 2000;
+inline constexpr int64_t kMaxClockSkewMs = 1000;
+// The workers.* keys of those leases with `ttl_ms`, and a 20 s claim timeout.
+std::map<std::string, std::string> ShortLeases(int64_t ttl_ms);
+
+// --- HTTP calls on a node at 127.0.0.1:port ------------------------------------------------------
+
+// A tag as the admin API shows it.
+struct TagState {
+  int64_t max_id = 0;
+  int64_t step = 0;
+  std::string description;
+  bool operator==(const TagState&) const = default;
+};
+// Admin calls on a gateway (or standalone) with the tests' admin token.
+std::expected<std::map<std::string, TagState>, std::string> ListTags(uint16_t port);
+std::expected<TagState, std::string> GetTag(uint16_t port, const std::string& tag);
+std::expected<TagState, std::string> PutTag(uint16_t port, const std::string& tag,
+                                            const std::string& body);
+std::expected<void, std::string> DeleteTag(uint16_t port, const std::string& tag);
+// One request for `count` segment IDs of `tag` (the Leaf-compatible route when count is 1).
+std::expected<std::vector<int64_t>, std::string> FetchIds(uint16_t port, const std::string& tag,
+                                                          int count);
+// `count` snowflake IDs of `tag` in one request (the Leaf-compatible route when count is 1).
+std::expected<std::vector<int64_t>, std::string> GetSnowflakes(uint16_t port,
+                                                               const std::string& tag, int count);
+
+// What GET /api/v1/workers of a gateway answered (the registry's view, through the allocators).
+struct WorkersView {
+  std::string source;
+  int64_t leased = -1;
+  int64_t free = -1;
+  int64_t worker_id = -1;     // node.worker_id: this gateway's
+  int64_t valid_for_ms = -1;  // node.valid_for_ms: until it stops issuing without a renewal
+  std::string body;
+};
+std::expected<WorkersView, std::string> GetWorkers(uint16_t port);
+
+// The snowflake worker id a gateway issues with now, from its /api/v1/status (no Kafka call).
+std::expected<int64_t, std::string> WorkerIdOf(uint16_t port);
+
+// A /metrics page, series by series: "name{labels}" (or "name") and its value.
+struct Metrics {
+  std::map<std::string, double> series;
+  // The series `name` with `labels` as rendered (e.g. R"(partition="2")"); nullopt if absent.
+  std::optional<double> Value(const std::string& name, const std::string& labels = "") const;
+  // Every series of the family `name` summed (e.g. across partitions).
+  double Sum(const std::string& name) const;
+};
+std::expected<Metrics, std::string> ScrapeMetrics(uint16_t port);
+
+// --- Nodes ---------------------------------------------------------------------------------------
+
+// One kleaf process of a cluster, restartable on the same config and state.
+struct Node {
+  enum class Role { kAllocator, kGateway };
+  std::string name;  // also its node.id, unless its config says otherwise
+  Role role = Role::kAllocator;
+  std::filesystem::path config;
+  std::filesystem::path state;
+  std::map<std::string, std::string> overrides;  // its own config keys (Cluster::Reconfigure)
+  std::unique_ptr<e2e::KleafProcess> process;    // the current run
+  uint16_t port = 0;  // HTTP port of the current run (allocators: ops routes)
+  std::string earlier_logs;  // stderr of the runs before the current one
+
+  std::string Log() const { return process ? process->Stderr() : std::string(); }
+  // The current run has exited (or never started).
+  bool Exited() const;
+};
+
+// Spawns `node` (again: its earlier run's log is kept) on its config, behind `prefix` with `env`.
+std::expected<void, std::string> Spawn(Node& node, ProcessEnv env = {},
+                                       std::vector<std::string> prefix = {});
+// Waits for the node's ready line on stdout ("kleaf gateway listening on http://HOST:PORT",
+// "kleaf allocator running; http://HOST:PORT") and sets its port; an error with its output if it
+// exits first or the deadline passes.
+std::expected<void, std::string> WaitReady(Node& node, SteadyClock::time_point deadline);
+// Spawn + WaitReady.
+std::expected<void, std::string> StartNode(
+    Node& node, ProcessEnv env = {}, std::vector<std::string> prefix = {},
+    std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// How a node ended that was expected to refuse.
+struct Exit {
+  e2e::ExitStatus status;
+  bool was_ready = false;  // printed its ready line before it exited
+  std::string out;
+  std::string err;
+  double seconds = 0;  // from spawn to exit
+};
+// Spawns `node` and waits for it to exit by itself; an error if it still runs at the deadline
+// (it is killed then).
+std::expected<Exit, std::string> StartExpectingExit(
+    Node& node, std::chrono::milliseconds timeout = std::chrono::seconds(60), ProcessEnv env = {},
+    std::vector<std::string> prefix = {});
+
+// SIGTERM, then waits for the exit.
+e2e::ExitStatus Stop(Node& node, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+// --- What an allocator serves, from its /metrics -------------------------------------------------
+
+// One partition of the requests topic as an allocator's kleaf_allocator_partition_* series count
+// it since its start.
+struct PartitionActivity {
+  bool serving = false;
+  int64_t assignments = 0;  // the group assigned it here
+  int64_t takeovers = 0;    // fenced and restored: served from then on
+  int64_t releases = 0;     // no longer served (revoked, fenced, failed)
+};
+std::expected<std::map<int32_t, PartitionActivity>, std::string> AllocatorPartitions(
+    const Node& allocator);
+// The partitions `allocator` serves now.
+std::expected<std::set<int32_t>, std::string> ServedPartitions(const Node& allocator);
+
+// "[allocator] partition N restored (K records, offsets A to B) in X ms; serving": the restore
+// report of the allocator's log, the only place that says from which offset a restore read.
 struct RestoreLine {
   int32_t partition = 0;
   int64_t records = 0;
@@ -105,51 +241,7 @@ struct RestoreLine {
 };
 std::vector<RestoreLine> Restores(std::string_view allocator_log);
 
-// The partitions an allocator's log says it serves now: each "restored ...; serving" line adds
-// its partition, each "no longer served" line removes it.
-std::set<int32_t> ServedPartitions(std::string_view allocator_log);
-
-// The lines of `log` that contain `needle`.
-std::vector<std::string> LinesWith(std::string_view log, std::string_view needle);
-
-// Needles of the allocator's log lines about partition p.
-std::string RestoredNeedle(int32_t p);        // "[allocator] partition p restored"
-std::string NoLongerServedNeedle(int32_t p);  // "[allocator] partition p no longer served"
-std::string AssignedNeedle(int32_t p);        // "[allocator] partition p assigned"
-
-// The first of `base`-0, `base`-1, ... that kleaf puts on partition p of `partitions`.
-std::string TagOnPartition(const std::string& base, int32_t partition, int32_t partitions);
-
-// A tag as the admin API shows it.
-struct TagState {
-  int64_t max_id = 0;
-  int64_t step = 0;
-  std::string description;
-  bool operator==(const TagState&) const = default;
-};
-// Admin calls on a gateway (or standalone) at 127.0.0.1:port with the tests' admin token.
-std::expected<std::map<std::string, TagState>, std::string> ListTags(uint16_t port);
-std::expected<TagState, std::string> GetTag(uint16_t port, const std::string& tag);
-std::expected<TagState, std::string> PutTag(uint16_t port, const std::string& tag,
-                                            const std::string& body);
-std::expected<void, std::string> DeleteTag(uint16_t port, const std::string& tag);
-// One request for `count` IDs of `tag` (the Leaf-compatible route when count is 1).
-std::expected<std::vector<int64_t>, std::string> FetchIds(uint16_t port, const std::string& tag,
-                                                          int count);
-
-// One kleaf process of a cluster, restartable on the same config and state.
-struct Node {
-  enum class Role { kAllocator, kGateway };
-  std::string name;  // also its node.id
-  Role role = Role::kAllocator;
-  std::filesystem::path config;
-  std::filesystem::path state;
-  std::unique_ptr<e2e::KleafProcess> process;  // the current run
-  uint16_t port = 0;  // HTTP port of the current run (allocators: ops routes)
-  std::string earlier_logs;                    // stderr of the runs before the current one
-
-  std::string Log() const { return process ? process->Stderr() : std::string(); }
-};
+// --- Clusters ------------------------------------------------------------------------------------
 
 // A kleaf cluster on its own topic prefix (so tests never see each other's topics), with its
 // nodes' configs and state under one temp dir. Partitions: 4 requests/state, 4 replies. The
@@ -162,7 +254,7 @@ class Cluster {
   // `overrides` are config keys for every node (e.g. segment.max_step).
   Cluster(const KafkaBroker& broker, const std::string& name,
           std::map<std::string, std::string> overrides = {});
-  ~Cluster();
+  virtual ~Cluster();
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
@@ -170,25 +262,31 @@ class Cluster {
   const std::filesystem::path& dir() const { return dir_.path(); }
 
   // A config of this cluster for node `node_id` with state at `state`: bootstrap, prefix,
-  // partition counts, session timeout 6 s, info logs (the allocator's ownership lines).
+  // partition counts, session timeout 6 s, info logs, and the cluster's overrides.
   e2e::TestConfig Config(const std::string& node_id, const std::filesystem::path& state) const;
   // Writes `config` as dir()/file and returns its path.
   std::filesystem::path WriteConfig(const std::string& file, const e2e::TestConfig& config) const;
 
+  // A node named `name` with state at dir()/name-state and `overrides` on top of the cluster's.
+  Node& AddNode(const std::string& name, Node::Role role,
+                std::map<std::string, std::string> overrides = {});
   Node& AddAllocator(const std::string& name);
+  // A gateway on `reply_partition`, with snowflake.worker_id one more (a standalone key that
+  // cluster gateways ignore: they lease theirs).
   Node& AddGateway(const std::string& name, int32_t reply_partition);
+  // Adds `overrides` to the node's own keys and rewrites its config.
+  void Reconfigure(Node& node, const std::map<std::string, std::string>& overrides);
 
   // Starts every node given (again, if it ran before: same config and state) and waits until each
-  // printed its ready line ("kleaf allocator running; http://...", "kleaf gateway listening on
-  // http://...").
+  // printed its ready line.
   std::expected<void, std::string> Start(
       const std::vector<Node*>& nodes,
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Waits until every partition is served by exactly one of `allocators` and each of them serves
-  // at least one, by their logs.
+  // at least one, by their /metrics.
   std::expected<void, std::string> WaitBalanced(const std::vector<Node*>& allocators,
                                                 std::chrono::milliseconds timeout);
-  // The allocator among `allocators` whose log says it serves p now; nullptr if none or several.
+  // The allocator among `allocators` that serves p now; nullptr if none or several.
   Node* OwnerOf(int32_t p, const std::vector<Node*>& allocators) const;
 
   // Adds and starts `allocators` allocators (alloc-1, alloc-2, ...) one after the other, each time
@@ -200,8 +298,8 @@ class Cluster {
   };
   std::expected<Nodes, std::string> StartNodes(int allocators, int gateways);
 
-  // Lists the tags through `gateway`: every partition's owner must answer (the logs can say a
-  // partition is served by an allocator whose producer was fenced already).
+  // Lists the tags through `gateway`: every partition's owner must answer (an allocator can
+  // count a partition as served whose producer was fenced already).
   std::expected<void, std::string> CheckEveryPartitionAnswers(const Node& gateway);
 
   // Runs `kleaf <args>` to completion.

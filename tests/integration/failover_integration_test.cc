@@ -94,6 +94,20 @@ class FailoverIntegrationTest : public KafkaTest {
         timeout);
   }
 
+  // Partition p as `allocator`'s /metrics count it; an error if they cannot be read.
+  static std::expected<PartitionActivity, std::string> ActivityOf(const Node& allocator,
+                                                                  int32_t p) {
+    auto all = AllocatorPartitions(allocator);
+    if (!all) return std::unexpected(all.error());
+    auto it = all->find(p);
+    return it == all->end() ? PartitionActivity{} : it->second;
+  }
+  // Takeovers of p by `allocator`, or -1 while its /metrics cannot be read.
+  static int64_t TakeoversOf(const Node& allocator, int32_t p) {
+    auto a = ActivityOf(allocator, p);
+    return a ? a->takeovers : -1;
+  }
+
   int64_t Unavailable(const std::vector<std::unique_ptr<Load>>& loads) const {
     int64_t n = 0;
     for (const auto& l : loads) n += l->counters().unavailable;
@@ -144,15 +158,15 @@ class FailoverIntegrationTest : public KafkaTest {
 
 TEST_F(FailoverIntegrationTest, KillNineOfTheOwnerMovesItsPartitionWithinFifteenSeconds) {
   ASSERT_NO_FATAL_FAILURE(StartClusterAndLoad("failover"));
-  const int restored_before = Count(other_->Log(), RestoredNeedle(partition_));
+  const auto before = ActivityOf(*other_, partition_);
+  ASSERT_TRUE(before) << before.error();
 
   owner_->process->Kill();
   const auto killed = SteadyClock::now();
   auto status = owner_->process->WaitExit(seconds(10));
   EXPECT_EQ(status.signal, SIGKILL) << status.ToString();
   const bool moved =
-      WaitUntil([&] { return Count(other_->Log(), RestoredNeedle(partition_)) > restored_before; },
-                seconds(60));
+      WaitUntil([&] { return TakeoversOf(*other_, partition_) > before->takeovers; }, seconds(60));
   const double failover_s = SecondsSince(killed);
   ASSERT_TRUE(moved) << other_->name << " did not take partition " << partition_
                      << " over within 60 s of the kill";
@@ -176,15 +190,15 @@ TEST_F(FailoverIntegrationTest, KillNineOfTheOwnerMovesItsPartitionWithinFifteen
 TEST_F(FailoverIntegrationTest, FrozenOwnerIsFencedWhenItWakesAndNoIdIsServedTwice) {
   ASSERT_NO_FATAL_FAILURE(StartClusterAndLoad("zombie"));
   Node* zombie = owner_;
-  const int restored_before = Count(other_->Log(), RestoredNeedle(partition_));
-  const int released_before = Count(zombie->Log(), NoLongerServedNeedle(partition_));
-  const int assigned_before = Count(zombie->Log(), AssignedNeedle(partition_));
+  const auto other_before = ActivityOf(*other_, partition_);
+  ASSERT_TRUE(other_before) << other_before.error();
+  const auto zombie_before = ActivityOf(*zombie, partition_);
+  ASSERT_TRUE(zombie_before) << zombie_before.error();
 
   zombie->process->Signal(SIGSTOP);
   const auto stopped = SteadyClock::now();
-  const bool taken =
-      WaitUntil([&] { return Count(other_->Log(), RestoredNeedle(partition_)) > restored_before; },
-                seconds(60));
+  const bool taken = WaitUntil(
+      [&] { return TakeoversOf(*other_, partition_) > other_before->takeovers; }, seconds(60));
   const double takeover_s = SecondsSince(stopped);
   ASSERT_TRUE(taken) << other_->name << " did not take partition " << partition_
                      << " over from the frozen " << zombie->name;
@@ -196,11 +210,12 @@ TEST_F(FailoverIntegrationTest, FrozenOwnerIsFencedWhenItWakesAndNoIdIsServedTwi
   const size_t log_mark = zombie->Log().size();
   zombie->process->Signal(SIGCONT);
   const auto woken = SteadyClock::now();
+  // It releases the partition (fenced or revoked), or the group assigns it anew.
   const bool gave_up = WaitUntil(
       [&] {
-        std::string log = zombie->Log();
-        return Count(log, NoLongerServedNeedle(partition_)) > released_before ||
-               Count(log, AssignedNeedle(partition_)) > assigned_before;
+        auto now = ActivityOf(*zombie, partition_);
+        return now && (now->releases > zombie_before->releases ||
+                       now->assignments > zombie_before->assignments);
       },
       seconds(60));
   const double reaction_s = SecondsSince(woken);

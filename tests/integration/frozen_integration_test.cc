@@ -255,20 +255,26 @@ void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
     max_before[tag] = *std::max_element(ids->begin(), ids->end());
     tags.push_back(tag);
   }
-  const std::set<int32_t> moving = ServedPartitions(victim.Log());
-  ASSERT_FALSE(moving.empty()) << "the victim serves no partition";
-  // The survivor's "assigned" lines so far: the takeover starts when one more appears.
-  std::map<int32_t, int> assigned_before;
-  for (int32_t p : moving) assigned_before[p] = Count(survivor.Log(), AssignedNeedle(p));
+  const auto moving = ServedPartitions(victim);
+  ASSERT_TRUE(moving) << moving.error();
+  ASSERT_FALSE(moving->empty()) << "the victim serves no partition";
+  // The survivor's assignments so far: the takeover starts when one more comes.
+  const auto assigned_before = AllocatorPartitions(survivor);
+  ASSERT_TRUE(assigned_before) << assigned_before.error();
+  auto assignments = [](const std::map<int32_t, PartitionActivity>& partitions, int32_t p) {
+    auto it = partitions.find(p);
+    return it == partitions.end() ? int64_t{0} : it->second.assignments;
+  };
 
   victim.process->KillAndWait();
   const auto killed = SteadyClock::now();
   // The group hands the victim's partitions to the survivor after its session timeout (6 s).
   ASSERT_TRUE(WaitUntil(
       [&] {
-        const std::string log = survivor.Log();
-        for (int32_t p : moving) {
-          if (Count(log, AssignedNeedle(p)) > assigned_before[p]) return true;
+        auto now = AllocatorPartitions(survivor);
+        if (!now) return false;
+        for (int32_t p : *moving) {
+          if (assignments(*now, p) > assignments(*assigned_before, p)) return true;
         }
         return false;
       },

@@ -6,7 +6,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
 
 #include "tests/e2e/http_client.h"
 #include "tests/integration/cluster_env.h"
@@ -28,17 +27,6 @@ Answer Get(uint16_t port, const std::string& target) {
   return {r->status, r->body};
 }
 
-// Sum of every series of `family` in a /metrics text (e.g. across partitions).
-double Sum(const std::string& text, const std::string& family) {
-  static const std::regex kLine(R"(^(\w+)(\{[^}]*\})? (\S+)$)", std::regex::multiline);
-  double sum = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kLine);
-       it != std::sregex_iterator(); ++it) {
-    if ((*it)[1] == family) sum += std::stod((*it)[3]);
-  }
-  return sum;
-}
-
 class OpsIntegrationTest : public KafkaTest {};
 
 TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKafka) {
@@ -51,48 +39,57 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   ASSERT_NE(alloc.port, 0) << "the allocator printed no URL";
   ASSERT_TRUE(PutTag(gw.port, "ops-seg", R"({"step":10})"));
 
-  Answer before = Get(alloc.port, "/metrics");
-  ASSERT_EQ(before.status, 200) << before.body;
-  const double allocated_before = Sum(before.body, "kleaf_allocator_segments_allocated_total");
+  auto before = ScrapeMetrics(alloc.port);
+  ASSERT_TRUE(before) << before.error();
+  const double allocated_before = before->Sum("kleaf_allocator_segments_allocated_total");
   // 95 IDs in segments of 10: at least 9 more segments (the gateway also preloads).
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(FetchIds(gw.port, "ops-seg", 19));
-  Answer after = Get(alloc.port, "/metrics");
-  ASSERT_EQ(after.status, 200);
+  auto after = ScrapeMetrics(alloc.port);
+  ASSERT_TRUE(after) << after.error();
   const double allocated =
-      Sum(after.body, "kleaf_allocator_segments_allocated_total") - allocated_before;
+      after->Sum("kleaf_allocator_segments_allocated_total") - allocated_before;
   std::cout << "ops: the allocator counted " << allocated << " segments for 95 IDs" << std::endl;
-  EXPECT_GE(allocated, 9) << after.body;
-  EXPECT_LE(allocated, 12) << after.body;
-  EXPECT_GT(Sum(after.body, "kleaf_allocator_commit_seconds_count"), 0) << after.body;
-  EXPECT_GT(Sum(after.body, "kleaf_allocator_partitions_serving"), 0) << after.body;
+  EXPECT_GE(allocated, 9);
+  EXPECT_LE(allocated, 12);
+  EXPECT_GT(after->Sum("kleaf_allocator_commit_seconds_count"), 0);
+  EXPECT_GT(after->Sum("kleaf_allocator_partitions_serving"), 0);
+  // The only allocator serves every partition: it took each over.
+  for (int32_t p = 0; p < Cluster::kPartitions; ++p) {
+    const std::string partition = "partition=\"" + std::to_string(p) + "\"";
+    EXPECT_EQ(after->Value("kleaf_allocator_partition_serving", partition).value_or(0), 1)
+        << partition;
+    EXPECT_GE(after->Value("kleaf_allocator_partition_takeovers_total", partition).value_or(0), 1)
+        << partition;
+  }
   // One committed transaction per batch, at least one batch per segment; no other outcome on a
   // healthy cluster, but every outcome's series is there (at 0) for alerts.
-  const std::string committed = R"(kleaf_allocator_transactions_total{outcome="committed"} )";
-  ASSERT_NE(after.body.find(committed), std::string::npos) << after.body;
-  EXPECT_GE(std::stod(after.body.substr(after.body.find(committed) + committed.size())), 1);
-  for (const char* zero : {R"(kleaf_allocator_transactions_total{outcome="aborted"} 0)",
-                           R"(kleaf_allocator_transactions_total{outcome="unknown"} 0)",
-                           R"(kleaf_allocator_transactions_total{outcome="fatal"} 0)",
-                           "kleaf_allocator_fenced_total 0",
-                           R"(kleaf_allocator_rebalances_total{event="revoked"} 0)"}) {
-    EXPECT_NE(after.body.find(std::string(zero) + "\n"), std::string::npos) << zero;
+  EXPECT_GE(after->Value("kleaf_allocator_transactions_total", "outcome=\"committed\"").value_or(0), 1);
+  for (const char* outcome : {"aborted", "unknown", "fatal"}) {
+    EXPECT_EQ(after->Value("kleaf_allocator_transactions_total",
+                           std::string("outcome=\"") + outcome + "\"")
+                  .value_or(-1),
+              0)
+        << outcome;
   }
-  EXPECT_GE(Sum(after.body, "kleaf_allocator_rebalances_total"), 1) << "the first assignment";
+  EXPECT_EQ(after->Value("kleaf_allocator_fenced_total").value_or(-1), 0);
+  EXPECT_EQ(after->Value("kleaf_allocator_rebalances_total", "event=\"revoked\"").value_or(-1), 0);
+  EXPECT_GE(after->Value("kleaf_allocator_rebalances_total", "event=\"assigned\"").value_or(0), 1);
   // Every partition's segment counter exists from the start, the last one included.
-  const std::string last = "kleaf_allocator_segments_allocated_total{partition=\"" +
-                           std::to_string(Cluster::kPartitions - 1) + "\"} ";
-  EXPECT_NE(before.body.find(last), std::string::npos) << before.body;
-  EXPECT_NE(before.body.find("process_open_fds "), std::string::npos) << before.body;
+  const std::string last = "partition=\"" + std::to_string(Cluster::kPartitions - 1) + "\"";
+  EXPECT_TRUE(before->Value("kleaf_allocator_segments_allocated_total", last).has_value());
+  EXPECT_TRUE(before->Value("process_open_fds").has_value());
   EXPECT_EQ(Get(alloc.port, "/healthz").status, 200);
   EXPECT_EQ(Get(alloc.port, "/api/v1/segment/x").status, 404) << "allocators serve ops routes only";
 
   Answer g = Get(gw.port, "/metrics");
   ASSERT_EQ(g.status, 200);
+  auto gateway_metrics = ScrapeMetrics(gw.port);
+  ASSERT_TRUE(gateway_metrics) << gateway_metrics.error();
   EXPECT_NE(g.body.find(R"(kleaf_kafka_request_seconds_count{op="allocate"} )"), std::string::npos);
-  EXPECT_GE(Sum(g.body, "kleaf_segment_fetch_seconds_count"), 9);
+  EXPECT_GE(gateway_metrics->Sum("kleaf_segment_fetch_seconds_count"), 9);
   EXPECT_NE(g.body.find("kleaf_worker_lease_held 1\n"), std::string::npos) << g.body;
   EXPECT_NE(g.body.find("\nkleaf_worker_clock_offset_seconds "), std::string::npos) << g.body;
-  EXPECT_EQ(Sum(g.body, R"(kleaf_ids_issued_total)"), 95);
+  EXPECT_EQ(gateway_metrics->Sum("kleaf_ids_issued_total"), 95);
   auto status = nlohmann::json::parse(Get(gw.port, "/api/v1/status").body);
   EXPECT_EQ(status["worker"]["source"], "registry");
   ASSERT_TRUE(status["worker"]["clock_offset_ms"].is_number_integer()) << status.dump();

@@ -74,8 +74,9 @@ TEST_F(RestartIntegrationTest, RestartedAllocatorCatchesUpFromItsAppliedOffset) 
   };
 
   ASSERT_NO_FATAL_FAILURE(serve("with both allocators"));
-  const std::set<int32_t> first_served = ServedPartitions(first.Log());
-  ASSERT_FALSE(first_served.empty());
+  const auto first_served = ServedPartitions(first);
+  ASSERT_TRUE(first_served) << first_served.error();
+  ASSERT_FALSE(first_served->empty());
   std::map<int32_t, int64_t> applied;  // where first's last restore of each partition ended
   for (const auto& r : Restores(first.Log())) applied[r.partition] = r.end;
 
@@ -83,7 +84,12 @@ TEST_F(RestartIntegrationTest, RestartedAllocatorCatchesUpFromItsAppliedOffset) 
   first.process->Kill();
   auto status = first.process->WaitExit(seconds(10));
   EXPECT_EQ(status.signal, SIGKILL) << status.ToString();
-  ASSERT_TRUE(WaitUntil([&] { return ServedPartitions(second.Log()).size() == 4u; }, seconds(60)))
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto served = ServedPartitions(second);
+        return served && served->size() == 4u;
+      },
+      seconds(60)))
       << second.name << " did not take every partition over";
   ASSERT_NO_FATAL_FAILURE(serve("after kill -9 of " + first.name));
 
@@ -97,7 +103,7 @@ TEST_F(RestartIntegrationTest, RestartedAllocatorCatchesUpFromItsAppliedOffset) 
   ASSERT_TRUE(balanced) << balanced.error();
   int caught_up = 0;
   for (const auto& r : Restores(first.Log())) {
-    const bool served_before = first_served.contains(r.partition);
+    const bool served_before = first_served->contains(r.partition);
     std::cout << first.name << " restarted: partition " << r.partition
               << " (served before: " << (served_before ? "yes" : "no") << ") restored " << r.records
               << " records, offsets " << r.from << " to " << r.end << ", in " << r.millis << " ms"
@@ -111,7 +117,7 @@ TEST_F(RestartIntegrationTest, RestartedAllocatorCatchesUpFromItsAppliedOffset) 
     EXPECT_GT(r.records, 0) << "the other allocator's records were not read";
     ++caught_up;
   }
-  EXPECT_EQ(caught_up, static_cast<int>(first_served.size()));
+  EXPECT_EQ(caught_up, static_cast<int>(first_served->size()));
   ASSERT_NO_FATAL_FAILURE(serve("after the restart of " + first.name));
 
   for (const auto& [tag, ids] : every_id) {

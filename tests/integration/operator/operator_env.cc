@@ -1,122 +1,14 @@
 #include "tests/integration/operator/operator_env.h"
 
 #include <iostream>
-#include <regex>
 
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/http_client.h"
 #include "tests/integration/id_load.h"
 
 namespace kleaf::integration::mistakes {
-namespace {
 
 using std::chrono::milliseconds;
-
-std::string Tail(const std::string& text, size_t chars = 4000) {
-  return text.size() <= chars ? text : "[...]" + text.substr(text.size() - chars);
-}
-
-std::string RoleName(const Node& node) {
-  return node.role == Node::Role::kAllocator ? "allocator" : "gateway";
-}
-
-}  // namespace
-
-std::map<std::string, std::string> ShortLeases(int64_t ttl_ms) {
-  return {{"workers.lease_ttl_ms", std::to_string(ttl_ms)},
-          {"workers.renew_interval_ms", std::to_string(kRenewIntervalMs)},
-          {"workers.safety_margin_ms", std::to_string(kSafetyMarginMs)},
-          {"workers.max_clock_skew_ms", std::to_string(kMaxClockSkewMs)},
-          {"workers.claim_timeout_ms", "20000"}};
-}
-
-std::expected<void, std::string> Spawn(Node& node, ProcessEnv env,
-                                       std::vector<std::string> prefix) {
-  if (node.process) {
-    if (node.process->running() && node.process->WaitExit(milliseconds(0)).timed_out) {
-      return std::unexpected(node.name + " is still running");
-    }
-    node.earlier_logs += "----- earlier run -----\n" + node.process->Stderr();
-    node.process.reset();
-  }
-  e2e::ProcessOptions options;
-  options.args = {RoleName(node), "--config", node.config.string()};
-  options.prefix = std::move(prefix);
-  options.env = std::move(env);
-  auto p = e2e::KleafProcess::Start(std::move(options));
-  if (!p) return std::unexpected(node.name + ": " + p.error());
-  node.process = std::move(*p);
-  node.port = 0;
-  return {};
-}
-
-std::expected<void, std::string> WaitReady(Node& node, milliseconds timeout) {
-  static const std::regex kListening(R"(kleaf gateway listening on http://\S+:(\d+)\r?\n)");
-  static const std::regex kRunning(R"(kleaf allocator running; http://\S+:(\d+)\r?\n)");
-  const std::regex& ready = node.role == Node::Role::kGateway ? kListening : kRunning;
-  std::string error;
-  bool done = WaitUntil(
-      [&] {
-        std::string out = node.process->Stdout();
-        if (std::smatch m; std::regex_search(out, m, ready)) {
-          node.port = static_cast<uint16_t>(std::stoi(m[1].str()));
-          return true;
-        }
-        if (auto s = node.process->WaitExit(milliseconds(0)); !s.timed_out) {
-          error = "exited (" + s.ToString() + ")";
-          return true;
-        }
-        return false;
-      },
-      timeout);
-  if (!done) error = "no ready line before the deadline";
-  if (!error.empty()) {
-    return std::unexpected(node.name + ": " + error + "; stdout:\n" + node.process->Stdout() +
-                           "\nstderr:\n" + Tail(node.process->Stderr()));
-  }
-  return {};
-}
-
-std::expected<void, std::string> StartNode(Node& node, ProcessEnv env,
-                                           std::vector<std::string> prefix,
-                                           milliseconds timeout) {
-  if (auto r = Spawn(node, std::move(env), std::move(prefix)); !r) return r;
-  return WaitReady(node, timeout);
-}
-
-std::expected<Exit, std::string> StartExpectingExit(Node& node, milliseconds timeout,
-                                                    ProcessEnv env) {
-  const auto start = SteadyClock::now();
-  if (auto r = Spawn(node, std::move(env)); !r) return std::unexpected(r.error());
-  Exit exit;
-  WaitUntil(
-      [&] {
-        exit.status = node.process->WaitExit(milliseconds(0));
-        return !exit.status.timed_out;
-      },
-      timeout);
-  exit.seconds = SecondsSince(start);
-  exit.out = node.process->Stdout();
-  exit.err = node.process->Stderr();
-  exit.was_ready = exit.out.find("listening on") != std::string::npos ||
-                   exit.out.find("kleaf allocator running") != std::string::npos;
-  if (exit.status.timed_out) {
-    node.process->KillAndWait();
-    return std::unexpected(node.name + " still ran after " +
-                           std::to_string(timeout.count()) + " ms (killed now); stdout:\n" +
-                           exit.out + "\nstderr:\n" + Tail(exit.err));
-  }
-  return exit;
-}
-
-std::vector<int64_t> ClaimedWorkerIds(const std::string& log) {
-  static const std::regex kClaimed(R"(\[lease\] claimed worker id (\d+))");
-  std::vector<int64_t> out;
-  for (std::sregex_iterator it(log.begin(), log.end(), kClaimed), end; it != end; ++it) {
-    out.push_back(std::stoll((*it)[1].str()));
-  }
-  return out;
-}
 
 // --- Client load ---------------------------------------------------------------------------------
 

@@ -1,7 +1,6 @@
-// Test support for the operator-mistakes suite (issue 11): nodes of a Cluster started by hand
-// (with an environment, behind a command prefix, or expected to refuse), snowflake client load,
-// Kafka's own Admin API for what an operator does to topics, and the duplicate report every
-// scenario prints.
+// Test support for the operator-mistakes suite (issue 11), on top of the cluster harness
+// (../cluster_env.h): snowflake and segment client load, Kafka's own Admin API for what an operator
+// does to topics, and the duplicate report every scenario prints.
 #pragma once
 
 #include <atomic>
@@ -22,48 +21,12 @@
 
 namespace kleaf::integration::mistakes {
 
-using ProcessEnv = std::vector<std::pair<std::string, std::string>>;
-
 // The message substrings the product promises (issue 11; exact, case-sensitive).
-inline constexpr char kClaimedLine[] = "[lease] claimed worker id";
 inline constexpr char kLostLine[] = "lost worker id";
 inline constexpr char kArrivedOnPartition[] = "arrived on partition";
 inline constexpr char kPartitionsAdded[] = "partitions were added";
 inline constexpr char kRecreated[] = "recreated";
 inline constexpr char kHoldsStateOf[] = "holds the state of";
-
-// Short leases (validation: ttl >= 2 * renew + margin, margin >= skew).
-inline constexpr int64_t kRenewIntervalMs = 1000;
-inline constexpr int64_t kSafetyMarginMs = 2000;
-inline constexpr int64_t kMaxClockSkewMs = 1000;
-std::map<std::string, std::string> ShortLeases(int64_t ttl_ms);
-
-// Spawns `node` (again: its earlier run's log is kept) on its config, behind `prefix` with `env`.
-std::expected<void, std::string> Spawn(Node& node, ProcessEnv env = {},
-                                       std::vector<std::string> prefix = {});
-// Waits for the node's ready line (gateway: "listening on", allocator: "running") and sets its
-// port; an error with its output if it exits first or the deadline passes.
-std::expected<void, std::string> WaitReady(Node& node, std::chrono::milliseconds timeout);
-// Spawn + WaitReady.
-std::expected<void, std::string> StartNode(Node& node, ProcessEnv env = {},
-                                           std::vector<std::string> prefix = {},
-                                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
-
-// How a node ended that was expected to refuse.
-struct Exit {
-  e2e::ExitStatus status;
-  bool was_ready = false;  // printed its ready line before it exited
-  std::string out;
-  std::string err;
-  double seconds = 0;  // from spawn to exit
-};
-// Spawns `node` and waits for it to exit by itself; an error if it still runs at the deadline
-// (it is killed then).
-std::expected<Exit, std::string> StartExpectingExit(Node& node, std::chrono::milliseconds timeout,
-                                                    ProcessEnv env = {});
-
-// The worker ids of "[lease] claimed worker id N" lines of `log`, in order.
-std::vector<int64_t> ClaimedWorkerIds(const std::string& log);
 
 // Client threads fetching IDs from one gateway (count= per request, keep-alive, each client
 // cycling through `tags`) until Stop() or until each made max_requests requests. Keeps every ID

@@ -6,12 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <string>
@@ -125,12 +123,12 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnTwoGatewaysLeasesTwoWorkerIds) {
   }
   ASSERT_TRUE(StartNode(g1)) << cluster.Logs();
   ASSERT_TRUE(StartNode(g2)) << cluster.Logs();
-  auto claims1 = ClaimedWorkerIds(g1.Log());
-  auto claims2 = ClaimedWorkerIds(g2.Log());
-  ASSERT_EQ(claims1.size(), 1u) << g1.Log();
-  ASSERT_EQ(claims2.size(), 1u) << g2.Log();
-  EXPECT_NE(claims1.front(), claims2.front())
-      << "two running gateways with node.id gw-same both claimed worker id " << claims1.front();
+  auto worker1 = WorkerIdOf(g1.port);
+  auto worker2 = WorkerIdOf(g2.port);
+  ASSERT_TRUE(worker1) << worker1.error();
+  ASSERT_TRUE(worker2) << worker2.error();
+  EXPECT_NE(*worker1, *worker2)
+      << "two running gateways with node.id gw-same both claimed worker id " << *worker1;
 
   std::vector<int64_t> all;
   std::vector<int64_t> first_run;
@@ -146,8 +144,8 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnTwoGatewaysLeasesTwoWorkerIds) {
     first_run = l1.Ids();
     auto ids2 = l2.Ids();
     workers2 = WorkersOf(ids2);
-    EXPECT_EQ(WorkersOf(first_run), std::set<int64_t>{claims1.front()});
-    EXPECT_EQ(workers2, std::set<int64_t>{claims2.front()});
+    EXPECT_EQ(WorkersOf(first_run), std::set<int64_t>{*worker1});
+    EXPECT_EQ(workers2, std::set<int64_t>{*worker2});
     Append(all, first_run);
     Append(all, ids2);
   }
@@ -158,9 +156,9 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnTwoGatewaysLeasesTwoWorkerIds) {
   const auto killed = SteadyClock::now();
   ASSERT_TRUE(StartNode(g1)) << cluster.Logs();
   const double claimed_after_s = SecondsSince(killed);
-  auto again = ClaimedWorkerIds(g1.Log());
-  ASSERT_EQ(again.size(), 1u) << g1.Log();
-  EXPECT_EQ(again.front(), claims1.front()) << "the restart on its own state.path got another id";
+  auto again = WorkerIdOf(g1.port);
+  ASSERT_TRUE(again) << again.error();
+  EXPECT_EQ(*again, *worker1) << "the restart on its own state.path got another id";
   EXPECT_LT(claimed_after_s * 1000, kTtlMs / 2)
       << "the restart waited for the lease TTL instead of proving the old process gone";
   {
@@ -170,7 +168,7 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnTwoGatewaysLeasesTwoWorkerIds) {
         << l1.Summary() << "; " << l2.Summary();
     l1.Stop();
     l2.Stop();
-    std::cout << "[ operator ] restart after kill -9 claimed worker id " << again.front() << " "
+    std::cout << "[ operator ] restart after kill -9 claimed worker id " << *again << " "
               << claimed_after_s << " s after the kill (lease TTL " << kTtlMs / 1000 << " s); "
               << l1.Summary() << "; " << l2.Summary() << "\n";
     Append(all, l1.Ids());
@@ -211,13 +209,9 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnGatewayAndProducerLeasesTwoWorkerIds) {
       seconds(60)));
   ASSERT_TRUE(producer_exit.empty()) << "producer exited (" << producer_exit << "):\n"
                                      << (*producer)->Stderr();
-  auto gateway_claims = ClaimedWorkerIds(g.Log());
-  auto producer_claims = ClaimedWorkerIds((*producer)->Stderr());
-  ASSERT_EQ(gateway_claims.size(), 1u) << g.Log();
-  ASSERT_EQ(producer_claims.size(), 1u) << (*producer)->Stderr();
-  EXPECT_NE(gateway_claims.front(), producer_claims.front())
-      << "the gateway and the producer with node.id host-1 both claimed worker id "
-      << gateway_claims.front();
+  // The producer's worker id shows in the snowflake IDs it publishes (checked below).
+  auto gateway_worker = WorkerIdOf(g.port);
+  ASSERT_TRUE(gateway_worker) << gateway_worker.error();
 
   // The gateway serves while a consumer group (this test) keeps consuming the ids topic, so the
   // producer keeps publishing.
@@ -271,6 +265,10 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnGatewayAndProducerLeasesTwoWorkerIds) {
   std::cout << "[ operator ] gateway worker ids " << Joined(gateway_workers)
             << ", producer worker ids " << Joined(producer_workers) << "; producer published "
             << producer_ids.size() << " snowflake IDs\n";
+  EXPECT_EQ(producer_workers.size(), 1u) << "one producer run, one worker id";
+  EXPECT_FALSE(producer_workers.contains(*gateway_worker))
+      << "the gateway and the producer with node.id host-1 both claimed worker id "
+      << *gateway_worker;
   std::set<int64_t> shared;
   std::set_intersection(gateway_workers.begin(), gateway_workers.end(), producer_workers.begin(),
                         producer_workers.end(), std::inserter(shared, shared.end()));
@@ -478,6 +476,13 @@ TEST_F(OperatorMistakesTest, PartitionsAddedToLiveTopicsAreNeverServedAndNewNode
   // refresh (topic.metadata.refresh.interval.ms, 5 min by default) or at a rebalance. If none
   // came by itself, an operator stops alloc-2 (SIGTERM): alloc-1 takes over what the group gives.
   std::vector<Node*> allocators = nodes->allocators;
+  // What each allocator's /metrics said last about its partitions (alloc-2's before it stops).
+  std::map<const Node*, std::map<int32_t, PartitionActivity>> partitions_of;
+  auto observe = [&](const Node& n) {
+    auto seen = AllocatorPartitions(n);
+    EXPECT_TRUE(seen) << seen.error();
+    if (seen) partitions_of[&n] = *seen;
+  };
   auto noticed_by = [&] {
     for (Node* n : allocators) {
       if (n->Log().find(kPartitionsAdded) != std::string::npos) return true;
@@ -489,6 +494,7 @@ TEST_F(OperatorMistakesTest, PartitionsAddedToLiveTopicsAreNeverServedAndNewNode
   if (!noticed) {
     how = "after alloc-2 was stopped (a rebalance)";
     Node& alloc2 = *allocators[1];
+    observe(alloc2);
     alloc2.process->Terminate();
     auto s = alloc2.process->WaitExit(seconds(30));
     EXPECT_TRUE(s.exited && s.code == 0) << s.ToString();
@@ -505,17 +511,15 @@ TEST_F(OperatorMistakesTest, PartitionsAddedToLiveTopicsAreNeverServedAndNewNode
   a.Stop();
   b.Stop();
   for (Node* n : allocators) {
-    const std::string log = n->Log();
-    for (int32_t p : {4, 5}) {
-      EXPECT_EQ(log.find(RestoredNeedle(p)), std::string::npos)
+    if (!n->Exited()) observe(*n);
+    for (const auto& [p, activity] : partitions_of[n]) {
+      EXPECT_TRUE(p < 4 || (activity.takeovers == 0 && !activity.serving))
           << n->name << " took over partition " << p << " beyond the layout";
     }
-    for (const auto& line : LinesWith(log, kPartitionsAdded)) {
+    for (const auto& line : LinesWith(n->Log(), kPartitionsAdded)) {
       std::cout << "[ operator ] " << n->name << ": " << line << "\n";
       break;
     }
-    auto served = ServedPartitions(log);
-    EXPECT_TRUE(served.empty() || *served.rbegin() < 4) << n->name;
   }
   std::cout << "[ operator ] partitions added: noticed " << how << ", " << noticed_after_s
             << " s after the change; "
@@ -601,18 +605,26 @@ TEST_F(OperatorMistakesTest, RecreatedStateTopicIsRefusedByOldAndFreshAllocators
   after.Stop();
   for (Node* n : {&alloc, &fresh}) {
     auto s = n->process->WaitExit(milliseconds(0));
-    const std::string log = n->Log();
-    auto lines = LinesWith(log, kRecreated);
+    auto lines = LinesWith(n->Log(), kRecreated);
+    // A run that exited serves nothing; a running one says on its /metrics.
+    std::expected<std::set<int32_t>, std::string> served = std::set<int32_t>();
+    if (s.timed_out) {
+      if (auto ready = WaitReady(*n, SteadyClock::now() + seconds(10)); ready) {
+        served = ServedPartitions(*n);
+      } else {
+        served = std::unexpected(ready.error());
+      }
+    }
     std::cout << "[ operator ] " << n->name << ": "
               << (s.timed_out ? std::string("still running") : s.ToString()) << "; "
               << (lines.empty() ? std::string("no line with \"recreated\"") : lines.front())
-              << "; serves " << ServedPartitions(log).size() << " partitions\n";
+              << "; serves " << (served ? std::to_string(served->size()) : "?") << " partitions\n";
     EXPECT_FALSE(lines.empty()) << n->name << " said nothing about a recreated state topic";
     if (!s.timed_out) {
       EXPECT_TRUE(s.exited && s.code == 1) << n->name << ": " << s.ToString();
     }
-    EXPECT_TRUE(ServedPartitions(log).empty())
-        << n->name << " serves partitions of the recreated state topic";
+    ASSERT_TRUE(served) << served.error();
+    EXPECT_TRUE(served->empty()) << n->name << " serves partitions of the recreated state topic";
   }
   EXPECT_TRUE(both) << "not both allocators refused within 60 s";
   std::cout << "[ operator ] " << before.Summary() << "; after: " << after.Summary() << "\n";
@@ -667,30 +679,6 @@ TEST_F(OperatorMistakesTest, AllocatorWithAnotherTopicPrefixOnAClusterStatePathR
   EXPECT_EQ(ReportSegmentDuplicates("allocator with another topic prefix", {&a, &b}, tags), 0);
 }
 
-// libfaketime reading its offset from a file the test rewrites: the clock of a running gateway
-// moves. Offsets in libfaketime's syntax ("+60": a minute ahead).
-class OffsetFile {
- public:
-  explicit OffsetFile(const std::filesystem::path& dir) : file_(dir / "faketime.offset") {
-    Set("+0");
-  }
-  void Set(const std::string& offset) {
-    auto tmp = file_;
-    tmp += ".tmp";
-    std::ofstream(tmp) << offset << "\n";
-    std::filesystem::rename(tmp, file_);  // never a half-written file
-  }
-  ProcessEnv Environment() const {
-    return {{"LD_PRELOAD", KLEAF_LIBFAKETIME},
-            {"FAKETIME_TIMESTAMP_FILE", file_.string()},
-            {"FAKETIME_NO_CACHE", "1"},
-            {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
-  }
-
- private:
-  std::filesystem::path file_;
-};
-
 // --- 6. snowflake.time_unit_ms of a second and more --------------------------------------------
 
 class TimeUnitTest : public OperatorMistakesTest,
@@ -699,7 +687,7 @@ class TimeUnitTest : public OperatorMistakesTest,
 // Two gateways (one of them restarted after a kill -9) serve for three renew intervals and more:
 // no lease is revoked, no request answered 503 after that, no ID twice.
 TEST_P(TimeUnitTest, LeasesHoldWithALongTimeUnit) {
-  if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
+  if (e2e::Libfaketime().empty()) GTEST_SKIP() << "libfaketime is not installed";
   const int64_t unit_ms = GetParam();
   auto keys = ShortLeases(6000);
   keys["snowflake.time_unit_ms"] = std::to_string(unit_ms);
@@ -711,7 +699,7 @@ TEST_P(TimeUnitTest, LeasesHoldWithALongTimeUnit) {
   // NTP-synchronised hosts may be. A renewal that reported the end of the current tick would be
   // ahead of the allocator's clock by up to unit + 0.5 s, beyond the skew bound. g2 also crashes
   // and comes back on its own state.path (a same-node claim sets a floor ahead of the clock).
-  OffsetFile offset(cluster.dir());
+  e2e::OffsetFile offset(cluster.dir());
   offset.Set("+0.5");
   Node& g2 = cluster.AddGateway("gw-ahead", 1);
   ASSERT_TRUE(StartNode(g2, offset.Environment())) << cluster.Logs();
@@ -753,7 +741,7 @@ INSTANTIATE_TEST_SUITE_P(OperatorMistakes, TimeUnitTest, ::testing::Values(1000,
 // --- 7. A clock jumped forward during a broker outage, kill -9, the worker id recycled ------------
 
 TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeverRepeats) {
-  if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
+  if (e2e::Libfaketime().empty()) GTEST_SKIP() << "libfaketime is not installed";
   // Long enough for the broker's shutdown to fit in what is left of the lease after the last
   // renewal (ttl - margin): the jump must come while the gateway still issues.
   constexpr int64_t kTtlMs = 15000;
@@ -768,12 +756,12 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
   Cluster cluster(broker_, "op-jump", keys);
   auto nodes = cluster.StartNodes(1, 0);
   ASSERT_TRUE(nodes) << nodes.error();
-  OffsetFile offset(cluster.dir());
+  e2e::OffsetFile offset(cluster.dir());
   Node& jumper = cluster.AddGateway("gw-jumper", 0);
   ASSERT_TRUE(StartNode(jumper, offset.Environment())) << cluster.Logs();
-  auto claims = ClaimedWorkerIds(jumper.Log());
-  ASSERT_EQ(claims.size(), 1u) << jumper.Log();
-  const int64_t x = claims.front();
+  auto claimed = WorkerIdOf(jumper.port);
+  ASSERT_TRUE(claimed) << claimed.error();
+  const int64_t x = *claimed;
 
   std::vector<int64_t> jumper_ids;
   int64_t jump_at_ms = 0;
@@ -840,12 +828,10 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
   std::string registry;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        e2e::HttpClient client(probe.port, seconds(10));
-        auto reply = client.Get("/api/v1/workers", e2e::Bearer(e2e::kAdminToken));
-        if (!reply || reply->status != 200) return false;
-        registry = reply->body;
-        auto j = nlohmann::json::parse(reply->body, nullptr, false);
-        return j.is_object() && j.value("leased", int64_t{-1}) == 3;
+        auto view = GetWorkers(probe.port);
+        if (!view) return false;
+        registry = view->body;
+        return view->leased == 3;
       },
       seconds(90)))
       << "worker id " << x << " still leased " << SecondsSince(killed)
@@ -853,10 +839,10 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
   const double freed_after_s = SecondsSince(killed);
   Node& heir = cluster.AddGateway("gw-heir", 1);
   ASSERT_TRUE(StartNode(heir)) << cluster.Logs();
-  auto heir_claims = ClaimedWorkerIds(heir.Log());
-  ASSERT_EQ(heir_claims.size(), 1u) << heir.Log();
-  ASSERT_EQ(heir_claims.front(), x) << "the crashed gateway's worker id was not recycled: this "
-                                       "run tested nothing";
+  auto heir_worker = WorkerIdOf(heir.port);
+  ASSERT_TRUE(heir_worker) << heir_worker.error();
+  ASSERT_EQ(*heir_worker, x) << "the crashed gateway's worker id was not recycled: this "
+                                "run tested nothing";
   std::vector<int64_t> heir_ids;
   {
     // Idle (no IDs) until the heir's timestamps reach what the jumped gateway issued.

@@ -18,7 +18,7 @@ TEST_F(WorkerRegistryTest, KilledGatewaysWorkerIdIsRecycledAfterTheTtlForLaterTi
   constexpr int64_t kTtlMs = 10000;
   auto keys = layout.Keys();
   keys["workers.lease_ttl_ms"] = std::to_string(kTtlMs);
-  RegistryCluster cluster(bootstrap_, "recycle", keys);
+  RegistryCluster cluster(broker_, "recycle", keys);
   auto allocator = cluster.StartAllocator();
   ASSERT_TRUE(allocator) << allocator.error();
 
@@ -27,14 +27,17 @@ TEST_F(WorkerRegistryTest, KilledGatewaysWorkerIdIsRecycledAfterTheTtlForLaterTi
   Node& a = cluster.AddGateway("a");
   Node& fill2 = cluster.AddGateway("fill-2");
   for (Node* g : {&fill1, &a, &fill2}) {
-    auto r = cluster.StartGateway(*g);
+    auto r = StartNode(*g);
     ASSERT_TRUE(r) << r.error();
   }
-  ASSERT_TRUE(fill1.CurrentClaim() && a.CurrentClaim() && fill2.CurrentClaim()) << cluster.Logs();
-  const int64_t x = a.CurrentClaim()->worker_id;
-  EXPECT_EQ(fill1.CurrentClaim()->worker_id, 0);
+  auto fill1_worker = WorkerIdOf(fill1.port);
+  auto a_worker = WorkerIdOf(a.port);
+  auto fill2_worker = WorkerIdOf(fill2.port);
+  ASSERT_TRUE(fill1_worker && a_worker && fill2_worker) << cluster.Logs();
+  const int64_t x = *a_worker;
+  EXPECT_EQ(*fill1_worker, 0);
   EXPECT_EQ(x, 1);
-  EXPECT_EQ(fill2.CurrentClaim()->worker_id, 2);
+  EXPECT_EQ(*fill2_worker, 2);
 
   // A issues IDs, then crashes.
   std::vector<int64_t> a_ids;
@@ -53,15 +56,16 @@ TEST_F(WorkerRegistryTest, KilledGatewaysWorkerIdIsRecycledAfterTheTtlForLaterTi
   // While A's lease is valid: a newcomer gets the never used id 3, not X...
   Node& b = cluster.AddGateway("b");
   {
-    auto r = cluster.StartGateway(b);
+    auto r = StartNode(b);
     ASSERT_TRUE(r) << r.error();
   }
-  ASSERT_TRUE(b.CurrentClaim()) << b.Log();
-  EXPECT_EQ(b.CurrentClaim()->worker_id, 3) << "a newcomer was given a worker id of a valid lease";
+  EXPECT_EQ(WorkerIdOf(b.port).value_or(-1), 3)
+      << "a newcomer was given a worker id of a valid lease";
   // ...and one more is refused: X still counts as leased.
   Node& c = cluster.AddGateway("c");
-  auto refused = cluster.StartExpectingExit(c);
+  auto refused = StartExpectingExit(c);
   ASSERT_TRUE(refused) << refused.error();
+  EXPECT_FALSE(refused->was_ready) << "it served before it exited: " << refused->out;
   EXPECT_TRUE(refused->status.exited && refused->status.code != 0) << refused->status.ToString();
   EXPECT_NE(refused->err.find(kLeasedMessage), std::string::npos) << refused->err;
   // Leases only run out here (nobody renews X), so "still 4 leased" now means X's lease was valid
@@ -94,13 +98,13 @@ TEST_F(WorkerRegistryTest, KilledGatewaysWorkerIdIsRecycledAfterTheTtlForLaterTi
 
   // Now c gets X, for timestamps after everything A issued.
   {
-    auto r = cluster.StartGateway(c);
+    auto r = StartNode(c);
     ASSERT_TRUE(r) << r.error();
   }
-  auto claim = c.CurrentClaim();
-  ASSERT_TRUE(claim) << c.Log();
-  EXPECT_EQ(claim->worker_id, x) << "the expired id was not recycled";
-  EXPECT_GT(claim->not_before_ms, a_last_ms) << "the recycled id's not_before is not above A's IDs";
+  EXPECT_EQ(WorkerIdOf(c.port).value_or(-1), x) << "the expired id was not recycled";
+  const auto not_before_ms = ClaimedNotBeforeMs(c);
+  ASSERT_TRUE(not_before_ms) << c.Log();
+  EXPECT_GT(*not_before_ms, a_last_ms) << "the recycled id's not_before is not above A's IDs";
   std::vector<int64_t> c_ids;
   for (int i = 0; i < 4; ++i) {
     auto ids = GetSnowflakes(c.port, "recycle", i % 2 == 0 ? 1000 : 1);
@@ -113,7 +117,7 @@ TEST_F(WorkerRegistryTest, KilledGatewaysWorkerIdIsRecycledAfterTheTtlForLaterTi
     c_first_ms = std::min(c_first_ms, Split(layout, id).timestamp_ms);
   }
   EXPECT_GT(c_first_ms, a_last_ms) << "the recycled id issued a timestamp A had used";
-  EXPECT_GT(c_first_ms, claim->not_before_ms);
+  EXPECT_GT(c_first_ms, *not_before_ms);
   std::vector<int64_t> both = a_ids;
   both.insert(both.end(), c_ids.begin(), c_ids.end());
   auto duplicate = FindDuplicate(both);
@@ -128,7 +132,7 @@ TEST_F(WorkerRegistryTest, KilledGatewaysWorkerIdIsRecycledAfterTheTtlForLaterTi
             << " s after kill -9 (b got 3, c refused); freed " << freed_after_kill_s
             << " s after the kill (" << freed_after_issue_s << " s after A's last ID, TTL "
             << kTtlMs / 1000.0 << " s); c's first timestamp " << (c_first_ms - a_last_ms)
-            << " ms after A's last, not_before " << (claim->not_before_ms - a_last_ms)
+            << " ms after A's last, not_before " << (*not_before_ms - a_last_ms)
             << " ms after it\n";
 }
 

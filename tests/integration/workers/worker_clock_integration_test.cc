@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -33,21 +32,12 @@ constexpr char kLocalMarkRefusal[] = "behind the last snowflake timestamp this n
 constexpr char kClockBack[] = "-15s";
 constexpr int64_t kClockBackMs = -15000;
 
-// libfaketime preloaded with a relative offset (as `faketime -m -f OFFSET` would), through env(1)
-// rather than the faketime wrapper: the wrapper creates a named semaphore per pid with O_EXCL that
-// a process killed with kill -9 leaves behind, and a later wrapper given the same pid then refuses
-// to start ("sem_open: File exists"). The monotonic clock (deadlines) stays true: kFaketimeEnv.
-std::vector<std::string> Faketime(const std::string& offset) {
-  return {"/usr/bin/env", std::string("LD_PRELOAD=") + KLEAF_LIBFAKETIME, "FAKETIME=" + offset};
-}
-const Env kFaketimeEnv = {{"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
-
 class WorkerClockTest : public WorkerRegistryTest {
  protected:
   void SetUp() override {
     WorkerRegistryTest::SetUp();
     if (IsSkipped()) return;
-    if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
+    if (e2e::Libfaketime().empty()) GTEST_SKIP() << "libfaketime is not installed";
   }
 };
 
@@ -59,24 +49,26 @@ std::string ClockRefusal(const std::string& err) {
 }
 
 TEST_F(WorkerClockTest, StartWithTheClockSetBackIsRefused) {
-  RegistryCluster cluster(bootstrap_, "clockstart");
+  RegistryCluster cluster(broker_, "clockstart");
   auto allocator = cluster.StartAllocator();
   ASSERT_TRUE(allocator) << allocator.error();
   // A refused claim is retried until claim_timeout_ms (a queued request makes a good clock look
   // behind): keep that short.
   Node& g = cluster.AddGateway("gw", {{"workers.claim_timeout_ms", "4000"}});
   {
-    auto r = cluster.StartGateway(g);
+    auto r = StartNode(g);
     ASSERT_TRUE(r) << r.error();
   }
-  const int64_t worker = g.CurrentClaim().value_or(Claim{}).worker_id;
+  const int64_t worker = WorkerIdOf(g.port).value_or(-1);
   auto before = GetSnowflakes(g.port, "clock", 500);
   ASSERT_TRUE(before) << before.error();
-  auto stopped = cluster.Stop(g);
+  auto stopped = Stop(g);
   ASSERT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString();
 
-  auto refused = cluster.StartExpectingExit(g, Faketime(kClockBack), kFaketimeEnv);
+  auto refused =
+      StartExpectingExit(g, seconds(60), e2e::FaketimeEnv(), e2e::FaketimePrefix(kClockBack));
   ASSERT_TRUE(refused) << refused.error();
+  EXPECT_FALSE(refused->was_ready) << "it served before it exited: " << refused->out;
   EXPECT_TRUE(refused->status.exited && refused->status.code != 0) << refused->status.ToString();
   const std::string which = ClockRefusal(refused->err);
   ASSERT_FALSE(which.empty()) << "no clock refusal in:\n" << refused->err;
@@ -95,10 +87,10 @@ TEST_F(WorkerClockTest, StartWithTheClockSetBackIsRefused) {
 
   // With the clock right again it serves, with the same id, above what it issued before.
   {
-    auto r = cluster.StartGateway(g);
+    auto r = StartNode(g);
     ASSERT_TRUE(r) << r.error();
   }
-  EXPECT_EQ(g.CurrentClaim().value_or(Claim{}).worker_id, worker);
+  EXPECT_EQ(WorkerIdOf(g.port).value_or(-1), worker);
   auto after = GetSnowflakes(g.port, "clock", 500);
   ASSERT_TRUE(after) << after.error();
   EXPECT_GT(after->front(), before->back());
@@ -108,7 +100,7 @@ TEST_F(WorkerClockTest, StartWithTheClockSetBackAndLocalStateLostIsRefusedByTheR
   // The registry accepts clocks up to 30 s off here, and the gateway comes back without its local
   // state: only the last timestamp the registry keeps for its worker id stands between it and the
   // IDs it issued before (validation: margin >= skew, ttl >= 2 * renew + margin).
-  RegistryCluster cluster(bootstrap_, "clockmark",
+  RegistryCluster cluster(broker_, "clockmark",
                           {{"workers.max_clock_skew_ms", "30000"},
                            {"workers.safety_margin_ms", "30000"},
                            {"workers.lease_ttl_ms", "32000"}});
@@ -116,18 +108,20 @@ TEST_F(WorkerClockTest, StartWithTheClockSetBackAndLocalStateLostIsRefusedByTheR
   ASSERT_TRUE(allocator) << allocator.error();
   Node& g = cluster.AddGateway("gw", {{"workers.claim_timeout_ms", "4000"}});
   {
-    auto r = cluster.StartGateway(g);
+    auto r = StartNode(g);
     ASSERT_TRUE(r) << r.error();
   }
   auto before = GetSnowflakes(g.port, "clock", 500);
   ASSERT_TRUE(before) << before.error();
   const auto last_issued = SteadyClock::now();
-  auto stopped = cluster.Stop(g);
+  auto stopped = Stop(g);
   ASSERT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString();
 
   cluster.Reconfigure(g, {{"state.path", "\"" + (cluster.dir() / "gw-new-state").string() + "\""}});
-  auto refused = cluster.StartExpectingExit(g, Faketime(kClockBack), kFaketimeEnv);
+  auto refused =
+      StartExpectingExit(g, seconds(60), e2e::FaketimeEnv(), e2e::FaketimePrefix(kClockBack));
   ASSERT_TRUE(refused) << refused.error();
+  EXPECT_FALSE(refused->was_ready) << "it served before it exited: " << refused->out;
   EXPECT_TRUE(refused->status.exited && refused->status.code != 0) << refused->status.ToString();
   EXPECT_NE(refused->err.find(kLocalMarkRefusal), std::string::npos) << refused->err;
   static const std::regex kBehind(R"(the clock is (\d+) ms behind)");
@@ -152,7 +146,7 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   // not_before only the timestamp its last renewal reported, which lags what the crashed run
   // issued; ClaimWorker now also counts up to min(lease end, now + max_clock_skew).)
   constexpr char kBehind[] = "-9";
-  RegistryCluster cluster(bootstrap_, "clockcrash",
+  RegistryCluster cluster(broker_, "clockcrash",
                           {{"workers.max_clock_skew_ms", "10000"},
                            {"workers.safety_margin_ms", "10000"},
                            // A same-node claim's not_before may lie up to 2 * skew ahead of
@@ -167,10 +161,10 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   const Layout layout;
   Node& g = cluster.AddGateway("gw");
   {
-    auto r = cluster.StartGateway(g);
+    auto r = StartNode(g);
     ASSERT_TRUE(r) << r.error();
   }
-  const int64_t worker = g.CurrentClaim().value_or(Claim{}).worker_id;
+  const int64_t worker = WorkerIdOf(g.port).value_or(-1);
 
   // IDs are issued without a pause until the crash.
   std::mutex mu;
@@ -239,15 +233,18 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   // is not an identity): its lease still runs, so the restarted node gets another worker id.
   cluster.Reconfigure(g, {{"state.path", "\"" + (cluster.dir() / "gw-fresh").string() + "\""}});
   {
-    auto r = cluster.StartGateway(g, Faketime(kBehind), kFaketimeEnv);
+    auto r = StartNode(g, e2e::FaketimeEnv(), e2e::FaketimePrefix(kBehind));
     ASSERT_TRUE(r) << r.error();
   }
-  auto early = g.CurrentClaim();
-  ASSERT_TRUE(early) << g.Log();
-  EXPECT_NE(early->worker_id, worker) << "a live lease went to a process that cannot prove its "
-                                         "holder gone";
-  EXPECT_NE(g.Log().find("already holds worker id " + std::to_string(worker)), std::string::npos)
-      << g.Log();
+  auto early = WorkerIdOf(g.port);
+  ASSERT_TRUE(early) << early.error();
+  EXPECT_NE(*early, worker) << "a live lease went to a process that cannot prove its holder gone";
+  {
+    // The crashed run's lease still counts beside the new one.
+    auto view = GetWorkers(g.port);
+    ASSERT_TRUE(view) << view.error();
+    EXPECT_EQ(view->leased, 2) << view->body;
+  }
   std::vector<int64_t> early_ids;
   {
     auto ids = GetSnowflakes(g.port, "crash", 1000);
@@ -264,13 +261,14 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   while (SteadyClock::now() < lease_over) std::this_thread::sleep_until(lease_over);
   cluster.Reconfigure(g, {{"state.path", "\"" + (cluster.dir() / "gw-fresh-2").string() + "\""}});
   {
-    auto r = cluster.StartGateway(g, Faketime(kBehind), kFaketimeEnv);
+    auto r = StartNode(g, e2e::FaketimeEnv(), e2e::FaketimePrefix(kBehind));
     ASSERT_TRUE(r) << r.error();
   }
   const double restarted_after_s = SecondsSince(killed);
-  auto claim = g.CurrentClaim();
-  ASSERT_TRUE(claim) << g.Log();
-  EXPECT_EQ(claim->worker_id, worker) << "the node id did not get its expired worker id back";
+  auto claimed = WorkerIdOf(g.port);
+  ASSERT_TRUE(claimed) << claimed.error();
+  EXPECT_EQ(*claimed, worker) << "the node id did not get its expired worker id back";
+  const int64_t not_before_ms = ClaimedNotBeforeMs(g).value_or(-1);
   std::vector<int64_t> new_ids;
   for (int i = 0; i < 3; ++i) {
     auto ids = GetSnowflakes(g.port, "crash", 1000);
@@ -287,61 +285,34 @@ TEST_F(WorkerClockTest, KilledGatewayRestartingWithoutLocalStateNeverGoesBackInT
   all.insert(all.end(), new_ids.begin(), new_ids.end());
   auto duplicate = FindDuplicate(all);
   std::cout << "[ worker ] crashed run issued " << old_ids.size() << " IDs (and answered "
-            << load_503 << " requests 503) up to " << old_last_ms << "; a fresh restart at once got "
-            << "worker id " << early->worker_id << " (" << early_ids.size()
-            << " IDs); after the lease, " << restarted_after_s << " s after the kill (clock "
-            << kBehind << " s, fresh state) it claimed worker id " << claim->worker_id
-            << " not before " << claim->not_before_ms << " ("
-            << (claim->not_before_ms - old_last_ms)
+            << load_503 << " requests 503) up to " << old_last_ms
+            << "; a fresh restart at once got "
+            << "worker id " << *early << " (" << early_ids.size() << " IDs); after the lease, "
+            << restarted_after_s << " s after the kill (clock " << kBehind
+            << " s, fresh state) it claimed worker id " << *claimed << " not before "
+            << not_before_ms << " (" << (not_before_ms - old_last_ms)
             << " ms from the crashed run's last timestamp); first new timestamp "
             << (new_first_ms - old_last_ms) << " ms from it; " << all.size() << " IDs checked, "
             << (duplicate ? *duplicate : std::string("no duplicate")) << "\n";
   EXPECT_GT(new_first_ms, old_last_ms)
       << "worker id " << worker << " went back in time: the restarted run issued timestamp "
       << new_first_ms << ", the crashed run had issued up to " << old_last_ms
-      << " (registry not_before " << claim->not_before_ms << ")";
+      << " (registry not_before " << not_before_ms << ")";
   EXPECT_FALSE(duplicate) << *duplicate;
 }
 
-// libfaketime reading its offset from a file we rewrite: the clock of a running gateway moves.
-class OffsetFile {
- public:
-  explicit OffsetFile(const std::filesystem::path& dir) : file_(dir / "faketime.offset") {
-    Set("+0");
-  }
-  // An offset in libfaketime's syntax: seconds with an optional fraction ("-0.003" is 3 ms back;
-  // beware "-3ms", which reads as 3 minutes).
-  void Set(const std::string& offset) {
-    // Replace atomically: the library must never read a half-written file.
-    auto tmp = file_;
-    tmp += ".tmp";
-    std::ofstream(tmp) << offset << "\n";
-    std::filesystem::rename(tmp, file_);
-  }
-  Env Environment() const {
-    return {{"LD_PRELOAD", KLEAF_LIBFAKETIME},
-            {"FAKETIME_TIMESTAMP_FILE", file_.string()},
-            {"FAKETIME_NO_CACHE", "1"},
-            {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
-  }
-
- private:
-  std::filesystem::path file_;
-};
-
 TEST_F(WorkerClockTest, ClockStepBackWhileRunningIsWaitedOutOrAnswered503) {
-  if (std::string(KLEAF_LIBFAKETIME).empty()) GTEST_SKIP() << "libfaketime is not installed";
   const Layout layout;
-  RegistryCluster cluster(bootstrap_, "clockrun");
+  RegistryCluster cluster(broker_, "clockrun");
   auto allocator = cluster.StartAllocator();
   ASSERT_TRUE(allocator) << allocator.error();
-  OffsetFile offset(cluster.dir());
+  e2e::OffsetFile offset(cluster.dir());
   Node& g = cluster.AddGateway("gw");  // snowflake.max_backward_ms: the default, 5
   {
-    auto r = cluster.StartGateway(g, {}, offset.Environment());
+    auto r = StartNode(g, offset.Environment());
     ASSERT_TRUE(r) << r.error();
   }
-  const int64_t worker = g.CurrentClaim().value_or(Claim{}).worker_id;
+  const int64_t worker = WorkerIdOf(g.port).value_or(-1);
 
   e2e::HttpClient client(g.port);
   std::vector<int64_t> ids;  // in the order issued
@@ -466,7 +437,7 @@ TEST_F(WorkerClockTest, ClockStepBackWhileRunningIsWaitedOutOrAnswered503) {
             << "\"), increasing throughout; lease renewal warnings: "
             << Count(g.Log(), "[lease] renewing worker id") << "\n";
 
-  auto stopped = cluster.Stop(g);
+  auto stopped = Stop(g);
   EXPECT_TRUE(stopped.exited && stopped.code == 0) << stopped.ToString();
 }
 
