@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -291,7 +291,7 @@ struct RestoredPartition {
   std::map<std::string, state::TagRecord> tags;
   std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
   int64_t records = 0;
-  int64_t skipped = 0;              // unreadable
+  int64_t skipped = 0;               // unreadable
   std::optional<Error> store_error;  // reading the store's record of a tag failed
 
   void Add(const kafka::Message& m, state::Store& store) {

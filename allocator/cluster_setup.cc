@@ -29,8 +29,8 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c) {
   if (!props) return std::unexpected(props.error());
   auto topics = TopicsFor(c);
   const auto start = std::chrono::steady_clock::now();
-  if (auto r = EnsureClusterTopics(*props, topics,
-                                   static_cast<int16_t>(c.kafka.replication_factor), kSetupTimeout);
+  if (auto r = EnsureClusterTopics(*props, topics, static_cast<int16_t>(c.kafka.replication_factor),
+                                   kSetupTimeout);
       !r) {
     return std::unexpected(r.error());
   }
@@ -38,9 +38,8 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c) {
   // Kafka gives up within it (plus librdkafka's teardown of a handle).
   const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - start);
-  auto layout =
-      ResolveLayout(*props, topics, c.kafka.partitions, c.node.id,
-                    std::max(std::chrono::milliseconds(1000), kSetupTimeout - spent));
+  auto layout = ResolveLayout(*props, topics, c.kafka.partitions, c.node.id,
+                              std::max(std::chrono::milliseconds(1000), kSetupTimeout - spent));
   if (!layout) return std::unexpected(layout.error());
   topics.partitions = layout->partitions;
   return ClusterSetup{std::move(*props), std::move(topics), std::move(*layout)};

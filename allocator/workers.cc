@@ -25,8 +25,8 @@ struct Choice {
   const WorkerRecord* conflict = nullptr;  // a live lease of another process with this node id
 };
 
-Choice ChooseWorkerId(const std::map<int64_t, const WorkerRecord*>& by_id,
-                      const Claimant& claimant, int64_t now_ms, const WorkerRules& rules) {
+Choice ChooseWorkerId(const std::map<int64_t, const WorkerRecord*>& by_id, const Claimant& claimant,
+                      int64_t now_ms, const WorkerRules& rules) {
   auto expired = [&](const WorkerRecord& r) { return r.lease_until_ms <= now_ms; };
   Choice c;
   // 1. This process's id, or the previous process's on the same state directory: it is gone.

@@ -26,7 +26,8 @@ class JsonLogFormatter final : public spdlog::formatter {
         text.remove_prefix(close + 2);
       }
     }
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch());
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch());
     const auto level = spdlog::level::to_string_view(msg.level);
     nlohmann::json line = {{"time", FormatUtcMs(ms.count())},
                            {"level", std::string(level.data(), level.size())},

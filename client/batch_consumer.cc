@@ -386,7 +386,8 @@ void BatchConsumer::Impl::OnMessage(kafka::Message message) {
   // Below the floor (claimed already: a stale re-fetch) or of a quarantined partition: not held.
   // The rest is checked again when claimed.
   auto it = partitions.find({message.topic, message.partition});
-  const bool stale = it != partitions.end() && it->second.floor && message.offset < *it->second.floor;
+  const bool stale =
+      it != partitions.end() && it->second.floor && message.offset < *it->second.floor;
   const bool quarantined = it != partitions.end() && it->second.quarantined;
   if (stale || quarantined) {
     std::lock_guard lock(mu);

@@ -166,8 +166,7 @@ void Api::Handle(HttpRequest request, Respond respond) {
   ServeV1(request, parts, query, std::move(respond));
 }
 
-bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name,
-                        const Respond& respond) {
+bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name, const Respond& respond) {
   const http::ReadyChecks readiness = [this] {
     return options_.monitor ? options_.monitor->Readiness() : std::vector<ReadyCheck>{};
   };
@@ -230,8 +229,8 @@ bool Api::IsGet(const HttpRequest& request, const Respond& respond) {
 
 bool Api::Admitted(const HttpRequest& request, const Respond& respond) const {
   if (Authorized(request.authorization)) return true;
-  Reject(respond, Error{Code::kUnauthenticated,
-                        "admin routes need 'Authorization: Bearer <admin token>'"});
+  Reject(respond,
+         Error{Code::kUnauthenticated, "admin routes need 'Authorization: Bearer <admin token>'"});
   return false;
 }
 

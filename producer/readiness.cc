@@ -14,9 +14,9 @@ std::vector<ReadyCheck> Readiness(const IdsProducer& producer, const snowflake::
   const int64_t age_ms = last < 0 ? -1 : (clock.MonotonicNs() - last) / 1'000'000;
   checks.push_back({"top_up", !producer.fatal() && last >= 0 && age_ms * 1'000'000 <= fresh_ns,
                     producer.fatal() ? "fenced by a newer run of this node"
-                    : last < 0       ? "no top-up round completed yet"
-                                     : "last top-up round completed " + std::to_string(age_ms) +
-                                           " ms ago"});
+                    : last < 0
+                        ? "no top-up round completed yet"
+                        : "last top-up round completed " + std::to_string(age_ms) + " ms ago"});
   if (lease != nullptr) {
     auto s = lease->status();
     checks.push_back({"lease", s.valid_for_ms > 0,
