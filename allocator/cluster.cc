@@ -113,7 +113,9 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
                     ", but kleaf's state topic must be compacted: with deletion Kafka drops tag "
                     "records by age and the max_id they hold is lost, so IDs could repeat. Fix: "
                     "kafka-configs.sh --bootstrap-server B --alter --entity-type topics "
-                    "--entity-name " + names.state + " --add-config cleanup.policy=compact "
+                    "--entity-name " +
+                    names.state +
+                    " --add-config cleanup.policy=compact "
                     "(compose/kafka.sh tool configs ... runs it)");
   }
   if (now.requests_partitions != now.state_partitions) {
@@ -171,8 +173,7 @@ Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterT
   if (!requests) return std::unexpected(requests.error());
   auto state = kafka::DescribeTopic(props, names.state, TimeLeft(start + timeout));
   if (!state) return std::unexpected(state.error());
-  auto policy =
-      kafka::TopicConfig(props, names.state, "cleanup.policy", TimeLeft(start + timeout));
+  auto policy = kafka::TopicConfig(props, names.state, "cleanup.policy", TimeLeft(start + timeout));
   if (!policy) return std::unexpected(policy.error());
   return TopicFacts{requests->partitions, state->partitions, state->id, *policy};
 }

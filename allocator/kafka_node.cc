@@ -82,8 +82,10 @@ AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, 
           "Times another allocator fenced this one's transactional producer of a partition.")) {
   // Every series present from the first scrape, at 0 (alerts on rate() need the start).
   constexpr std::pair<kafka::TxnOutcome, const char*> kOutcomes[] = {
-      {kafka::TxnOutcome::kCommitted, "committed"}, {kafka::TxnOutcome::kAborted, "aborted"},
-      {kafka::TxnOutcome::kUnknown, "unknown"}, {kafka::TxnOutcome::kFatal, "fatal"}};
+      {kafka::TxnOutcome::kCommitted, "committed"},
+      {kafka::TxnOutcome::kAborted, "aborted"},
+      {kafka::TxnOutcome::kUnknown, "unknown"},
+      {kafka::TxnOutcome::kFatal, "fatal"}};
   for (const auto& [outcome, name] : kOutcomes) {
     transactions_[static_cast<size_t>(outcome)] = &metrics::Registry::Default().GetCounter(
         "kleaf_allocator_transactions_total",

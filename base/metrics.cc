@@ -65,7 +65,7 @@ Gauge& Registry::GetGauge(const std::string& name, const std::string& help, cons
 }
 
 Gauge& Registry::GetSampledCounter(const std::string& name, const std::string& help,
-                                  const Labels& labels) {
+                                   const Labels& labels) {
   std::lock_guard lock(mu_);
   auto& slot = FamilyLocked(name, help, Type::kCounter).gauges[labels];
   if (!slot) slot = std::make_unique<Gauge>();

@@ -68,8 +68,8 @@ double OpenFds() {
 void RegisterProcessMetrics(Registry& registry) {
   Gauge& cpu = registry.GetSampledCounter("process_cpu_seconds_total",
                                           "Total user and system CPU time spent in seconds.");
-  Gauge& resident = registry.GetGauge("process_resident_memory_bytes",
-                                      "Resident memory size in bytes.");
+  Gauge& resident =
+      registry.GetGauge("process_resident_memory_bytes", "Resident memory size in bytes.");
   Gauge& virt = registry.GetGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.");
   Gauge& open_fds = registry.GetGauge("process_open_fds", "Number of open file descriptors.");
   Gauge& max_fds = registry.GetGauge("process_max_fds", "Maximum number of open file descriptors.");

@@ -4,9 +4,9 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
-#include <chrono>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -446,8 +446,9 @@ Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s) {
 
 bool AllowedKafkaProperty(const std::string& name) {
   static const std::set<std::string> kExact = {
-      "security.protocol", "enable.ssl.certificate.verification", "client.dns.lookup",
-      "client.rack", "connections.max.idle.ms", "debug"};
+      "security.protocol",       "enable.ssl.certificate.verification",
+      "client.dns.lookup",       "client.rack",
+      "connections.max.idle.ms", "debug"};
   static const char* const kPrefixes[] = {"sasl.", "ssl.", "ssl_", "socket.", "broker.address."};
   if (kExact.contains(name)) return true;
   for (const char* prefix : kPrefixes) {
@@ -504,8 +505,7 @@ Environment ConfigEnvironment() {
 
 namespace {
 
-Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields,
-                              Config& c) {
+Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields, Config& c) {
   for (const auto& [name, value] : env) {
     // KLEAF_SEGMENT__MAX_STEP -> segment.max_step
     const std::string_view rest = std::string_view(name).substr(std::strlen(kEnvPrefix));
@@ -521,8 +521,9 @@ Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& 
       if (f.key == key) field = &f;
     }
     if (sep == std::string_view::npos || field == nullptr) {
-      return Fail(Code::kInvalidArgument,
-                  name + ": not a config key (KLEAF_<SECTION>__<KEY>, e.g. KLEAF_KAFKA__BOOTSTRAP)");
+      return Fail(
+          Code::kInvalidArgument,
+          name + ": not a config key (KLEAF_<SECTION>__<KEY>, e.g. KLEAF_KAFKA__BOOTSTRAP)");
     }
     // A list or a mapping is YAML flow text; anything else is the value as written (a token
     // may hold '#' or ': ', which YAML would read otherwise).

@@ -10,9 +10,9 @@ namespace kleaf::kafka {
 
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
 
-// `client` is librdkafka's name of the handle (client.id and handle, e.g. "kleaf-gateway-1#producer-1"), `facility` its
-// subsystem tag (e.g. "FAIL", "REQTMOUT"). Called on librdkafka's threads: must be thread-safe
-// and must not call back into Kafka.
+// `client` is librdkafka's name of the handle (client.id and handle, e.g.
+// "kleaf-gateway-1#producer-1"), `facility` its subsystem tag (e.g. "FAIL", "REQTMOUT"). Called on
+// librdkafka's threads: must be thread-safe and must not call back into Kafka.
 using LogSink = std::function<void(LogLevel level, std::string_view client,
                                    std::string_view facility, std::string_view message)>;
 

@@ -105,8 +105,8 @@ Result<std::string> TopicConfig(const Properties& props, const std::string& topi
     result = std::unexpected(KafkaError(rd_kafka_event_error(event), what));
   } else if (event != nullptr) {
     size_t n = 0;
-    const rd_kafka_ConfigResource_t** described = rd_kafka_DescribeConfigs_result_resources(
-        rd_kafka_event_DescribeConfigs_result(event), &n);
+    const rd_kafka_ConfigResource_t** described =
+        rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(event), &n);
     if (n != 1) {
       result = Fail(Code::kUnavailable, what + ": " + std::to_string(n) + " answers");
     } else if (rd_kafka_ConfigResource_error(described[0]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -114,7 +114,8 @@ Result<std::string> TopicConfig(const Properties& props, const std::string& topi
     } else {
       result = Fail(Code::kNotFound, what + ": no config " + name);
       size_t count = 0;
-      const rd_kafka_ConfigEntry_t** entries = rd_kafka_ConfigResource_configs(described[0], &count);
+      const rd_kafka_ConfigEntry_t** entries =
+          rd_kafka_ConfigResource_configs(described[0], &count);
       for (size_t i = 0; i < count; ++i) {
         if (name == rd_kafka_ConfigEntry_name(entries[i])) {
           const char* value = rd_kafka_ConfigEntry_value(entries[i]);

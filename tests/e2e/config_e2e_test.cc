@@ -98,11 +98,14 @@ TEST(ConfigFileE2eTest, MissingConfigFileIsNamed) {
 // of the file.
 TEST(ConfigFileE2eTest, KafkaPropertiesReachLibrdkafkaAndVariablesOverrideTheFile) {
   TempDir dir;
-  auto file = dir.WriteFile("kleaf.yaml",
-                            "node: {id: props-test}\n"
-                            "state: {path: '" + (dir.path() / "state").string() + "'}\n"
-                            "kafka:\n  bootstrap: '127.0.0.1:1'\n"
-                            "  properties: {security.protocol: SSL, ssl.ca.location: /no/ca.pem}\n");
+  auto file =
+      dir.WriteFile("kleaf.yaml",
+                    "node: {id: props-test}\n"
+                    "state: {path: '" +
+                        (dir.path() / "state").string() +
+                        "'}\n"
+                        "kafka:\n  bootstrap: '127.0.0.1:1'\n"
+                        "  properties: {security.protocol: SSL, ssl.ca.location: /no/ca.pem}\n");
   CommandResult run = RunKleaf({"gateway", "--config", file.string()});
   ASSERT_FALSE(run.status.timed_out) << run.err;
   EXPECT_TRUE(run.status.exited && run.status.code != 0) << run.status.ToString();

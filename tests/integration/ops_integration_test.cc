@@ -63,10 +63,12 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   }
   // One committed transaction per batch, at least one batch per segment; no other outcome on a
   // healthy cluster, but every outcome's series is there (at 0) for alerts.
-  EXPECT_GE(after->Value("kleaf_allocator_transactions_total", "outcome=\"committed\"").value_or(0), 1);
+  EXPECT_GE(after->Value("kleaf_allocator_transactions_total", "outcome=\"committed\"").value_or(0),
+            1);
   for (const char* outcome : {"aborted", "unknown", "fatal"}) {
-    EXPECT_EQ(after->Value("kleaf_allocator_transactions_total",
-                           std::string("outcome=\"") + outcome + "\"")
+    EXPECT_EQ(after
+                  ->Value("kleaf_allocator_transactions_total",
+                          std::string("outcome=\"") + outcome + "\"")
                   .value_or(-1),
               0)
         << outcome;

@@ -35,7 +35,8 @@ TEST(LayoutTest, AStateTopicThatIsNotCompactedIsAConfigErrorSayingHowToFixIt) {
     auto l = CheckLayout(kNames, facts, 0, {});
     ASSERT_FALSE(l) << policy;
     EXPECT_EQ(l.error().code, Code::kInvalidArgument);  // exit 2: restarting does not help
-    EXPECT_TRUE(Says(l, std::string("topic kleaf.state has cleanup.policy=") + policy)) << l.error().message;
+    EXPECT_TRUE(Says(l, std::string("topic kleaf.state has cleanup.policy=") + policy))
+        << l.error().message;
     EXPECT_TRUE(Says(l, "--entity-name kleaf.state --add-config cleanup.policy=compact"));
   }
 }

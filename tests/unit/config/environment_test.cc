@@ -40,15 +40,16 @@ TEST(EnvironmentTest, AnUnknownKeyOrABadValueNamesTheVariable) {
   auto unknown = ParseConfig("", {{"KLEAF_KAFKA__BOOTSTRAPS", "x:1"}});
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message.find("KLEAF_KAFKA__BOOTSTRAPS: not a config key"),
-            std::string::npos) << unknown.error().message;
+            std::string::npos)
+      << unknown.error().message;
   auto bad = ParseConfig("", {{"KLEAF_HTTP__THREADS", "many"}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("KLEAF_HTTP__THREADS"), std::string::npos);
   EXPECT_NE(bad.error().message.find("http.threads: expected an integer"), std::string::npos)
       << bad.error().message;
   // Cross-checks see the overridden values.
-  auto crossed = ParseConfig("", {{"KLEAF_SEGMENT__DEFAULT_STEP", "2000000"},
-                                  {"KLEAF_SEGMENT__MAX_STEP", "1000"}});
+  auto crossed = ParseConfig(
+      "", {{"KLEAF_SEGMENT__DEFAULT_STEP", "2000000"}, {"KLEAF_SEGMENT__MAX_STEP", "1000"}});
   ASSERT_FALSE(crossed);
   EXPECT_NE(crossed.error().message.find("segment.default_step"), std::string::npos);
 }
@@ -75,8 +76,8 @@ class TokenFileTest : public ::testing::Test {
     return path_.string();
   }
   void TearDown() override { std::filesystem::remove(path_); }
-  std::filesystem::path path_ = std::filesystem::temp_directory_path() /
-                                ("kleaf-token-test-" + std::to_string(::getpid()));
+  std::filesystem::path path_ =
+      std::filesystem::temp_directory_path() / ("kleaf-token-test-" + std::to_string(::getpid()));
 };
 
 TEST_F(TokenFileTest, TheTokenIsTheFilesFirstLine) {
@@ -94,8 +95,10 @@ TEST_F(TokenFileTest, AShortMissingOrDoubledTokenIsRefused) {
   EXPECT_NE(shortish.error().message.find("at least 16 characters"), std::string::npos);
   auto missing = ParseConfig("admin: {token_file: /nonexistent/kleaf-token}");
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message.find("admin.token_file: cannot read '/nonexistent/kleaf-token'"),
-            std::string::npos) << missing.error().message;
+  EXPECT_NE(
+      missing.error().message.find("admin.token_file: cannot read '/nonexistent/kleaf-token'"),
+      std::string::npos)
+      << missing.error().message;
   auto both = ParseConfig("admin: {token: 0123456789abcdef0, token_file: '" +
                           Write("secret-0123456789abcdef\n") + "'}");
   ASSERT_FALSE(both);
@@ -112,7 +115,8 @@ namespace {
 TEST(KafkaPropertiesTest, SecuritySettingsPassAndGuaranteesAreProtected) {
   auto c = ParseConfig(
       "kafka:\n  properties:\n    security.protocol: SASL_SSL\n    sasl.mechanism: SCRAM-SHA-512\n"
-      "    sasl.username: kleaf\n    sasl.password: 's3cret: #1'\n    ssl.ca.location: /etc/ca.pem\n");
+      "    sasl.username: kleaf\n    sasl.password: 's3cret: #1'\n    ssl.ca.location: "
+      "/etc/ca.pem\n");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->kafka.properties.at("security.protocol"), "SASL_SSL");
   EXPECT_EQ(c->kafka.properties.at("sasl.password"), "s3cret: #1");
@@ -121,8 +125,10 @@ TEST(KafkaPropertiesTest, SecuritySettingsPassAndGuaranteesAreProtected) {
                           "bootstrap.servers", "enable.auto.commit", "acks"}) {
     auto refused = ParseConfig(std::string("kafka: {properties: {") + key + ": x}}");
     ASSERT_FALSE(refused) << key;
-    EXPECT_EQ(refused.error().message.rfind(std::string("kafka.properties.") + key + ": not passed", 0),
-              0u) << refused.error().message;
+    EXPECT_EQ(
+        refused.error().message.rfind(std::string("kafka.properties.") + key + ": not passed", 0),
+        0u)
+        << refused.error().message;
   }
   // As an environment variable: YAML flow text.
   auto env = ParseConfig("", {{"KLEAF_KAFKA__PROPERTIES", "{security.protocol: SSL}"}});

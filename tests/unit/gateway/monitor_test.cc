@@ -4,14 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include "allocator/allocation.h"
@@ -281,12 +280,11 @@ TEST_F(MonitorTest, ReadinessProbesAnswered503AreNoErrors) {
 TEST_F(MonitorTest, EveryErrorCodeHasItsSeriesAtZeroFromTheStart) {
   Make([] { return WorkerLease::Status{}; });
   const std::string m = Metrics();
-  for (const char* series :
-       {R"(kleaf_http_errors_total{code="invalid_argument",status="400"} 0)",
-        R"(kleaf_http_errors_total{code="not_found",status="404"} 0)",
-        R"(kleaf_http_errors_total{code="unauthenticated",status="401"} 0)",
-        R"(kleaf_http_errors_total{code="unavailable",status="503"} 0)",
-        R"(kleaf_http_errors_total{code="internal",status="500"} 0)"}) {
+  for (const char* series : {R"(kleaf_http_errors_total{code="invalid_argument",status="400"} 0)",
+                             R"(kleaf_http_errors_total{code="not_found",status="404"} 0)",
+                             R"(kleaf_http_errors_total{code="unauthenticated",status="401"} 0)",
+                             R"(kleaf_http_errors_total{code="unavailable",status="503"} 0)",
+                             R"(kleaf_http_errors_total{code="internal",status="500"} 0)"}) {
     EXPECT_NE(m.find(std::string(series) + "\n"), std::string::npos) << series << "\n" << m;
   }
 }
