@@ -506,6 +506,11 @@ TEST_F(BatchConsumerIntegrationTest, ClaimsAndCloseKeepTheirBoundsAcrossABrokerR
     return seen.size();
   };
   EXPECT_TRUE(WaitUntil([&] { return seen_count() >= 100; }, seconds(30)));
+  // The closing consumer must hold fetched, unclaimed batches before the broker stops, or its Take
+  // below has nothing to claim (and so no commit to fail) however long it waits: on a loaded
+  // machine its fetch of the rest of `other_topic` can come after the stop.
+  EXPECT_TRUE(WaitUntil([&] { return (*closing)->stats().held_batches >= 1; }, seconds(30)))
+      << "the closing consumer fetched nothing beyond the batches it claimed";
   double close_s = 0, stop_s = 0, start_s = 0;
   size_t before = 0;
   {
