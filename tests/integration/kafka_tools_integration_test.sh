@@ -8,14 +8,7 @@
 # without them it exits 77 (ctest: skipped).
 set -euo pipefail
 kleaf=$1
-if [[ -z ${KLEAF_TEST_KAFKA_BOOTSTRAP:-} || -z ${KLEAF_TEST_KAFKA_SCRIPT:-} ]]; then
-  echo "no test broker (KLEAF_TEST_KAFKA_BOOTSTRAP): skipped"
-  exit 77
-fi
-bootstrap=$KLEAF_TEST_KAFKA_BOOTSTRAP
-kafka_sh=$KLEAF_TEST_KAFKA_SCRIPT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-tool() { "$kafka_sh" tool "$@" --bootstrap-server "$bootstrap"; }
+source "$(dirname "$0")/broker_test_lib.sh"
 
 work=$(mktemp -d /tmp/kleaf-kafka-tools-test.XXXXXX)
 prefix=tools$(date +%s%N | tail -c 9)
@@ -33,17 +26,9 @@ EOF
 "$kleaf" allocator --config "$work/allocator.yaml" >"$work/stdout" 2>"$work/stderr" &
 pid=$!
 
-# Until the allocator has created its topics and joined its group (it logs nothing we need: the
-# tools themselves are the observation). 60 s: a cold JVM per call, a first rebalance.
-members=
-for _ in $(seq 1 60); do
-  kill -0 "$pid" 2>/dev/null || fail "the allocator exited: $(cat "$work/stderr")"
-  members=$(tool consumer-groups --describe --group "$prefix.allocators" --members 2>/dev/null \
-    | awk -v g="$prefix.allocators" '$1 == g' | wc -l) || true
-  ((members >= 1)) && break
-  sleep 1
-done
-((members == 1)) || fail "consumer-groups: $prefix.allocators has $members members, want 1"
+# Until the allocator has created its topics and joined its group (the tools themselves are the
+# observation): one member, serving all 12 partitions.
+WATCH_PIDS=$pid await_group_assignment "$prefix.allocators" 12
 
 topics=$(tool topics --list)
 for t in requests state replies; do

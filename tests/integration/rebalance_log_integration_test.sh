@@ -7,12 +7,7 @@
 # Needs KLEAF_TEST_KAFKA_BOOTSTRAP and KLEAF_TEST_KAFKA_SCRIPT; without them it exits 77 (skipped).
 set -euo pipefail
 kleaf=$1
-if [[ -z ${KLEAF_TEST_KAFKA_BOOTSTRAP:-} || -z ${KLEAF_TEST_KAFKA_SCRIPT:-} ]]; then
-  echo "no test broker (KLEAF_TEST_KAFKA_BOOTSTRAP): skipped"
-  exit 77
-fi
-bootstrap=$KLEAF_TEST_KAFKA_BOOTSTRAP
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/broker_test_lib.sh"
 work=$(mktemp -d /tmp/kleaf-rebalance-log-test.XXXXXX)
 prefix=rebalance$(date +%s%N | tail -c 9)
 group=$prefix.allocators
@@ -36,22 +31,7 @@ YAML
   pids[$name]=$!
 }
 
-# The #PARTITIONS column of each member of the group, sorted, e.g. "6 6"; waits up to 90 s for it
-# to equal $1 (a cold JVM per look, a rebalance of a few seconds).
-await_assignment() {
-  local want=$1 got= name
-  for _ in $(seq 1 90); do
-    for name in "${!pids[@]}"; do
-      kill -0 "${pids[$name]}" 2>/dev/null || fail "$name exited: $(cat "$work/$name.err")"
-    done
-    got=$("$KLEAF_TEST_KAFKA_SCRIPT" tool consumer-groups --bootstrap-server "$bootstrap" \
-      --describe --group "$group" --members 2>/dev/null \
-      | awk -v g="$group" '$1 == g { print $NF }' | sort -n | xargs) || true
-    [[ $got == "$want" ]] && return 0
-    sleep 1
-  done
-  fail "the group's assignment is '$got', want '$want'"
-}
+await_assignment() { WATCH_PIDS="${pids[*]}" await_group_assignment "$group" "$1" 90; }
 
 start_allocator first
 await_assignment 12

@@ -7,13 +7,7 @@
 # Needs KLEAF_TEST_KAFKA_BOOTSTRAP and KLEAF_TEST_KAFKA_SCRIPT; without them it exits 77 (skipped).
 set -euo pipefail
 kleaf=$1
-if [[ -z ${KLEAF_TEST_KAFKA_BOOTSTRAP:-} || -z ${KLEAF_TEST_KAFKA_SCRIPT:-} ]]; then
-  echo "no test broker (KLEAF_TEST_KAFKA_BOOTSTRAP): skipped"
-  exit 77
-fi
-bootstrap=$KLEAF_TEST_KAFKA_BOOTSTRAP
-kafka_sh=$KLEAF_TEST_KAFKA_SCRIPT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/broker_test_lib.sh"
 work=$(mktemp -d /tmp/kleaf-state-policy-test.XXXXXX)
 prefix=policy$(date +%s%N | tail -c 9)
 pid=
@@ -23,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$kafka_sh" tool topics --bootstrap-server "$bootstrap" --create --topic "$prefix.state" \
+tool topics --create --topic "$prefix.state" \
   --partitions 12 --replication-factor 1 --config cleanup.policy=delete >/dev/null
 cat >"$work/allocator.yaml" <<YAML
 node: {id: policy-allocator}
@@ -41,19 +35,10 @@ fix=$(grep -o -m1 -- "--entity-name $prefix.state --add-config cleanup.policy=co
 
 # The operator runs the command the message gives, through compose/kafka.sh's copy of the tool.
 # shellcheck disable=SC2086
-"$kafka_sh" tool configs --bootstrap-server "$bootstrap" --alter --entity-type topics $fix >/dev/null
+tool configs --alter --entity-type topics $fix >/dev/null
 "$kleaf" allocator --config "$work/allocator.yaml" >"$work/out2" 2>"$work/err2" &
 pid=$!
-members=0
-for _ in $(seq 1 60); do
-  kill -0 "$pid" 2>/dev/null || fail "the allocator exited after the fix: $(cat "$work/err2")"
-  members=$("$kafka_sh" tool consumer-groups --bootstrap-server "$bootstrap" --describe \
-    --group "$prefix.allocators" --members 2>/dev/null | awk -v g="$prefix.allocators" '$1 == g' \
-    | wc -l) || true
-  ((members >= 1)) && break
-  sleep 1
-done
-((members == 1)) || fail "after the fix the allocator did not join its group"
+WATCH_PIDS=$pid await_group_assignment "$prefix.allocators" 12
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
