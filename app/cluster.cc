@@ -64,7 +64,7 @@ int RunAllocator(const config::Config& c) {
   if (c.http.listen_set) {
     auto listen = config::ParseHostPort(c.http.listen);
     if (!listen) return StartupError("http.listen: " + listen.error().message);
-    server.emplace(HttpOptions(c, listen->first, listen->second),
+    server.emplace(OpsHttpOptions(c, listen->first, listen->second),
                    http::OpsRoutes("allocators", [&node, &probe] {
                      return allocator::NodeReadiness(node, probe);
                    }));

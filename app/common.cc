@@ -9,6 +9,8 @@
 #include "base/logging.h"
 #include "base/metrics.h"
 #include "base/process_metrics.h"
+#include "http/ops_routes.h"
+#include "http/request_metrics.h"
 #include "kafka/log.h"
 #include "kafka/topics.h"
 
@@ -97,6 +99,16 @@ http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& 
   o.body_limit_bytes = static_cast<uint64_t>(c.http.body_limit_bytes);
   o.idle_timeout = std::chrono::milliseconds(c.http.idle_timeout_ms);
   o.max_connections = c.http.max_connections;
+  return o;
+}
+
+http::HttpServerOptions OpsHttpOptions(const config::Config& c, const std::string& host,
+                                       uint16_t port) {
+  // One per process, alive as long as any server that records into it.
+  static http::RequestMetrics metrics(metrics::Registry::Default(), http::OpsRouteOf,
+                                      http::kOpsRoutes);
+  http::HttpServerOptions o = HttpOptions(c, host, port);
+  o.on_answer = metrics.Hook();
   return o;
 }
 

@@ -38,6 +38,10 @@ Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartAllocatorClient(
 // The HTTP server settings of the http.* keys, listening on `host`:`port`.
 http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
                                     uint16_t port);
+// HttpOptions for a server with only the operator routes (allocators, producers), its answers
+// counted in the per-route request metrics.
+http::HttpServerOptions OpsHttpOptions(const config::Config& c, const std::string& host,
+                                       uint16_t port);
 // "http://HOST:PORT", with an IPv6 host in brackets.
 std::string HttpUrl(const std::string& host, uint16_t port);
 

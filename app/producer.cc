@@ -139,7 +139,7 @@ Result<std::string> StartHttp(const config::Config& c, Clock& clock, ProducerNod
   if (!listen) return Fail(listen.error().code, "http.listen: " + listen.error().message);
   const snowflake::WorkerLease* lease = node.snowflake ? node.snowflake->lease() : nullptr;
   node.server.emplace(
-      HttpOptions(c, listen->first, listen->second),
+      OpsHttpOptions(c, listen->first, listen->second),
       http::OpsRoutes("producers", [&ids = *node.producer, lease, &probe = *node.probe, &clock,
                                     interval = milliseconds(c.producer.check_interval_ms)] {
         return producer::Readiness(ids, lease, probe, clock, interval);

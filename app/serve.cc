@@ -13,6 +13,7 @@
 #include "gateway/segment_cache.h"
 #include "gateway/segment_rests.h"
 #include "http/http_server.h"
+#include "http/request_metrics.h"
 #include "snowflake/snowflake.h"
 #include "snowflake/snowflake_node.h"
 
@@ -57,6 +58,9 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
                     lease_status, &monitor},
                    segments, generator, allocator, blocking);
   http::HttpServerOptions http_options = HttpOptions(c, listen->first, listen->second);
+  http::RequestMetrics request_metrics(metrics::Registry::Default(), gateway::Api::RouteOf,
+                                       gateway::Api::kRoutes);
+  http_options.on_answer = request_metrics.Hook();
   http_options.on_error = [&monitor](std::string_view method, std::string_view target,
                                      const http::HttpResponse& r) {
     monitor.RecordError(method, target, r);

@@ -1,5 +1,6 @@
 #include "base/metrics.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -126,9 +127,10 @@ std::string FormatValue(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
     return std::to_string(static_cast<int64_t>(v));
   }
+  // The shortest text that reads back as v: 5e-05, not 5.0000000000000002e-05.
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
+  return std::string(buf, ec == std::errc() ? end : buf);
 }
 
 std::string FormatLabels(const Labels& labels, const std::string& extra_name = "",

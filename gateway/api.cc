@@ -166,6 +166,31 @@ void Api::Handle(HttpRequest request, Respond respond) {
   ServeV1(request, parts, query, std::move(respond));
 }
 
+std::string_view Api::RouteOf(std::string_view target) {
+  const auto parts = SplitPath(target.substr(0, target.find('?')));
+  if (parts.size() == 1) {
+    if (parts[0].empty()) return "/";
+    return http::OpsRouteOf(target);
+  }
+  if (parts.size() < 3 || parts[0] != "api") return "other";
+  if (parts.size() == 4 && parts[2] == "get") {
+    if (parts[1] == "segment") return "/api/segment/get/{tag}";
+    if (parts[1] == "snowflake") return "/api/snowflake/get/{tag}";
+  }
+  if (parts[1] != "v1") return "other";
+  const std::string_view route = parts[2];
+  if (parts.size() == 5 && route == "snowflake" && parts[3] == "decode") {
+    return "/api/v1/snowflake/decode/{id}";
+  }
+  if (parts.size() == 4 && route == "segment") return "/api/v1/segment/{tag}";
+  if (parts.size() == 4 && route == "snowflake") return "/api/v1/snowflake/{tag}";
+  if (parts.size() == 3 && route == "status") return "/api/v1/status";
+  if (parts.size() == 3 && route == "workers") return "/api/v1/workers";
+  if (parts.size() == 3 && route == "tags") return "/api/v1/tags";
+  if (parts.size() == 4 && route == "tags") return "/api/v1/tags/{tag}";
+  return "other";
+}
+
 bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name, const Respond& respond) {
   const http::ReadyChecks readiness = [this] {
     return options_.monitor ? options_.monitor->Readiness() : std::vector<ReadyCheck>{};

@@ -91,6 +91,7 @@ class Session : public std::enable_shared_from_this<Session> {
         return;
       }
       case ReadOutcome::Kind::kReject:
+        started_ = std::chrono::steady_clock::now();
         method_ = outcome.request.method.substr(0, kLoggedBytes);
         target_ = outcome.request.target.substr(0, kLoggedBytes);
         return Write(std::move(outcome.rejection), false, 11, false);
@@ -100,6 +101,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Dispatch(ReadOutcome outcome) {
+    started_ = std::chrono::steady_clock::now();
     method_ = outcome.head ? "HEAD" : outcome.request.method.substr(0, kLoggedBytes);
     target_ = outcome.request.target.substr(0, kLoggedBytes);
     const bool keep_alive = outcome.keep_alive && !server_.stopping.load();
@@ -120,6 +122,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // and no body (RFC 9110 §9.3.2), so a pipelining client finds the next answer where it expects.
   void Write(HttpResponse r, bool keep_alive, unsigned version, bool head) {
     if (r.status >= 400 && server_.options.on_error) server_.options.on_error(method_, target_, r);
+    if (server_.options.on_answer) {
+      server_.options.on_answer(method_, target_, r.status,
+                                std::chrono::steady_clock::now() - started_);
+    }
     auto res = std::make_shared<beast_http::response<beast_http::string_body>>(
         static_cast<beast_http::status>(r.status), version);
     res->set(beast_http::field::server, "kleaf");
@@ -172,11 +178,12 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   RequestReader reader_;
   std::unique_ptr<std::array<char, 4096>> drain_buffer_;  // only while draining
-  // Of the request being answered (one at a time), for on_error; cut to kLoggedBytes, so they
-  // add next to nothing to what a connection holds (ParseBufferBound).
+  // Of the request being answered (one at a time), for on_error and on_answer; cut to
+  // kLoggedBytes, so they add next to nothing to what a connection holds (ParseBufferBound).
   static constexpr size_t kLoggedBytes = 256;
   std::string method_;
   std::string target_;
+  std::chrono::steady_clock::time_point started_;
 };
 
 }  // namespace

@@ -17,6 +17,11 @@
 
 namespace kleaf::http {
 
+// Called with every answer the server writes: the request's method and target, the status, and
+// the time from the request read (the handler called) to its answer ready to be written.
+using AnswerHook = std::function<void(std::string_view method, std::string_view target,
+                                      int status, std::chrono::nanoseconds elapsed)>;
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: any free port
@@ -31,6 +36,9 @@ struct HttpServerOptions {
   // on the connection's I/O thread: counts errors and keeps the recent ones for the status page.
   std::function<void(std::string_view method, std::string_view target, const HttpResponse&)>
       on_error;
+  // Called with every answer (the server's own 400/413/431 too), on the connection's I/O thread:
+  // the per-route request metrics (RequestMetrics::Hook).
+  AnswerHook on_answer;
 };
 
 // Owns an io_context and its I/O threads. Each connection runs on its own strand, reads one

@@ -4,6 +4,14 @@
 
 namespace kleaf::http {
 
+std::string_view OpsRouteOf(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  for (std::string_view route : {"/metrics", "/healthz", "/readyz"}) {
+    if (path == route) return route;
+  }
+  return "other";
+}
+
 bool ServeOpsRoute(std::string_view name, std::string_view method, const ReadyChecks& ready_checks,
                    const Respond& respond) {
   if (name != "metrics" && name != "healthz" && name != "readyz") return false;

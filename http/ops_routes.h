@@ -13,6 +13,13 @@ namespace kleaf::http {
 // What /readyz checks; called on the I/O thread of each GET /readyz.
 using ReadyChecks = std::function<std::vector<ReadyCheck>()>;
 
+// The route labels of the operator routes, and "other" for any other path.
+inline constexpr std::string_view kOpsRoutes[] = {"/metrics", "/healthz", "/readyz", "other"};
+
+// "/metrics", "/healthz" or "/readyz" for a target on one of them (query ignored), else "other":
+// the route label of the requests metrics (RequestMetrics) of a server with only these routes.
+std::string_view OpsRouteOf(std::string_view target);
+
 // Answers the operator route `name` ("metrics", "healthz" or "readyz": the only segment of the
 // request's path) through `respond` and returns true; other methods than GET get 405. Returns
 // false without answering for any other name.

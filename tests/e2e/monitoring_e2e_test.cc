@@ -186,6 +186,39 @@ TEST_F(MonitoringE2eTest, ErrorAnswersAreCountedPerCode) {
   EXPECT_EQ(s["recent_errors"][1]["code"], "not_found");
 }
 
+// Every answer counts once under its route's label (the tag is not a label), with its method and
+// status, and its time lands in the route's latency histogram.
+TEST_F(MonitoringE2eTest, RequestsAreCountedPerRouteMethodAndStatus) {
+  CreateTag("mon-r", 100);
+  const std::string ok =
+      R"(kleaf_http_requests_total{route="/api/v1/segment/{tag}",method="GET",status="200"})";
+  const std::string head =
+      R"(kleaf_http_requests_total{route="/api/v1/status",method="HEAD",status="200"})";
+  const std::string wrong_method =
+      R"(kleaf_http_requests_total{route="/api/v1/segment/{tag}",method="DELETE",status="405"})";
+  const std::string latency = R"(kleaf_http_request_seconds_count{route="/api/v1/segment/{tag}"})";
+  std::string m = Metrics(*client_);
+  // Present at 0 before the first request of the route.
+  ASSERT_TRUE(MetricValue(m, ok)) << m;
+  const double ok_before = *MetricValue(m, ok);
+  const double latency_before = MetricValue(m, latency).value_or(-1);
+  const double head_before = MetricValue(m, head).value_or(0);
+  const double wrong_before = MetricValue(m, wrong_method).value_or(0);
+  for (int i = 0; i < 3; ++i) Issue("/api/v1/segment/mon-r");
+  auto raw = RawConnection::Connect(server_.port);
+  ASSERT_TRUE(raw) << raw.error();
+  ASSERT_TRUE(raw->Send("HEAD /api/v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(StatusOf(raw->ReadUntilClosed(seconds(5)).data), 200);
+  auto r = client_->Request("DELETE", "/api/v1/segment/mon-r", "", {});
+  ASSERT_TRUE(r && r->status == 405) << (r ? r->body : r.error());
+  m = Metrics(*client_);
+  EXPECT_EQ(MetricValue(m, ok), ok_before + 3) << m;
+  EXPECT_EQ(MetricValue(m, latency), latency_before + 4) << m;
+  EXPECT_EQ(MetricValue(m, head), head_before + 1) << m;
+  EXPECT_EQ(MetricValue(m, wrong_method), wrong_before + 1) << m;
+  EXPECT_EQ(m.find("mon-r\",method"), std::string::npos) << "a tag became a route label:\n" << m;
+}
+
 TEST_F(MonitoringE2eTest, ReadyAndHealthyWhileServing) {
   auto ready = client_->Get("/readyz");
   ASSERT_TRUE(ready);

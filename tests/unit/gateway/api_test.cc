@@ -768,6 +768,38 @@ TEST_F(ApiTest, DecodeRejectsBadIds) {
   }
 }
 
+// The route label of the requests metrics: one per route Handle serves, whatever the tag or ID,
+// "other" for a path it answers 404, and always one of kRoutes.
+TEST(ApiRouteTest, EveryTargetMapsToOneOfTheFixedRoutes) {
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"/", "/"},
+      {"/?x=1", "/"},
+      {"/metrics", "/metrics"},
+      {"/healthz", "/healthz"},
+      {"/readyz?verbose=1", "/readyz"},
+      {"/api/segment/get/order", "/api/segment/get/{tag}"},
+      {"/api/snowflake/get/order", "/api/snowflake/get/{tag}"},
+      {"/api/v1/segment/order?count=5", "/api/v1/segment/{tag}"},
+      {"/api/v1/snowflake/pay", "/api/v1/snowflake/{tag}"},
+      {"/api/v1/snowflake/decode/123", "/api/v1/snowflake/decode/{id}"},
+      {"/api/v1/status", "/api/v1/status"},
+      {"/api/v1/workers", "/api/v1/workers"},
+      {"/api/v1/tags", "/api/v1/tags"},
+      {"/api/v1/tags/order", "/api/v1/tags/{tag}"},
+      {"/favicon.ico", "other"},
+      {"/api", "other"},
+      {"/api/v2/segment/order", "other"},
+      {"/api/v1/segment/order/extra", "other"},
+      {"/api/v1/nothing", "other"},
+  };
+  for (const auto& [target, route] : cases) {
+    EXPECT_EQ(Api::RouteOf(target), route) << target;
+    EXPECT_NE(std::find(std::begin(Api::kRoutes), std::end(Api::kRoutes), Api::RouteOf(target)),
+              std::end(Api::kRoutes))
+        << target;
+  }
+}
+
 TEST(ErrorResponseTest, HasTheJsonShapeAndRetryAfterOnlyOn503) {
   HttpResponse unavailable = ErrorResponse(Error{Code::kUnavailable, "try later"}, 7);
   EXPECT_EQ(unavailable.status, 503);
