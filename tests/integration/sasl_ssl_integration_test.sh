@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DRAFT (issue 15 item 2), not yet run: kleaf against a broker listener that requires SASL/SCRAM
+# Issue 15 item 2 (on branch i15-sasl, not yet in CMake): kleaf against a broker listener that requires SASL/SCRAM
 # over TLS. The test makes its own certificate (keytool), starts a second broker with a SASL_SSL
 # listener beside a plaintext one (for the admin steps), creates the SCRAM user with Kafka's own
 # tool, then runs an allocator and a gateway through SASL_SSL only and gets IDs; a gateway with a
