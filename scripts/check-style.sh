@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the C++ that changed since the style base (the commit named in scripts/style-base, before
-# kleaf adopted .clang-format and .clang-tidy), committed or not, untracked files included:
+# Checks the C++ that changed since the style base (the commit named in scripts/style-base: the last
+# one the check passed on), committed or not, untracked files included:
 #   - clang-format-16 (.clang-format) on every changed line: lines nobody touched keep their layout;
 #   - clang-tidy-16 (.clang-tidy, errors are real bugs) on every changed .cc, and on a changed
 #     header through its .cc (same name, else a .cc that includes it), with the compile commands of
