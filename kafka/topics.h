@@ -1,5 +1,7 @@
 // Topic administration: creating topics, their partition counts and ids, and the version of
-// librdkafka kleaf runs with.
+// librdkafka kleaf runs with. Each call ends as soon as the brokers refuse the client's SASL
+// credentials or TLS handshake (kUnauthenticated, naming the kafka.properties to check), not at
+// its timeout.
 #pragma once
 
 #include <chrono>
@@ -24,7 +26,7 @@ struct TopicSpec {
 Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
                           std::chrono::milliseconds timeout);
 
-// Number of partitions of `topic`, from a metadata request.
+// Number of partitions of `topic` (DescribeTopic): kNotFound when it does not exist.
 Result<int32_t> PartitionCount(const Properties& props, const std::string& topic,
                                std::chrono::milliseconds timeout);
 
