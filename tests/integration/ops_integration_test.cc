@@ -82,7 +82,21 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   EXPECT_TRUE(before->Value("process_open_fds").has_value());
   EXPECT_EQ(Get(alloc.port, "/healthz").status, 200);
   EXPECT_EQ(Get(alloc.port, "/api/v1/segment/x").status, 404) << "allocators serve ops routes only";
-
+  // The allocator's own HTTP answers, per route: two scrapes since `before` rendered (itself and
+  // `after`) and the two requests just made (a path it does not serve counts as "other", not as a
+  // label of its own). Each series was there in `before`, at its count so far.
+  auto requests = ScrapeMetrics(alloc.port);
+  ASSERT_TRUE(requests) << requests.error();
+  for (const auto& [labels, added] :
+       std::vector<std::pair<std::string, double>>{
+           {R"(route="/metrics",method="GET",status="200")", 2},
+           {R"(route="/healthz",method="GET",status="200")", 1},
+           {R"(route="other",method="GET",status="404")", 1}}) {
+    const double was = before->Value("kleaf_http_requests_total", labels).value_or(0);
+    EXPECT_EQ(requests->Value("kleaf_http_requests_total", labels).value_or(-1), was + added)
+        << labels;
+  }
+  EXPECT_TRUE(before->Value("kleaf_http_request_seconds_count", R"(route="/readyz")").has_value());
   Answer g = Get(gw.port, "/metrics");
   ASSERT_EQ(g.status, 200);
   auto gateway_metrics = ScrapeMetrics(gw.port);
