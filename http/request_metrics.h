@@ -8,7 +8,8 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "base/metrics.h"
@@ -26,20 +27,26 @@ class RequestMetrics {
   RequestMetrics(metrics::Registry& registry, RouteOf route_of,
                  std::span<const std::string_view> routes);
 
-  // Counts one answer. `method` outside the standard ones counts as "other". Thread-safe.
+  // Counts one answer. `method` outside the standard ones counts as "other". Thread-safe; after
+  // the first answer of a (route, method, usual status), without a lock or an allocation.
   void Record(std::string_view method, std::string_view target, int status,
               std::chrono::nanoseconds elapsed);
   // A hook for HttpServerOptions::on_answer; this object must outlive the server.
   AnswerHook Hook();
 
  private:
-  metrics::Counter& CounterFor(std::string_view route, std::string_view method, int status);
+  struct Route {
+    std::string_view name;
+    metrics::Histogram* latency = nullptr;
+    // Per method label and usual status (kStatuses in the .cc), set on first use (under mu_).
+    std::unique_ptr<std::atomic<metrics::Counter*>[]> counters;
+  };
+  metrics::Counter& CounterFor(Route& route, size_t method, int status);
 
   metrics::Registry& registry_;
   RouteOf route_of_;
-  std::unordered_map<std::string_view, metrics::Histogram*> latency_;  // filled in the constructor
-  std::mutex mu_;
-  std::unordered_map<std::string, metrics::Counter*> counters_;  // guarded by mu_
+  std::vector<Route> routes_;  // fixed in the constructor
+  std::mutex mu_;              // looking a counter up in the registry
 };
 
 }  // namespace kleaf::http

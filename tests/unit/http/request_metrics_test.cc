@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "http/ops_routes.h"
 
@@ -59,6 +61,31 @@ TEST(RequestMetricsTest, CountsPerRouteMethodAndStatusWithBoundedLabels) {
       << text;
   EXPECT_EQ(text.find("made-up"), std::string::npos) << text;
   EXPECT_EQ(text.find("BREW"), std::string::npos) << text;
+}
+
+// A status without a slot of its own (none of kleaf's handlers answers 418) still counts under
+// its exact value; threads recording at once lose no answer.
+TEST(RequestMetricsTest, UnusualStatusesAndConcurrentAnswersAreCountedExactly) {
+  metrics::Registry registry;
+  RequestMetrics requests(registry, OpsRouteOf, kOpsRoutes);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&requests] {
+      for (int i = 0; i < 5000; ++i) {
+        requests.Record("GET", "/healthz", 200, microseconds(1));
+        requests.Record("GET", "/healthz", 418, microseconds(1));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::string text = registry.Render();
+  EXPECT_TRUE(
+      Has(text, R"(kleaf_http_requests_total{route="/healthz",method="GET",status="200"} 20000)"))
+      << text;
+  EXPECT_TRUE(
+      Has(text, R"(kleaf_http_requests_total{route="/healthz",method="GET",status="418"} 20000)"))
+      << text;
+  EXPECT_TRUE(Has(text, R"(kleaf_http_request_seconds_count{route="/healthz"} 40000)")) << text;
 }
 
 TEST(RequestMetricsTest, LatencyLandsInItsRoutesBuckets) {
