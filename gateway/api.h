@@ -49,14 +49,23 @@ class Api {
   void Handle(http::HttpRequest request, http::Respond respond);
   // The route a request target belongs to, as the metric label kleaf_http_requests_total{route}
   // names it ("/api/v1/segment/{tag}", "/metrics", ...; "other" for a path Handle serves 404):
-  // a fixed set, whatever the clients send. For HttpServerOptions::route_of.
+  // a fixed set, whatever the clients send. For RequestMetrics (HttpServerOptions::on_answer).
   static std::string_view RouteOf(std::string_view target);
   // Every label RouteOf returns.
-  static constexpr std::string_view kRoutes[] = {
-      "/",        "/metrics", "/healthz", "/readyz", "/api/segment/get/{tag}",
-      "/api/snowflake/get/{tag}", "/api/v1/segment/{tag}", "/api/v1/snowflake/{tag}",
-      "/api/v1/snowflake/decode/{id}", "/api/v1/status", "/api/v1/workers", "/api/v1/tags",
-      "/api/v1/tags/{tag}", "other"};
+  static constexpr std::string_view kRoutes[] = {"/",
+                                                 "/metrics",
+                                                 "/healthz",
+                                                 "/readyz",
+                                                 "/api/segment/get/{tag}",
+                                                 "/api/snowflake/get/{tag}",
+                                                 "/api/v1/segment/{tag}",
+                                                 "/api/v1/snowflake/{tag}",
+                                                 "/api/v1/snowflake/decode/{id}",
+                                                 "/api/v1/status",
+                                                 "/api/v1/workers",
+                                                 "/api/v1/tags",
+                                                 "/api/v1/tags/{tag}",
+                                                 "other"};
 
   // Snowflake tags with their own kleaf_ids_issued_total series; later ones count as "_other".
   static constexpr size_t kMaxSnowflakeTagSeries = 1000;

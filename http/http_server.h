@@ -19,8 +19,8 @@ namespace kleaf::http {
 
 // Called with every answer the server writes: the request's method and target, the status, and
 // the time from the request read (the handler called) to its answer ready to be written.
-using AnswerHook = std::function<void(std::string_view method, std::string_view target,
-                                      int status, std::chrono::nanoseconds elapsed)>;
+using AnswerHook = std::function<void(std::string_view method, std::string_view target, int status,
+                                      std::chrono::nanoseconds elapsed)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";

@@ -68,11 +68,11 @@ metrics::Counter& RequestMetrics::CounterFor(Route& route, size_t method, int st
   }
   std::lock_guard lock(mu_);
   // The registry hands out the same counter for the same labels every time.
-  metrics::Counter& counter = registry_.GetCounter(std::string(kRequestsName),
-                                                   std::string(kRequestsHelp),
-                                                   {{"route", std::string(route.name)},
-                                                    {"method", std::string(kMethods[method])},
-                                                    {"status", std::to_string(status)}});
+  metrics::Counter& counter =
+      registry_.GetCounter(std::string(kRequestsName), std::string(kRequestsHelp),
+                           {{"route", std::string(route.name)},
+                            {"method", std::string(kMethods[method])},
+                            {"status", std::to_string(status)}});
   if (slot != nullptr) slot->store(&counter, std::memory_order_release);
   return counter;
 }

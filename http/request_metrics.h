@@ -3,13 +3,13 @@
 // handler (e.g. "/api/v1/segment/{tag}"), whatever paths clients send, so the series stay bounded.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
-#include <atomic>
-#include <memory>
 #include <vector>
 
 #include "base/metrics.h"

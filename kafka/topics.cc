@@ -36,8 +36,9 @@ void OnClientError(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaque
   if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION && err != RD_KAFKA_RESP_ERR__SSL) return;
   auto* refusal = static_cast<Refusal*>(opaque);
   std::lock_guard lock(refusal->mu);
-  if (refusal->reason.empty()) refusal->reason = reason != nullptr ? reason : rd_kafka_err2str(
-                                                                              static_cast<rd_kafka_resp_err_t>(err));
+  if (refusal->reason.empty())
+    refusal->reason =
+        reason != nullptr ? reason : rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err));
 }
 
 struct EventDeleter {
@@ -165,16 +166,16 @@ Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topi
   const char* names[] = {topic.c_str()};
   rd_kafka_TopicCollection_t* topics = rd_kafka_TopicCollection_of_topic_names(names, 1);
   const std::string what = "describing topic " + topic;
-  AdminCall call{.op = RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
-                 .what = what,
-                 .request_timeout = timeout,
-                 // The request timeout ends the request; the margin only covers handing the
-                 // result over.
-                 .deadline = SteadyClock::now() + timeout + milliseconds(1000),
-                 .send = [topics](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options,
-                                  rd_kafka_queue_t* queue) {
-                   rd_kafka_DescribeTopics(rk, topics, options, queue);
-                 }};
+  AdminCall call{
+      .op = RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+      .what = what,
+      .request_timeout = timeout,
+      // The request timeout ends the request; the margin only covers handing the
+      // result over.
+      .deadline = SteadyClock::now() + timeout + milliseconds(1000),
+      .send = [topics](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+        rd_kafka_DescribeTopics(rk, topics, options, queue);
+      }};
   auto result = AdminRequest<TopicInfo>(
       props, call, [&what](rd_kafka_event_t* e) { return ReadTopicDescription(e, what); });
   rd_kafka_TopicCollection_destroy(topics);

@@ -87,8 +87,7 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   // label of its own). Each series was there in `before`, at its count so far.
   auto requests = ScrapeMetrics(alloc.port);
   ASSERT_TRUE(requests) << requests.error();
-  for (const auto& [labels, added] :
-       std::vector<std::pair<std::string, double>>{
+  for (const auto& [labels, added] : std::vector<std::pair<std::string, double>>{
            {R"(route="/metrics",method="GET",status="200")", 2},
            {R"(route="/healthz",method="GET",status="200")", 1},
            {R"(route="other",method="GET",status="404")", 1}}) {

@@ -28,11 +28,13 @@ TEST(RequestMetricsTest, EveryRouteIsPresentAtZeroFromTheStart) {
   const std::string text = registry.Render();
   for (std::string_view route : kOpsRoutes) {
     const std::string r(route);
-    EXPECT_TRUE(Has(text, R"(kleaf_http_requests_total{route=")" + r +
-                              R"(",method="GET",status="200"} 0)"))
-        << r << "\n" << text;
+    EXPECT_TRUE(
+        Has(text, R"(kleaf_http_requests_total{route=")" + r + R"(",method="GET",status="200"} 0)"))
+        << r << "\n"
+        << text;
     EXPECT_TRUE(Has(text, R"(kleaf_http_request_seconds_count{route=")" + r + R"("} 0)"))
-        << r << "\n" << text;
+        << r << "\n"
+        << text;
   }
 }
 
@@ -49,15 +51,19 @@ TEST(RequestMetricsTest, CountsPerRouteMethodAndStatusWithBoundedLabels) {
   hook("GET", "/another-made-up-path", 404, microseconds(10));
   hook("BREW", "/metrics", 405, microseconds(10));
   const std::string text = registry.Render();
-  EXPECT_TRUE(Has(text, R"(kleaf_http_requests_total{route="/metrics",method="GET",status="200"} 2)"))
+  EXPECT_TRUE(
+      Has(text, R"(kleaf_http_requests_total{route="/metrics",method="GET",status="200"} 2)"))
       << text;
-  EXPECT_TRUE(Has(text, R"(kleaf_http_requests_total{route="/healthz",method="HEAD",status="200"} 1)"))
+  EXPECT_TRUE(
+      Has(text, R"(kleaf_http_requests_total{route="/healthz",method="HEAD",status="200"} 1)"))
       << text;
-  EXPECT_TRUE(Has(text, R"(kleaf_http_requests_total{route="/readyz",method="POST",status="405"} 1)"))
+  EXPECT_TRUE(
+      Has(text, R"(kleaf_http_requests_total{route="/readyz",method="POST",status="405"} 1)"))
       << text;
   EXPECT_TRUE(Has(text, R"(kleaf_http_requests_total{route="other",method="GET",status="404"} 2)"))
       << text;
-  EXPECT_TRUE(Has(text, R"(kleaf_http_requests_total{route="/metrics",method="other",status="405"} 1)"))
+  EXPECT_TRUE(
+      Has(text, R"(kleaf_http_requests_total{route="/metrics",method="other",status="405"} 1)"))
       << text;
   EXPECT_EQ(text.find("made-up"), std::string::npos) << text;
   EXPECT_EQ(text.find("BREW"), std::string::npos) << text;
