@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
 
+#include "base/clock.h"
 #include "client/batch_buffer.h"
 #include "client/claim.h"
 #include "kafka/client.h"
@@ -39,12 +41,44 @@ constexpr milliseconds kOffsetQueryTimeout{5000};
 // librdkafka's request timeout for this consumer unless the caller sets one: an unanswered
 // commit gets its outcome within this.
 constexpr const char* kSocketTimeoutMs = "10000";
-constexpr const char* kSessionTimeoutMs = "10000";
+// Fast failover (documented in client/README.md and docs/operations.md): a member that died
+// without leaving is dropped after 6 s (the broker's default group.min.session.timeout.ms, the
+// least it accepts), and a heartbeat every second tells the live members of a rebalance within a
+// second. A rebalance waits for every member of the group to rejoin or be dropped, so these two
+// bound how long the group stops when a member dies, and how long a Close() started during such
+// a rebalance waits before its leave is answered.
+constexpr const char* kSessionTimeoutMs = "6000";
+constexpr const char* kHeartbeatIntervalMs = "1000";
 
 using PartitionKey = std::pair<std::string, int32_t>;
 
 ClientError Err(ClientError::Kind kind, std::string message) {
   return ClientError{kind, std::move(message), 0, ""};
+}
+
+// The default of Options::log: warnings and errors on stderr in kleaf's text log format, one write
+// per line so that lines of several threads do not interleave.
+void LogToStderr(const BatchConsumer::LogLine& line) {
+  using Level = BatchConsumer::LogLine::Level;
+  if (line.level != Level::kWarn && line.level != Level::kError) return;
+  const auto ms = std::chrono::duration_cast<milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  std::string text = FormatUtcMs(ms.count());
+  text += line.level == Level::kWarn ? " warn [kafka] " : " error [kafka] ";
+  text.append(line.client).append(" ").append(line.facility).append(": ");
+  text.append(line.message).append("\n");
+  std::fwrite(text.data(), 1, text.size(), stderr);
+}
+
+// librdkafka's lines, through the kafka wrapper's sink, to the application's callback.
+kafka::LogSink SinkFor(BatchConsumer::LogCallback callback) {
+  if (!callback) callback = LogToStderr;
+  return [callback = std::move(callback)](kafka::LogLevel level, std::string_view client,
+                                          std::string_view facility, std::string_view message) {
+    using Level = BatchConsumer::LogLine::Level;
+    static constexpr Level kLevels[] = {Level::kDebug, Level::kInfo, Level::kWarn, Level::kError};
+    callback({kLevels[static_cast<int>(level)], client, facility, message});
+  };
 }
 
 bool Contains(const std::vector<kafka::TopicPartition>& parts, const kafka::Message& m) {
@@ -432,11 +466,12 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   props["group.id"] = options.group_id;
   props.emplace("enable.partition.eof", "false");
   props.emplace("socket.timeout.ms", kSocketTimeoutMs);
-  // librdkafka keeps a commit without an answer queued for session.timeout.ms while the broker
-  // is down, and Close() and a quarantined partition wait for it: 10 s (Kafka's default before
-  // 3.0), not the 45 s of librdkafka 2.8's default.
+  // librdkafka also keeps a commit without an answer queued for session.timeout.ms while the
+  // broker is down, and Close() and a quarantined partition wait for it: 6 s, not the 45 s of
+  // librdkafka 2.8's default.
   props.emplace("session.timeout.ms", kSessionTimeoutMs);
-  auto consumer = kafka::GroupConsumer::Create(props, {options.topic});
+  props.emplace("heartbeat.interval.ms", kHeartbeatIntervalMs);
+  auto consumer = kafka::GroupConsumer::Create(props, {options.topic}, SinkFor(options.log));
   if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->consumer = std::move(*consumer);

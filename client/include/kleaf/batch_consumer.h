@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kleaf/batch.h"
@@ -55,11 +57,25 @@ namespace kleaf {
 // All public methods are thread-safe.
 class BatchConsumer {
  public:
+  // One of librdkafka's log lines (connection failures, request timeouts, group changes).
+  struct LogLine {
+    enum class Level { kDebug, kInfo, kWarn, kError };
+    Level level = Level::kInfo;
+    std::string_view client;    // librdkafka's name of the handle, e.g. "rdkafka#consumer-1"
+    std::string_view facility;  // librdkafka's subsystem tag, e.g. "FAIL", "REQTMOUT"
+    std::string_view message;
+  };
+  // Called on librdkafka's threads: must be thread-safe, quick, and must not call back into the
+  // consumer. The views are valid during the call only.
+  using LogCallback = std::function<void(const LogLine&)>;
+
   struct Options {
     std::string bootstrap;  // Kafka bootstrap servers, host:port[,host:port...]
     std::string topic = "kleaf.ids";
     std::string group_id = "kleaf.ids.consumers";
-    // Extra librdkafka properties (e.g. session.timeout.ms, security settings).
+    // Extra librdkafka properties (e.g. security settings). Unless given here, kleaf sets
+    // session.timeout.ms 6000 and heartbeat.interval.ms 1000 (a dead member's partitions move
+    // after 6 s), socket.timeout.ms 10000 and the roundrobin assignor.
     // enable.auto.commit=true, isolation.level=read_uncommitted and cooperative assignors are
     // refused: they would break the guarantee above.
     std::map<std::string, std::string> properties;
@@ -69,9 +85,15 @@ class BatchConsumer {
     // How long Close() waits to leave the group cleanly; past it the member is dropped by the
     // coordinator at its session timeout instead. Then librdkafka still waits for a commit in
     // flight: up to socket.timeout.ms (10 s unless set in `properties`), or session.timeout.ms
-    // (10 s unless set in `properties`) while the coordinator is unknown. Measured with a frozen
-    // broker and with a stopped one: 10 s in all.
+    // (6 s unless set in `properties`) while the coordinator is unknown. Measured with a frozen
+    // broker and with a stopped one: 10 s in all. With the broker up, Close() takes milliseconds,
+    // except during a rebalance that waits for a member that died without leaving: the leave is
+    // answered once that member's session expired.
     std::chrono::milliseconds close_timeout{10000};
+    // Where librdkafka's log lines go. Empty (the default): warnings and errors to stderr, one
+    // line each in kleaf's text format ("<UTC time> warn [kafka] <client> <facility>: <message>");
+    // info and debug lines are dropped. A callback that does nothing silences them.
+    LogCallback log;
   };
 
   struct Stats {

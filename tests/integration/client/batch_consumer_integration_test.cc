@@ -432,6 +432,118 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWhileTheBrokerIsFrozen) {
   EXPECT_EQ(closed.error().kind, ClientError::Kind::kClosed);
 }
 
+// Close() while the broker is up returns within a second: alone in the group, right after a peer
+// left cleanly (a rebalance under way), after a peer stopped on SIGTERM, after one was killed
+// (kill -9: still a member until its session expires) and after one was frozen (SIGSTOP). It took
+// up to 1 s more before (librdkafka's destroy waiting for a metrics push).
+//
+// The one case it cannot: a rebalance that waits for a dead member (killed, and another member
+// joined since). The coordinator holds this member's JoinGroup until the dead one's session
+// expires and answers a connection's requests in order, so the LeaveGroup waits behind it: Close()
+// is bounded by the dead member's session (6 s), no longer by 10 s + a 3 s heartbeat + 1 s.
+TEST_F(BatchConsumerIntegrationTest, CloseReturnsWithinASecondWhileTheBrokerIsUp) {
+  const std::string topic = UniqueTopic("closepeer");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 2));
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 2, SegmentBatches("k", 0, 10, 100)));
+  enum class Peer { kNone, kClosed, kTerminated, kKilled, kStopped, kKilledThenJoined };
+  for (const Peer peer : {Peer::kNone, Peer::kClosed, Peer::kTerminated, Peer::kKilled,
+                          Peer::kStopped, Peer::kKilledThenJoined}) {
+    const char* name = peer == Peer::kNone         ? "alone"
+                       : peer == Peer::kClosed     ? "after a peer closed"
+                       : peer == Peer::kTerminated ? "after a peer stopped on SIGTERM"
+                       : peer == Peer::kKilled     ? "after a peer was killed"
+                       : peer == Peer::kStopped    ? "after a peer was frozen"
+                                                   : "in a rebalance waiting for a killed peer";
+    SCOPED_TRACE(name);
+    BatchConsumer::Options options = OptionsFor(topic);
+    options.group_id = group;
+    Procs procs;  // a batch_consumer_example peer (6 s session)
+    std::unique_ptr<BatchConsumer> in_process_peer;
+    if (peer == Peer::kClosed) {
+      auto p = BatchConsumer::Create(options);
+      ASSERT_TRUE(p) << p.error().message;
+      in_process_peer = std::move(*p);
+    } else if (peer != Peer::kNone) {
+      auto p = StartConsumer(broker_.bootstrap, topic, group, "k", seconds(120));
+      ASSERT_TRUE(p) << p.error();
+      procs.push_back(std::move(*p));
+    }
+    auto c = BatchConsumer::Create(options);
+    ASSERT_TRUE(c) << c.error().message;
+    const int partitions = peer == Peer::kNone ? 2 : 1;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          if ((*c)->stats().assigned_partitions != partitions) return false;
+          if (!procs.empty()) return Assigned(*procs[0]) == 1;
+          if (in_process_peer) return in_process_peer->stats().assigned_partitions == 1;
+          return true;
+        },
+        seconds(60)))
+        << "assigned " << (*c)->stats().assigned_partitions << "; " << Stderrs(procs);
+    auto id = (*c)->Next("k", IdBatch::Mode::kSegment, seconds(30));
+    ASSERT_TRUE(id) << id.error().message;
+    double bound = 1.0;
+    switch (peer) {
+      case Peer::kNone:
+        break;
+      case Peer::kClosed:
+        in_process_peer->Close();
+        break;
+      case Peer::kTerminated:
+        procs[0]->Terminate();
+        EXPECT_EQ(procs[0]->WaitExit(seconds(5)).code, 0) << procs[0]->Stderr();
+        break;
+      case Peer::kKilled:
+        procs[0]->KillAndWait();
+        break;
+      case Peer::kStopped:
+        procs[0]->Signal(SIGSTOP);
+        break;
+      case Peer::kKilledThenJoined: {
+        procs[0]->KillAndWait();
+        const auto rebalances = (*c)->stats().rebalances;
+        auto p = BatchConsumer::Create(options);
+        ASSERT_TRUE(p) << p.error().message;
+        in_process_peer = std::move(*p);
+        // This member learns of the rebalance at its next heartbeat (1 s) and gives its
+        // partition up; its JoinGroup then waits for the killed peer's session (6 s).
+        ASSERT_TRUE(WaitUntil([&] { return (*c)->stats().assigned_partitions == 0; }, seconds(5)));
+        EXPECT_EQ((*c)->stats().rebalances, rebalances);
+        bound = 6.0 + 1.0;
+        break;
+      }
+    }
+    const auto began = SteadyClock::now();
+    (*c)->Close();
+    const double took = SecondsSince(began);
+    std::cerr << "[close] " << name << ": Close() took " << took << " s\n";
+    EXPECT_LT(took, bound) << "Close() waited for the group";
+    if (peer == Peer::kStopped) procs[0]->Signal(SIGCONT);
+  }
+}
+
+// The example stops cleanly on SIGTERM: it leaves the group (its peer takes its partition over at
+// once, not after a session timeout), prints its summary and exits 0.
+TEST_F(BatchConsumerIntegrationTest, ExampleStopsCleanlyOnSigterm) {
+  const std::string topic = UniqueTopic("sigterm");
+  const std::string group = topic + ".group";
+  ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 1));
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("t", 0, 10, 5)));
+  auto p = StartConsumer(broker_.bootstrap, topic, group, "t", seconds(120));
+  ASSERT_TRUE(p) << p.error();
+  ASSERT_TRUE(WaitUntil([&] { return PrintedIds((*p)->Stdout()).size() == 50; }, seconds(30)))
+      << (*p)->Stderr();
+  (*p)->Terminate();
+  const auto status = (*p)->WaitExit(seconds(5));
+  EXPECT_TRUE(status.exited && status.code == 0) << status.ToString() << "\n" << (*p)->Stderr();
+  auto summary = LinesWith((*p)->Stderr(), "summary: ");
+  ASSERT_EQ(summary.size(), 1u) << (*p)->Stderr();
+  EXPECT_NE(summary[0].find("printed=50 "), std::string::npos) << summary[0];
+  EXPECT_NE(summary[0].find("stopped_by=SIGTERM"), std::string::npos) << summary[0];
+  EXPECT_EQ(Count((*p)->Stderr(), "%"), 0) << "raw librdkafka lines:\n" << (*p)->Stderr();
+}
+
 // The broker stops (clean shutdown; connections refused) and starts again on the same data while
 // a consumer claims batches on another thread: every Take returns within its timeout while the
 // broker is away, a second consumer's Close() returns within its bound, and once the broker is
