@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -49,6 +50,8 @@ constexpr const char* kSocketTimeoutMs = "10000";
 // a rebalance waits before its leave is answered.
 constexpr const char* kSessionTimeoutMs = "6000";
 constexpr const char* kHeartbeatIntervalMs = "1000";
+constexpr const char* kMetadataRefreshMs = "5000";
+constexpr size_t kMaxTopicName = 249;  // Kafka's limit
 
 using PartitionKey = std::pair<std::string, int32_t>;
 
@@ -91,6 +94,8 @@ bool Contains(const std::vector<kafka::TopicPartition>& parts, const kafka::Mess
 
 struct BatchConsumer::Impl {
   Options options;
+  std::map<std::string, BatchKey> stream_of_topic;  // the subscribed topics; set before Run
+  std::set<BatchKey> streams;                      // the same streams, by key
   std::unique_ptr<kafka::GroupConsumer> consumer;  // used by the fetch thread only
 
   mutable std::mutex mu;
@@ -327,6 +332,15 @@ void BatchConsumer::Impl::BufferClaimed(size_t run) {
     const kafka::Message& r = held.front();
     auto batch = r.value ? DecodeBatch(*r.value) : std::unexpected(std::string("tombstone"));
     if (batch) {
+      // A stream's topic holds only that stream's batches; anything else is not a batch of it.
+      auto stream = stream_of_topic.find(r.topic);
+      if (stream == stream_of_topic.end() ||
+          !(stream->second == BatchKey{batch->tag, batch->mode})) {
+        batch = std::unexpected("a batch of " + batch->tag + "/" +
+                                std::string(ModeName(batch->mode)) + " on topic " + r.topic);
+      }
+    }
+    if (batch) {
       buffer.Add(std::move(*batch));
       ++stats.claimed_batches;
     } else {
@@ -449,6 +463,21 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   if (options.commit_timeout.count() <= 0 || options.close_timeout.count() <= 0) {
     return std::unexpected(Err(Kind::kInvalidArgument, "commit_timeout and close_timeout must be positive"));
   }
+  if (options.streams.empty()) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "streams: name at least one (tag, mode)"));
+  }
+  std::map<std::string, BatchKey> stream_of_topic;
+  for (const auto& stream : options.streams) {
+    if (stream.tag.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "streams: empty tag"));
+    std::string topic = StreamTopic(options.topic, stream.tag, stream.mode);
+    if (topic.size() > kMaxTopicName) {
+      return std::unexpected(Err(Kind::kInvalidArgument, "streams: the topic of " + stream.tag +
+                                                             " would be longer than 249 characters: " + topic));
+    }
+    stream_of_topic.emplace(std::move(topic), BatchKey{stream.tag, stream.mode});
+  }
+  std::vector<std::string> topics;
+  for (const auto& [topic, key] : stream_of_topic) topics.push_back(topic);
   kafka::Properties props(options.properties.begin(), options.properties.end());
   auto refuse = [&](const std::string& key, auto bad) -> bool {
     auto it = props.find(key);
@@ -471,10 +500,14 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   // librdkafka 2.8's default.
   props.emplace("session.timeout.ms", kSessionTimeoutMs);
   props.emplace("heartbeat.interval.ms", kHeartbeatIntervalMs);
-  auto consumer = kafka::GroupConsumer::Create(props, {options.topic}, SinkFor(options.log));
+  // A stream topic created after this consumer subscribed is seen at the next metadata refresh.
+  props.emplace("topic.metadata.refresh.interval.ms", kMetadataRefreshMs);
+  auto consumer = kafka::GroupConsumer::Create(props, topics, SinkFor(options.log));
   if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->consumer = std::move(*consumer);
+  for (const auto& [topic, key] : stream_of_topic) impl->streams.insert(key);
+  impl->stream_of_topic = std::move(stream_of_topic);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });
   return std::unique_ptr<BatchConsumer>(new BatchConsumer(std::move(impl)));
@@ -492,8 +525,13 @@ ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, I
   if (tag.empty() || n < 1) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
   }
-  const auto deadline = DeadlineAfter(timeout);
   const BatchKey key{tag, mode};
+  if (!impl_->streams.contains(key)) {
+    return std::unexpected(Err(ClientError::Kind::kInvalidArgument,
+                               tag + "/" + std::string(ModeName(mode)) +
+                                   " is not among the consumer's streams (Options::streams)"));
+  }
+  const auto deadline = DeadlineAfter(timeout);
   std::vector<int64_t> out;
   std::unique_lock lock(impl_->mu);
   for (;;) {

@@ -1,4 +1,5 @@
-// Joins a consumer group on an ids topic and prints each ID it is handed, one per line.
+// Joins a consumer group on the topic of one stream (TAG, MODE) of an ids topic and prints each
+// ID it is handed, one per line.
 // Usage: batch_consumer_example BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake) COUNT
 //        [idle_timeout_ms] [librdkafka.property=value ...]
 // COUNT 0 means: until no ID arrives for idle_timeout_ms (default 10000). SIGTERM or SIGINT stops
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   options.bootstrap = argv[1];
   options.topic = argv[2];
   options.group_id = argv[3];
+  options.streams = {{argv[4], mode}};  // subscribes to this stream's topic only
   for (int i = 8; i < argc; ++i) {
     const std::string kv = argv[i];
     const size_t eq = kv.find('=');

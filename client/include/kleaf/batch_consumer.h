@@ -48,6 +48,9 @@ namespace kleaf {
 // they would hand out the same IDs. Give each consuming application its own ids topic and use
 // one group_id for all its processes.
 //
+// One topic per stream (Options::streams): a member fetches only the streams it named, so no
+// batch of another stream is ever claimed or dropped by it; see docs/architecture.md.
+//
 // Threads: one background thread owns the librdkafka consumer (polls, claims, rebalances); it
 // claims the next batch of a (tag, mode) key before the current one runs out, so Next() rarely
 // waits. Records it fetched and has not claimed wait in a bounded queue (uncommitted, so not
@@ -69,10 +72,23 @@ class BatchConsumer {
   // consumer. The views are valid during the call only.
   using LogCallback = std::function<void(const LogLine&)>;
 
+  // A stream of IDs: the batches of one tag in one mode.
+  struct Stream {
+    std::string tag;
+    IdBatch::Mode mode = IdBatch::Mode::kSegment;
+  };
+
   struct Options {
     std::string bootstrap;  // Kafka bootstrap servers, host:port[,host:port...]
+    // The ids topic: each stream's batches are on a topic of its own, StreamTopic(topic, tag,
+    // mode) (kleaf/batch.h), which the producer creates.
     std::string topic = "kleaf.ids";
     std::string group_id = "kleaf.ids.consumers";
+    // The streams this consumer takes IDs of (at least one). It subscribes to their topics and
+    // to nothing else, so it never claims a batch of another stream; Next/Take of a stream not
+    // listed is refused (kInvalidArgument). Every member of the group asking for a stream holds
+    // partitions of it while the stream's topic has at least as many partitions as such members.
+    std::vector<Stream> streams;
     // Extra librdkafka properties (e.g. security settings). Unless given here, kleaf sets
     // session.timeout.ms 6000 and heartbeat.interval.ms 1000 (a dead member's partitions move
     // after 6 s), socket.timeout.ms 10000 and the roundrobin assignor.
@@ -124,7 +140,7 @@ class BatchConsumer {
   KLEAF_CLIENT_API ClientResult<std::vector<int64_t>> Take(const std::string& tag,
                                                            IdBatch::Mode mode, int64_t n,
                                                            std::chrono::milliseconds timeout);
-  // The next claimed batch of any key (the unused rest of it), for generic consumers.
+  // The next claimed batch of any of the streams (the unused rest of it), for generic consumers.
   KLEAF_CLIENT_API ClientResult<IdBatch> NextBatch(std::chrono::milliseconds timeout);
 
   KLEAF_CLIENT_API Stats stats() const;
