@@ -64,8 +64,8 @@ ClientError Err(ClientError::Kind kind, std::string message) {
 void LogToStderr(const BatchConsumer::LogLine& line) {
   using Level = BatchConsumer::LogLine::Level;
   if (line.level != Level::kWarn && line.level != Level::kError) return;
-  const auto ms = std::chrono::duration_cast<milliseconds>(
-      std::chrono::system_clock::now().time_since_epoch());
+  const auto ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch());
   std::string text = FormatUtcMs(ms.count());
   text += line.level == Level::kWarn ? " warn [kafka] " : " error [kafka] ";
   text.append(line.client).append(" ").append(line.facility).append(": ");
@@ -95,7 +95,7 @@ bool Contains(const std::vector<kafka::TopicPartition>& parts, const kafka::Mess
 struct BatchConsumer::Impl {
   Options options;
   std::map<std::string, BatchKey> stream_of_topic;  // the subscribed topics; set before Run
-  std::set<BatchKey> streams;                      // the same streams, by key
+  std::set<BatchKey> streams;                       // the same streams, by key
   std::unique_ptr<kafka::GroupConsumer> consumer;  // used by the fetch thread only
 
   mutable std::mutex mu;
@@ -468,11 +468,13 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   }
   std::map<std::string, BatchKey> stream_of_topic;
   for (const auto& stream : options.streams) {
-    if (stream.tag.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "streams: empty tag"));
+    if (stream.tag.empty())
+      return std::unexpected(Err(Kind::kInvalidArgument, "streams: empty tag"));
     std::string topic = StreamTopic(options.topic, stream.tag, stream.mode);
     if (topic.size() > kMaxTopicName) {
-      return std::unexpected(Err(Kind::kInvalidArgument, "streams: the topic of " + stream.tag +
-                                                             " would be longer than 249 characters: " + topic));
+      return std::unexpected(
+          Err(Kind::kInvalidArgument, "streams: the topic of " + stream.tag +
+                                          " would be longer than 249 characters: " + topic));
     }
     stream_of_topic.emplace(std::move(topic), BatchKey{stream.tag, stream.mode});
   }

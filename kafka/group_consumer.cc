@@ -50,8 +50,9 @@ GroupConsumer::GroupConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 
 GroupConsumer::~GroupConsumer() { Close(); }
 
-Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(
-    const Properties& props, const std::vector<std::string>& topics, LogSink log) {
+Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& props,
+                                                             const std::vector<std::string>& topics,
+                                                             LogSink log) {
   Properties p = props;
   p.emplace("enable.auto.commit", "false");
   p.emplace("isolation.level", "read_committed");

@@ -94,7 +94,9 @@ Result<void> IdsProducer::Init() {
       return Fail(Code::kInvalidArgument, "producer.streams: the topic of " + s.spec.tag +
                                               " would be longer than 249 characters: " + s.topic);
     }
-    specs.push_back({s.topic, options_.partitions, options_.replication_factor,
+    specs.push_back({s.topic,
+                     options_.partitions,
+                     options_.replication_factor,
                      {{"min.insync.replicas", min_isr}}});
   }
   if (stream_of_topic_.size() != streams_.size()) {
@@ -114,10 +116,11 @@ Result<void> IdsProducer::Init() {
   for (const auto& tp : *committed) {
     read_to_[Queue(stream_of_topic_.at(tp.topic), tp.partition)] = std::max<int64_t>(tp.offset, 0);
   }
-  spdlog::info("[producer] {} initialised: {} streams, a topic each ({}.<mode>.<tag>) of {} "
-               "partitions, group {}",
-               options_.transactional_id, streams_.size(), options_.topic, options_.partitions,
-               options_.group);
+  spdlog::info(
+      "[producer] {} initialised: {} streams, a topic each ({}.<mode>.<tag>) of {} "
+      "partitions, group {}",
+      options_.transactional_id, streams_.size(), options_.topic, options_.partitions,
+      options_.group);
   return {};
 }
 
@@ -219,33 +222,34 @@ std::expected<void, kafka::TxnEnd> IdsProducer::SendBatches(const std::vector<in
     for (int32_t p = 0; p < options_.partitions; ++p) wanted += deficits[Queue(i, p)];
     bool stream_failed = false;
     for (int32_t p = 0; p < options_.partitions && !stream_failed; ++p) {
-     const int32_t q = Queue(i, p);
-     for (int64_t n = 0; n < deficits[q]; ++n, --wanted) {
-      auto batch = NextBatch(s, wanted);
-      if (!batch) {
-        // e.g. the allocators are unreachable or the lease is in doubt: the other streams go on.
-        if (s.spec.mode == IdBatch::Mode::kSnowflake) {
-          const bool lease = batch.error().message.find("lease") != std::string::npos;
-          spdlog::warn("[producer] {}no snowflake batch of {}: {}", lease ? "lease lost: " : "",
-                       s.spec.tag, batch.error().message);
-        } else {
-          spdlog::warn("[producer] no segment batch of {}: {}", s.spec.tag, batch.error().message);
+      const int32_t q = Queue(i, p);
+      for (int64_t n = 0; n < deficits[q]; ++n, --wanted) {
+        auto batch = NextBatch(s, wanted);
+        if (!batch) {
+          // e.g. the allocators are unreachable or the lease is in doubt: the other streams go on.
+          if (s.spec.mode == IdBatch::Mode::kSnowflake) {
+            const bool lease = batch.error().message.find("lease") != std::string::npos;
+            spdlog::warn("[producer] {}no snowflake batch of {}: {}", lease ? "lease lost: " : "",
+                         s.spec.tag, batch.error().message);
+          } else {
+            spdlog::warn("[producer] no segment batch of {}: {}", s.spec.tag,
+                         batch.error().message);
+          }
+          stream_failed = true;
+          break;
         }
-        stream_failed = true;
-        break;
+        if (sent.empty()) {
+          if (auto b = txn_->Begin(); !b) return std::unexpected(kafka::BeginFailed(b.error()));
+        }
+        std::string value = EncodeBatch(*batch);
+        if (auto r = txn_->Send(s.topic, p, s.spec.tag, value, {}); !r) {
+          // Dropped with the rest of the round: an aborted transaction publishes nothing.
+          return std::unexpected(kafka::EndFailedTransaction(
+              *txn_, {kafka::TxnError::Kind::kAbortable, false, "send: " + r.error().message},
+              clock_, kKafkaTimeout));
+        }
+        sent.push_back({q, i, std::move(value), batch->size()});
       }
-      if (sent.empty()) {
-        if (auto b = txn_->Begin(); !b) return std::unexpected(kafka::BeginFailed(b.error()));
-      }
-      std::string value = EncodeBatch(*batch);
-      if (auto r = txn_->Send(s.topic, p, s.spec.tag, value, {}); !r) {
-        // Dropped with the rest of the round: an aborted transaction publishes nothing.
-        return std::unexpected(kafka::EndFailedTransaction(
-            *txn_, {kafka::TxnError::Kind::kAbortable, false, "send: " + r.error().message}, clock_,
-            kKafkaTimeout));
-      }
-      sent.push_back({q, i, std::move(value), batch->size()});
-     }
     }
   }
   return {};
@@ -356,7 +360,8 @@ Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
   if (auto r = ReadCommittedOffsets(); !r) return std::unexpected(r.error());
   // Every partition of every stream topic: a member may hold any of them.
   std::vector<int64_t> deficits(QueueCount());
-  for (size_t q = 0; q < deficits.size(); ++q) deficits[q] = ledger_.Deficit(q, options_.batches_ahead);
+  for (size_t q = 0; q < deficits.size(); ++q)
+    deficits[q] = ledger_.Deficit(q, options_.batches_ahead);
   auto result = Publish(deficits);
   std::string ahead;
   {

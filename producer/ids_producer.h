@@ -37,7 +37,7 @@ struct Stream {
 
 struct IdsProducerOptions {
   kafka::Properties props;
-  std::string topic;             // <prefix>.ids: the stream topics are StreamTopic(topic, tag, mode)
+  std::string topic;  // <prefix>.ids: the stream topics are StreamTopic(topic, tag, mode)
   std::string group;             // the consumers' group, whose committed offsets count
   int32_t partitions = 12;       // of the ids topic, and of each stream topic created here
   int16_t replication_factor = 1;  // of the stream topics created here
@@ -99,7 +99,7 @@ class IdsProducer {
  private:
   struct StreamState {
     Stream spec;
-    std::string topic;  // StreamTopic(options.topic, tag, mode)
+    std::string topic;                               // StreamTopic(options.topic, tag, mode)
     std::deque<std::pair<int64_t, int64_t>> ranges;  // segment IDs [start, end) not yet published
     metrics::Counter* batches = nullptr;
     metrics::Counter* ids = nullptr;
@@ -159,7 +159,7 @@ class IdsProducer {
   std::unique_ptr<kafka::GroupOffsets> offsets_;
   std::vector<StreamState> streams_;
   std::map<std::string, size_t> stream_of_topic_;
-  std::map<int32_t, int64_t> read_to_;  // per queue: next offset to read back
+  std::map<int32_t, int64_t> read_to_;      // per queue: next offset to read back
   std::map<int32_t, metrics::Gauge*> lag_;  // per queue
   TopUpLedger ledger_;
   mutable std::mutex ahead_mu_;

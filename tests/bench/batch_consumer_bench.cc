@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   const std::string stream_topic = StreamTopic(topic, "bench", IdBatch::Mode::kSegment);
   constexpr int32_t kPartitions = 4;
   kafka::Properties props{{"bootstrap.servers", bootstrap}};
-  if (auto r = kafka::EnsureTopics(props, {{stream_topic, kPartitions, 1, {}}}, milliseconds(30000));
+  if (auto r =
+          kafka::EnsureTopics(props, {{stream_topic, kPartitions, 1, {}}}, milliseconds(30000));
       !r) {
     std::fprintf(stderr, "topic: %s\n", r.error().message.c_str());
     return 1;

@@ -839,7 +839,8 @@ TEST_F(BatchConsumerIntegrationTest, InProcessConsumerTakesKeysAndBatches) {
   EXPECT_EQ(none.error().kind, ClientError::Kind::kTimeout);
   auto not_asked = (*consumer)->Next("y", IdBatch::Mode::kSnowflake, milliseconds(300));
   ASSERT_FALSE(not_asked);
-  EXPECT_EQ(not_asked.error().kind, ClientError::Kind::kInvalidArgument) << not_asked.error().message;
+  EXPECT_EQ(not_asked.error().kind, ClientError::Kind::kInvalidArgument)
+      << not_asked.error().message;
   auto stats = (*consumer)->stats();
   EXPECT_EQ(stats.commit_failures, 0);
   (*consumer)->Close();

@@ -33,8 +33,8 @@ std::expected<void, std::string> Publish(const std::string& bootstrap, const std
 // Segment batches of `tag`: [first + i*size, first + (i+1)*size) for i in [0, count).
 std::vector<IdBatch> SegmentBatches(const std::string& tag, int64_t first, int64_t size, int count);
 
-// Starts batch_consumer_example in group `group` for the segment stream of `tag`, count 0 (until idle for
-// `idle`), with a 6 s session timeout so that a killed member leaves the group quickly.
+// Starts batch_consumer_example in group `group` for the segment stream of `tag`, count 0 (until
+// idle for `idle`), with a 6 s session timeout so that a killed member leaves the group quickly.
 std::expected<std::unique_ptr<e2e::KleafProcess>, std::string> StartConsumer(
     const std::string& bootstrap, const std::string& topic, const std::string& group,
     const std::string& tag, std::chrono::milliseconds idle);

@@ -155,11 +155,14 @@ TEST_F(IdsProducerTest, NewerRunOfTheSameNodeFencesTheOlder) {
   const int32_t p = kafka::PartitionFor(tag, kPartitions);
   auto reader = kafka::PartitionReader::Create(props_);
   ASSERT_TRUE(reader.has_value());
-  auto marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, milliseconds(10000));
+  auto marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
+                                     milliseconds(10000));
   ASSERT_TRUE(marks.has_value());
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}}).has_value());
+  ASSERT_TRUE((*group)
+                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
+                  .has_value());
 
   auto fenced = older->RunRound();
   ASSERT_FALSE(fenced.has_value());
@@ -217,10 +220,13 @@ TEST_F(IdsProducerTest, RoundWhoseCommitTimesOutIsFinishedBeforeTheNext) {
   const int32_t p = kafka::PartitionFor(tag, kPartitions);
   std::set<std::string> values;
   int records = 0;
-  auto end = (*reader)->ReadToEnd(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0, [&](const kafka::Message& m) {
-    ++records;
-    if (m.value) values.insert(*m.value);
-  }, milliseconds(20000));
+  auto end = (*reader)->ReadToEnd(
+      StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0,
+      [&](const kafka::Message& m) {
+        ++records;
+        if (m.value) values.insert(*m.value);
+      },
+      milliseconds(20000));
   ASSERT_TRUE(end.has_value()) << end.error().message;
   EXPECT_EQ(records, 3);
   EXPECT_EQ(values.size(), 3u);
@@ -245,13 +251,16 @@ TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNext
   Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
   ASSERT_TRUE(WaitUntil(
       [&] {
-        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, milliseconds(2000));
+        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
+                                      milliseconds(2000));
         return marks && marks->second >= 3;
       },
       milliseconds(10000)));
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}}).has_value());
+  ASSERT_TRUE((*group)
+                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
+                  .has_value());
 
   producer->InjectFatalErrorForTesting();
   auto failed = producer->RunRound();
@@ -274,10 +283,13 @@ TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNext
         records = 0;
         auto reread = kafka::PartitionReader::Create(props_);
         if (!reread) return false;
-        auto end = (*reread)->ReadToEnd(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0, [&](const kafka::Message& m) {
-          ++records;
-          if (m.value) values.insert(*m.value);
-        }, milliseconds(5000));
+        auto end = (*reread)->ReadToEnd(
+            StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0,
+            [&](const kafka::Message& m) {
+              ++records;
+              if (m.value) values.insert(*m.value);
+            },
+            milliseconds(5000));
         return end.has_value() && records >= 6;
       },
       milliseconds(20000));
@@ -305,13 +317,16 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
   Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
   ASSERT_TRUE(WaitUntil(
       [&] {
-        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, milliseconds(2000));
+        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
+                                      milliseconds(2000));
         return marks && marks->second >= 3;
       },
       milliseconds(10000)));
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}}).has_value());
+  ASSERT_TRUE((*group)
+                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
+                  .has_value());
   {
     BrokerRestartGuard guard(broker_);
     auto stopped = broker_.Stop();
@@ -342,10 +357,13 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
         records = 0;
         auto reread = kafka::PartitionReader::Create(props_);
         if (!reread) return false;
-        auto end = (*reread)->ReadToEnd(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0, [&](const kafka::Message& m) {
-          ++records;
-          if (m.value) values.insert(*m.value);
-        }, milliseconds(10000));
+        auto end = (*reread)->ReadToEnd(
+            StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0,
+            [&](const kafka::Message& m) {
+              ++records;
+              if (m.value) values.insert(*m.value);
+            },
+            milliseconds(10000));
         return end.has_value() && records >= 6;
       },
       milliseconds(60000)))
@@ -353,7 +371,8 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
       << "committed offset " << [&] {
            auto fresh = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
            if (!fresh) return std::string("?");
-           auto c = (*fresh)->Committed({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p}}, milliseconds(10000));
+           auto c = (*fresh)->Committed({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p}},
+                                        milliseconds(10000));
            return c ? std::to_string(c->front().offset) : c.error().message;
          }() << ", end " << marks->second << "): " << last_error;
   ASSERT_FALSE(producer->fatal()) << last_error;

@@ -52,9 +52,9 @@ std::vector<std::string> StreamTopics(const std::string& ids_topic,
   std::vector<std::string> topics;
   for (const auto& s : streams) {
     const auto slash = s.find('/');
-    topics.push_back(StreamTopic(ids_topic, s.substr(0, slash),
-                                 s.substr(slash + 1) == "segment" ? IdBatch::Mode::kSegment
-                                                                  : IdBatch::Mode::kSnowflake));
+    topics.push_back(StreamTopic(
+        ids_topic, s.substr(0, slash),
+        s.substr(slash + 1) == "segment" ? IdBatch::Mode::kSegment : IdBatch::Mode::kSnowflake));
   }
   return topics;
 }
@@ -453,7 +453,8 @@ TEST_F(ProducerTest, KillNineMidRoundAndBetweenRoundsNeverDuplicates) {
   // The killed round's batches reached the log, uncommitted.
   auto committed_values = [&] {
     std::set<std::string> v;
-    for (const auto& b : ReadAll(broker_.bootstrap, topics, Cluster::kPartitions)) v.insert(b.value);
+    for (const auto& b : ReadAll(broker_.bootstrap, topics, Cluster::kPartitions))
+      v.insert(b.value);
     return v;
   };
   const std::set<std::string> before = committed_values();
