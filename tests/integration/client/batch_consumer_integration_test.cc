@@ -462,7 +462,9 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWithinASecondWhileTheBrokerIsUp
                                                    : "in a rebalance waiting for a killed peer";
     SCOPED_TRACE(name);
     BatchConsumer::Options options = OptionsFor(topic, {{"k", IdBatch::Mode::kSegment}});
-    options.group_id = group;
+    // A group per case: a peer killed or frozen in one case must not hold up the next one's.
+    const std::string case_group = group + "-" + std::to_string(static_cast<int>(peer));
+    options.group_id = case_group;
     Procs procs;  // a batch_consumer_example peer (6 s session)
     std::unique_ptr<BatchConsumer> in_process_peer;
     if (peer == Peer::kClosed) {
@@ -470,7 +472,7 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWithinASecondWhileTheBrokerIsUp
       ASSERT_TRUE(p) << p.error().message;
       in_process_peer = std::move(*p);
     } else if (peer != Peer::kNone) {
-      auto p = StartConsumer(broker_.bootstrap, topic, group, "k", seconds(120));
+      auto p = StartConsumer(broker_.bootstrap, topic, case_group, "k", seconds(120));
       ASSERT_TRUE(p) << p.error();
       procs.push_back(std::move(*p));
     }
