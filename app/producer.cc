@@ -51,6 +51,7 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
   o.topic = c.producer.TopicFor(c.kafka.topic_prefix);
   o.group = c.producer.GroupFor(c.kafka.topic_prefix);
   o.partitions = ids_partitions;
+  o.replication_factor = static_cast<int16_t>(c.kafka.replication_factor);
   o.transactional_id = c.kafka.topic_prefix + ".producer." + c.node.id;
   o.batches_ahead = c.producer.batches_ahead;
   o.check_interval = milliseconds(c.producer.check_interval_ms);
@@ -196,7 +197,7 @@ int RunProducer(const config::Config& c) {
   }
   auto setup = allocator::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
-  // Batches are routed by the ids topic's own count, read from the broker like every other.
+  // The stream topics get the ids topic's own partition count, read from the broker.
   auto ids_partitions = kafka::PartitionCount(setup->props, setup->topics.ids, kSetupTimeout);
   if (!ids_partitions) return StartupError(ids_partitions.error().message);
   auto store = OpenStore(c);

@@ -37,6 +37,23 @@ std::string_view ModeName(IdBatch::Mode mode) {
   return mode == IdBatch::Mode::kSegment ? "segment" : "snowflake";
 }
 
+std::string StreamTopic(std::string_view ids_topic, std::string_view tag, IdBatch::Mode mode) {
+  std::string topic(ids_topic);
+  topic += '.';
+  topic += ModeName(mode);
+  topic += '.';
+  for (char c : tag) {
+    if (c == '_') {
+      topic += "__";
+    } else if (c == ':') {
+      topic += "_c";
+    } else {
+      topic += c;
+    }
+  }
+  return topic;
+}
+
 std::string EncodeBatch(const IdBatch& batch) {
   Json j = {{"tag", batch.tag}, {"mode", ModeName(batch.mode)}};
   if (batch.mode == IdBatch::Mode::kSegment) {

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 
+#include "base/clock.h"
 #include "client/batch_buffer.h"
 #include "client/claim.h"
 #include "kafka/client.h"
@@ -39,12 +42,46 @@ constexpr milliseconds kOffsetQueryTimeout{5000};
 // librdkafka's request timeout for this consumer unless the caller sets one: an unanswered
 // commit gets its outcome within this.
 constexpr const char* kSocketTimeoutMs = "10000";
-constexpr const char* kSessionTimeoutMs = "10000";
+// Fast failover (documented in client/README.md and docs/operations.md): a member that died
+// without leaving is dropped after 6 s (the broker's default group.min.session.timeout.ms, the
+// least it accepts), and a heartbeat every second tells the live members of a rebalance within a
+// second. A rebalance waits for every member of the group to rejoin or be dropped, so these two
+// bound how long the group stops when a member dies, and how long a Close() started during such
+// a rebalance waits before its leave is answered.
+constexpr const char* kSessionTimeoutMs = "6000";
+constexpr const char* kHeartbeatIntervalMs = "1000";
+constexpr const char* kMetadataRefreshMs = "5000";
+constexpr size_t kMaxTopicName = 249;  // Kafka's limit
 
 using PartitionKey = std::pair<std::string, int32_t>;
 
 ClientError Err(ClientError::Kind kind, std::string message) {
   return ClientError{kind, std::move(message), 0, ""};
+}
+
+// The default of Options::log: warnings and errors on stderr in kleaf's text log format, one write
+// per line so that lines of several threads do not interleave.
+void LogToStderr(const BatchConsumer::LogLine& line) {
+  using Level = BatchConsumer::LogLine::Level;
+  if (line.level != Level::kWarn && line.level != Level::kError) return;
+  const auto ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  std::string text = FormatUtcMs(ms.count());
+  text += line.level == Level::kWarn ? " warn [kafka] " : " error [kafka] ";
+  text.append(line.client).append(" ").append(line.facility).append(": ");
+  text.append(line.message).append("\n");
+  std::fwrite(text.data(), 1, text.size(), stderr);
+}
+
+// librdkafka's lines, through the kafka wrapper's sink, to the application's callback.
+kafka::LogSink SinkFor(BatchConsumer::LogCallback callback) {
+  if (!callback) callback = LogToStderr;
+  return [callback = std::move(callback)](kafka::LogLevel level, std::string_view client,
+                                          std::string_view facility, std::string_view message) {
+    using Level = BatchConsumer::LogLine::Level;
+    static constexpr Level kLevels[] = {Level::kDebug, Level::kInfo, Level::kWarn, Level::kError};
+    callback({kLevels[static_cast<int>(level)], client, facility, message});
+  };
 }
 
 bool Contains(const std::vector<kafka::TopicPartition>& parts, const kafka::Message& m) {
@@ -57,6 +94,8 @@ bool Contains(const std::vector<kafka::TopicPartition>& parts, const kafka::Mess
 
 struct BatchConsumer::Impl {
   Options options;
+  std::map<std::string, BatchKey> stream_of_topic;  // the subscribed topics; set before Run
+  std::set<BatchKey> streams;                       // the same streams, by key
   std::unique_ptr<kafka::GroupConsumer> consumer;  // used by the fetch thread only
 
   mutable std::mutex mu;
@@ -293,6 +332,15 @@ void BatchConsumer::Impl::BufferClaimed(size_t run) {
     const kafka::Message& r = held.front();
     auto batch = r.value ? DecodeBatch(*r.value) : std::unexpected(std::string("tombstone"));
     if (batch) {
+      // A stream's topic holds only that stream's batches; anything else is not a batch of it.
+      auto stream = stream_of_topic.find(r.topic);
+      if (stream == stream_of_topic.end() ||
+          !(stream->second == BatchKey{batch->tag, batch->mode})) {
+        batch = std::unexpected("a batch of " + batch->tag + "/" +
+                                std::string(ModeName(batch->mode)) + " on topic " + r.topic);
+      }
+    }
+    if (batch) {
       buffer.Add(std::move(*batch));
       ++stats.claimed_batches;
     } else {
@@ -415,6 +463,23 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   if (options.commit_timeout.count() <= 0 || options.close_timeout.count() <= 0) {
     return std::unexpected(Err(Kind::kInvalidArgument, "commit_timeout and close_timeout must be positive"));
   }
+  if (options.streams.empty()) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "streams: name at least one (tag, mode)"));
+  }
+  std::map<std::string, BatchKey> stream_of_topic;
+  for (const auto& stream : options.streams) {
+    if (stream.tag.empty())
+      return std::unexpected(Err(Kind::kInvalidArgument, "streams: empty tag"));
+    std::string topic = StreamTopic(options.topic, stream.tag, stream.mode);
+    if (topic.size() > kMaxTopicName) {
+      return std::unexpected(
+          Err(Kind::kInvalidArgument, "streams: the topic of " + stream.tag +
+                                          " would be longer than 249 characters: " + topic));
+    }
+    stream_of_topic.emplace(std::move(topic), BatchKey{stream.tag, stream.mode});
+  }
+  std::vector<std::string> topics;
+  for (const auto& [topic, key] : stream_of_topic) topics.push_back(topic);
   kafka::Properties props(options.properties.begin(), options.properties.end());
   auto refuse = [&](const std::string& key, auto bad) -> bool {
     auto it = props.find(key);
@@ -432,14 +497,19 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   props["group.id"] = options.group_id;
   props.emplace("enable.partition.eof", "false");
   props.emplace("socket.timeout.ms", kSocketTimeoutMs);
-  // librdkafka keeps a commit without an answer queued for session.timeout.ms while the broker
-  // is down, and Close() and a quarantined partition wait for it: 10 s (Kafka's default before
-  // 3.0), not the 45 s of librdkafka 2.8's default.
+  // librdkafka also keeps a commit without an answer queued for session.timeout.ms while the
+  // broker is down, and Close() and a quarantined partition wait for it: 6 s, not the 45 s of
+  // librdkafka 2.8's default.
   props.emplace("session.timeout.ms", kSessionTimeoutMs);
-  auto consumer = kafka::GroupConsumer::Create(props, {options.topic});
+  props.emplace("heartbeat.interval.ms", kHeartbeatIntervalMs);
+  // A stream topic created after this consumer subscribed is seen at the next metadata refresh.
+  props.emplace("topic.metadata.refresh.interval.ms", kMetadataRefreshMs);
+  auto consumer = kafka::GroupConsumer::Create(props, topics, SinkFor(options.log));
   if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->consumer = std::move(*consumer);
+  for (const auto& [topic, key] : stream_of_topic) impl->streams.insert(key);
+  impl->stream_of_topic = std::move(stream_of_topic);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });
   return std::unique_ptr<BatchConsumer>(new BatchConsumer(std::move(impl)));
@@ -457,8 +527,13 @@ ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, I
   if (tag.empty() || n < 1) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
   }
-  const auto deadline = DeadlineAfter(timeout);
   const BatchKey key{tag, mode};
+  if (!impl_->streams.contains(key)) {
+    return std::unexpected(Err(ClientError::Kind::kInvalidArgument,
+                               tag + "/" + std::string(ModeName(mode)) +
+                                   " is not among the consumer's streams (Options::streams)"));
+  }
+  const auto deadline = DeadlineAfter(timeout);
   std::vector<int64_t> out;
   std::unique_lock lock(impl_->mu);
   for (;;) {

@@ -1,15 +1,45 @@
-// Joins a consumer group on an ids topic and prints each ID it is handed, one per line.
+// Joins a consumer group on the topic of one stream (TAG, MODE) of an ids topic and prints each
+// ID it is handed, one per line.
 // Usage: batch_consumer_example BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake) COUNT
 //        [idle_timeout_ms] [librdkafka.property=value ...]
-// COUNT 0 means: until no ID arrives for idle_timeout_ms (default 10000). Exit code 0 when COUNT
-// IDs were printed (or, with COUNT 0, on the idle timeout), 1 on bad arguments, 2 on a timeout.
+// COUNT 0 means: until no ID arrives for idle_timeout_ms (default 10000). SIGTERM or SIGINT stops
+// it cleanly: it leaves the group and prints its summary. Exit code 0 when COUNT IDs were printed
+// (or, with COUNT 0, on the idle timeout), and on SIGTERM/SIGINT; 1 on bad arguments, 2 on a
+// timeout. The last line on stderr is always the summary ("summary: printed=N ...").
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "kleaf/batch_consumer.h"
+
+namespace {
+
+volatile std::sig_atomic_t stop_signal = 0;
+
+void OnStopSignal(int signal) { stop_signal = signal; }
+
+// Closes the consumer (leaving the group) and prints what it did.
+int Finish(kleaf::BatchConsumer& consumer, long long printed, const char* why, int code) {
+  const auto began = std::chrono::steady_clock::now();
+  consumer.Close();
+  const auto close_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - began)
+                            .count();
+  const auto s = consumer.stats();
+  std::fprintf(stderr,
+               "summary: printed=%lld claimed=%lld dropped=%lld released=%lld rebalances=%lld "
+               "commit_failures=%lld close_ms=%lld stopped_by=%s\n",
+               printed, static_cast<long long>(s.claimed_batches),
+               static_cast<long long>(s.dropped_batches),
+               static_cast<long long>(s.released_batches), static_cast<long long>(s.rebalances),
+               static_cast<long long>(s.commit_failures), static_cast<long long>(close_ms), why);
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 7) {
@@ -32,6 +62,7 @@ int main(int argc, char** argv) {
   options.bootstrap = argv[1];
   options.topic = argv[2];
   options.group_id = argv[3];
+  options.streams = {{argv[4], mode}};  // subscribes to this stream's topic only
   for (int i = 8; i < argc; ++i) {
     const std::string kv = argv[i];
     const size_t eq = kv.find('=');
@@ -41,6 +72,11 @@ int main(int argc, char** argv) {
     }
     options.properties[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  struct sigaction stop = {};
+  stop.sa_handler = OnStopSignal;
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGTERM, &stop, nullptr);
+  sigaction(SIGINT, &stop, nullptr);
   auto consumer = kleaf::BatchConsumer::Create(options);
   if (!consumer) {
     std::fprintf(stderr, "error: %s\n", consumer.error().message.c_str());
@@ -64,23 +100,31 @@ int main(int argc, char** argv) {
       stats = now;
     }
   };
-  const auto step = std::min(idle, std::chrono::milliseconds(500));
-  for (long long printed = 0; count == 0 || printed < count;) {
+  // Short waits, so that a stop signal is seen within a fifth of a second.
+  const auto step = std::min(idle, std::chrono::milliseconds(200));
+  long long printed = 0;
+  auto stopped = [] { return stop_signal != 0; };
+  auto stopped_by = [] { return stop_signal == SIGTERM ? "SIGTERM" : "SIGINT"; };
+  while (count == 0 || printed < count) {
     auto waited = std::chrono::milliseconds(0);
     auto id = (*consumer)->Next(argv[4], mode, step);
-    for (waited += step; !id && id.error().kind == kleaf::ClientError::Kind::kTimeout && waited < idle;
+    for (waited += step; !id && id.error().kind == kleaf::ClientError::Kind::kTimeout &&
+                         waited < idle && !stopped();
          waited += step) {
       report();
       id = (*consumer)->Next(argv[4], mode, step);
     }
+    if (id) {
+      std::printf("%lld\n", static_cast<long long>(*id));
+      std::fflush(stdout);
+      ++printed;
+      report();
+    }
+    if (stopped()) return Finish(**consumer, printed, stopped_by(), 0);
     if (!id) {
       std::fprintf(stderr, "%s\n", id.error().message.c_str());
-      return count == 0 ? 0 : 2;
+      return Finish(**consumer, printed, "idle", count == 0 ? 0 : 2);
     }
-    std::printf("%lld\n", static_cast<long long>(*id));
-    std::fflush(stdout);
-    ++printed;
-    report();
   }
-  return 0;
+  return Finish(**consumer, printed, "count", 0);
 }

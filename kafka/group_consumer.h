@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kafka/log.h"
 #include "kafka/message.h"
 
 namespace kleaf::kafka {
@@ -25,8 +26,10 @@ class GroupConsumer {
     std::string error;                       // kError
   };
 
+  // `log` receives this consumer's librdkafka log lines; empty: the sink of SetLogSink, if any.
   static Result<std::unique_ptr<GroupConsumer>> Create(const Properties& props,
-                                                       const std::vector<std::string>& topics);
+                                                       const std::vector<std::string>& topics,
+                                                       LogSink log = nullptr);
   ~GroupConsumer();
 
   Event Poll(std::chrono::milliseconds timeout);

@@ -60,6 +60,7 @@ Result<std::vector<TopicPartition>> CommittedOffsets(rd_kafka_t* rk,
 
 // Shared by group_consumer.cc and TxnProducer::SendOffsets (the group's metadata).
 struct GroupConsumer::Impl {
+  LogSink log;  // this handle's own log sink, if any; outlives rk (declared before it)
   KafkaHandle rk;
   std::vector<GroupConsumer::Event> pending;  // rebalance events not yet returned by Poll
   // Partitions paused by Pause() and not resumed since. Touched by the polling thread only

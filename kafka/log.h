@@ -1,6 +1,7 @@
 // Where librdkafka's own log lines go. By default librdkafka prints them to stderr in its own
 // format; a server installs a sink once at startup (before it creates any Kafka client) so they
-// go through its logger instead, e.g. as JSON. The client library installs none.
+// go through its logger instead, e.g. as JSON. The client library installs none: it gives each
+// consumer handle a sink of its own (GroupConsumer::Create's `log`).
 #pragma once
 
 #include <functional>

@@ -12,6 +12,7 @@ using std::chrono::milliseconds;
 constexpr milliseconds kKafkaTimeout{10000};
 // A committed batch not read back within this long is forgotten by the ledger.
 constexpr int64_t kPendingExpiryMs = 60000;
+constexpr size_t kMaxTopicName = 249;  // Kafka's limit
 
 }  // namespace
 
@@ -21,13 +22,13 @@ IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& alloc
       allocator_(allocator),
       generator_(generator),
       clock_(clock),
-      ledger_(options_.streams.size()),
+      ledger_(options_.streams.size() * static_cast<size_t>(options_.partitions)),
       ahead_(options_.streams.size(), 0) {
   auto& registry = metrics::Registry::Default();
   for (size_t i = 0; i < options_.streams.size(); ++i) {
     StreamState s;
     s.spec = options_.streams[i];
-    s.partition = kafka::PartitionFor(s.spec.tag, options_.partitions);
+    s.topic = StreamTopic(options_.topic, s.spec.tag, s.spec.mode);
     metrics::Labels labels{{"tag", s.spec.tag}, {"mode", std::string(ModeName(s.spec.mode))}};
     s.batches = &registry.GetCounter("kleaf_producer_batches_published_total",
                                      "ID batches the producer committed to the ids topic", labels);
@@ -35,16 +36,25 @@ IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& alloc
                                  "IDs in the batches the producer committed", labels);
     s.ahead = &registry.GetGauge("kleaf_producer_batches_ahead",
                                  "ID batches waiting ahead of the consumer group", labels);
-    stream_index_[{s.spec.tag, s.spec.mode}] = i;
-    partitions_.insert(s.partition);
+    for (int32_t p = 0; p < options_.partitions; ++p) {
+      auto queue_labels = labels;
+      queue_labels.emplace_back("partition", std::to_string(p));
+      lag_[Queue(i, p)] = &registry.GetGauge(
+          "kleaf_ids_consumer_lag",
+          "batches on a partition of a stream topic not yet committed by the consumer group",
+          queue_labels);
+    }
+    stream_of_topic_[s.topic] = i;
     streams_.push_back(std::move(s));
   }
-  for (int32_t p : partitions_) {
-    lag_[p] =
-        &registry.GetGauge("kleaf_ids_consumer_lag",
-                           "messages of the ids topic not yet committed by the consumer group",
-                           {{"partition", std::to_string(p)}});
+}
+
+std::vector<kafka::TopicPartition> IdsProducer::QueuePartitions() const {
+  std::vector<kafka::TopicPartition> parts;
+  for (const auto& s : streams_) {
+    for (int32_t p = 0; p < options_.partitions; ++p) parts.push_back({s.topic, p, -1001});
   }
+  return parts;
 }
 
 IdsProducer::~IdsProducer() { Stop(); }
@@ -76,6 +86,23 @@ Result<void> IdsProducer::NewTransactionalProducer(std::chrono::milliseconds tim
 }
 
 Result<void> IdsProducer::Init() {
+  // One topic per stream, as many partitions as the ids topic (docs/architecture.md).
+  std::vector<kafka::TopicSpec> specs;
+  const std::string min_isr = options_.replication_factor >= 3 ? "2" : "1";
+  for (const auto& s : streams_) {
+    if (s.topic.size() > kMaxTopicName) {
+      return Fail(Code::kInvalidArgument, "producer.streams: the topic of " + s.spec.tag +
+                                              " would be longer than 249 characters: " + s.topic);
+    }
+    specs.push_back({s.topic,
+                     options_.partitions,
+                     options_.replication_factor,
+                     {{"min.insync.replicas", min_isr}}});
+  }
+  if (stream_of_topic_.size() != streams_.size()) {
+    return Fail(Code::kInvalidArgument, "producer.streams: a (tag, mode) is listed twice");
+  }
+  if (auto r = kafka::EnsureTopics(options_.props, specs, kKafkaTimeout); !r) return r;
   if (auto r = NewTransactionalProducer(milliseconds(60000)); !r) return r;
   auto reader = kafka::PartitionReader::Create(options_.props);
   if (!reader) return std::unexpected(reader.error());
@@ -84,53 +111,53 @@ Result<void> IdsProducer::Init() {
   if (!offsets) return std::unexpected(offsets.error());
   offsets_ = std::move(*offsets);
   // The batches that count start at the group's committed offsets (-1001: from the beginning).
-  std::vector<kafka::TopicPartition> parts;
-  for (int32_t p : partitions_) parts.push_back({options_.topic, p, -1001});
-  auto committed = offsets_->Committed(parts, kKafkaTimeout);
+  auto committed = offsets_->Committed(QueuePartitions(), kKafkaTimeout);
   if (!committed) return std::unexpected(committed.error());
-  for (const auto& tp : *committed) read_to_[tp.partition] = std::max<int64_t>(tp.offset, 0);
-  spdlog::info("[producer] {} initialised: {} streams on {} partitions of {}, group {}",
-               options_.transactional_id, streams_.size(), partitions_.size(), options_.topic,
-               options_.group);
+  for (const auto& tp : *committed) {
+    read_to_[Queue(stream_of_topic_.at(tp.topic), tp.partition)] = std::max<int64_t>(tp.offset, 0);
+  }
+  spdlog::info(
+      "[producer] {} initialised: {} streams, a topic each ({}.<mode>.<tag>) of {} "
+      "partitions, group {}",
+      options_.transactional_id, streams_.size(), options_.topic, options_.partitions,
+      options_.group);
   return {};
 }
 
 Result<void> IdsProducer::CatchUp() {
-  for (int32_t p : partitions_) {
-    auto end = reader_->ReadToEnd(
-        options_.topic, p, read_to_[p],
-        [&](const kafka::Message& m) {
-          if (!m.value) return;
-          auto batch = DecodeBatch(*m.value);
-          if (!batch) return;  // not ours to count
-          auto it = stream_index_.find({batch->tag, batch->mode});
-          if (it == stream_index_.end()) return;
-          ledger_.Observe(p, m.offset, it->second, *m.value);
-        },
-        kKafkaTimeout);
-    if (!end) return std::unexpected(end.error());
-    read_to_[p] = *end;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    const auto& s = streams_[i];
+    for (int32_t p = 0; p < options_.partitions; ++p) {
+      const int32_t q = Queue(i, p);
+      auto end = reader_->ReadToEnd(
+          s.topic, p, read_to_[q],
+          [&](const kafka::Message& m) {
+            if (!m.value) return;
+            auto batch = DecodeBatch(*m.value);
+            if (!batch || batch->tag != s.spec.tag || batch->mode != s.spec.mode) return;
+            ledger_.Observe(q, m.offset, static_cast<size_t>(q), *m.value);
+          },
+          kKafkaTimeout);
+      if (!end) return std::unexpected(end.error());
+      read_to_[q] = *end;
+    }
   }
   ledger_.ExpirePending(clock_.NowMs() - kPendingExpiryMs);
   return {};
 }
 
 Result<void> IdsProducer::ReadCommittedOffsets() {
-  std::vector<kafka::TopicPartition> parts;
-  for (int32_t p : partitions_) parts.push_back({options_.topic, p, -1001});
-  auto committed = offsets_->Committed(parts, kKafkaTimeout);
+  auto committed = offsets_->Committed(QueuePartitions(), kKafkaTimeout);
   if (!committed) return std::unexpected(committed.error());
   for (const auto& tp : *committed) {
-    ledger_.SetCommitted(tp.partition, tp.offset);
-    if (auto it = lag_.find(tp.partition); it != lag_.end()) {
-      it->second->Set(
-          static_cast<double>(read_to_[tp.partition] - std::max<int64_t>(tp.offset, 0)));
-    }
+    const int32_t q = Queue(stream_of_topic_.at(tp.topic), tp.partition);
+    ledger_.SetCommitted(q, tp.offset);
+    lag_.at(q)->Set(static_cast<double>(read_to_[q] - std::max<int64_t>(tp.offset, 0)));
   }
   return {};
 }
 
-Result<IdBatch> IdsProducer::NextBatch(StreamState& s) {
+Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
   IdBatch batch;
   batch.tag = s.spec.tag;
   batch.mode = s.spec.mode;
@@ -147,7 +174,12 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s) {
         options_.segment_timeout,
         "no segment of " + s.spec.tag + " within " +
             std::to_string(options_.segment_timeout.count()) + " ms",
-        [&](auto done) { allocator_.AllocateSegment(s.spec.tag, s.spec.batch_size, done); });
+        [&](auto done) {
+          // One segment for the batches this round still makes of the stream (the allocator
+          // caps the step at its max_step): one round trip instead of one per batch.
+          allocator_.AllocateSegment(s.spec.tag, s.spec.batch_size * std::max<int64_t>(1, wanted),
+                                     done);
+        });
     if (!segment) return std::unexpected(segment.error());
     if (segment->end <= segment->start) {
       return Fail(Code::kInternal, "empty segment of " + s.spec.tag);
@@ -186,30 +218,38 @@ std::expected<void, kafka::TxnEnd> IdsProducer::SendBatches(const std::vector<in
                                                             std::vector<Sent>& sent) {
   for (size_t i = 0; i < streams_.size(); ++i) {
     auto& s = streams_[i];
-    for (int64_t n = 0; n < deficits[i]; ++n) {
-      auto batch = NextBatch(s);
-      if (!batch) {
-        // e.g. the allocators are unreachable or the lease is in doubt: the other streams go on.
-        if (s.spec.mode == IdBatch::Mode::kSnowflake) {
-          const bool lease = batch.error().message.find("lease") != std::string::npos;
-          spdlog::warn("[producer] {}no snowflake batch of {}: {}", lease ? "lease lost: " : "",
-                       s.spec.tag, batch.error().message);
-        } else {
-          spdlog::warn("[producer] no segment batch of {}: {}", s.spec.tag, batch.error().message);
+    int64_t wanted = 0;  // this stream's batches still to make in this round
+    for (int32_t p = 0; p < options_.partitions; ++p) wanted += deficits[Queue(i, p)];
+    bool stream_failed = false;
+    for (int32_t p = 0; p < options_.partitions && !stream_failed; ++p) {
+      const int32_t q = Queue(i, p);
+      for (int64_t n = 0; n < deficits[q]; ++n, --wanted) {
+        auto batch = NextBatch(s, wanted);
+        if (!batch) {
+          // e.g. the allocators are unreachable or the lease is in doubt: the other streams go on.
+          if (s.spec.mode == IdBatch::Mode::kSnowflake) {
+            const bool lease = batch.error().message.find("lease") != std::string::npos;
+            spdlog::warn("[producer] {}no snowflake batch of {}: {}", lease ? "lease lost: " : "",
+                         s.spec.tag, batch.error().message);
+          } else {
+            spdlog::warn("[producer] no segment batch of {}: {}", s.spec.tag,
+                         batch.error().message);
+          }
+          stream_failed = true;
+          break;
         }
-        break;
+        if (sent.empty()) {
+          if (auto b = txn_->Begin(); !b) return std::unexpected(kafka::BeginFailed(b.error()));
+        }
+        std::string value = EncodeBatch(*batch);
+        if (auto r = txn_->Send(s.topic, p, s.spec.tag, value, {}); !r) {
+          // Dropped with the rest of the round: an aborted transaction publishes nothing.
+          return std::unexpected(kafka::EndFailedTransaction(
+              *txn_, {kafka::TxnError::Kind::kAbortable, false, "send: " + r.error().message},
+              clock_, kKafkaTimeout));
+        }
+        sent.push_back({q, i, std::move(value), batch->size()});
       }
-      if (sent.empty()) {
-        if (auto b = txn_->Begin(); !b) return std::unexpected(kafka::BeginFailed(b.error()));
-      }
-      std::string value = EncodeBatch(*batch);
-      if (auto r = txn_->Send(options_.topic, s.partition, s.spec.tag, value, {}); !r) {
-        // Dropped with the rest of the round: an aborted transaction publishes nothing.
-        return std::unexpected(kafka::EndFailedTransaction(
-            *txn_, {kafka::TxnError::Kind::kAbortable, false, "send: " + r.error().message}, clock_,
-            kKafkaTimeout));
-      }
-      sent.push_back({s.partition, i, std::move(value), batch->size()});
     }
   }
   return {};
@@ -284,7 +324,7 @@ IdsProducer::RoundResult IdsProducer::CountPublished(std::vector<Sent>& sent) {
     s.ids->Inc(static_cast<uint64_t>(b.ids));
     result.batches += 1;
     result.ids += b.ids;
-    ledger_.AddPending(b.partition, b.stream, std::move(b.value), now_ms);
+    ledger_.AddPending(b.queue, static_cast<size_t>(b.queue), std::move(b.value), now_ms);
   }
   sent.clear();
   return result;
@@ -318,15 +358,17 @@ Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
   if (auto r = FinishTransaction(); !r) return std::unexpected(r.error());
   if (auto r = CatchUp(); !r) return std::unexpected(r.error());
   if (auto r = ReadCommittedOffsets(); !r) return std::unexpected(r.error());
-  std::vector<int64_t> deficits(streams_.size());
-  for (size_t i = 0; i < streams_.size(); ++i)
-    deficits[i] = ledger_.Deficit(i, options_.batches_ahead);
+  // Every partition of every stream topic: a member may hold any of them.
+  std::vector<int64_t> deficits(QueueCount());
+  for (size_t q = 0; q < deficits.size(); ++q)
+    deficits[q] = ledger_.Deficit(q, options_.batches_ahead);
   auto result = Publish(deficits);
   std::string ahead;
   {
     std::lock_guard lock(ahead_mu_);
     for (size_t i = 0; i < streams_.size(); ++i) {
-      ahead_[i] = ledger_.Ahead(i);
+      ahead_[i] = 0;
+      for (int32_t p = 0; p < options_.partitions; ++p) ahead_[i] += ledger_.Ahead(Queue(i, p));
       streams_[i].ahead->Set(static_cast<double>(ahead_[i]));
       ahead += (i == 0 ? "" : ", ") + streams_[i].spec.tag + "/" +
                std::string(ModeName(streams_[i].spec.mode)) + " " + std::to_string(ahead_[i]);

@@ -1,6 +1,6 @@
-// The producer node's engine: keeps at least K ID batches per stream (tag, mode) on the ids topic
-// ahead of the consumer group's committed offsets, publishing each top-up round as one Kafka
-// transaction.
+// The producer node's engine: keeps at least K ID batches on every partition of every stream's
+// topic (StreamTopic: one topic per (tag, mode)) ahead of the consumer group's committed offsets,
+// publishing each top-up round as one Kafka transaction.
 #pragma once
 
 #include <atomic>
@@ -37,11 +37,12 @@ struct Stream {
 
 struct IdsProducerOptions {
   kafka::Properties props;
-  std::string topic;             // <prefix>.ids
+  std::string topic;  // <prefix>.ids: the stream topics are StreamTopic(topic, tag, mode)
   std::string group;             // the consumers' group, whose committed offsets count
-  int32_t partitions = 12;       // of the ids topic; a batch goes to PartitionFor(tag)
+  int32_t partitions = 12;       // of the ids topic, and of each stream topic created here
+  int16_t replication_factor = 1;  // of the stream topics created here
   std::string transactional_id;  // "<prefix>.producer.<node.id>"
-  int64_t batches_ahead = 4;     // K
+  int64_t batches_ahead = 4;     // K, on every partition of every stream topic
   std::chrono::milliseconds check_interval{200};
   std::chrono::milliseconds txn_timeout{10000};
   std::chrono::milliseconds segment_timeout{10000};  // a round waits this long for a segment
@@ -68,8 +69,8 @@ class IdsProducer {
               snowflake::SnowflakeGenerator* generator, Clock& clock);
   ~IdsProducer();
 
-  // Creates the Kafka clients, fences older runs (init_transactions) and finds where each tracked
-  // partition's unconsumed batches start.
+  // Creates the stream topics that are missing and the Kafka clients, fences older runs
+  // (init_transactions) and finds where each partition's unconsumed batches start.
   Result<void> Init();
 
   struct RoundResult {
@@ -92,19 +93,29 @@ class IdsProducer {
   void InjectFatalErrorForTesting() { txn_->InjectFatalErrorForTesting(); }
   // Monotonic time of the last round that completed (-1: none yet), for readiness.
   int64_t last_round_ok_ns() const { return last_round_ok_ns_.load(); }
+  // Batches of stream `stream` ahead of the group, all its partitions together.
   int64_t Ahead(size_t stream) const;
 
  private:
   struct StreamState {
     Stream spec;
-    int32_t partition = 0;
+    std::string topic;                               // StreamTopic(options.topic, tag, mode)
     std::deque<std::pair<int64_t, int64_t>> ranges;  // segment IDs [start, end) not yet published
     metrics::Counter* batches = nullptr;
     metrics::Counter* ids = nullptr;
     metrics::Gauge* ahead = nullptr;
   };
+  // A queue is one partition of one stream topic: queue q = stream * partitions + partition. The
+  // ledger counts per queue (its "partition" and "stream" are both the queue).
+  int32_t Queue(size_t stream, int32_t partition) const {
+    return static_cast<int32_t>(stream) * options_.partitions + partition;
+  }
+  size_t QueueCount() const { return streams_.size() * static_cast<size_t>(options_.partitions); }
+  // Every queue as a (topic, partition).
+  std::vector<kafka::TopicPartition> QueuePartitions() const;
+
   struct Sent {
-    int32_t partition;
+    int32_t queue;
     size_t stream;
     std::string value;
     int64_t ids;
@@ -116,8 +127,10 @@ class IdsProducer {
 
   Result<void> CatchUp();
   Result<void> ReadCommittedOffsets();
-  Result<IdBatch> NextBatch(StreamState& s);
-  // One transaction: the missing batches sent, then committed.
+  // The next batch of `s`; `wanted` (this round's batches of it still to make) sizes the segment
+  // asked for when the stream has none left.
+  Result<IdBatch> NextBatch(StreamState& s, int64_t wanted);
+  // One transaction: the missing batches (per queue) sent, then committed.
   Result<RoundResult> Publish(const std::vector<int64_t>& deficits);
   // Begins the round's transaction at its first batch and sends every batch it can make; how the
   // transaction ended if a step failed.
@@ -145,13 +158,12 @@ class IdsProducer {
   std::unique_ptr<kafka::PartitionReader> reader_;
   std::unique_ptr<kafka::GroupOffsets> offsets_;
   std::vector<StreamState> streams_;
-  std::map<std::pair<std::string, IdBatch::Mode>, size_t> stream_index_;
-  std::set<int32_t> partitions_;        // the partitions the streams publish to
-  std::map<int32_t, int64_t> read_to_;  // per partition: next offset to read back
-  std::map<int32_t, metrics::Gauge*> lag_;
+  std::map<std::string, size_t> stream_of_topic_;
+  std::map<int32_t, int64_t> read_to_;      // per queue: next offset to read back
+  std::map<int32_t, metrics::Gauge*> lag_;  // per queue
   TopUpLedger ledger_;
   mutable std::mutex ahead_mu_;
-  std::vector<int64_t> ahead_;  // guarded by ahead_mu_: the ledger's counts after the last round
+  std::vector<int64_t> ahead_;  // guarded by ahead_mu_: per stream, after the last round
   int64_t round_ = 0;
   std::atomic<bool> fatal_{false};  // fenced
   bool broken_ = false;              // txn_ failed for good (not fenced): the next round replaces it

@@ -10,7 +10,9 @@
 
 namespace kleaf::producer {
 
-// Owned by one IdsProducer and used only on its round thread. Per partition it holds the batches
+// Owned by one IdsProducer and used only on its round thread. IdsProducer keeps one count per
+// queue (one partition of one stream topic) and passes the queue as both `p` and `stream`; the
+// ledger itself allows several streams per partition. Per partition it holds the batches
 // read back from the topic (read_committed) at or after the group's committed offset, plus the
 // batches this node committed but has not read back yet ("pending": the last stable offset moves
 // after the transaction markers are written, a moment after the commit returns). A batch counts

@@ -28,9 +28,12 @@ int main(int argc, char** argv) {
   const int prefetch = argc > 4 ? std::atoi(argv[4]) : 1;
   const std::string bootstrap = argv[1];
   const std::string topic = "bench" + std::to_string(std::random_device{}()) + ".ids";
+  const std::string stream_topic = StreamTopic(topic, "bench", IdBatch::Mode::kSegment);
   constexpr int32_t kPartitions = 4;
   kafka::Properties props{{"bootstrap.servers", bootstrap}};
-  if (auto r = kafka::EnsureTopics(props, {{topic, kPartitions, 1, {}}}, milliseconds(30000)); !r) {
+  if (auto r =
+          kafka::EnsureTopics(props, {{stream_topic, kPartitions, 1, {}}}, milliseconds(30000));
+      !r) {
     std::fprintf(stderr, "topic: %s\n", r.error().message.c_str());
     return 1;
   }
@@ -38,7 +41,7 @@ int main(int argc, char** argv) {
   if (!producer) return 1;
   for (int i = 0; i < batches; ++i) {
     IdBatch b{"bench", IdBatch::Mode::kSegment, i * size, (i + 1) * size, {}};
-    if (!(*producer)->Send(topic, i % kPartitions, b.tag, EncodeBatch(b), {})) return 1;
+    if (!(*producer)->Send(stream_topic, i % kPartitions, b.tag, EncodeBatch(b), {})) return 1;
   }
   if (!(*producer)->Flush(milliseconds(60000))) return 1;
 
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
   options.topic = topic;
   options.group_id = topic + ".group";
   options.prefetch_batches = prefetch;
+  options.streams = {{"bench", IdBatch::Mode::kSegment}};
   auto consumer = BatchConsumer::Create(options);
   if (!consumer) {
     std::fprintf(stderr, "consumer: %s\n", consumer.error().message.c_str());

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kleaf/batch.h"
@@ -46,20 +48,50 @@ namespace kleaf {
 // they would hand out the same IDs. Give each consuming application its own ids topic and use
 // one group_id for all its processes.
 //
+// One topic per stream (Options::streams): a member fetches only the streams it named, so no
+// batch of another stream is ever claimed or dropped by it; see docs/architecture.md.
+//
 // Threads: one background thread owns the librdkafka consumer (polls, claims, rebalances); it
 // claims the next batch of a (tag, mode) key before the current one runs out, so Next() rarely
 // waits. Records it fetched and has not claimed wait in a bounded queue (uncommitted, so not
-// ours: dropped on revoke). Batches of keys nobody asked for stay in a bounded buffer; when the buffer is full and a
-// caller waits for another key, the newest buffered batch of an unwanted key is dropped (a gap).
-// Claimed batches still buffered when the consumer closes or crashes are gaps too.
-// All public methods are thread-safe.
+// ours: dropped on revoke). Batches of keys nobody asked for stay in a bounded buffer; when the
+// buffer is full and a caller waits for another key, the newest buffered batch of an unwanted key
+// is dropped (a gap). Claimed batches still buffered when the consumer closes or crashes are gaps
+// too. All public methods are thread-safe.
 class BatchConsumer {
  public:
+  // One of librdkafka's log lines (connection failures, request timeouts, group changes).
+  struct LogLine {
+    enum class Level { kDebug, kInfo, kWarn, kError };
+    Level level = Level::kInfo;
+    std::string_view client;    // librdkafka's name of the handle, e.g. "rdkafka#consumer-1"
+    std::string_view facility;  // librdkafka's subsystem tag, e.g. "FAIL", "REQTMOUT"
+    std::string_view message;
+  };
+  // Called on librdkafka's threads: must be thread-safe, quick, and must not call back into the
+  // consumer. The views are valid during the call only.
+  using LogCallback = std::function<void(const LogLine&)>;
+
+  // A stream of IDs: the batches of one tag in one mode.
+  struct Stream {
+    std::string tag;
+    IdBatch::Mode mode = IdBatch::Mode::kSegment;
+  };
+
   struct Options {
     std::string bootstrap;  // Kafka bootstrap servers, host:port[,host:port...]
+    // The ids topic: each stream's batches are on a topic of its own, StreamTopic(topic, tag,
+    // mode) (kleaf/batch.h), which the producer creates.
     std::string topic = "kleaf.ids";
     std::string group_id = "kleaf.ids.consumers";
-    // Extra librdkafka properties (e.g. session.timeout.ms, security settings).
+    // The streams this consumer takes IDs of (at least one). It subscribes to their topics and
+    // to nothing else, so it never claims a batch of another stream; Next/Take of a stream not
+    // listed is refused (kInvalidArgument). Every member of the group asking for a stream holds
+    // partitions of it while the stream's topic has at least as many partitions as such members.
+    std::vector<Stream> streams;
+    // Extra librdkafka properties (e.g. security settings). Unless given here, kleaf sets
+    // session.timeout.ms 6000 and heartbeat.interval.ms 1000 (a dead member's partitions move
+    // after 6 s), socket.timeout.ms 10000 and the roundrobin assignor.
     // enable.auto.commit=true, isolation.level=read_uncommitted and cooperative assignors are
     // refused: they would break the guarantee above.
     std::map<std::string, std::string> properties;
@@ -69,9 +101,15 @@ class BatchConsumer {
     // How long Close() waits to leave the group cleanly; past it the member is dropped by the
     // coordinator at its session timeout instead. Then librdkafka still waits for a commit in
     // flight: up to socket.timeout.ms (10 s unless set in `properties`), or session.timeout.ms
-    // (10 s unless set in `properties`) while the coordinator is unknown. Measured with a frozen
-    // broker and with a stopped one: 10 s in all.
+    // (6 s unless set in `properties`) while the coordinator is unknown. Measured with a frozen
+    // broker and with a stopped one: 10 s in all. With the broker up, Close() takes milliseconds,
+    // except during a rebalance that waits for a member that died without leaving: the leave is
+    // answered once that member's session expired.
     std::chrono::milliseconds close_timeout{10000};
+    // Where librdkafka's log lines go. Empty (the default): warnings and errors to stderr, one
+    // line each in kleaf's text format ("<UTC time> warn [kafka] <client> <facility>: <message>");
+    // info and debug lines are dropped. A callback that does nothing silences them.
+    LogCallback log;
   };
 
   struct Stats {
@@ -102,7 +140,7 @@ class BatchConsumer {
   KLEAF_CLIENT_API ClientResult<std::vector<int64_t>> Take(const std::string& tag,
                                                            IdBatch::Mode mode, int64_t n,
                                                            std::chrono::milliseconds timeout);
-  // The next claimed batch of any key (the unused rest of it), for generic consumers.
+  // The next claimed batch of any of the streams (the unused rest of it), for generic consumers.
   KLEAF_CLIENT_API ClientResult<IdBatch> NextBatch(std::chrono::milliseconds timeout);
 
   KLEAF_CLIENT_API Stats stats() const;

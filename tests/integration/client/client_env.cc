@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <charconv>
+#include <map>
+#include <set>
 
 #include "kafka/client.h"
 
@@ -18,23 +20,39 @@ std::string UniqueTopic(const std::string& base) {
 }
 
 std::expected<void, std::string> CreateIdsTopic(const std::string& bootstrap,
-                                                const std::string& topic, int32_t partitions) {
-  auto r = kafka::EnsureTopics({{"bootstrap.servers", bootstrap}}, {{topic, partitions, 1, {}}},
-                               std::chrono::seconds(30));
+                                                const std::string& topic, int32_t partitions,
+                                                const std::vector<std::string>& tags) {
+  std::vector<kafka::TopicSpec> specs;
+  for (const auto& tag : tags) {
+    for (auto mode : {IdBatch::Mode::kSegment, IdBatch::Mode::kSnowflake}) {
+      specs.push_back({StreamTopic(topic, tag, mode), partitions, 1, {}});
+    }
+  }
+  auto r = kafka::EnsureTopics({{"bootstrap.servers", bootstrap}}, specs, std::chrono::seconds(30));
   if (!r) return std::unexpected(r.error().message);
   return {};
 }
 
 std::expected<void, std::string> Publish(const std::string& bootstrap, const std::string& topic,
                                          int32_t partitions, const std::vector<IdBatch>& batches) {
+  std::set<std::string> tags;
+  for (const auto& b : batches) tags.insert(b.tag);
+  if (auto created = CreateIdsTopic(bootstrap, topic, partitions, {tags.begin(), tags.end()});
+      !created) {
+    return created;
+  }
   auto producer = kafka::Producer::Create({{"bootstrap.servers", bootstrap}, {"linger.ms", "5"}});
   if (!producer) return std::unexpected(producer.error().message);
   std::atomic<int> failed{0};
-  for (size_t i = 0; i < batches.size(); ++i) {
-    auto sent = (*producer)->Send(topic, static_cast<int32_t>(i % partitions), batches[i].tag,
-                                  EncodeBatch(batches[i]), {}, [&failed](Result<int64_t> r) {
+  std::map<std::string, int32_t> next;  // per stream topic: the partition of its next batch
+  for (const auto& batch : batches) {
+    const std::string stream_topic = StreamTopic(topic, batch.tag, batch.mode);
+    int32_t& partition = next[stream_topic];
+    auto sent = (*producer)->Send(stream_topic, partition, batch.tag, EncodeBatch(batch), {},
+                                  [&failed](Result<int64_t> r) {
                                     if (!r) ++failed;
                                   });
+    partition = (partition + 1) % partitions;
     if (!sent) return std::unexpected(sent.error().message);
   }
   if (auto f = (*producer)->Flush(std::chrono::seconds(30)); !f) return std::unexpected(f.error().message);

@@ -215,9 +215,10 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnGatewayAndProducerLeasesTwoWorkerIds) {
 
   // The gateway serves while a consumer group (this test) keeps consuming the ids topic, so the
   // producer keeps publishing.
-  const std::string topic = cluster.prefix() + ".ids";
+  const std::string ids_topic = cluster.prefix() + ".ids";
+  const std::string topic = StreamTopic(ids_topic, "sf", IdBatch::Mode::kSnowflake);  // its stream
   kafka::Properties props{{"bootstrap.servers", broker_.bootstrap}};
-  auto group = kafka::GroupOffsets::Create(props, topic + ".consumers");
+  auto group = kafka::GroupOffsets::Create(props, ids_topic + ".consumers");
   ASSERT_TRUE(group) << group.error().message;
   auto reader = kafka::PartitionReader::Create(props);
   ASSERT_TRUE(reader) << reader.error().message;

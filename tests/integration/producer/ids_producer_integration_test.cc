@@ -25,7 +25,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr int32_t kPartitions = 2;
+// One partition per stream topic: the counts below are per stream (the cluster tests in
+// producer_integration_test.cc spread streams over several).
+constexpr int32_t kPartitions = 1;
 
 class IdsProducerTest : public KafkaTest {
  protected:
@@ -109,28 +111,33 @@ TEST_F(IdsProducerTest, MetricsCountPublishedBatchesAheadAndLag) {
     ASSERT_TRUE(again.has_value()) << again.error().message;
     EXPECT_EQ(again->batches, 0);
   }
-  // The 6 batches (and the commit markers) are on the tag's partition, none committed yet.
-  const int32_t p = kafka::PartitionFor(tag, kPartitions);
-  const std::string lag = "partition=\"" + std::to_string(p) + "\"";
+  // 3 batches (and the commit markers) on each stream's topic, none committed yet.
+  const std::string seg_lag = seg + ",partition=\"0\"";
+  const std::string sf_lag = sf + ",partition=\"0\"";
   ASSERT_TRUE(WaitUntil(
       [&] {
         (void)producer->RunRound();
-        return MetricValue("kleaf_ids_consumer_lag", lag) >= 6;
+        return MetricValue("kleaf_ids_consumer_lag", seg_lag) >= 3 &&
+               MetricValue("kleaf_ids_consumer_lag", sf_lag) >= 3;
       },
       milliseconds(10000)));
 
   // The group consumes everything: lag 0, and the next round tops up 3 + 3 again.
   auto reader = kafka::PartitionReader::Create(props_);
   ASSERT_TRUE(reader.has_value());
-  auto marks = (*reader)->Watermarks(topic_, p, milliseconds(10000));
-  ASSERT_TRUE(marks.has_value());
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+  for (auto mode : {IdBatch::Mode::kSegment, IdBatch::Mode::kSnowflake}) {
+    const std::string stream_topic = StreamTopic(topic_, tag, mode);
+    auto marks = (*reader)->Watermarks(stream_topic, 0, milliseconds(10000));
+    ASSERT_TRUE(marks.has_value());
+    ASSERT_TRUE((*group)->Commit({{stream_topic, 0, marks->second}}).has_value());
+  }
   auto refill = producer->RunRound();
   ASSERT_TRUE(refill.has_value()) << refill.error().message;
   EXPECT_EQ(refill->batches, 6);
-  EXPECT_EQ(MetricValue("kleaf_ids_consumer_lag", lag), 0);
+  EXPECT_EQ(MetricValue("kleaf_ids_consumer_lag", seg_lag), 0);
+  EXPECT_EQ(MetricValue("kleaf_ids_consumer_lag", sf_lag), 0);
   EXPECT_EQ(MetricValue("kleaf_producer_batches_published_total", seg), 6);
   EXPECT_EQ(MetricValue("kleaf_producer_batches_ahead", seg), 3);
 }
@@ -148,11 +155,14 @@ TEST_F(IdsProducerTest, NewerRunOfTheSameNodeFencesTheOlder) {
   const int32_t p = kafka::PartitionFor(tag, kPartitions);
   auto reader = kafka::PartitionReader::Create(props_);
   ASSERT_TRUE(reader.has_value());
-  auto marks = (*reader)->Watermarks(topic_, p, milliseconds(10000));
+  auto marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
+                                     milliseconds(10000));
   ASSERT_TRUE(marks.has_value());
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+  ASSERT_TRUE((*group)
+                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
+                  .has_value());
 
   auto fenced = older->RunRound();
   ASSERT_FALSE(fenced.has_value());
@@ -210,10 +220,13 @@ TEST_F(IdsProducerTest, RoundWhoseCommitTimesOutIsFinishedBeforeTheNext) {
   const int32_t p = kafka::PartitionFor(tag, kPartitions);
   std::set<std::string> values;
   int records = 0;
-  auto end = (*reader)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
-    ++records;
-    if (m.value) values.insert(*m.value);
-  }, milliseconds(20000));
+  auto end = (*reader)->ReadToEnd(
+      StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0,
+      [&](const kafka::Message& m) {
+        ++records;
+        if (m.value) values.insert(*m.value);
+      },
+      milliseconds(20000));
   ASSERT_TRUE(end.has_value()) << end.error().message;
   EXPECT_EQ(records, 3);
   EXPECT_EQ(values.size(), 3u);
@@ -238,13 +251,16 @@ TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNext
   Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
   ASSERT_TRUE(WaitUntil(
       [&] {
-        marks = (*reader)->Watermarks(topic_, p, milliseconds(2000));
+        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
+                                      milliseconds(2000));
         return marks && marks->second >= 3;
       },
       milliseconds(10000)));
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+  ASSERT_TRUE((*group)
+                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
+                  .has_value());
 
   producer->InjectFatalErrorForTesting();
   auto failed = producer->RunRound();
@@ -267,10 +283,13 @@ TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNext
         records = 0;
         auto reread = kafka::PartitionReader::Create(props_);
         if (!reread) return false;
-        auto end = (*reread)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
-          ++records;
-          if (m.value) values.insert(*m.value);
-        }, milliseconds(5000));
+        auto end = (*reread)->ReadToEnd(
+            StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0,
+            [&](const kafka::Message& m) {
+              ++records;
+              if (m.value) values.insert(*m.value);
+            },
+            milliseconds(5000));
         return end.has_value() && records >= 6;
       },
       milliseconds(20000));
@@ -298,13 +317,16 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
   Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
   ASSERT_TRUE(WaitUntil(
       [&] {
-        marks = (*reader)->Watermarks(topic_, p, milliseconds(2000));
+        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
+                                      milliseconds(2000));
         return marks && marks->second >= 3;
       },
       milliseconds(10000)));
   auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
   ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)->Commit({{topic_, p, marks->second}}).has_value());
+  ASSERT_TRUE((*group)
+                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
+                  .has_value());
   {
     BrokerRestartGuard guard(broker_);
     auto stopped = broker_.Stop();
@@ -335,10 +357,13 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
         records = 0;
         auto reread = kafka::PartitionReader::Create(props_);
         if (!reread) return false;
-        auto end = (*reread)->ReadToEnd(topic_, p, 0, [&](const kafka::Message& m) {
-          ++records;
-          if (m.value) values.insert(*m.value);
-        }, milliseconds(10000));
+        auto end = (*reread)->ReadToEnd(
+            StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, 0,
+            [&](const kafka::Message& m) {
+              ++records;
+              if (m.value) values.insert(*m.value);
+            },
+            milliseconds(10000));
         return end.has_value() && records >= 6;
       },
       milliseconds(60000)))
@@ -346,7 +371,8 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
       << "committed offset " << [&] {
            auto fresh = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
            if (!fresh) return std::string("?");
-           auto c = (*fresh)->Committed({{topic_, p}}, milliseconds(10000));
+           auto c = (*fresh)->Committed({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p}},
+                                        milliseconds(10000));
            return c ? std::to_string(c->front().offset) : c.error().message;
          }() << ", end " << marks->second << "): " << last_error;
   ASSERT_FALSE(producer->fatal()) << last_error;

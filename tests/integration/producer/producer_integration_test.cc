@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "kafka/client.h"
 #include "kleaf/batch.h"
+#include "kleaf/batch_consumer.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/kleaf_process.h"
 #include "tests/integration/cluster_env.h"
@@ -30,19 +32,36 @@ using std::chrono::seconds;
 constexpr milliseconds kKafkaTimeout{20000};
 constexpr char kCrashHook[] = "KLEAF_PRODUCER_TEST_CRASH_BEFORE_COMMIT";
 
-// A batch as it sits on the ids topic.
+// A batch as it sits on its stream's topic.
 struct Published {
+  std::string topic;
   int32_t partition = 0;
   int64_t offset = 0;
   std::string value;
   IdBatch batch;
 };
 
+// One partition of one stream topic.
+using Queue = std::pair<std::string, int32_t>;
+
 std::string StreamName(const IdBatch& b) { return b.tag + "/" + std::string(ModeName(b.mode)); }
 
-// Every batch of `topic`, read_committed (what consumers see) or read_uncommitted (also what open
-// or aborted transactions wrote), in (partition, offset) order.
-std::vector<Published> ReadAll(const std::string& bootstrap, const std::string& topic,
+// The topics of `streams` ("tag/mode") on the ids topic `ids_topic`.
+std::vector<std::string> StreamTopics(const std::string& ids_topic,
+                                      const std::vector<std::string>& streams) {
+  std::vector<std::string> topics;
+  for (const auto& s : streams) {
+    const auto slash = s.find('/');
+    topics.push_back(StreamTopic(
+        ids_topic, s.substr(0, slash),
+        s.substr(slash + 1) == "segment" ? IdBatch::Mode::kSegment : IdBatch::Mode::kSnowflake));
+  }
+  return topics;
+}
+
+// Every batch of `topics`, read_committed (what consumers see) or read_uncommitted (also what open
+// or aborted transactions wrote), in (topic, partition, offset) order.
+std::vector<Published> ReadAll(const std::string& bootstrap, const std::vector<std::string>& topics,
                                int32_t partitions, bool committed = true) {
   kafka::Properties props{{"bootstrap.servers", bootstrap}};
   if (!committed) props["isolation.level"] = "read_uncommitted";
@@ -50,66 +69,83 @@ std::vector<Published> ReadAll(const std::string& bootstrap, const std::string& 
   EXPECT_TRUE(reader.has_value()) << reader.error().message;
   std::vector<Published> out;
   if (!reader) return out;
-  for (int32_t p = 0; p < partitions; ++p) {
-    auto end = (*reader)->ReadToEnd(
-        topic, p, 0,
-        [&](const kafka::Message& m) {
-          ASSERT_TRUE(m.value.has_value());
-          auto batch = DecodeBatch(*m.value);
-          ASSERT_TRUE(batch.has_value()) << batch.error() << ": " << *m.value;
-          EXPECT_EQ(m.key, batch->tag);
-          out.push_back({p, m.offset, *m.value, std::move(*batch)});
-        },
-        kKafkaTimeout);
-    EXPECT_TRUE(end.has_value()) << end.error().message;
+  for (const auto& topic : topics) {
+    for (int32_t p = 0; p < partitions; ++p) {
+      auto end = (*reader)->ReadToEnd(
+          topic, p, 0,
+          [&](const kafka::Message& m) {
+            ASSERT_TRUE(m.value.has_value());
+            auto batch = DecodeBatch(*m.value);
+            ASSERT_TRUE(batch.has_value()) << batch.error() << ": " << *m.value;
+            EXPECT_EQ(m.key, batch->tag);
+            out.push_back({topic, p, m.offset, *m.value, std::move(*batch)});
+          },
+          kKafkaTimeout);
+      EXPECT_TRUE(end.has_value()) << end.error().message;
+    }
   }
   return out;
 }
 
-// The consumer group's committed offsets of `topic` (-1001: none), and commits for it.
+// The consumer group's committed offsets of `topics` (-1001: none), and commits for it.
 class Group {
  public:
-  Group(const std::string& bootstrap, std::string topic, int32_t partitions,
+  Group(const std::string& bootstrap, std::vector<std::string> topics, int32_t partitions,
         const std::string& name)
-      : topic_(std::move(topic)), partitions_(partitions) {
+      : topics_(std::move(topics)), partitions_(partitions) {
     auto g = kafka::GroupOffsets::Create({{"bootstrap.servers", bootstrap}}, name);
     EXPECT_TRUE(g.has_value()) << g.error().message;
     if (g) offsets_ = std::move(*g);
   }
-  std::map<int32_t, int64_t> Committed() {
+  std::map<Queue, int64_t> Committed() {
     std::vector<kafka::TopicPartition> parts;
-    for (int32_t p = 0; p < partitions_; ++p) parts.push_back({topic_, p, -1001});
+    for (const auto& t : topics_) {
+      for (int32_t p = 0; p < partitions_; ++p) parts.push_back({t, p, -1001});
+    }
     auto r = offsets_->Committed(parts, kKafkaTimeout);
     EXPECT_TRUE(r.has_value()) << r.error().message;
-    std::map<int32_t, int64_t> out;
+    std::map<Queue, int64_t> out;
     if (r) {
-      for (const auto& tp : *r) out[tp.partition] = tp.offset;
+      for (const auto& tp : *r) out[{tp.topic, tp.partition}] = tp.offset;
     }
     return out;
   }
-  void Commit(const std::map<int32_t, int64_t>& next) {
+  void Commit(const std::map<Queue, int64_t>& next) {
     std::vector<kafka::TopicPartition> parts;
-    for (const auto& [p, o] : next) parts.push_back({topic_, p, o});
+    for (const auto& [q, o] : next) parts.push_back({q.first, q.second, o});
     auto r = offsets_->Commit(parts);
     ASSERT_TRUE(r.has_value()) << r.error().message;
   }
 
  private:
-  std::string topic_;
+  std::vector<std::string> topics_;
   int32_t partitions_;
   std::unique_ptr<kafka::GroupOffsets> offsets_;
 };
 
-// Per stream ("tag/mode"), the batches at or after the group's committed offset of their partition.
-std::map<std::string, int> AheadPerStream(const std::vector<Published>& all,
-                                          const std::map<int32_t, int64_t>& committed) {
+// Per stream ("tag/mode") and partition ("tag/mode#p"), the batches at or after the group's
+// committed offset of their partition.
+std::map<std::string, int> AheadPerQueue(const std::vector<Published>& all,
+                                         const std::map<Queue, int64_t>& committed) {
   std::map<std::string, int> ahead;
   for (const auto& b : all) {
-    auto it = committed.find(b.partition);
+    auto it = committed.find({b.topic, b.partition});
     int64_t from = it == committed.end() || it->second < 0 ? 0 : it->second;
-    if (b.offset >= from) ++ahead[StreamName(b.batch)];
+    if (b.offset >= from) ++ahead[StreamName(b.batch) + "#" + std::to_string(b.partition)];
   }
   return ahead;
+}
+
+// Whether every partition of every stream of `streams` has at least `k` batches ahead.
+bool AllAtLeast(const std::map<std::string, int>& ahead, const std::vector<std::string>& streams,
+                int32_t partitions, int k) {
+  for (const auto& s : streams) {
+    for (int32_t p = 0; p < partitions; ++p) {
+      auto it = ahead.find(s + "#" + std::to_string(p));
+      if (it == ahead.end() || it->second < k) return false;
+    }
+  }
+  return true;
 }
 
 // No batch twice, no ID twice, no negative ID: segment ranges of a tag are disjoint, snowflake IDs
@@ -141,7 +177,7 @@ void ExpectNoDuplicates(const std::vector<Published>& all) {
   }
 }
 
-// The snowflake IDs of `tag`, in the order they sit on the topic (one partition per tag).
+// The snowflake IDs of `tag`, sorted (its batches are spread over the partitions of its topic).
 std::vector<int64_t> SnowflakesOf(const std::vector<Published>& all, const std::string& tag) {
   std::vector<int64_t> ids;
   for (const auto& b : all) {
@@ -149,6 +185,7 @@ std::vector<int64_t> SnowflakesOf(const std::vector<Published>& all, const std::
       ids.insert(ids.end(), b.batch.ids.begin(), b.batch.ids.end());
     }
   }
+  std::sort(ids.begin(), ids.end());
   return ids;
 }
 
@@ -222,8 +259,9 @@ class ProducerNode {
 
 class ProducerTest : public KafkaTest {};
 
-// Three streams, K = 3: each has K batches ahead after start and no more after further rounds;
-// when the group commits past some of them, the producer publishes exactly the missing ones.
+// Three streams, K = 3: every partition of each stream's topic has K batches ahead after start
+// and no more after further rounds; when the group commits past some of them, the producer
+// publishes exactly the missing ones.
 TEST_F(ProducerTest, TopUpFollowsTheConsumerGroupsCommits) {
   Cluster cluster(broker_, "producer-topup", {{"segment.auto_create", "true"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
@@ -233,50 +271,52 @@ TEST_F(ProducerTest, TopUpFollowsTheConsumerGroupsCommits) {
                         "{tag: alpha, mode: snowflake, batch_size: 50}, "
                         "{tag: beta, mode: segment, batch_size: 7}]");
   ASSERT_TRUE(producer.Start().has_value());
-  const std::string topic = cluster.prefix() + ".ids";
-  Group group(broker_.bootstrap, topic, Cluster::kPartitions, topic + ".consumers");
+  const std::string ids_topic = cluster.prefix() + ".ids";
   const std::vector<std::string> streams{"alpha/segment", "alpha/snowflake", "beta/segment"};
+  const auto topics = StreamTopics(ids_topic, streams);
+  Group group(broker_.bootstrap, topics, Cluster::kPartitions, ids_topic + ".consumers");
 
   auto ahead_now = [&] {
-    return AheadPerStream(ReadAll(broker_.bootstrap, topic, Cluster::kPartitions),
-                          group.Committed());
+    return AheadPerQueue(ReadAll(broker_.bootstrap, topics, Cluster::kPartitions),
+                         group.Committed());
   };
   auto all_at_least = [&](int k) {
-    auto ahead = ahead_now();
-    for (const auto& s : streams) {
-      if (ahead[s] < k) return false;
-    }
-    return true;
+    return AllAtLeast(ahead_now(), streams, Cluster::kPartitions, k);
   };
   ASSERT_TRUE(WaitUntil([&] { return all_at_least(kAhead); }, seconds(20)));
   // Five more rounds see the batches already there and publish nothing.
   ASSERT_TRUE(producer.WaitRounds(5, seconds(20)));
   for (const auto& [s, n] : ahead_now()) EXPECT_EQ(n, kAhead) << s;
 
-  // The group consumes the first two alpha/segment batches (and whatever lies before them).
-  auto all = ReadAll(broker_.bootstrap, topic, Cluster::kPartitions);
-  std::map<int32_t, int64_t> next;
+  // The group consumes the first two alpha/segment batches of partition 0 ...
+  auto all = ReadAll(broker_.bootstrap, topics, Cluster::kPartitions);
+  std::map<Queue, int64_t> next;
   int seen = 0;
   for (const auto& b : all) {
-    if (StreamName(b.batch) == "alpha/segment" && ++seen == 2) next[b.partition] = b.offset + 1;
+    if (StreamName(b.batch) == "alpha/segment" && b.partition == 0 && ++seen == 2) {
+      next[{b.topic, b.partition}] = b.offset + 1;
+    }
   }
   ASSERT_EQ(next.size(), 1u);
-  // ... and everything on beta's partition.
-  int32_t beta_partition = kafka::PartitionFor("beta", Cluster::kPartitions);
+  // ... and everything of beta.
   for (const auto& b : all) {
-    if (b.partition == beta_partition)
-      next[b.partition] = std::max(next[b.partition], b.offset + 1);
+    if (b.batch.tag == "beta") {
+      next[{b.topic, b.partition}] = std::max(next[{b.topic, b.partition}], b.offset + 1);
+    }
   }
   group.Commit(next);
-  auto consumed = AheadPerStream(all, group.Committed());
-  EXPECT_LT(consumed["alpha/segment"], kAhead);
-  EXPECT_EQ(consumed["beta/segment"], 0);
+  auto consumed = AheadPerQueue(all, group.Committed());
+  EXPECT_EQ(consumed["alpha/segment#0"], kAhead - 2);
+  EXPECT_EQ(consumed["alpha/segment#1"], kAhead);
+  for (int32_t p = 0; p < Cluster::kPartitions; ++p) {
+    EXPECT_EQ(consumed["beta/segment#" + std::to_string(p)], 0);
+  }
 
   ASSERT_TRUE(WaitUntil([&] { return all_at_least(kAhead); }, seconds(20)));
   ASSERT_TRUE(producer.WaitRounds(5, seconds(20)));
   for (const auto& [s, n] : ahead_now()) EXPECT_EQ(n, kAhead) << s;
 
-  all = ReadAll(broker_.bootstrap, topic, Cluster::kPartitions);
+  all = ReadAll(broker_.bootstrap, topics, Cluster::kPartitions);
   ExpectNoDuplicates(all);
   // Segment batches hold batch_size IDs each (a segment is split, never padded).
   for (const auto& b : all) {
@@ -287,11 +327,11 @@ TEST_F(ProducerTest, TopUpFollowsTheConsumerGroupsCommits) {
       EXPECT_EQ(b.batch.size(), 50);
     }
   }
-  // Snowflake batches: the leased worker id, IDs increasing within and across batches.
+  // Snowflake batches: the leased worker id, no ID twice.
   auto worker = producer.WorkerId();
   ASSERT_TRUE(worker.has_value()) << producer.Logs();
   auto ids = SnowflakesOf(all, "alpha");
-  ASSERT_GE(ids.size(), 50u * kAhead);
+  ASSERT_GE(ids.size(), 50u * kAhead * Cluster::kPartitions);
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(e2e::SplitDefaultSnowflake(ids[i]).worker_id, *worker) << ids[i];
     if (i > 0) {
@@ -304,6 +344,69 @@ TEST_F(ProducerTest, TopUpFollowsTheConsumerGroupsCommits) {
   auto status = producer.process().WaitExit(seconds(20));
   EXPECT_TRUE(status.exited && status.code == 0) << status.ToString();
   EXPECT_NE(producer.process().Stderr().find("[producer] stopped"), std::string::npos);
+}
+
+// Issue 16: with the producer running, two BatchConsumers of one group asking for one tag both
+// get batches of it (the producer keeps batches ahead on every partition either may hold), no ID
+// twice, and neither drops a batch; the other stream's batches reach neither.
+TEST_F(ProducerTest, TwoConsumersOfOneTagInOneGroupBothGetBatches) {
+  Cluster cluster(broker_, "producer-spread", {{"segment.auto_create", "true"}});
+  ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
+  constexpr int kAhead = 2;
+  ProducerNode producer(cluster, "prod-1", kAhead,
+                        "[{tag: shared, mode: segment, batch_size: 100}, "
+                        "{tag: other, mode: segment, batch_size: 100}]");
+  ASSERT_TRUE(producer.Start().has_value());
+  const std::string ids_topic = cluster.prefix() + ".ids";
+  BatchConsumer::Options options;
+  options.bootstrap = broker_.bootstrap;
+  options.topic = ids_topic;
+  options.group_id = ids_topic + ".consumers";
+  options.streams = {{"shared", IdBatch::Mode::kSegment}};
+  auto one = BatchConsumer::Create(options);
+  ASSERT_TRUE(one) << one.error().message;
+  auto two = BatchConsumer::Create(options);
+  ASSERT_TRUE(two) << two.error().message;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return (*one)->stats().assigned_partitions == Cluster::kPartitions / 2 &&
+               (*two)->stats().assigned_partitions == Cluster::kPartitions / 2;
+      },
+      seconds(60)))
+      << (*one)->stats().assigned_partitions << " and " << (*two)->stats().assigned_partitions;
+  std::set<int64_t> seen;
+  std::vector<int64_t> twice;
+  std::array<int64_t, 2> by{0, 0};
+  constexpr int64_t kEach = 2000;  // more than is ever ahead: the producer tops up meanwhile
+  const auto deadline = SteadyClock::now() + seconds(60);
+  while ((by[0] < kEach || by[1] < kEach) && SteadyClock::now() < deadline) {
+    for (int who : {0, 1}) {
+      if (by[who] >= kEach) continue;
+      auto& c = who == 0 ? *one : *two;
+      auto ids = c->Take("shared", IdBatch::Mode::kSegment, 100, milliseconds(200));
+      if (!ids) continue;
+      by[who] += static_cast<int64_t>(ids->size());
+      for (int64_t id : *ids) {
+        if (!seen.insert(id).second) twice.push_back(id);
+      }
+    }
+  }
+  std::cerr << "[two consumers] took " << by[0] << " and " << by[1] << " IDs of shared\n";
+  EXPECT_GE(by[0], kEach) << "consumer 1: " << (*one)->stats().last_error;
+  EXPECT_GE(by[1], kEach) << "consumer 2: " << (*two)->stats().last_error;
+  EXPECT_TRUE(twice.empty()) << twice.size() << " IDs handed out twice";
+  EXPECT_EQ((*one)->stats().dropped_batches + (*two)->stats().dropped_batches, 0);
+  EXPECT_EQ((*one)->stats().malformed_batches + (*two)->stats().malformed_batches, 0);
+  // Nobody asked for "other": its batches wait, untouched, kAhead on every partition.
+  Group group(broker_.bootstrap, StreamTopics(ids_topic, {"other/segment"}), Cluster::kPartitions,
+              ids_topic + ".consumers");
+  for (const auto& [q, offset] : group.Committed()) {
+    EXPECT_LT(offset, 0) << q.first << "/" << q.second << " was committed";
+  }
+  (*one)->Close();
+  (*two)->Close();
+  producer.process().Terminate();
+  EXPECT_TRUE(producer.process().WaitExit(seconds(20)).exited);
 }
 
 // A producer killed with SIGKILL in the middle of a round (its batches on the broker, the
@@ -319,22 +422,20 @@ TEST_F(ProducerTest, KillNineMidRoundAndBetweenRoundsNeverDuplicates) {
                         "{tag: t3, mode: segment, batch_size: 3}, "
                         "{tag: t1, mode: snowflake, batch_size: 20}, "
                         "{tag: t4, mode: snowflake, batch_size: 5}]");
-  const std::string topic = cluster.prefix() + ".ids";
-  Group group(broker_.bootstrap, topic, Cluster::kPartitions, topic + ".consumers");
+  const std::string ids_topic = cluster.prefix() + ".ids";
   const std::vector<std::string> streams{"t1/segment", "t2/segment", "t3/segment", "t1/snowflake",
                                          "t4/snowflake"};
+  const auto topics = StreamTopics(ids_topic, streams);
+  Group group(broker_.bootstrap, topics, Cluster::kPartitions, ids_topic + ".consumers");
   auto all_at_least = [&](int k) {
-    auto ahead =
-        AheadPerStream(ReadAll(broker_.bootstrap, topic, Cluster::kPartitions), group.Committed());
-    for (const auto& s : streams) {
-      if (ahead[s] < k) return false;
-    }
-    return true;
+    return AllAtLeast(
+        AheadPerQueue(ReadAll(broker_.bootstrap, topics, Cluster::kPartitions), group.Committed()),
+        streams, Cluster::kPartitions, k);
   };
   auto consume_everything = [&] {
-    std::map<int32_t, int64_t> next;
-    for (const auto& b : ReadAll(broker_.bootstrap, topic, Cluster::kPartitions)) {
-      next[b.partition] = std::max(next[b.partition], b.offset + 1);
+    std::map<Queue, int64_t> next;
+    for (const auto& b : ReadAll(broker_.bootstrap, topics, Cluster::kPartitions)) {
+      next[{b.topic, b.partition}] = std::max(next[{b.topic, b.partition}], b.offset + 1);
     }
     group.Commit(next);
   };
@@ -352,12 +453,13 @@ TEST_F(ProducerTest, KillNineMidRoundAndBetweenRoundsNeverDuplicates) {
   // The killed round's batches reached the log, uncommitted.
   auto committed_values = [&] {
     std::set<std::string> v;
-    for (const auto& b : ReadAll(broker_.bootstrap, topic, Cluster::kPartitions)) v.insert(b.value);
+    for (const auto& b : ReadAll(broker_.bootstrap, topics, Cluster::kPartitions))
+      v.insert(b.value);
     return v;
   };
   const std::set<std::string> before = committed_values();
   std::vector<Published> open;
-  for (auto& b : ReadAll(broker_.bootstrap, topic, Cluster::kPartitions, /*committed=*/false)) {
+  for (auto& b : ReadAll(broker_.bootstrap, topics, Cluster::kPartitions, /*committed=*/false)) {
     if (!before.contains(b.value)) open.push_back(std::move(b));
   }
   ASSERT_GE(open.size(), streams.size()) << "the killed round left no batch on the broker";
@@ -378,13 +480,13 @@ TEST_F(ProducerTest, KillNineMidRoundAndBetweenRoundsNeverDuplicates) {
   ASSERT_TRUE(producer.Start().has_value());
   ASSERT_TRUE(WaitUntil([&] { return all_at_least(kAhead); }, seconds(30)));
 
-  auto all = ReadAll(broker_.bootstrap, topic, Cluster::kPartitions);
+  auto all = ReadAll(broker_.bootstrap, topics, Cluster::kPartitions);
   ExpectNoDuplicates(all);
   for (const std::string tag : {"t1", "t4"}) {
     auto ids = SnowflakesOf(all, tag);
     ASSERT_GE(ids.size(), 3u * kAhead);
     for (size_t i = 1; i < ids.size(); ++i) {
-      EXPECT_LT(ids[i - 1], ids[i]) << tag << " at " << i << " (across restarts)";
+      EXPECT_LT(ids[i - 1], ids[i]) << tag << " at " << i << " (across restarts: twice)";
       EXPECT_EQ(e2e::SplitDefaultSnowflake(ids[i]).worker_id, *first_worker);
     }
   }

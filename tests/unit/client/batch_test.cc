@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 namespace kleaf {
 namespace {
 
@@ -37,6 +39,22 @@ TEST(BatchTest, MalformedBatchesNameTheField) {
   EXPECT_EQ(DecodeBatch(R"({"tag":"t","mode":"segment","start":"-5","end":"5"})").error().rfind("start", 0), 0u);
   EXPECT_EQ(DecodeBatch(R"({"tag":"t","mode":"segment","start":"1x","end":"5"})").error().rfind("start", 0), 0u);
   EXPECT_EQ(DecodeBatch(R"({"tag":"t","mode":"snowflake","ids":[]})").error().rfind("ids", 0), 0u);
+}
+
+TEST(StreamTopicTest, NamesTheModeAndTheTagAndNeverSharesATopic) {
+  EXPECT_EQ(StreamTopic("kleaf.ids", "order", IdBatch::Mode::kSegment), "kleaf.ids.segment.order");
+  EXPECT_EQ(StreamTopic("kleaf.ids", "order", IdBatch::Mode::kSnowflake),
+            "kleaf.ids.snowflake.order");
+  // ':' is not allowed in a topic name; '_' is the escape, so it is doubled.
+  EXPECT_EQ(StreamTopic("a.ids", "x:y_z", IdBatch::Mode::kSegment), "a.ids.segment.x_cy__z");
+  EXPECT_NE(StreamTopic("a.ids", "x:y", IdBatch::Mode::kSegment),
+            StreamTopic("a.ids", "x_cy", IdBatch::Mode::kSegment));
+  EXPECT_NE(StreamTopic("a.ids", "x_", IdBatch::Mode::kSegment),
+            StreamTopic("a.ids", "x:", IdBatch::Mode::kSegment));
+  for (char c : StreamTopic("a.ids", "A-z.0:9_", IdBatch::Mode::kSegment)) {
+    EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')
+        << c;
+  }
 }
 
 }  // namespace
