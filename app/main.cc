@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "config/config.h"
 #include "kafka/client.h"
+#include "snowflake/id128.h"
 #include "snowflake/snowflake.h"
 #include "snowflake/snowflake_node.h"
 #include "state/store.h"
@@ -34,6 +35,28 @@ int Decode(const kleaf::config::Config& config, const std::string& id_text) {
     return 2;
   }
   std::cout << *described << "\n";
+  return 0;
+}
+
+// `kleaf compose TIME`: the smallest ID of `kind` at TIME, as the compose routes answer it.
+int Compose(const kleaf::config::Config& config, const std::string& kind,
+            const std::string& time_text) {
+  namespace sf = kleaf::snowflake;
+  const auto& s = config.snowflake;
+  auto layout = sf::SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits, s.sequence_bits,
+                                          s.epoch_ms, s.time_unit_ms, INT64_MAX);
+  auto composed = [&]() -> kleaf::Result<std::string> {
+    if (!layout) return std::unexpected(layout.error());
+    if (kind == "snowflake") return sf::ComposeToJson(*layout, time_text);
+    return sf::ComposeToJson(
+        sf::Id128Layout(kind == "uuid7" ? sf::Id128Kind::kUuid7 : sf::Id128Kind::kUlid, *layout),
+        time_text);
+  }();
+  if (!composed) {
+    std::cerr << "kleaf: " << composed.error().message << "\n";
+    return 2;
+  }
+  std::cout << *composed << "\n";
   return 0;
 }
 
@@ -84,6 +107,15 @@ int main(int argc, char** argv) {
   std::string id_text;
   decode->add_option("id", id_text, "the ID")->required();
   add_config(decode);
+
+  auto* compose = app.add_subcommand(
+      "compose", "the smallest ID of a time (RFC 3339 or epoch ms) with the configured layout");
+  std::string time_text;
+  std::string compose_kind = "snowflake";
+  compose->add_option("time", time_text, "e.g. 2026-11-24T10:00:00Z or 1795514400000")->required();
+  compose->add_option("--kind", compose_kind, "snowflake (default), uuid7 or ulid")
+      ->check(CLI::IsMember({"snowflake", "uuid7", "ulid"}));
+  add_config(compose);
 
   auto* version = app.add_subcommand(
       "version", "print kleaf's version and the librdkafka and RocksDB versions it runs with");
@@ -142,6 +174,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (decode->parsed()) return Decode(*config, id_text);
+    if (compose->parsed()) return Compose(*config, compose_kind, time_text);
     kleaf::app::BlockShutdownSignals();
     kleaf::app::SetUpLoggingAndMetrics(config->log, KLEAF_VERSION);
     if (standalone->parsed()) return kleaf::app::RunStandalone(*config);

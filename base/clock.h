@@ -6,11 +6,21 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "base/error.h"
 
 namespace kleaf {
 
 // "2020-05-02T12:13:44.602Z" for a Unix time in milliseconds.
 std::string FormatUtcMs(int64_t ms);
+
+// The Unix time in milliseconds of an RFC 3339 date-time ("2026-11-24T10:00:00Z",
+// "2026-11-24T10:00:00.123+08:00"; 't' or ' ' for 'T' and 'z' for 'Z' too; digits past the
+// millisecond are dropped, so a time rounds down to its millisecond) or of a decimal count of
+// milliseconds since the Unix epoch ("1795514400000", "-5"). kInvalidArgument for anything else,
+// a leap second (":60") included: Unix time has none.
+Result<int64_t> ParseTimeMs(std::string_view text);
 
 class Clock {
  public:

@@ -156,6 +156,28 @@ ClientResult<std::vector<int64_t>> ParseIds(const std::string& body, int64_t cou
   return ids;
 }
 
+// The IDs of {"ids":["…",…]} as the gateway wrote them (UUIDv7s, ULIDs), `count` of them.
+ClientResult<std::vector<std::string>> ParseTextIds(const std::string& body, int64_t count) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) {
+    return std::unexpected(
+        Err(Kind::kInternal, "answer without an ids array: " + body.substr(0, 200)));
+  }
+  std::vector<std::string> ids;
+  ids.reserve(j["ids"].size());
+  for (const auto& v : j["ids"]) {
+    if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
+      return std::unexpected(Err(Kind::kInternal, "bad ID in answer: " + v.dump()));
+    }
+    ids.push_back(v.get<std::string>());
+  }
+  if (static_cast<int64_t>(ids.size()) != count) {
+    return std::unexpected(Err(Kind::kInternal, "asked for " + std::to_string(count) +
+                                                    " IDs, got " + std::to_string(ids.size())));
+  }
+  return ids;
+}
+
 bool ValidTag(const std::string& tag) {
   return !tag.empty() && tag.size() <= 128 && std::all_of(tag.begin(), tag.end(), [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == ':' ||
@@ -223,8 +245,21 @@ struct HttpClient::Impl {
   // One attempt on gateway `g`: a reused connection that turns out closed is retried once on a
   // fresh one (the server may have closed it while idle).
   std::expected<Reply, std::string> Attempt(size_t g, const std::string& target, milliseconds timeout);
-  ClientResult<std::vector<int64_t>> Get(const std::string& path, const std::string& tag, int64_t count);
-  ClientResult<std::vector<int64_t>> Fetch(const std::string& path, const std::string& tag, int64_t count);
+  // The body of a 200 answer to GET /api/v1/<path>/<tag>?count=N, trying the gateways in turn.
+  ClientResult<std::string> Get(const std::string& path, const std::string& tag, int64_t count);
+  // `count` IDs in requests of at most max_count_per_request, each answer read by `parse`.
+  template <typename Id>
+  ClientResult<std::vector<Id>> FetchAs(
+      const std::string& path, const std::string& tag, int64_t count,
+      ClientResult<std::vector<Id>> (*parse)(const std::string& body, int64_t count));
+  ClientResult<std::vector<int64_t>> Fetch(const std::string& path, const std::string& tag,
+                                           int64_t count) {
+    return FetchAs<int64_t>(path, tag, count, ParseIds);
+  }
+  ClientResult<std::vector<std::string>> FetchText(const std::string& path, const std::string& tag,
+                                                   int64_t count) {
+    return FetchAs<std::string>(path, tag, count, ParseTextIds);
+  }
 };
 
 std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std::string& target,
@@ -264,8 +299,8 @@ std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std:
   return reply;
 }
 
-ClientResult<std::vector<int64_t>> HttpClient::Impl::Get(const std::string& path,
-                                                         const std::string& tag, int64_t count) {
+ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const std::string& tag,
+                                                int64_t count) {
   const std::string target = "/api/v1/" + path + "/" + tag + "?count=" + std::to_string(count);
   const auto deadline = SteadyClock::now() + options.total_timeout;
   const size_t n = options.gateways.size();
@@ -284,7 +319,7 @@ ClientResult<std::vector<int64_t>> HttpClient::Impl::Get(const std::string& path
       const std::string where = gw.host + ":" + std::to_string(gw.port);
       if (reply && reply->status == 200) {
         preferred.store(g);
-        return ParseIds(reply->body, count);
+        return std::move(reply->body);
       }
       if (reply && reply->status >= 400 && reply->status < 500) {
         auto [code, message] = ErrorOf(reply->body);
@@ -307,19 +342,24 @@ ClientResult<std::vector<int64_t>> HttpClient::Impl::Get(const std::string& path
   return std::unexpected(Err(Kind::kUnavailable, "no gateway answered (last: " + last + ")", last_status));
 }
 
-ClientResult<std::vector<int64_t>> HttpClient::Impl::Fetch(const std::string& path,
-                                                           const std::string& tag, int64_t count) {
+template <typename Id>
+ClientResult<std::vector<Id>> HttpClient::Impl::FetchAs(
+    const std::string& path, const std::string& tag, int64_t count,
+    ClientResult<std::vector<Id>> (*parse)(const std::string& body, int64_t count)) {
   if (!ValidTag(tag)) {
     return std::unexpected(Err(Kind::kInvalidArgument, "tag: 1-128 characters of [A-Za-z0-9_.:-]"));
   }
   if (count < 1) return std::unexpected(Err(Kind::kInvalidArgument, "count must be >= 1"));
-  std::vector<int64_t> out;
+  std::vector<Id> out;
   out.reserve(static_cast<size_t>(count));
   while (static_cast<int64_t>(out.size()) < count) {
     int64_t chunk = std::min(count - static_cast<int64_t>(out.size()), options.max_count_per_request);
-    auto ids = Get(path, tag, chunk);
+    auto body = Get(path, tag, chunk);
+    if (!body) return std::unexpected(body.error());
+    auto ids = parse(*body, chunk);
     if (!ids) return std::unexpected(ids.error());
-    out.insert(out.end(), ids->begin(), ids->end());
+    out.insert(out.end(), std::make_move_iterator(ids->begin()),
+               std::make_move_iterator(ids->end()));
   }
   return out;
 }
@@ -398,6 +438,26 @@ ClientResult<int64_t> HttpClient::NextSnowflake(const std::string& tag) {
 
 ClientResult<std::vector<int64_t>> HttpClient::Snowflakes(const std::string& tag, int64_t count) {
   return impl_->Fetch("snowflake", tag, count);
+}
+
+ClientResult<std::string> HttpClient::NextUuid7(const std::string& tag) {
+  auto ids = impl_->FetchText("uuid7", tag, 1);
+  if (!ids) return std::unexpected(ids.error());
+  return std::move(ids->front());
+}
+
+ClientResult<std::vector<std::string>> HttpClient::Uuid7s(const std::string& tag, int64_t count) {
+  return impl_->FetchText("uuid7", tag, count);
+}
+
+ClientResult<std::string> HttpClient::NextUlid(const std::string& tag) {
+  auto ids = impl_->FetchText("ulid", tag, 1);
+  if (!ids) return std::unexpected(ids.error());
+  return std::move(ids->front());
+}
+
+ClientResult<std::vector<std::string>> HttpClient::Ulids(const std::string& tag, int64_t count) {
+  return impl_->FetchText("ulid", tag, count);
 }
 
 HttpClient::Stats HttpClient::stats() const {

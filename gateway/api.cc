@@ -141,6 +141,26 @@ Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
   return u;
 }
 
+// A path segment with its %XX escapes decoded ("%2B08%3A00" -> "+08:00"); nullopt for a broken
+// escape.
+std::optional<std::string> PercentDecoded(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    unsigned value = 0;
+    if (i + 2 >= text.size()) return std::nullopt;
+    auto [ptr, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+    if (ec != std::errc() || ptr != text.data() + i + 3) return std::nullopt;
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
 }  // namespace
 
 Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
@@ -149,7 +169,9 @@ Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerat
       segments_(segments),
       snowflake_(snowflake),
       allocator_(allocator),
-      blocking_(blocking) {}
+      blocking_(blocking),
+      uuid7_layout_(snowflake::Id128Kind::kUuid7, snowflake.layout()),
+      ulid_layout_(snowflake::Id128Kind::kUlid, snowflake.layout()) {}
 
 void Api::Handle(HttpRequest request, Respond respond) {
   const std::string_view target = request.target;
@@ -178,6 +200,7 @@ std::string_view Api::RouteOf(std::string_view target) {
     if (parts[1] == "snowflake") return "/api/snowflake/get/{tag}";
   }
   if (parts[1] != "v1") return "other";
+  if (auto time_ordered = TimeOrderedRouteOf(parts); !time_ordered.empty()) return time_ordered;
   const std::string_view route = parts[2];
   if (parts.size() == 5 && route == "snowflake" && parts[3] == "decode") {
     return "/api/v1/snowflake/decode/{id}";
@@ -208,6 +231,7 @@ bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name, const
 
 void Api::ServeV1(const HttpRequest& request, const std::vector<std::string_view>& parts,
                   std::string_view query, Respond respond) {
+  if (ServeTimeOrdered(request, parts, query, respond)) return;
   const std::string_view route = parts[2];
   if (parts.size() == 5 && route == "snowflake" && parts[3] == "decode") {
     if (!IsGet(request, respond)) return;
@@ -362,23 +386,23 @@ void Api::Workers(Respond respond) {
   });
 }
 
-metrics::Counter& Api::SnowflakeIssued(const std::string& tag) {
+metrics::Counter& Api::Issued(TagSeries& series, const std::string& tag) {
   {
-    std::shared_lock lock(snowflake_issued_mu_);
-    if (auto it = snowflake_issued_.find(tag); it != snowflake_issued_.end()) return *it->second;
-    if (snowflake_issued_.size() >= kMaxSnowflakeTagSeries) {
-      if (auto other = snowflake_issued_.find("_other"); other != snowflake_issued_.end()) {
+    std::shared_lock lock(series.mu);
+    if (auto it = series.counters.find(tag); it != series.counters.end()) return *it->second;
+    if (series.counters.size() >= kMaxSnowflakeTagSeries) {
+      if (auto other = series.counters.find("_other"); other != series.counters.end()) {
         return *other->second;
       }
     }
   }
-  std::unique_lock lock(snowflake_issued_mu_);
-  const bool own = snowflake_issued_.size() < kMaxSnowflakeTagSeries;
-  auto& slot = snowflake_issued_[own ? tag : std::string("_other")];
+  std::unique_lock lock(series.mu);
+  const bool own = series.counters.size() < kMaxSnowflakeTagSeries;
+  auto& slot = series.counters[own ? tag : std::string("_other")];
   if (slot == nullptr) {
     slot = &metrics::Registry::Default().GetCounter(
         "kleaf_ids_issued_total", "IDs handed to clients, per tag and mode.",
-        {{"tag", own ? tag : std::string("_other")}, {"mode", "snowflake"}});
+        {{"tag", own ? tag : std::string("_other")}, {"mode", series.mode}});
   }
   return *slot;
 }
@@ -395,6 +419,87 @@ bool Api::Authorized(const std::string& authorization) const {
     diff |= static_cast<unsigned char>(g ^ want[i]);
   }
   return diff == 0;
+}
+
+// --- UUIDv7, ULID and compose (issue 17): the routes of the time-ordered kinds.
+
+std::string_view Api::TimeOrderedRouteOf(const std::vector<std::string_view>& parts) {
+  if (parts.size() < 4 || parts[0] != "api" || parts[1] != "v1") return {};
+  const std::string_view route = parts[2];
+  if (parts.size() == 5 && parts[3] == "compose") {
+    if (route == "snowflake") return "/api/v1/snowflake/compose/{time}";
+    if (route == "uuid7") return "/api/v1/uuid7/compose/{time}";
+    if (route == "ulid") return "/api/v1/ulid/compose/{time}";
+  }
+  if (parts.size() == 4 && route == "uuid7") return "/api/v1/uuid7/{tag}";
+  if (parts.size() == 4 && route == "ulid") return "/api/v1/ulid/{tag}";
+  return {};
+}
+
+bool Api::ServeTimeOrdered(const HttpRequest& request, const std::vector<std::string_view>& parts,
+                           std::string_view query, Respond& respond) {
+  const std::string_view route = TimeOrderedRouteOf(parts);
+  if (route.empty()) return false;
+  if (!IsGet(request, respond)) return true;
+  if (parts.size() == 5) {
+    Compose(parts[2], parts[4], std::move(respond));
+    return true;
+  }
+  std::string tag(parts[3]);
+  if (auto v = ValidateTag(tag); !v) {
+    Reject(respond, v.error());
+    return true;
+  }
+  auto count = ParseCount(query, options_.max_batch);
+  if (!count) {
+    Reject(respond, count.error());
+    return true;
+  }
+  Id128s(parts[2] == "uuid7" ? uuid7_layout_ : ulid_layout_, tag, *count, std::move(respond));
+  return true;
+}
+
+void Api::Id128s(const snowflake::Id128Layout& layout, const std::string& tag, int64_t count,
+                 Respond respond) {
+  auto issue = [this, &layout, tag, count](Respond respond) {
+    std::vector<snowflake::Id128> ids;
+    if (auto r = snowflake::NextId128Batch(snowflake_, layout, count, ids); !r) {
+      return respond(ErrorResponse(r.error(), options_.retry_after_s));
+    }
+    Issued(layout.kind() == snowflake::Id128Kind::kUuid7 ? uuid7_issued_ : ulid_issued_, tag)
+        .Inc(static_cast<uint64_t>(count));
+    HttpResponse r;
+    r.body.reserve(32 + tag.size() + static_cast<size_t>(count) * 39);
+    r.body += "{\"tag\":\"";
+    r.body += tag;  // validated: no characters that need escaping
+    r.body += "\",\"ids\":[";
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) r.body += ',';
+      r.body += '"';
+      r.body += layout.Format(ids[i]);
+      r.body += '"';
+    }
+    r.body += "]}";
+    respond(std::move(r));
+  };
+  // As for snowflake batches: a large one may wait for several ticks, not on an I/O thread.
+  constexpr int64_t kInlineLimit = 256;
+  if (count <= kInlineLimit) return issue(std::move(respond));
+  blocking_.Post([issue, respond = std::move(respond)]() mutable { issue(std::move(respond)); });
+}
+
+void Api::Compose(std::string_view mode, std::string_view time_text, Respond respond) {
+  auto text = PercentDecoded(time_text);
+  if (!text) {
+    return respond(ErrorResponse(Error{Code::kInvalidArgument, "time: a broken %-escape"}));
+  }
+  auto composed = mode == "snowflake" ? snowflake::ComposeToJson(snowflake_.layout(), *text)
+                                      : snowflake::ComposeToJson(
+                                            mode == "uuid7" ? uuid7_layout_ : ulid_layout_, *text);
+  if (!composed) return respond(ErrorResponse(composed.error()));
+  HttpResponse r;
+  r.body = std::move(*composed);
+  respond(std::move(r));
 }
 
 }  // namespace kleaf::gateway

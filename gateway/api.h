@@ -19,6 +19,7 @@
 #include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
 #include "http/http.h"
+#include "snowflake/id128.h"
 #include "snowflake/snowflake.h"
 
 namespace kleaf::gateway {
@@ -36,9 +37,10 @@ struct ApiOptions {
   Monitor* monitor = nullptr;
 };
 
-// Routes requests to segment buffers, the snowflake generator and the allocator's tag admin, and
-// the operator routes (/metrics, /healthz, /readyz, /api/v1/status, "/"). Counts the IDs it hands
-// out in kleaf_ids_issued_total{tag,mode} (series looked up once per tag, not per request).
+// Routes requests to segment buffers, the snowflake generator (snowflake IDs, and the UUIDv7s and
+// ULIDs built on its draws: one generator per node, whatever the tag), the allocator's tag admin
+// and the operator routes (/metrics, /healthz, /readyz, /api/v1/status, "/"). Counts the IDs it
+// hands out in kleaf_ids_issued_total{tag,mode} (series looked up once per tag, not per request).
 // Thread-safe. Handle() answers at once when no waiting is needed (an ID from a loaded segment);
 // otherwise the wait runs on `blocking` and `respond` is called from that thread.
 class Api {
@@ -65,9 +67,15 @@ class Api {
                                                  "/api/v1/workers",
                                                  "/api/v1/tags",
                                                  "/api/v1/tags/{tag}",
+                                                 "/api/v1/snowflake/compose/{time}",
+                                                 "/api/v1/uuid7/{tag}",
+                                                 "/api/v1/ulid/{tag}",
+                                                 "/api/v1/uuid7/compose/{time}",
+                                                 "/api/v1/ulid/compose/{time}",
                                                  "other"};
 
   // Snowflake tags with their own kleaf_ids_issued_total series; later ones count as "_other".
+  // The same cap applies to the uuid7 and ulid tags, each mode on its own.
   static constexpr size_t kMaxSnowflakeTagSeries = 1000;
 
  private:
@@ -82,6 +90,13 @@ class Api {
   // plain text), else ours (?count=N, JSON).
   void ServeIds(const http::HttpRequest& request, std::string_view mode, std::string_view tag_text,
                 std::string_view query, bool leaf, http::Respond respond);
+  // The routes of the time-ordered kinds: GET /api/v1/{uuid7,ulid}/{tag}?count=N and
+  // /api/v1/{snowflake,uuid7,ulid}/compose/{time}. False, nothing answered, for another path.
+  bool ServeTimeOrdered(const http::HttpRequest& request,
+                        const std::vector<std::string_view>& parts, std::string_view query,
+                        http::Respond& respond);
+  // RouteOf's labels for the routes above; empty for another path.
+  static std::string_view TimeOrderedRouteOf(const std::vector<std::string_view>& parts);
   // True for a GET; else answers 405.
   static bool IsGet(const http::HttpRequest& request, const http::Respond& respond);
   // True when the request carries the admin token; else answers 401.
@@ -91,20 +106,38 @@ class Api {
   void Segment(const std::string& tag, int64_t count, bool plain, http::Respond respond);
   void Snowflake(const std::string& tag, int64_t count, bool plain, http::Respond respond);
   void Decode(const std::string& id_text, http::Respond respond);
+  // {"tag","ids"} of `count` UUIDv7s or ULIDs, drawn from the node's snowflake generator.
+  void Id128s(const snowflake::Id128Layout& layout, const std::string& tag, int64_t count,
+              http::Respond respond);
+  // {"id"}: the smallest ID of `mode` ("snowflake", "uuid7", "ulid") at a time given as text.
+  void Compose(std::string_view mode, std::string_view time_text, http::Respond respond);
   void Tags(const http::HttpRequest& request, const std::string& tag, http::Respond respond);
   void Workers(http::Respond respond);
   bool Authorized(const std::string& authorization) const;
-  // The snowflake series of kleaf_ids_issued_total for `tag` (snowflake tags are not registered
-  // anywhere, so their number is capped).
-  metrics::Counter& SnowflakeIssued(const std::string& tag);
+  // One mode's series of kleaf_ids_issued_total: its tags are not registered anywhere, so at most
+  // kMaxSnowflakeTagSeries of them get their own series and the rest count under "_other".
+  struct TagSeries {
+    explicit TagSeries(std::string m) : mode(std::move(m)) {}
+    const std::string mode;
+    std::shared_mutex mu;
+    std::unordered_map<std::string, metrics::Counter*> counters;  // guarded by mu
+  };
+  // The series of `tag` in `series`, looked up once per tag.
+  static metrics::Counter& Issued(TagSeries& series, const std::string& tag);
+  metrics::Counter& SnowflakeIssued(const std::string& tag) {
+    return Issued(snowflake_issued_, tag);
+  }
 
   const ApiOptions options_;
   SegmentCache& segments_;
   snowflake::SnowflakeGenerator& snowflake_;
   allocator::Allocator& allocator_;
   WorkerPool& blocking_;
-  std::shared_mutex snowflake_issued_mu_;
-  std::unordered_map<std::string, metrics::Counter*> snowflake_issued_;  // guarded by the above
+  const snowflake::Id128Layout uuid7_layout_;
+  const snowflake::Id128Layout ulid_layout_;
+  TagSeries snowflake_issued_{"snowflake"};
+  TagSeries uuid7_issued_{"uuid7"};
+  TagSeries ulid_issued_{"ulid"};
 };
 
 }  // namespace kleaf::gateway

@@ -37,6 +37,30 @@ Result<SnowflakeLayout::Parts> SnowflakeLayout::Decode(int64_t id) const {
   return p;
 }
 
+Result<int64_t> SnowflakeLayout::FirstIdAt(int64_t ms) const {
+  // The last millisecond of the last tick, saturated: a wide layout can outrun int64 ms.
+  int64_t end_ms = 0;
+  if (__builtin_mul_overflow(max_ticks(), time_unit_ms_, &end_ms) ||
+      __builtin_add_overflow(end_ms, epoch_ms_ + time_unit_ms_ - 1, &end_ms)) {
+    end_ms = std::numeric_limits<int64_t>::max();
+  }
+  if (ms < epoch_ms_ || ms > end_ms) {
+    return Fail(Code::kInvalidArgument,
+                "time: outside the snowflake layout's range, " + FormatUtcMs(epoch_ms_) + " (" +
+                    std::to_string(epoch_ms_) + ") to " + FormatUtcMs(end_ms) + " (" +
+                    std::to_string(end_ms) + "), epoch milliseconds in brackets");
+  }
+  return Compose(TicksOf(ms), 0, 0);
+}
+
+Result<std::string> ComposeToJson(const SnowflakeLayout& layout, std::string_view time_text) {
+  auto ms = ParseTimeMs(time_text);
+  if (!ms) return std::unexpected(ms.error());
+  auto id = layout.FirstIdAt(*ms);
+  if (!id) return std::unexpected(id.error());
+  return "{\"id\":\"" + std::to_string(*id) + "\"}";
+}
+
 Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text) {
   int64_t id = 0;
   auto [ptr, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);

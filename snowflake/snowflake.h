@@ -33,6 +33,11 @@ class SnowflakeLayout {
   }
   // Fails for a negative ID.
   Result<Parts> Decode(int64_t id) const;
+  // The smallest ID of the tick holding the wall-clock time `ms` (worker 0, sequence 0): every ID
+  // issued at `ms` or later is >= it, every ID issued before its tick is below it, so
+  // `id >= FirstIdAt(t0) AND id < FirstIdAt(t1)` selects IDs by time (to the time unit).
+  // kInvalidArgument, naming the layout's range, for a time before the epoch or past last_ms().
+  Result<int64_t> FirstIdAt(int64_t ms) const;
 
   // Ticks (time units since the epoch) of a wall-clock time, and back.
   int64_t TicksOf(int64_t ms) const { return (ms - epoch_ms_) / time_unit_ms_; }
@@ -59,6 +64,10 @@ class SnowflakeLayout {
 // Parses a decimal ID and describes it as JSON:
 // {"id":"…","timestamp_ms":…,"time":"…Z","worker_id":…,"sequence":…}.
 Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text);
+
+// Parses a time (RFC 3339 or epoch milliseconds, ParseTimeMs) and answers the first ID of it
+// (SnowflakeLayout::FirstIdAt) as JSON: {"id":"…"}.
+Result<std::string> ComposeToJson(const SnowflakeLayout& layout, std::string_view time_text);
 
 // Issues snowflake IDs for one worker id. Thread-safe (one mutex; IDs strictly increase in the
 // order they are issued). Guarantees, for the lifetime of the object:

@@ -31,7 +31,8 @@ KLEAF_CLIENT_API ClientResult<std::vector<GatewayAddress>> ParseGateways(std::st
 // kRejected with the server's status, code and message. Requests are GETs: a retried request can
 // only lose IDs (a gap), never duplicate them.
 // With buffer_size N > 1, segment IDs are fetched N at a time and handed out locally (the
-// buffered rest is a gap if the process ends). Snowflake IDs are never buffered (time-ordered).
+// buffered rest is a gap if the process ends). Snowflake IDs, UUIDv7s and ULIDs are never buffered
+// (time-ordered).
 class HttpClient {
  public:
   struct Options {
@@ -54,6 +55,14 @@ class HttpClient {
   KLEAF_CLIENT_API ClientResult<int64_t> NextSnowflake(const std::string& tag);
   KLEAF_CLIENT_API ClientResult<std::vector<int64_t>> Snowflakes(const std::string& tag,
                                                                  int64_t count);
+  // UUIDv7s (RFC 9562, canonical lowercase 8-4-4-4-12) and ULIDs (26 characters of Crockford
+  // base32), as the gateway wrote them; never buffered (time-ordered, like snowflake IDs).
+  KLEAF_CLIENT_API ClientResult<std::string> NextUuid7(const std::string& tag);
+  KLEAF_CLIENT_API ClientResult<std::vector<std::string>> Uuid7s(const std::string& tag,
+                                                                 int64_t count);
+  KLEAF_CLIENT_API ClientResult<std::string> NextUlid(const std::string& tag);
+  KLEAF_CLIENT_API ClientResult<std::vector<std::string>> Ulids(const std::string& tag,
+                                                                int64_t count);
 
   struct Stats {
     int64_t requests = 0;           // HTTP requests sent

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -113,6 +115,52 @@ TEST(HttpClientExampleTest, PrintsIdsFromAStandaloneEvenWithADeadGatewayFirst) {
   auto missing = RunScript({example, gateways, "no-such-tag", "1"}, seconds(30));
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("404"), std::string::npos) << missing.output;
+}
+
+// UUIDv7s and ULIDs through the client library: text as the gateway wrote it, batches larger than
+// one request split and joined in order, failover past a dead gateway.
+TEST(HttpClientTimeOrderedTest, Uuid7sAndUlidsFromAStandaloneWithADeadGatewayFirst) {
+  e2e::TempDir dir;
+  e2e::TestConfig config(dir.path() / "state");
+  auto server = e2e::StartStandalone(dir.WriteFile("kleaf.yaml", config.Yaml()));
+  ASSERT_TRUE(server) << server.error();
+  HttpClient::Options options;
+  options.gateways = {{"127.0.0.1", 1}, {"127.0.0.1", server->port}};
+  options.max_count_per_request = 1000;
+  auto client = HttpClient::Create(options);
+  ASSERT_TRUE(client) << client.error().message;
+
+  const std::regex uuid7("[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+  const std::regex ulid("[0-7][0-9A-HJKMNP-TV-Z]{25}");
+  struct Case {
+    const std::regex& format;
+    std::function<ClientResult<std::string>()> one;
+    std::function<ClientResult<std::vector<std::string>>(int64_t)> many;
+  };
+  HttpClient& c = **client;
+  for (const Case& kind : {Case{uuid7, [&] { return c.NextUuid7("wide"); },
+                                [&](int64_t n) { return c.Uuid7s("wide", n); }},
+                           Case{ulid, [&] { return c.NextUlid("wide"); },
+                                [&](int64_t n) { return c.Ulids("wide", n); }}}) {
+    auto first = kind.one();
+    ASSERT_TRUE(first) << first.error().message;
+    EXPECT_TRUE(std::regex_match(*first, kind.format)) << *first;
+    auto batch = kind.many(2500);  // three requests
+    ASSERT_TRUE(batch) << batch.error().message;
+    ASSERT_EQ(batch->size(), 2500u);
+    std::string previous = *first;
+    for (const std::string& id : *batch) {
+      ASSERT_TRUE(std::regex_match(id, kind.format)) << id;
+      ASSERT_LT(previous, id) << "not in issue order";
+      previous = id;
+    }
+  }
+  auto bad_tag = c.Uuid7s("bad tag", 1);
+  ASSERT_FALSE(bad_tag);
+  EXPECT_EQ(bad_tag.error().kind, ClientError::Kind::kInvalidArgument);
+  auto bad_count = c.Ulids("wide", 0);
+  ASSERT_FALSE(bad_count);
+  EXPECT_EQ(bad_count.error().kind, ClientError::Kind::kInvalidArgument);
 }
 
 }  // namespace

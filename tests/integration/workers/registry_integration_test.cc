@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <latch>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
+#include "tests/e2e/http_client.h"
 #include "tests/integration/workers/worker_env.h"
 
 namespace kleaf::integration::workers {
@@ -103,6 +105,102 @@ TEST_F(WorkerRegistryTest, GatewaysHoldDistinctWorkerIdsAndTheirIdsNeverCollide)
     auto decoded = DecodeWorkerId(*s.gateway, s.ids.back());
     ASSERT_TRUE(decoded) << decoded.error();
     EXPECT_EQ(*decoded, worker_of[s.gateway]) << s.gateway->name;
+  }
+}
+
+// The UUIDv7s or ULIDs of one GET /api/v1/{kind}/{tag}?count=N.
+std::expected<std::vector<std::string>, std::string> GetTextIds(uint16_t port,
+                                                                const std::string& kind,
+                                                                const std::string& tag, int count) {
+  e2e::HttpClient client(port, std::chrono::seconds(20));
+  auto reply = client.Get("/api/v1/" + kind + "/" + tag + "?count=" + std::to_string(count));
+  if (!reply) return std::unexpected(reply.error());
+  auto j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (reply->status != 200 || !j.is_object() || !j["ids"].is_array()) {
+    return std::unexpected("status " + std::to_string(reply->status) + ": " + reply->body);
+  }
+  std::vector<std::string> ids;
+  for (const auto& id : j["ids"]) ids.push_back(id.get<std::string>());
+  return ids;
+}
+
+// The worker id bits of a UUIDv7 (the top 10 bits of rand_b) or a ULID (the 10 bits after the
+// timestamp and the 12-bit counter), with the default layout; -1 for text that is neither.
+int64_t WorkerBitsOf(const std::string& kind, const std::string& text) {
+  __extension__ unsigned __int128 value = 0;
+  if (kind == "uuid7") {
+    for (char c : text) {
+      if (c == '-') continue;
+      const auto digit = std::string_view("0123456789abcdef").find(c);
+      if (digit == std::string_view::npos) return -1;
+      value = value << 4 | digit;
+    }
+    return static_cast<int64_t>((value >> 52) & 0x3FF);
+  }
+  for (char c : text) {
+    const auto digit = std::string_view("0123456789ABCDEFGHJKMNPQRSTVWXYZ").find(c);
+    if (digit == std::string_view::npos) return -1;
+    value = value << 5 | digit;
+  }
+  return static_cast<int64_t>((value >> 58) & 0x3FF);
+}
+
+// UUIDv7s and ULIDs are snowflake draws in 128 bits: each gateway's carry the worker id it leased,
+// so gateways drawing at once never issue the same one.
+TEST_F(WorkerRegistryTest, Uuid7sAndUlidsCarryTheLeasedWorkerIdAndNeverCollide) {
+  RegistryCluster cluster(broker_, "wide");
+  auto allocator = cluster.StartAllocator();
+  ASSERT_TRUE(allocator) << allocator.error();
+  std::vector<Node*> gateways = {&cluster.AddGateway("gw-a"), &cluster.AddGateway("gw-b")};
+  auto started = cluster.Start(gateways);
+  ASSERT_TRUE(started) << started.error();
+  std::map<Node*, int64_t> worker_of;
+  for (Node* g : gateways) {
+    auto worker = WorkerIdOf(g->port);
+    ASSERT_TRUE(worker) << g->name << ": " << worker.error();
+    worker_of[g] = *worker;
+  }
+  ASSERT_NE(worker_of[gateways[0]], worker_of[gateways[1]]);
+
+  for (const std::string kind : {"uuid7", "ulid"}) {
+    SCOPED_TRACE(kind);
+    struct Stream {
+      Node* gateway;
+      std::vector<std::string> ids;
+      std::string error;
+    };
+    std::vector<Stream> streams;
+    for (Node* g : gateways) {
+      for (int i = 0; i < 2; ++i) streams.push_back({g, {}, {}});
+    }
+    std::latch go(static_cast<std::ptrdiff_t>(streams.size()));
+    std::vector<std::thread> threads;
+    for (Stream& s : streams) {
+      threads.emplace_back([&s, &go, &kind] {
+        go.arrive_and_wait();
+        for (int round = 0; round < 8 && s.error.empty(); ++round) {
+          auto ids = GetTextIds(s.gateway->port, kind, "wide", round % 3 == 2 ? 1 : 1000);
+          if (!ids) s.error = s.gateway->name + ": " + ids.error();
+          if (ids) s.ids.insert(s.ids.end(), ids->begin(), ids->end());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    std::set<std::string> all;
+    size_t drawn = 0;
+    for (const Stream& s : streams) {
+      ASSERT_TRUE(s.error.empty()) << s.error;
+      for (size_t i = 0; i < s.ids.size(); ++i) {
+        ASSERT_EQ(WorkerBitsOf(kind, s.ids[i]), worker_of[s.gateway]) << s.ids[i];
+        if (i > 0) {
+          ASSERT_LT(s.ids[i - 1], s.ids[i]) << s.gateway->name << ": out of order";
+        }
+      }
+      all.insert(s.ids.begin(), s.ids.end());
+      drawn += s.ids.size();
+    }
+    EXPECT_EQ(all.size(), drawn) << "a " << kind << " was issued twice";
+    EXPECT_GE(drawn, size_t{4 * 5 * 1000});
   }
 }
 

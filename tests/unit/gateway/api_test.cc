@@ -12,6 +12,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -442,7 +443,8 @@ TEST_F(ApiTest, BadCountIsBadRequest) {
   allocator_.AddTag("order", 100);
   for (const std::string count :
        {"0", "-1", "abc", "1.5", "", "1001", "99999999999999999999", "5x", " 5", "0x10"}) {
-    for (const std::string route : {"/api/v1/segment/order", "/api/v1/snowflake/order"}) {
+    for (const std::string route : {"/api/v1/segment/order", "/api/v1/snowflake/order",
+                                    "/api/v1/uuid7/order", "/api/v1/ulid/order"}) {
       SCOPED_TRACE(route + "?count=" + count);
       HttpResponse r = Get(route + "?count=" + count);
       ExpectError(r, 400, "invalid_argument");
@@ -457,7 +459,8 @@ TEST_F(ApiTest, BadTagIsBadRequest) {
   const std::string long_tag(129, 'x');
   const std::vector<std::string> targets = {
       "/api/v1/segment/a%20b", "/api/v1/snowflake/bad!tag", "/api/segment/get/" + long_tag,
-      "/api/snowflake/get/",   "/api/v1/segment/",          "/api/segment/get/a*b"};
+      "/api/snowflake/get/",   "/api/v1/segment/",          "/api/segment/get/a*b",
+      "/api/v1/uuid7/bad!tag", "/api/v1/ulid/" + long_tag,  "/api/v1/ulid/"};
   for (const std::string& target : targets) {
     SCOPED_TRACE(target);
     ExpectError(Get(target), 400, "invalid_argument");
@@ -469,8 +472,8 @@ TEST_F(ApiTest, UnknownPathIsNotFound) {
   for (const std::string target :
        {"/", "/nope", "/api", "/api/v1", "/api/v2/segment/x", "/api/v1/segment/x/y",
         "/api/v1/whatever/x", "/api/segment/get/x/y", "/api/segment/x",
-        "/api/v1/snowflake/decode/1/2",
-        "/api/v1/tags/a/b", "/healthz/x"}) {
+        "/api/v1/snowflake/decode/1/2", "/api/v1/uuid7/x/y", "/api/v1/ulid/compose/1/2",
+        "/api/v1/segment/compose/1", "/api/v1/tags/a/b", "/healthz/x"}) {
     SCOPED_TRACE(target);
     ExpectError(Get(target), 404, "not_found");
   }
@@ -482,12 +485,16 @@ TEST_F(ApiTest, WrongMethodIs405WithAllow) {
     const char* target;
     const char* allow;
   };
-  for (const Case c : {Case{"POST", "/api/segment/get/x", "GET, HEAD"},
-                       Case{"PUT", "/api/snowflake/get/x", "GET, HEAD"},
-                       Case{"DELETE", "/api/v1/segment/x", "GET, HEAD"},
-                       Case{"POST", "/api/v1/snowflake/x?count=2", "GET, HEAD"},
-                       Case{"POST", "/api/v1/snowflake/decode/1", "GET, HEAD"},
-                       Case{"PUT", "/healthz", "GET, HEAD"}}) {
+  for (const Case c :
+       {Case{"POST", "/api/segment/get/x", "GET, HEAD"},
+        Case{"PUT", "/api/snowflake/get/x", "GET, HEAD"},
+        Case{"DELETE", "/api/v1/segment/x", "GET, HEAD"},
+        Case{"POST", "/api/v1/snowflake/x?count=2", "GET, HEAD"},
+        Case{"POST", "/api/v1/snowflake/decode/1", "GET, HEAD"},
+        Case{"POST", "/api/v1/uuid7/x", "GET, HEAD"},
+        Case{"DELETE", "/api/v1/ulid/x?count=2", "GET, HEAD"},
+        Case{"POST", "/api/v1/snowflake/compose/0", "GET, HEAD"},
+        Case{"PUT", "/api/v1/ulid/compose/0", "GET, HEAD"}, Case{"PUT", "/healthz", "GET, HEAD"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + c.target);
     HttpResponse r = Await(Send(c.method, c.target));
     ExpectError(r, 405, "method_not_allowed");
@@ -615,8 +622,9 @@ TEST_F(ApiTest, ConcurrentSegmentRequestsNeverShareAnId) {
 TEST_F(ApiTest, SnowflakeClockMovedBackIs503WithRetryAfter) {
   ASSERT_EQ(Get("/api/snowflake/get/x").status, 200);
   clock_.SetWallMs(kNow - 1000);
-  for (const std::string target : {"/api/snowflake/get/x", "/api/v1/snowflake/x?count=5",
-                                   "/api/v1/snowflake/x?count=500"}) {
+  for (const std::string target :
+       {"/api/snowflake/get/x", "/api/v1/snowflake/x?count=5", "/api/v1/snowflake/x?count=500",
+        "/api/v1/uuid7/x?count=5", "/api/v1/ulid/x?count=500"}) {
     SCOPED_TRACE(target);
     HttpResponse r = Get(target);
     ExpectError(r, 503, "unavailable");
@@ -768,6 +776,115 @@ TEST_F(ApiTest, DecodeRejectsBadIds) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// UUIDv7, ULID and compose (issue 17)
+
+// The strings of {"tag","ids"}.
+std::vector<std::string> TextIds(const HttpResponse& r, const std::string& tag) {
+  std::vector<std::string> ids;
+  json j = Body(r);
+  EXPECT_EQ(r.status, 200) << r.body;
+  if (!j.is_object() || !j.contains("ids")) return ids;
+  EXPECT_EQ(j.value("tag", ""), tag);
+  for (const auto& id : j["ids"]) {
+    EXPECT_TRUE(id.is_string()) << r.body;
+    if (id.is_string()) ids.push_back(id.get<std::string>());
+  }
+  return ids;
+}
+
+TEST_F(ApiTest, Uuid7RouteAnswersIncreasingCanonicalUuidv7s) {
+  const std::regex canonical("[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+  const snowflake::Id128Layout layout(snowflake::Id128Kind::kUuid7, SnowflakeLayout::Default());
+  for (int64_t count : {1, 3, 1000}) {  // 1,000: answered from a worker
+    std::vector<std::string> ids =
+        TextIds(Get("/api/v1/uuid7/order?count=" + std::to_string(count)), "order");
+    ASSERT_EQ(ids.size(), static_cast<size_t>(count));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(std::regex_match(ids[i], canonical)) << ids[i];
+      if (i > 0) {
+        ASSERT_LT(ids[i - 1], ids[i]);
+      }
+      auto parts = layout.Split(layout.Parse(ids[i]).value());
+      ASSERT_EQ(parts.worker_id, kWorkerId);
+      ASSERT_GE(parts.timestamp_ms, kNow);
+    }
+  }
+  EXPECT_EQ(TextIds(Get("/api/v1/uuid7/order"), "order").size(), 1u);
+}
+
+TEST_F(ApiTest, UlidRouteAnswersIncreasingCrockfordUlids) {
+  const std::regex crockford("[0-7][0-9A-HJKMNP-TV-Z]{25}");
+  const snowflake::Id128Layout layout(snowflake::Id128Kind::kUlid, SnowflakeLayout::Default());
+  std::vector<std::string> ids = TextIds(Get("/api/v1/ulid/pay?count=500"), "pay");
+  ASSERT_EQ(ids.size(), 500u);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(std::regex_match(ids[i], crockford)) << ids[i];
+    if (i > 0) {
+      ASSERT_LT(ids[i - 1], ids[i]);
+    }
+    EXPECT_EQ(layout.Split(layout.Parse(ids[i]).value()).worker_id, kWorkerId);
+  }
+}
+
+TEST_F(ApiTest, ComposeAnswersTheFirstIdOfATime) {
+  // The clock stands at kNow: an ID issued now lies in [compose(kNow), compose(kNow + 1)).
+  const int64_t issued = Ids(Get("/api/v1/snowflake/x")).front();
+  const std::string now = FormatUtcMs(kNow);
+  HttpResponse at_now = Get("/api/v1/snowflake/compose/" + now);
+  ASSERT_EQ(at_now.status, 200) << at_now.body;
+  EXPECT_EQ(at_now.content_type, "application/json");
+  const json first = Body(at_now);
+  ASSERT_TRUE(first["id"].is_string()) << at_now.body;
+  EXPECT_EQ(first.size(), 1u) << at_now.body;
+  EXPECT_EQ(std::stoll(first["id"].get<std::string>()),
+            SnowflakeLayout::Default().FirstIdAt(kNow).value());
+  EXPECT_LE(std::stoll(first["id"].get<std::string>()), issued);
+  const json next = Body(Get("/api/v1/snowflake/compose/" + std::to_string(kNow + 1)));
+  EXPECT_GT(std::stoll(next["id"].get<std::string>()), issued);
+  // The same instant with an offset, escaped or not.
+  EXPECT_EQ(Body(Get("/api/v1/snowflake/compose/2023-11-15T06:13:20.000+08:00")), first);
+  EXPECT_EQ(Body(Get("/api/v1/snowflake/compose/2023-11-15T06%3A13%3A20%2B08%3A00")), first);
+
+  for (const std::string mode : {"uuid7", "ulid"}) {
+    SCOPED_TRACE(mode);
+    const snowflake::Id128Layout layout(
+        mode == "uuid7" ? snowflake::Id128Kind::kUuid7 : snowflake::Id128Kind::kUlid,
+        SnowflakeLayout::Default());
+    const std::string id = TextIds(Get("/api/v1/" + mode + "/x"), "x").front();
+    const json low = Body(Get("/api/v1/" + mode + "/compose/" + now));
+    const json high = Body(Get("/api/v1/" + mode + "/compose/" + std::to_string(kNow + 1)));
+    ASSERT_TRUE(low["id"].is_string() && high["id"].is_string());
+    EXPECT_LE(low["id"].get<std::string>(), id);
+    EXPECT_GT(high["id"].get<std::string>(), id);
+    EXPECT_EQ(layout.Split(layout.Parse(low["id"].get<std::string>()).value()).timestamp_ms, kNow);
+  }
+}
+
+TEST_F(ApiTest, ComposeRefusesBadTimesAndTimesOutsideTheLayout) {
+  for (const std::string mode : {"snowflake", "uuid7", "ulid"}) {
+    for (const std::string bad :
+         {"tomorrow", "2026-11-24", "2026-11-24T10:00:00", "%zz", "%2", "2026-02-30T00:00:00Z"}) {
+      SCOPED_TRACE(mode + " " + bad);
+      ExpectError(Get("/api/v1/" + mode + "/compose/" + bad), 400, "invalid_argument");
+    }
+  }
+  // Before Leaf's epoch, and past the 41 timestamp bits (2080-07-10): the message names the range.
+  for (const std::string out : {"2010-01-01T00:00:00Z", "2080-07-10T17:30:30.209Z", "-1"}) {
+    SCOPED_TRACE(out);
+    HttpResponse r = Get("/api/v1/snowflake/compose/" + out);
+    ExpectError(r, 400, "invalid_argument");
+    EXPECT_NE(Body(r)["error"].value("message", "").find("2010-11-04T01:42:54.657Z"),
+              std::string::npos)
+        << r.body;
+  }
+  EXPECT_EQ(Get("/api/v1/snowflake/compose/2080-07-10T17:30:30.208Z").status, 200);
+  EXPECT_EQ(Get("/api/v1/snowflake/compose/2010-11-04T01:42:54.657Z").status, 200);
+  ExpectError(Get("/api/v1/uuid7/compose/-1"), 400, "invalid_argument");
+  ExpectError(Get("/api/v1/ulid/compose/281474976710656"), 400, "invalid_argument");  // 2^48
+  EXPECT_EQ(Get("/api/v1/ulid/compose/281474976710655").status, 200);
+}
+
 // The route label of the requests metrics: one per route Handle serves, whatever the tag or ID,
 // "other" for a path it answers 404, and always one of kRoutes.
 TEST(ApiRouteTest, EveryTargetMapsToOneOfTheFixedRoutes) {
@@ -782,6 +899,14 @@ TEST(ApiRouteTest, EveryTargetMapsToOneOfTheFixedRoutes) {
       {"/api/v1/segment/order?count=5", "/api/v1/segment/{tag}"},
       {"/api/v1/snowflake/pay", "/api/v1/snowflake/{tag}"},
       {"/api/v1/snowflake/decode/123", "/api/v1/snowflake/decode/{id}"},
+      {"/api/v1/snowflake/compose/2026-11-24T10:00:00Z", "/api/v1/snowflake/compose/{time}"},
+      {"/api/v1/uuid7/order?count=3", "/api/v1/uuid7/{tag}"},
+      {"/api/v1/ulid/order", "/api/v1/ulid/{tag}"},
+      {"/api/v1/uuid7/compose/1795514400000", "/api/v1/uuid7/compose/{time}"},
+      {"/api/v1/ulid/compose/2026-11-24T10:00:00%2B08:00", "/api/v1/ulid/compose/{time}"},
+      {"/api/v1/uuid7/compose", "/api/v1/uuid7/{tag}"},
+      {"/api/v1/uuid7/order/x", "other"},
+      {"/api/v1/segment/compose/1", "other"},
       {"/api/v1/status", "/api/v1/status"},
       {"/api/v1/workers", "/api/v1/workers"},
       {"/api/v1/tags", "/api/v1/tags"},

@@ -301,6 +301,13 @@ TEST_F(MonitorTest, MetricsCountIssuedIdsPerTagAndModeExactly) {
   EXPECT_EQ(Value(m, sf), 5) << m;
   ASSERT_EQ(Get("/api/v1/segment/mt-seg?count=300").status, 200);  // spans segments
   EXPECT_EQ(Value(Metrics(), seg), 308);
+  ASSERT_EQ(Get("/api/v1/uuid7/mt-sf?count=4").status, 200);
+  ASSERT_EQ(Get("/api/v1/ulid/mt-sf?count=6").status, 200);
+  ASSERT_EQ(Get("/api/v1/ulid/mt-sf?count=300").status, 200);  // from a worker
+  m = Metrics();
+  EXPECT_EQ(Value(m, R"(kleaf_ids_issued_total{tag="mt-sf",mode="uuid7"})"), 4) << m;
+  EXPECT_EQ(Value(m, R"(kleaf_ids_issued_total{tag="mt-sf",mode="ulid"})"), 306) << m;
+  EXPECT_EQ(Value(m, sf), 5) << "uuid7 and ulid IDs are not counted as snowflake";
   // An unknown tag issues nothing and gets no series.
   Get("/api/v1/segment/mt-unknown");
   EXPECT_EQ(Metrics().find("mt-unknown\",mode"), std::string::npos);
@@ -319,6 +326,13 @@ TEST_F(MonitorTest, SnowflakeTagSeriesAreCappedAndTheRestCountAsOther) {
   EXPECT_EQ(Value(m, other), before + 5);
   EXPECT_EQ(m.find("tag=\"cap-x\""), std::string::npos);
   EXPECT_EQ(Value(m, R"(kleaf_ids_issued_total{tag="cap-0",mode="snowflake"})"), 5);
+  // Each mode has its own cap: the uuid7 and ulid series of cap-x are still their own.
+  ASSERT_EQ(Get("/api/v1/uuid7/cap-x?count=2").status, 200);
+  ASSERT_EQ(Get("/api/v1/ulid/cap-x?count=3").status, 200);
+  m = Metrics();
+  EXPECT_EQ(Value(m, R"(kleaf_ids_issued_total{tag="cap-x",mode="uuid7"})"), 2) << m;
+  EXPECT_EQ(Value(m, R"(kleaf_ids_issued_total{tag="cap-x",mode="ulid"})"), 3) << m;
+  EXPECT_EQ(Value(m, other), before + 5);
 }
 
 TEST_F(MonitorTest, MetricsCountErrorsPerCode) {
