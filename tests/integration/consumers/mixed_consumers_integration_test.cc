@@ -1,7 +1,8 @@
 // Issue 16: consumers in different languages share one group by docs/ids-topic.md alone. The real
-// allocator and `kleaf producer` fill one stream while C++ (examples/batch_consumer_example) and
-// Python (examples/python/kleaf_batch_consumer.py) consumers take it concurrently in ONE group;
-// members are killed with SIGKILL and restarted mid-run. Every ID printed by any of them is
+// allocator and `kleaf producer` fill one stream while C++ (examples/batch_consumer_example),
+// Python (examples/python/kleaf_batch_consumer.py) and Java (examples/java) consumers take it
+// concurrently in ONE group; one member of each language is killed with SIGKILL and restarted
+// mid-run. Every ID printed by any of them is
 // unique, checked over all of them, and each member got batches of the tag.
 #include <gtest/gtest.h>
 
@@ -45,7 +46,7 @@ std::vector<int64_t> PrintedIds(const std::string& out) {
 // that what a killed run printed is checked too.
 class Member {
  public:
-  enum class Kind { kCpp, kPython };
+  enum class Kind { kCpp, kPython, kJava };
   Member(std::string name, Kind kind, std::string bootstrap, std::string ids_topic,
          std::string group)
       : name_(std::move(name)),
@@ -59,9 +60,19 @@ class Member {
     // both) so that a killed member's partitions move soon.
     const std::string args = " " + bootstrap_ + " " + ids_topic_ + " " + group_ + " " + kTag +
                              " segment 0 120000 session.timeout.ms=6000 heartbeat.interval.ms=500";
-    const std::string program =
-        kind_ == Kind::kCpp ? std::string(KLEAF_EXAMPLES_DIR) + "/batch_consumer_example"
-                            : std::string(KLEAF_PYTHON) + " -u " + KLEAF_PYTHON_CONSUMER;
+    std::string program;
+    switch (kind_) {
+      case Kind::kCpp:
+        program = std::string(KLEAF_EXAMPLES_DIR) + "/batch_consumer_example";
+        break;
+      case Kind::kPython:
+        program = std::string(KLEAF_PYTHON) + " -u " + KLEAF_PYTHON_CONSUMER;
+        break;
+      case Kind::kJava:
+        program = std::string("java -cp '") + KLEAF_JAVA_CONSUMER_JAR + ":" +
+                  KLEAF_JAVA_CONSUMER_LIB + "/*' dev.kleaf.examples.KleafBatchConsumer";
+        break;
+    }
     e2e::ProcessOptions options;
     // `sh -c CMD` takes the kleaf binary KleafProcess appends as its $0 and ignores it.
     options.prefix = {"/bin/sh", "-c", "exec " + program + args};
@@ -101,9 +112,11 @@ class Member {
 
 class MixedConsumersTest : public KafkaTest {};
 
-TEST_F(MixedConsumersTest, CppAndPythonInOneGroupWithKillsNeverPrintAnIdTwice) {
+TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwice) {
   ASSERT_TRUE(std::filesystem::exists(KLEAF_PYTHON))
       << KLEAF_PYTHON << " is missing: run scripts/install-deps.sh --test";
+  ASSERT_TRUE(std::filesystem::exists(KLEAF_JAVA_CONSUMER_JAR))
+      << KLEAF_JAVA_CONSUMER_JAR << " is missing: the build makes it with mvn (examples/java)";
   const auto began = SteadyClock::now();
   Cluster cluster(broker_, "mixed-consumers", {{"segment.auto_create", "true"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
@@ -122,14 +135,14 @@ TEST_F(MixedConsumersTest, CppAndPythonInOneGroupWithKillsNeverPrintAnIdTwice) {
       seconds(60)))
       << (*producer)->Stderr();
 
-  // Four members for the four partitions of the stream's topic: two in each language.
+  // Four members for the four partitions of the stream's topic: every language, C++ twice.
   const std::string ids_topic = cluster.prefix() + ".ids";
   const std::string group = ids_topic + ".consumers";  // the group the producer tops up for
   std::vector<std::unique_ptr<Member>> members;
   for (auto [name, kind] : {std::pair{"cpp-1", Member::Kind::kCpp},
                             std::pair{"py-1", Member::Kind::kPython},
-                            std::pair{"cpp-2", Member::Kind::kCpp},
-                            std::pair{"py-2", Member::Kind::kPython}}) {
+                            std::pair{"java-1", Member::Kind::kJava},
+                            std::pair{"cpp-2", Member::Kind::kCpp}}) {
     members.push_back(
         std::make_unique<Member>(name, kind, broker_.bootstrap, ids_topic, group));
     ASSERT_TRUE(members.back()->Start().has_value());
@@ -156,16 +169,17 @@ TEST_F(MixedConsumersTest, CppAndPythonInOneGroupWithKillsNeverPrintAnIdTwice) {
   // Kill one member of each language with SIGKILL while all consume, then restart them: after
   // the rebalance (the killed members' sessions expire after 6 s) every member, the restarted
   // ones included, gets batches again.
-  for (int who : {1, 2}) {
+  const std::vector<int> killed{1, 2, 3};
+  for (int who : killed) {
     members[who]->current().KillAndWait();
     std::cerr << "[mixed] killed " << members[who]->name() << " after "
               << members[who]->CurrentIds() << " IDs\n";
   }
-  for (int who : {1, 2}) ASSERT_TRUE(members[who]->Start().has_value());
-  // The survivors' counts go on from where they were; the restarted runs count from 0.
+  for (int who : killed) ASSERT_TRUE(members[who]->Start().has_value());
+  // The survivor's count goes on from where it was; the restarted runs count from 0.
   std::vector<size_t> from;
   for (const auto& m : members) from.push_back(m->CurrentIds());
-  from[1] = from[2] = 0;
+  for (int who : killed) from[who] = 0;
   ASSERT_TRUE(every_current_run_printed(2, from, seconds(40))) << dump_logs();
 
   for (const auto& m : members) m->current().Terminate();
