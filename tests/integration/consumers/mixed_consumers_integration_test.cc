@@ -125,8 +125,8 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwic
   auto config = cluster.Config("prod-1", cluster.dir() / "prod-1-state");
   config.Set("producer.batches_ahead", "4")
       .Set("producer.check_interval_ms", "100")
-      .Set("producer.streams", "[{tag: mixed, mode: segment, batch_size: " +
-                                   std::to_string(kBatchSize) + "}]");
+      .Set("producer.streams",
+           "[{tag: mixed, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]");
   auto producer = e2e::KleafProcess::Start(
       {{"producer", "--config", cluster.WriteConfig("prod-1.yaml", config).string()}, {}, {}});
   ASSERT_TRUE(producer.has_value()) << producer.error();
@@ -139,12 +139,10 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwic
   const std::string ids_topic = cluster.prefix() + ".ids";
   const std::string group = ids_topic + ".consumers";  // the group the producer tops up for
   std::vector<std::unique_ptr<Member>> members;
-  for (auto [name, kind] : {std::pair{"cpp-1", Member::Kind::kCpp},
-                            std::pair{"py-1", Member::Kind::kPython},
-                            std::pair{"java-1", Member::Kind::kJava},
-                            std::pair{"cpp-2", Member::Kind::kCpp}}) {
-    members.push_back(
-        std::make_unique<Member>(name, kind, broker_.bootstrap, ids_topic, group));
+  for (auto [name, kind] :
+       {std::pair{"cpp-1", Member::Kind::kCpp}, std::pair{"py-1", Member::Kind::kPython},
+        std::pair{"java-1", Member::Kind::kJava}, std::pair{"cpp-2", Member::Kind::kCpp}}) {
+    members.push_back(std::make_unique<Member>(name, kind, broker_.bootstrap, ids_topic, group));
     ASSERT_TRUE(members.back()->Start().has_value());
   }
   auto dump_logs = [&] {
