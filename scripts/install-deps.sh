@@ -7,11 +7,15 @@
 #   scripts/install-deps.sh           what building and running kleaf need (scripts/run.sh)
 #   scripts/install-deps.sh --test    also what the tests need: GoogleTest and Google Benchmark,
 #                                     faketime, Chromium, Python 3, clang 16 with its sanitizer
-#                                     runtimes, clang-format and clang-tidy (scripts/test.sh)
+#                                     runtimes, clang-format and clang-tidy (scripts/test.sh), and
+#                                     a Python venv with confluent-kafka for the Python reference
+#                                     consumer
 #   scripts/install-deps.sh --bench   --test, plus wrk and nginx (tests/bench/http_bench.sh)
 #
 # KLEAF_DEPS_CACHE (default /var/cache/kleaf) is where librdkafka is built and installed
-# (<cache>/librdkafka); CMake looks there by default (KLEAF_RDKAFKA_ROOT).
+# (<cache>/librdkafka); CMake looks there by default (KLEAF_RDKAFKA_ROOT). With --test, the venv
+# is <cache>/venv (KLEAF_PYTHON in CMake: <cache>/venv/bin/python), made from Debian's python3 (its
+# pip refuses installs outside a venv); confluent-kafka's wheel bundles its own librdkafka.
 set -euo pipefail
 
 usage() { echo "usage: $0 [--test | --bench]" >&2; exit 2; }
@@ -43,6 +47,8 @@ if [[ $set_name == test || $set_name == bench ]]; then
     # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
     # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
     clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16
+    # The Python reference consumer (examples/python) and its test: a venv with confluent-kafka.
+    python3 python3-venv
   )
 fi
 if [[ $set_name == bench ]]; then
@@ -50,6 +56,8 @@ if [[ $set_name == bench ]]; then
 fi
 
 cache=${KLEAF_DEPS_CACHE:-/var/cache/kleaf}
+venv=$cache/venv
+confluent_kafka=confluent-kafka==2.16.1     # from PyPI, into $venv (--test)
 rdkafka_prefix=$cache/librdkafka
 rdkafka_stamp=$rdkafka_prefix/kleaf-built   # holds the Debian source version once installed
 rdkafka_suite=trixie
@@ -81,6 +89,21 @@ if [[ -e $legacy_src_list ]]; then
     echo "install-deps: removed $legacy_src_list (left by an earlier version of this script)"
   else
     echo "install-deps: $legacy_src_list was left by an earlier version of this script: remove it as root" >&2
+  fi
+fi
+
+# --- the Python venv of the reference consumer's test (--test, --bench) ---
+# Fast when already there: one import and a version check, no pip call.
+if [[ $set_name != run ]]; then
+  want=${confluent_kafka#*==}
+  have=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("confluent-kafka"))' \
+    2>/dev/null || true)
+  if [[ $have != "$want" ]]; then
+    mkdir -p "$cache" || die "cannot create $cache (run as root once)"
+    [[ -x $venv/bin/python ]] || /usr/bin/python3 -m venv "$venv" || die "cannot create the venv $venv"
+    echo "install-deps: installing $confluent_kafka into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$confluent_kafka" \
+      || die "pip could not install $confluent_kafka into $venv"
   fi
 fi
 

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""A reference consumer of kleaf's ID batches in Python (confluent-kafka), following
+docs/ids-topic.md step by step: it joins a consumer group on the topic of one stream (TAG, MODE)
+of an ids topic and prints each ID it is handed, one per line.
+
+Usage: kleaf_batch_consumer.py BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake) COUNT
+       [idle_timeout_ms] [librdkafka.property=value ...]
+
+The same command line as examples/batch_consumer_example (C++). COUNT 0 means: until no ID arrives
+for idle_timeout_ms (default 10000). SIGTERM or SIGINT stops it cleanly: it leaves the group and
+prints its summary. Exit code 0 when COUNT IDs were printed (or, with COUNT 0, on the idle
+timeout), and on SIGTERM/SIGINT; 1 on bad arguments, 2 on a timeout. The last line on stderr is
+always the summary ("summary: printed=N ...").
+
+It claims one record at a time: simple, not fast. A service would claim the next batch while it
+hands out the current one (as kleaf::BatchConsumer does), still committing before using it.
+"""
+
+import json
+import signal
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+MODES = ("segment", "snowflake")
+
+# Defaults for fast failover and the contract's musts (docs/ids-topic.md). The musts cannot be
+# overridden; the rest can, with property=value arguments.
+DEFAULTS = {
+    "session.timeout.ms": "6000",
+    "heartbeat.interval.ms": "1000",
+    "partition.assignment.strategy": "roundrobin",  # eager; the same name as BatchConsumer's
+    "auto.offset.reset": "earliest",  # no commit yet: every batch on the partition is unclaimed
+}
+MUSTS = {
+    "enable.auto.commit": "false",  # a batch is claimed by our own synchronous commit only
+    "isolation.level": "read_committed",  # batches of aborted transactions are never used
+}
+EAGER_ASSIGNORS = {"roundrobin", "range"}
+
+# Commit errors that say the broker refused the commit (the member is not in the group's current
+# generation): the batch is not ours, and nothing is in doubt.
+REJECTED = {
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.FENCED_INSTANCE_ID,
+}
+
+stop_signal = None
+
+
+def on_stop_signal(signum, _frame):
+    global stop_signal
+    stop_signal = signum
+
+
+def stream_topic(ids_topic, tag, mode):
+    """The topic of stream (tag, mode): '<ids topic>.<mode>.<tag>', '_' -> '__', ':' -> '_c'."""
+    return "%s.%s.%s" % (ids_topic, mode, tag.replace("_", "__").replace(":", "_c"))
+
+
+def parse_id(value):
+    """A non-negative 64-bit ID from a JSON string of decimal digits (or a JSON integer)."""
+    if isinstance(value, str):
+        if not value.isascii() or not value.isdigit():
+            return None
+        n = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    else:
+        return None
+    return n if 0 <= n < 2**63 else None
+
+
+def parse_batch(key, value, tag, mode):
+    """The IDs of a record of stream (tag, mode) in issue order (a range or a list), or None when
+    the record is malformed (docs/ids-topic.md, "Checks a consumer must make")."""
+    if value is None:
+        return None
+    try:
+        batch = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(batch, dict) or batch.get("tag") != tag or batch.get("mode") != mode:
+        return None
+    if key is not None and key != tag.encode():
+        return None
+    if mode == "segment":
+        start, end = parse_id(batch.get("start")), parse_id(batch.get("end"))
+        if start is None or end is None or end <= start:
+            return None
+        return range(start, end)
+    ids = batch.get("ids")
+    if not isinstance(ids, list) or not ids:
+        return None
+    parsed = [parse_id(i) for i in ids]
+    return None if any(i is None for i in parsed) else parsed
+
+
+class Member:
+    """One membership of the group: a confluent-kafka Consumer subscribed to the stream's topic."""
+
+    def __init__(self, config, topic, log):
+        self.topic = topic
+        self.log = log
+        self.held = set()  # partitions assigned now
+        self.floor = {}  # partition -> lowest offset we may still claim
+        self.consumer = Consumer(config)
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, _consumer, partitions):
+        self.held = {p.partition for p in partitions}
+        self.floor = {}  # read from the group at the first record of each partition
+        self.log("assigned: %s" % sorted(self.held))
+
+    def _on_revoke(self, _consumer, partitions):
+        # Nothing fetched stays unclaimed across a poll (one record at a time), so there is
+        # nothing to drop but the floors: the next owner starts at the committed offset.
+        for p in partitions:
+            self.held.discard(p.partition)
+            self.floor.pop(p.partition, None)
+        self.log("revoked: %s" % sorted(p.partition for p in partitions))
+
+    def floor_of(self, partition):
+        """The group's committed offset of `partition`, read once per assignment."""
+        if partition not in self.floor:
+            tp = self.consumer.committed([TopicPartition(self.topic, partition)], timeout=10)[0]
+            self.floor[partition] = max(tp.offset, 0)  # OFFSET_INVALID (-1001): none yet
+        return self.floor[partition]
+
+    def claim(self, partition, offset):
+        """Commits offset + 1 synchronously: 'ok', 'rejected' (not ours) or 'unknown'."""
+        try:
+            result = self.consumer.commit(
+                offsets=[TopicPartition(self.topic, partition, offset + 1)], asynchronous=False
+            )
+        except KafkaException as e:
+            error = e.args[0]
+            self.log("commit of %s/%d@%d failed: %s" % (self.topic, partition, offset, error))
+            return "rejected" if error.code() in REJECTED else "unknown"
+        for tp in result or []:
+            if tp.error is not None:
+                self.log("commit of %s/%d@%d failed: %s" % (self.topic, partition, offset, tp.error))
+                return "rejected" if tp.error.code() in REJECTED else "unknown"
+        self.floor[partition] = offset + 1
+        return "ok"
+
+    def close(self):
+        self.consumer.close()  # leaves the group: its partitions move at once
+
+
+def main(argv):
+    if len(argv) < 7:
+        sys.stderr.write(
+            "usage: %s BOOTSTRAP TOPIC GROUP TAG segment|snowflake COUNT [idle_timeout_ms] "
+            "[property=value ...]\n" % argv[0]
+        )
+        return 1
+    bootstrap, ids_topic, group, tag, mode = argv[1:6]
+    if mode not in MODES:
+        sys.stderr.write("mode must be segment or snowflake, not %s\n" % mode)
+        return 1
+    try:
+        count = int(argv[6])
+        idle = int(argv[7]) / 1000.0 if len(argv) > 7 else 10.0
+    except ValueError:
+        sys.stderr.write("COUNT and idle_timeout_ms must be integers\n")
+        return 1
+    config = dict(DEFAULTS)
+    for kv in argv[8:]:
+        name, eq, value = kv.partition("=")
+        if not eq or not name:
+            sys.stderr.write("expected property=value, not %s\n" % kv)
+            return 1
+        if name in MUSTS and value != MUSTS[name]:
+            sys.stderr.write("%s=%s would break the claim rule (docs/ids-topic.md)\n" % (name, value))
+            return 1
+        config[name] = value
+    assignors = set(config["partition.assignment.strategy"].replace(" ", "").split(","))
+    if not assignors <= EAGER_ASSIGNORS or config.get("group.protocol", "classic") != "classic":
+        sys.stderr.write("only the eager assignors roundrobin and range are safe (docs/ids-topic.md)\n")
+        return 1
+    config.update(MUSTS)
+    config.update({"bootstrap.servers": bootstrap, "group.id": group})
+
+    def log(line):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    signal.signal(signal.SIGTERM, on_stop_signal)
+    signal.signal(signal.SIGINT, on_stop_signal)
+    topic = stream_topic(ids_topic, tag, mode)
+    stats = {"claimed": 0, "malformed": 0, "stale": 0, "rejected": 0, "rejoins": 0}
+    member = Member(config, topic, log)
+    log("joined group %s on %s" % (group, topic))
+    printed = 0
+    why, code = "count", 0
+    last_id_at = time.monotonic()
+    while count == 0 or printed < count:
+        if stop_signal is not None:
+            why = "SIGTERM" if stop_signal == signal.SIGTERM else "SIGINT"
+            break
+        if time.monotonic() - last_id_at >= idle:
+            log("no ID of %s/%s within %d ms" % (tag, mode, idle * 1000))
+            why, code = "idle", 0 if count == 0 else 2
+            break
+        record = member.consumer.poll(0.2)  # short, so that a stop signal is seen soon
+        if record is None:
+            continue
+        if record.error() is not None:
+            if not record.error().fatal():
+                log("consumer: %s" % record.error())
+                continue
+            raise KafkaException(record.error())
+        partition, offset = record.partition(), record.offset()
+        if record.topic() != topic or partition not in member.held:
+            continue  # not a partition we hold now: never claim
+        if offset < member.floor_of(partition):
+            stats["stale"] += 1  # below the group's committed offset: claimed already
+            continue
+        ids = parse_batch(record.key(), record.value(), tag, mode)
+        if ids is None:
+            stats["malformed"] += 1  # skipped; the next claim's commit moves past it
+            log("malformed record at %s/%d@%d: %r" % (topic, partition, offset, record.value()))
+            continue
+        outcome = member.claim(partition, offset)
+        if outcome == "rejected":
+            stats["rejected"] += 1  # the group moved on: not ours, drop it
+            continue
+        if outcome == "unknown":
+            # The commit may still land: make no other commit on this membership. Leave the
+            # group and join again; the rebalance's new generation fences the old request.
+            stats["rejected"] += 1
+            stats["rejoins"] += 1
+            member.close()
+            member = Member(config, topic, log)
+            continue
+        stats["claimed"] += 1
+        # Claimed: the IDs are ours. Those not printed (COUNT reached) are a gap.
+        take = ids if count == 0 else ids[: count - printed]
+        sys.stdout.write("".join("%d\n" % i for i in take))
+        sys.stdout.flush()
+        printed += len(take)
+        last_id_at = time.monotonic()
+    began = time.monotonic()
+    member.close()
+    log(
+        "summary: printed=%d claimed=%d malformed=%d stale=%d rejected=%d rejoins=%d "
+        "close_ms=%d stopped_by=%s"
+        % (printed, stats["claimed"], stats["malformed"], stats["stale"], stats["rejected"],
+           stats["rejoins"], (time.monotonic() - began) * 1000, why)
+    )
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
