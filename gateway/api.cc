@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/tag.h"
+#include "gateway/leaf_views.h"
 #include "http/ops_routes.h"
 
 namespace kleaf::gateway {
@@ -111,6 +112,11 @@ json TagJson(const state::TagRecord& r) {
               {"update_time", FormatUtcMs(r.update_time_ms)}};
 }
 
+// Leaf's get routes are @RequestMapping without a method: Spring serves them for every method but
+// OPTIONS, which it answers itself with this Allow list (HEAD comes to kleaf's Api as a GET);
+// Tomcat refuses TRACE.
+constexpr std::string_view kLeafGetAllow = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
+
 HttpResponse JsonResponse(const json& j, int status = 200) {
   HttpResponse r;
   r.status = status;
@@ -157,6 +163,7 @@ void Api::Handle(HttpRequest request, Respond respond) {
   const auto parts = SplitPath(target.substr(0, qmark));
   const std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
   if (parts.size() == 1 && ServeTopLevel(request, parts[0], respond)) return;
+  if (parts.size() == 1 && ServeLeafMonitor(request, parts[0], query, respond)) return;
   if (parts.size() < 3 || parts[0] != "api") return NoSuchPath(respond);
   // Leaf-compatible: /api/segment/get/{tag}, /api/snowflake/get/{tag}
   if (parts.size() == 4 && parts[2] == "get" && (parts[1] == "segment" || parts[1] == "snowflake")) {
@@ -179,6 +186,47 @@ bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name, const
   page.headers.emplace_back("Cache-Control", "no-cache");
   respond(std::move(page));
   return true;
+}
+
+bool Api::ServeLeafMonitor(const HttpRequest& request, std::string_view name,
+                           std::string_view query, const Respond& respond) {
+  if (name == "decodeSnowflakeId") {
+    if (!IsGet(request, respond)) return true;
+    auto id = QueryParam(query, "snowflakeId");
+    if (!id) {
+      Reject(respond, Error{Code::kInvalidArgument, "snowflakeId: required (?snowflakeId=<id>)"});
+      return true;
+    }
+    auto described = snowflake::DecodeToLeafJson(snowflake_.layout(), *id);
+    if (!described) {
+      Reject(respond, described.error());
+      return true;
+    }
+    HttpResponse r;
+    r.body = std::move(*described);
+    respond(std::move(r));
+    return true;
+  }
+  if (name == "cache") {
+    if (!IsGet(request, respond)) return true;
+    HttpResponse r;
+    r.body = LeafCacheJson(segments_.Snapshots());
+    r.headers.emplace_back("Cache-Control", "no-store");
+    respond(std::move(r));
+    return true;
+  }
+  if (name == "db") {
+    if (!IsGet(request, respond) || !Admitted(request, respond)) return true;
+    allocator_.ListTags([this, respond](Result<std::vector<state::TagRecord>> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      HttpResponse db;
+      db.body = LeafDbJson(*r);
+      db.headers.emplace_back("Cache-Control", "no-store");
+      respond(std::move(db));
+    });
+    return true;
+  }
+  return false;
 }
 
 void Api::ServeV1(const HttpRequest& request, const std::vector<std::string_view>& parts,
@@ -212,7 +260,7 @@ void Api::ServeV1(const HttpRequest& request, const std::vector<std::string_view
 
 void Api::ServeIds(const HttpRequest& request, std::string_view mode, std::string_view tag_text,
                    std::string_view query, bool leaf, Respond respond) {
-  if (!IsGet(request, respond)) return;
+  if (!(leaf ? IsLeafGetMethod(request, respond) : IsGet(request, respond))) return;
   std::string tag(tag_text);
   if (auto v = ValidateTag(tag); !v) return Reject(respond, v.error());
   auto count = leaf ? Result<int64_t>(1) : ParseCount(query, options_.max_batch);
@@ -224,6 +272,20 @@ void Api::ServeIds(const HttpRequest& request, std::string_view mode, std::strin
 bool Api::IsGet(const HttpRequest& request, const Respond& respond) {
   if (request.method == "GET") return true;
   respond(MethodNotAllowed("GET"));
+  return false;
+}
+
+bool Api::IsLeafGetMethod(const HttpRequest& request, const Respond& respond) {
+  const std::string& m = request.method;
+  if (m == "GET" || m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE") return true;
+  if (m == "OPTIONS") {
+    HttpResponse allow;
+    allow.content_type.clear();
+    allow.headers.emplace_back("Allow", kLeafGetAllow);
+    respond(std::move(allow));
+    return false;
+  }
+  respond(MethodNotAllowed(std::string(kLeafGetAllow)));
   return false;
 }
 

@@ -6,8 +6,8 @@
 #
 #   scripts/install-deps.sh           what building and running kleaf need (scripts/run.sh)
 #   scripts/install-deps.sh --test    also what the tests need: GoogleTest and Google Benchmark,
-#                                     faketime, Chromium, clang 16 with its sanitizer runtimes,
-#                                     clang-format and clang-tidy (scripts/test.sh)
+#                                     faketime, Chromium, MariaDB, clang 16 with its sanitizer
+#                                     runtimes, clang-format and clang-tidy (scripts/test.sh)
 #   scripts/install-deps.sh --bench   --test, plus wrk and nginx (tests/bench/http_bench.sh)
 #
 # KLEAF_DEPS_CACHE (default /var/cache/kleaf) is where librdkafka is built and installed
@@ -37,6 +37,9 @@ if [[ $set_name == test || $set_name == bench ]]; then
     libgtest-dev libgmock-dev libbenchmark-dev
     # Clock tests (libfaketime) and the monitoring page's browser test.
     faketime chromium
+    # The Leaf migration test runs its own MariaDB server (never the system service) and dumps
+    # Leaf's table with its client.
+    mariadb-server mariadb-client
     # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
     # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
     clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16

@@ -59,6 +59,10 @@ class SnowflakeLayout {
 // Parses a decimal ID and describes it as JSON:
 // {"id":"…","timestamp_ms":…,"time":"…Z","worker_id":…,"sequence":…}.
 Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text);
+// The same as Leaf's /decodeSnowflakeId answers it, every value a string:
+// {"timestamp":"<ms>(yyyy-MM-dd HH:mm:ss.SSS)","sequenceId":"…","workerId":"…"}, the time in UTC
+// (Leaf wrote its JVM's time zone). Errors name the parameter `snowflakeId`.
+Result<std::string> DecodeToLeafJson(const SnowflakeLayout& layout, std::string_view id_text);
 
 // Issues snowflake IDs for one worker id. Thread-safe (one mutex; IDs strictly increase in the
 // order they are issued). Guarantees, for the lifetime of the object:
