@@ -40,7 +40,7 @@ mariadb-install-db --no-defaults --datadir="$work/db" --user=root \
   || fail "mariadb-install-db failed: $(tail -n 20 "$work/install-db.log")"
 "$mariadbd" --no-defaults --datadir="$work/db" --socket="$work/mysqld.sock" \
   --pid-file="$work/mysqld.pid" --skip-networking --user=root --log-error="$work/mariadb.err" \
-  --innodb-buffer-pool-size=32M &
+  --innodb-buffer-pool-size=32M >"$work/mariadbd.out" 2>&1 &
 db_pid=$!
 sql() { mariadb --no-defaults --socket="$work/mysqld.sock" -uroot --default-character-set=utf8mb4 "$@"; }
 for _ in $(seq 1 150); do
