@@ -12,11 +12,11 @@
 #include "allocator/state_export.h"
 #include "app/common.h"
 #include "app/serve.h"
+#include "app/standalone.h"
 #include "base/clock.h"
 #include "http/http_server.h"
 #include "http/ops_routes.h"
 #include "kafka/probe.h"
-#include "app/standalone.h"
 #include "state/export_file.h"
 #include "state/leaf_dump.h"
 #include "state/records.h"
@@ -151,11 +151,10 @@ int RunStateImport(const config::Config& c, const StateImportOptions& options) {
   const std::string& file = options.file;
   std::ifstream in(file);
   if (!in) return StartupError("cannot read " + file);
-  auto records = options.from_leaf
-                     ? state::DecodeLeafDump(in, {allocator::kMaxSegmentId - bump,
-                                                  c.segment.max_step,
-                                                  allocator::kMaxDescriptionBytes})
-                     : state::DecodeExportFile(in);
+  auto records = options.from_leaf ? state::DecodeLeafDump(
+                                         in, {allocator::kMaxSegmentId - bump, c.segment.max_step,
+                                              allocator::kMaxDescriptionBytes})
+                                   : state::DecodeExportFile(in);
   if (!records) return StartupError(file + ": " + records.error().message + "; nothing imported");
   allocator::ImportCounts counts;
   if (options.standalone) {

@@ -76,14 +76,18 @@ int main(int argc, char** argv) {
   add_config(exporter);
   kleaf::app::StateImportOptions import_options;
   auto* importer = state->add_subcommand(
-      "import", "set the tags of FILE (a 'state export' file, or a Leaf dump with --from-leaf), max_id raised "
-      "by --bump");
-  auto* import_file = importer->add_option("file", import_options.file, "a file written by 'state export'");
-  auto* from_leaf = importer->add_option("--from-leaf", import_options.file,
-                   "a dump of Leaf's leaf_alloc table instead: mysql -B -e 'SELECT "
-                   "biz_tag,max_id,step,description FROM leaf_alloc' (docs/migrating-from-leaf.md)");
+      "import",
+      "set the tags of FILE (a 'state export' file, or a Leaf dump with --from-leaf), "
+      "max_id raised by --bump");
+  auto* import_file =
+      importer->add_option("file", import_options.file, "a file written by 'state export'");
+  auto* from_leaf = importer->add_option(
+      "--from-leaf", import_options.file,
+      "a dump of Leaf's leaf_alloc table instead: mysql -B -e 'SELECT "
+      "biz_tag,max_id,step,description FROM leaf_alloc' (docs/migrating-from-leaf.md)");
   from_leaf->excludes(import_file);
-  importer->add_option("--bump", import_options.bump, "added to every max_id (safety margin)")->required();
+  importer->add_option("--bump", import_options.bump, "added to every max_id (safety margin)")
+      ->required();
   importer->add_flag("--standalone", import_options.standalone,
                      "into the store at state.path of a stopped `kleaf standalone`, not a cluster");
   add_config(importer);
@@ -134,7 +138,8 @@ int main(int argc, char** argv) {
   if (importer->parsed()) {
     import_options.from_leaf = from_leaf->count() > 0;
     if (import_options.file.empty()) {
-      std::cerr << "kleaf: state import: give FILE (written by 'state export') or --from-leaf FILE\n";
+      std::cerr
+          << "kleaf: state import: give FILE (written by 'state export') or --from-leaf FILE\n";
       return 2;
     }
   }
@@ -150,7 +155,8 @@ int main(int argc, char** argv) {
   if (producer->parsed()) role = kleaf::config::Role::kProducer;
   if (state->parsed()) {
     // A standalone import works on the local store: the standalone's config, no Kafka.
-    role = import_options.standalone ? kleaf::config::Role::kStandalone : kleaf::config::Role::kStateTool;
+    role = import_options.standalone ? kleaf::config::Role::kStandalone
+                                     : kleaf::config::Role::kStateTool;
   }
   if (role) {
     if (auto checked = CheckRoleConfig(*role, *config); !checked) {

@@ -33,8 +33,9 @@ Result<allocator::ImportCounts> ImportIntoStandalone(const config::Config& c,
                                                      int64_t bump, std::ostream& errors) {
   auto store = OpenStore(c);
   if (!store) {
-    return Fail(store.error().code, "state import --standalone: " + store.error().message +
-                                        " (a running standalone: stop it, import, then start it again)");
+    return Fail(store.error().code,
+                "state import --standalone: " + store.error().message +
+                    " (a running standalone: stop it, import, then start it again)");
   }
   allocator::LocalAllocator allocator(**store, SystemClock::Instance(), LocalOptions(c));
   auto counts = allocator::ImportTags(allocator, records, bump, errors);

@@ -166,7 +166,8 @@ void Api::Handle(HttpRequest request, Respond respond) {
   if (parts.size() == 1 && ServeLeafMonitor(request, parts[0], query, respond)) return;
   if (parts.size() < 3 || parts[0] != "api") return NoSuchPath(respond);
   // Leaf-compatible: /api/segment/get/{tag}, /api/snowflake/get/{tag}
-  if (parts.size() == 4 && parts[2] == "get" && (parts[1] == "segment" || parts[1] == "snowflake")) {
+  if (parts.size() == 4 && parts[2] == "get" &&
+      (parts[1] == "segment" || parts[1] == "snowflake")) {
     return ServeIds(request, parts[1], parts[3], "", /*leaf=*/true, std::move(respond));
   }
   if (parts[1] != "v1") return NoSuchPath(respond);

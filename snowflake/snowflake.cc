@@ -57,9 +57,9 @@ Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view
   if (!id) return std::unexpected(id.error());
   auto parts = layout.Decode(*id);
   if (!parts) return std::unexpected(parts.error());
-  return "{\"id\":\"" + std::to_string(*id) + "\",\"timestamp_ms\":" +
-         std::to_string(parts->timestamp_ms) + ",\"time\":\"" + FormatUtcMs(parts->timestamp_ms) +
-         "\",\"worker_id\":" + std::to_string(parts->worker_id) +
+  return "{\"id\":\"" + std::to_string(*id) +
+         "\",\"timestamp_ms\":" + std::to_string(parts->timestamp_ms) + ",\"time\":\"" +
+         FormatUtcMs(parts->timestamp_ms) + "\",\"worker_id\":" + std::to_string(parts->worker_id) +
          ",\"sequence\":" + std::to_string(parts->sequence) + "}";
 }
 

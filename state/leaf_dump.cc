@@ -35,10 +35,18 @@ Result<std::optional<std::string>> Unescape(std::string_view field) {
     }
     const char next = i + 1 < field.size() ? field[i + 1] : '\0';
     switch (next) {
-      case '0': out += '\0'; break;
-      case 't': out += '\t'; break;
-      case 'n': out += '\n'; break;
-      case '\\': out += '\\'; break;
+      case '0':
+        out += '\0';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case '\\':
+        out += '\\';
+        break;
       default:
         return Fail(Code::kInvalidArgument,
                     "a backslash not followed by 0, t, n or \\ (was the dump written with "
@@ -100,9 +108,9 @@ Result<TagRecord> DecodeRow(std::string_view line, const LeafDumpLimits& limits)
   auto step = ParseNumber(*values[2]);
   if (!step) return Fail(Code::kInvalidArgument, "step: " + step.error().message);
   if (*step < 1 || *step > limits.max_step) {
-    return Fail(Code::kInvalidArgument,
-                "step: must be between 1 and " + std::to_string(limits.max_step) +
-                    " (segment.max_step), found " + std::to_string(*step));
+    return Fail(Code::kInvalidArgument, "step: must be between 1 and " +
+                                            std::to_string(limits.max_step) +
+                                            " (segment.max_step), found " + std::to_string(*step));
   }
   r.step = *step;
   r.description = values[3].value_or("");
@@ -111,9 +119,9 @@ Result<TagRecord> DecodeRow(std::string_view line, const LeafDumpLimits& limits)
                 "description: not UTF-8 (dump with --default-character-set=utf8mb4)");
   }
   if (r.description.size() > limits.max_description_bytes) {
-    return Fail(Code::kInvalidArgument, "description: longer than " +
-                                            std::to_string(limits.max_description_bytes) +
-                                            " bytes");
+    return Fail(
+        Code::kInvalidArgument,
+        "description: longer than " + std::to_string(limits.max_description_bytes) + " bytes");
   }
   return r;
 }

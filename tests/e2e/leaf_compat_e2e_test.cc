@@ -50,8 +50,8 @@ class LeafCompatE2eTest : public ::testing::Test {
     EXPECT_TRUE(status.exited && status.code == 0) << status.ToString();
   }
   void PutTag(const std::string& tag, int64_t step, int64_t max_id) {
-    auto put = client_->Put("/api/v1/tags/" + tag,
-                            json{{"step", step}, {"max_id", max_id}}.dump(), Bearer(kAdminToken));
+    auto put = client_->Put("/api/v1/tags/" + tag, json{{"step", step}, {"max_id", max_id}}.dump(),
+                            Bearer(kAdminToken));
     ASSERT_TRUE(put) << put.error();
     ASSERT_EQ(put->status, 200) << put->body;
   }
@@ -95,8 +95,8 @@ class LeafCompatE2eTest : public ::testing::Test {
   CommandResult ImportLeaf(const std::string& dump, const std::filesystem::path& config,
                            const std::string& name = "leaf_alloc.tsv") {
     auto file = dir_.WriteFile(name, dump);
-    return RunKleaf({"state", "import", "--from-leaf", file.string(), "--bump", "0",
-                     "--standalone", "--config", config.string()});
+    return RunKleaf({"state", "import", "--from-leaf", file.string(), "--bump", "0", "--standalone",
+                     "--config", config.string()});
   }
 
   TempDir dir_;
@@ -135,8 +135,7 @@ TEST_F(LeafCompatE2eTest, GetRoutesAnswerTheMethodsLeafsDo) {
     EXPECT_EQ(ErrorCode(*trace), "method_not_allowed");
     EXPECT_EQ(trace->Header("Allow"), kLeafAllow);
   }
-  EXPECT_EQ(LeafId("GET", "/api/segment/get/orders"), last + 1)
-      << "OPTIONS or TRACE drew an ID";
+  EXPECT_EQ(LeafId("GET", "/api/segment/get/orders"), last + 1) << "OPTIONS or TRACE drew an ID";
 
   for (const std::string target : {"/api/v1/segment/orders", "/api/v1/snowflake/orders",
                                    "/decodeSnowflakeId?snowflakeId=1", "/cache", "/db"}) {
@@ -179,11 +178,11 @@ TEST_F(LeafCompatE2eTest, DecodeSnowflakeIdAnswersLeafsFieldsWithTheConfiguredLa
   EXPECT_EQ(head_status, 200);
   EXPECT_EQ(head_rest, "");
 
-  for (const std::string bad : {"/decodeSnowflakeId", "/decodeSnowflakeId?snowflakeId=",
-                                "/decodeSnowflakeId?snowflakeId", "/decodeSnowflakeId?id=5",
-                                "/decodeSnowflakeId?snowflakeId=abc",
-                                "/decodeSnowflakeId?snowflakeId=-1",
-                                "/decodeSnowflakeId?snowflakeId=9223372036854775808"}) {
+  for (const std::string bad :
+       {"/decodeSnowflakeId", "/decodeSnowflakeId?snowflakeId=", "/decodeSnowflakeId?snowflakeId",
+        "/decodeSnowflakeId?id=5", "/decodeSnowflakeId?snowflakeId=abc",
+        "/decodeSnowflakeId?snowflakeId=-1",
+        "/decodeSnowflakeId?snowflakeId=9223372036854775808"}) {
     SCOPED_TRACE(bad);
     auto reply = client_->Get(bad);
     ASSERT_TRUE(reply) << reply.error();
@@ -250,8 +249,8 @@ TEST_F(LeafCompatE2eTest, DbListsTheTagRecordsForAdminsOnly) {
   EXPECT_EQ(db["items"][0].value("biz_tag", ""), "orders");
   EXPECT_EQ(db["items"][0].value("max_id", int64_t{0}), 100);
   EXPECT_EQ(db["items"][1].value("description", ""), "用户 ids");
-  auto [head_status, head_rest] = Head("/db", "Authorization: Bearer " + std::string(kAdminToken) +
-                                                  "\r\n");
+  auto [head_status, head_rest] =
+      Head("/db", "Authorization: Bearer " + std::string(kAdminToken) + "\r\n");
   EXPECT_EQ(head_status, 200);
   EXPECT_EQ(head_rest, "");
 }
@@ -266,7 +265,8 @@ TEST_F(LeafCompatE2eTest, ImportFromLeafIntoAStoppedStandaloneServesAboveLeafsMa
                            "tabbed\t7\t3\tcol\\tumn\\nline \xe8\xae\xa2\xe5\x8d\x95\n";
   auto imported = ImportLeaf(dump, config);
   ASSERT_TRUE(imported.status.exited && imported.status.code == 0)
-      << imported.status.ToString() << "\n" << imported.out << imported.err;
+      << imported.status.ToString() << "\n"
+      << imported.out << imported.err;
   EXPECT_NE(imported.out.find("imported 3 Leaf tags"), std::string::npos) << imported.out;
   EXPECT_NE(imported.out.find("3 raised, 0 already higher, 0 failed"), std::string::npos)
       << imported.out;
@@ -300,9 +300,9 @@ TEST_F(LeafCompatE2eTest, ImportFromLeafIntoAStoppedStandaloneServesAboveLeafsMa
   }
 
   // While the standalone holds the store, an import is refused and changes nothing.
-  auto busy = ImportLeaf(std::string(kLeafHeader) + "orders\t4100000000000000000\t100\tNULL\n" +
-                             "fresh\t5\t5\tNULL\n",
-                         config, "busy.tsv");
+  auto busy = ImportLeaf(
+      std::string(kLeafHeader) + "orders\t4100000000000000000\t100\tNULL\n" + "fresh\t5\t5\tNULL\n",
+      config, "busy.tsv");
   EXPECT_TRUE(busy.status.exited && busy.status.code == 1) << busy.status.ToString();
   EXPECT_NE(busy.err.find("another kleaf process"), std::string::npos) << busy.err;
   EXPECT_NE(busy.err.find("stop it, import, then start it again"), std::string::npos) << busy.err;
@@ -312,12 +312,11 @@ TEST_F(LeafCompatE2eTest, ImportFromLeafIntoAStoppedStandaloneServesAboveLeafsMa
   Stop();
 
   // A re-import (the same dump, or an older one) lowers nothing; a newer max_id raises.
-  auto again = ImportLeaf(std::string(kLeafHeader) + "leaf-segment-test\t1\t2000\tNULL\n" +
-                              "tabbed\t10000\t3\tNULL\n",
-                          config, "again.tsv");
+  auto again = ImportLeaf(
+      std::string(kLeafHeader) + "leaf-segment-test\t1\t2000\tNULL\n" + "tabbed\t10000\t3\tNULL\n",
+      config, "again.tsv");
   ASSERT_TRUE(again.status.exited && again.status.code == 0) << again.err;
-  EXPECT_NE(again.out.find("1 raised, 1 already higher, 0 failed"), std::string::npos)
-      << again.out;
+  EXPECT_NE(again.out.find("1 raised, 1 already higher, 0 failed"), std::string::npos) << again.out;
   Start(config);
   json after = GetJson("/db", Bearer(kAdminToken));
   ASSERT_EQ(after["items"].size(), 3u) << after.dump();
@@ -339,8 +338,7 @@ TEST_F(LeafCompatE2eTest, ImportFromLeafIntoAStoppedStandaloneServesAboveLeafsMa
 // A dump with one bad row is refused as a whole, naming the line; nothing is imported.
 TEST_F(LeafCompatE2eTest, ABadLeafDumpImportsNothing) {
   const auto config = Config(Defaults());
-  auto bad = ImportLeaf(std::string(kLeafHeader) + "good\t10\t5\tNULL\n" +
-                            "bad tag\t10\t5\tNULL\n",
+  auto bad = ImportLeaf(std::string(kLeafHeader) + "good\t10\t5\tNULL\n" + "bad tag\t10\t5\tNULL\n",
                         config);
   EXPECT_TRUE(bad.status.exited && bad.status.code == 1) << bad.status.ToString();
   EXPECT_NE(bad.err.find("line 3: biz_tag 'bad tag'"), std::string::npos) << bad.err;

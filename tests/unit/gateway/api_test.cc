@@ -427,9 +427,9 @@ TEST_F(ApiTest, LeafDecodeSnowflakeIdAnswersLeafsFields) {
   EXPECT_EQ(Body(r), json({{"timestamp", std::to_string(kNow) + "(2023-11-14 22:13:20.000)"},
                            {"workerId", std::to_string(kWorkerId)},
                            {"sequenceId", "0"}}));
-  for (const std::string bad : {"/decodeSnowflakeId", "/decodeSnowflakeId?snowflakeId=",
-                                "/decodeSnowflakeId?snowflakeid=1", "/decodeSnowflakeId?snowflakeId=x",
-                                "/decodeSnowflakeId?snowflakeId=-5"}) {
+  for (const std::string bad :
+       {"/decodeSnowflakeId", "/decodeSnowflakeId?snowflakeId=", "/decodeSnowflakeId?snowflakeid=1",
+        "/decodeSnowflakeId?snowflakeId=x", "/decodeSnowflakeId?snowflakeId=-5"}) {
     SCOPED_TRACE(bad);
     HttpResponse e = Get(bad);
     ExpectError(e, 400, "invalid_argument");
@@ -560,15 +560,14 @@ TEST_F(ApiTest, WrongMethodIs405WithAllow) {
     const char* target;
     const char* allow;
   };
-  for (const Case c : {Case{"TRACE", "/api/segment/get/x",
-                            "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"},
-                       Case{"DELETE", "/api/v1/segment/x", "GET, HEAD"},
-                       Case{"POST", "/api/v1/snowflake/x?count=2", "GET, HEAD"},
-                       Case{"POST", "/api/v1/snowflake/decode/1", "GET, HEAD"},
-                       Case{"PUT", "/healthz", "GET, HEAD"},
-                       Case{"POST", "/cache", "GET, HEAD"},
-                       Case{"PUT", "/db", "GET, HEAD"},
-                       Case{"OPTIONS", "/decodeSnowflakeId?snowflakeId=1", "GET, HEAD"}}) {
+  for (const Case c :
+       {Case{"TRACE", "/api/segment/get/x", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"},
+        Case{"DELETE", "/api/v1/segment/x", "GET, HEAD"},
+        Case{"POST", "/api/v1/snowflake/x?count=2", "GET, HEAD"},
+        Case{"POST", "/api/v1/snowflake/decode/1", "GET, HEAD"},
+        Case{"PUT", "/healthz", "GET, HEAD"}, Case{"POST", "/cache", "GET, HEAD"},
+        Case{"PUT", "/db", "GET, HEAD"},
+        Case{"OPTIONS", "/decodeSnowflakeId?snowflakeId=1", "GET, HEAD"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + c.target);
     HttpResponse r = Await(Send(c.method, c.target));
     ExpectError(r, 405, "method_not_allowed");

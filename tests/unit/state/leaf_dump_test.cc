@@ -19,15 +19,14 @@ Result<std::vector<TagRecord>> Decode(const std::string& text,
   return DecodeLeafDump(in, limits);
 }
 
-std::string Dump(const std::string& rows) {
-  return std::string(kLeafDumpHeader) + "\n" + rows;
-}
+std::string Dump(const std::string& rows) { return std::string(kLeafDumpHeader) + "\n" + rows; }
 
 TEST(LeafDumpTest, ReadsRowsAsTheClientWritesThem) {
-  auto r = Decode(Dump("leaf-segment-test\t2001\t2000\tTest leaf Segment Mode Get Id\n"
-                       "orders\t4000000000000000000\t100\tNULL\n"
-                       "tabbed\t5\t10\ta\\tb\\nc\\\\d\\0e \xe8\xae\xa2\xe5\x8d\x95\n"
-                       "zero:1_x.y\t0\t1\t\n"));
+  auto r =
+      Decode(Dump("leaf-segment-test\t2001\t2000\tTest leaf Segment Mode Get Id\n"
+                  "orders\t4000000000000000000\t100\tNULL\n"
+                  "tabbed\t5\t10\ta\\tb\\nc\\\\d\\0e \xe8\xae\xa2\xe5\x8d\x95\n"
+                  "zero:1_x.y\t0\t1\t\n"));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->size(), 4u);
   const auto& rows = *r;
@@ -69,7 +68,8 @@ TEST(LeafDumpTest, ANonHeaderFirstLineIsRefused) {
     auto r = Decode(text);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, Code::kInvalidArgument);
-    EXPECT_TRUE(r.error().message.starts_with("line 1: not a leaf_alloc dump")) << r.error().message;
+    EXPECT_TRUE(r.error().message.starts_with("line 1: not a leaf_alloc dump"))
+        << r.error().message;
   }
 }
 
