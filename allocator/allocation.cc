@@ -74,8 +74,9 @@ Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& e
     r.max_id = *update.max_id;
   }
   if (update.description) {
-    if (update.description->size() > 1024) {
-      return Fail(Code::kInvalidArgument, "description: at most 1024 characters");
+    if (update.description->size() > kMaxDescriptionBytes) {
+      return Fail(Code::kInvalidArgument,
+                  "description: at most " + std::to_string(kMaxDescriptionBytes) + " bytes");
     }
     r.description = *update.description;
   }

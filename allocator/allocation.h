@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,8 @@ namespace kleaf::allocator {
 
 // IDs stay below this so that a buffer's overshooting fetch_add can never wrap int64.
 inline constexpr int64_t kMaxSegmentId = int64_t{1} << 62;
+// The longest description of a tag, in bytes.
+inline constexpr size_t kMaxDescriptionBytes = 1024;
 
 // A range [start, end) of a tag, handed to exactly one buffer (DESIGN.md I1).
 struct Segment {

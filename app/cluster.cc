@@ -12,11 +12,13 @@
 #include "allocator/state_export.h"
 #include "app/common.h"
 #include "app/serve.h"
+#include "app/standalone.h"
 #include "base/clock.h"
 #include "http/http_server.h"
 #include "http/ops_routes.h"
 #include "kafka/probe.h"
 #include "state/export_file.h"
+#include "state/leaf_dump.h"
 #include "state/records.h"
 
 namespace kleaf::app {
@@ -141,21 +143,35 @@ int RunStateExport(const config::Config& c, const std::string& file) {
   return 0;
 }
 
-int RunStateImport(const config::Config& c, const std::string& file, int64_t bump) {
-  if (bump < 0) return StartupError("--bump must not be negative");
+int RunStateImport(const config::Config& c, const StateImportOptions& options) {
+  const int64_t bump = options.bump;
+  if (bump < 0 || bump > allocator::kMaxSegmentId) {
+    return StartupError("--bump must be between 0 and " + std::to_string(allocator::kMaxSegmentId));
+  }
+  const std::string& file = options.file;
   std::ifstream in(file);
   if (!in) return StartupError("cannot read " + file);
-  auto records = state::DecodeExportFile(in);
-  if (!records) return StartupError(file + ": " + records.error().message);
-  auto setup = allocator::PrepareCluster(c);
-  if (!setup) return ClusterSetupError(setup.error());
-  auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
-  if (!client) return StartupError(client.error().message);
-  auto counts = allocator::ImportTags(**client, *records, bump, std::cerr);
-  (*client)->Stop();
-  std::cout << "imported " << records->size() << " tags from " << file << " (bump " << bump
-            << "): " << counts.raised << " raised, " << counts.kept << " already higher, "
-            << counts.failed << " failed" << std::endl;
+  auto records = options.from_leaf ? state::DecodeLeafDump(
+                                         in, {allocator::kMaxSegmentId - bump, c.segment.max_step,
+                                              allocator::kMaxDescriptionBytes})
+                                   : state::DecodeExportFile(in);
+  if (!records) return StartupError(file + ": " + records.error().message + "; nothing imported");
+  allocator::ImportCounts counts;
+  if (options.standalone) {
+    auto imported = ImportIntoStandalone(c, *records, bump, std::cerr);
+    if (!imported) return StartupError(imported.error().message);
+    counts = *imported;
+  } else {
+    auto setup = allocator::PrepareCluster(c);
+    if (!setup) return ClusterSetupError(setup.error());
+    auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
+    if (!client) return StartupError(client.error().message);
+    counts = allocator::ImportTags(**client, *records, bump, std::cerr);
+    (*client)->Stop();
+  }
+  std::cout << "imported " << records->size() << (options.from_leaf ? " Leaf tags" : " tags")
+            << " from " << file << " (bump " << bump << "): " << counts.raised << " raised, "
+            << counts.kept << " already higher, " << counts.failed << " failed" << std::endl;
   return counts.failed == 0 ? 0 : 1;
 }
 

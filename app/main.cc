@@ -97,10 +97,22 @@ int main(int argc, char** argv) {
   auto* exporter = state->add_subcommand("export", "write every tag record of the state topic to FILE");
   exporter->add_option("file", file, "output JSON file")->required();
   add_config(exporter);
-  int64_t bump = 0;
-  auto* importer = state->add_subcommand("import", "republish FILE through the allocators, max_id raised by --bump");
-  importer->add_option("file", file, "a file written by 'state export'")->required();
-  importer->add_option("--bump", bump, "added to every max_id (safety margin)")->required();
+  kleaf::app::StateImportOptions import_options;
+  auto* importer = state->add_subcommand(
+      "import",
+      "set the tags of FILE (a 'state export' file, or a Leaf dump with --from-leaf), "
+      "max_id raised by --bump");
+  auto* import_file =
+      importer->add_option("file", import_options.file, "a file written by 'state export'");
+  auto* from_leaf = importer->add_option(
+      "--from-leaf", import_options.file,
+      "a dump of Leaf's leaf_alloc table instead: mysql -B -e 'SELECT "
+      "biz_tag,max_id,step,description FROM leaf_alloc' (docs/migrating-from-leaf.md)");
+  from_leaf->excludes(import_file);
+  importer->add_option("--bump", import_options.bump, "added to every max_id (safety margin)")
+      ->required();
+  importer->add_flag("--standalone", import_options.standalone,
+                     "into the store at state.path of a stopped `kleaf standalone`, not a cluster");
   add_config(importer);
 
   auto* decode = app.add_subcommand("decode", "decode a snowflake ID with the configured layout");
@@ -155,6 +167,14 @@ int main(int argc, char** argv) {
               << "\nrocksdb " << kleaf::state::RocksDbVersion() << "\n";
     return 0;
   }
+  if (importer->parsed()) {
+    import_options.from_leaf = from_leaf->count() > 0;
+    if (import_options.file.empty()) {
+      std::cerr
+          << "kleaf: state import: give FILE (written by 'state export') or --from-leaf FILE\n";
+      return 2;
+    }
+  }
   auto config = LoadConfig(config_path);
   if (!config) {
     std::cerr << "kleaf: config error: " << config.error().message << "\n";
@@ -165,7 +185,11 @@ int main(int argc, char** argv) {
   if (allocator->parsed()) role = kleaf::config::Role::kAllocator;
   if (gateway->parsed()) role = kleaf::config::Role::kGateway;
   if (producer->parsed()) role = kleaf::config::Role::kProducer;
-  if (state->parsed()) role = kleaf::config::Role::kStateTool;
+  if (state->parsed()) {
+    // A standalone import works on the local store: the standalone's config, no Kafka.
+    role = import_options.standalone ? kleaf::config::Role::kStandalone
+                                     : kleaf::config::Role::kStateTool;
+  }
   if (role) {
     if (auto checked = CheckRoleConfig(*role, *config); !checked) {
       std::cerr << "kleaf: config error: " << checked.error().message << "\n";
@@ -183,7 +207,7 @@ int main(int argc, char** argv) {
     if (producer->parsed()) return kleaf::app::RunProducer(*config);
     if (replay->parsed()) return kleaf::app::RunStateReplay(*config);
     if (exporter->parsed()) return kleaf::app::RunStateExport(*config, file);
-    if (importer->parsed()) return kleaf::app::RunStateImport(*config, file, bump);
+    if (importer->parsed()) return kleaf::app::RunStateImport(*config, import_options);
   } catch (const std::exception& e) {
     std::cerr << "kleaf: fatal: " << e.what() << "\n";
     return 1;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/tag.h"
+#include "gateway/leaf_views.h"
 #include "http/ops_routes.h"
 
 namespace kleaf::gateway {
@@ -111,6 +112,11 @@ json TagJson(const state::TagRecord& r) {
               {"update_time", FormatUtcMs(r.update_time_ms)}};
 }
 
+// Leaf's get routes are @RequestMapping without a method: Spring serves them for every method but
+// OPTIONS, which it answers itself with this Allow list (HEAD comes to kleaf's Api as a GET);
+// Tomcat refuses TRACE.
+constexpr std::string_view kLeafGetAllow = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
+
 HttpResponse JsonResponse(const json& j, int status = 200) {
   HttpResponse r;
   r.status = status;
@@ -179,9 +185,11 @@ void Api::Handle(HttpRequest request, Respond respond) {
   const auto parts = SplitPath(target.substr(0, qmark));
   const std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
   if (parts.size() == 1 && ServeTopLevel(request, parts[0], respond)) return;
+  if (parts.size() == 1 && ServeLeafMonitor(request, parts[0], query, respond)) return;
   if (parts.size() < 3 || parts[0] != "api") return NoSuchPath(respond);
   // Leaf-compatible: /api/segment/get/{tag}, /api/snowflake/get/{tag}
-  if (parts.size() == 4 && parts[2] == "get" && (parts[1] == "segment" || parts[1] == "snowflake")) {
+  if (parts.size() == 4 && parts[2] == "get" &&
+      (parts[1] == "segment" || parts[1] == "snowflake")) {
     return ServeIds(request, parts[1], parts[3], "", /*leaf=*/true, std::move(respond));
   }
   if (parts[1] != "v1") return NoSuchPath(respond);
@@ -192,6 +200,10 @@ std::string_view Api::RouteOf(std::string_view target) {
   const auto parts = SplitPath(target.substr(0, target.find('?')));
   if (parts.size() == 1) {
     if (parts[0].empty()) return "/";
+    // Leaf's monitor routes (ServeLeafMonitor).
+    for (std::string_view leaf : {"/cache", "/db", "/decodeSnowflakeId"}) {
+      if (leaf.substr(1) == parts[0]) return leaf;
+    }
     return http::OpsRouteOf(target);
   }
   if (parts.size() < 3 || parts[0] != "api") return "other";
@@ -229,6 +241,47 @@ bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name, const
   return true;
 }
 
+bool Api::ServeLeafMonitor(const HttpRequest& request, std::string_view name,
+                           std::string_view query, const Respond& respond) {
+  if (name == "decodeSnowflakeId") {
+    if (!IsGet(request, respond)) return true;
+    auto id = QueryParam(query, "snowflakeId");
+    if (!id) {
+      Reject(respond, Error{Code::kInvalidArgument, "snowflakeId: required (?snowflakeId=<id>)"});
+      return true;
+    }
+    auto described = snowflake::DecodeToLeafJson(snowflake_.layout(), *id);
+    if (!described) {
+      Reject(respond, described.error());
+      return true;
+    }
+    HttpResponse r;
+    r.body = std::move(*described);
+    respond(std::move(r));
+    return true;
+  }
+  if (name == "cache") {
+    if (!IsGet(request, respond)) return true;
+    HttpResponse r;
+    r.body = LeafCacheJson(segments_.Snapshots());
+    r.headers.emplace_back("Cache-Control", "no-store");
+    respond(std::move(r));
+    return true;
+  }
+  if (name == "db") {
+    if (!IsGet(request, respond) || !Admitted(request, respond)) return true;
+    allocator_.ListTags([this, respond](Result<std::vector<state::TagRecord>> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      HttpResponse db;
+      db.body = LeafDbJson(*r);
+      db.headers.emplace_back("Cache-Control", "no-store");
+      respond(std::move(db));
+    });
+    return true;
+  }
+  return false;
+}
+
 void Api::ServeV1(const HttpRequest& request, const std::vector<std::string_view>& parts,
                   std::string_view query, Respond respond) {
   if (ServeTimeOrdered(request, parts, query, respond)) return;
@@ -261,7 +314,7 @@ void Api::ServeV1(const HttpRequest& request, const std::vector<std::string_view
 
 void Api::ServeIds(const HttpRequest& request, std::string_view mode, std::string_view tag_text,
                    std::string_view query, bool leaf, Respond respond) {
-  if (!IsGet(request, respond)) return;
+  if (!(leaf ? IsLeafGetMethod(request, respond) : IsGet(request, respond))) return;
   std::string tag(tag_text);
   if (auto v = ValidateTag(tag); !v) return Reject(respond, v.error());
   auto count = leaf ? Result<int64_t>(1) : ParseCount(query, options_.max_batch);
@@ -273,6 +326,20 @@ void Api::ServeIds(const HttpRequest& request, std::string_view mode, std::strin
 bool Api::IsGet(const HttpRequest& request, const Respond& respond) {
   if (request.method == "GET") return true;
   respond(MethodNotAllowed("GET"));
+  return false;
+}
+
+bool Api::IsLeafGetMethod(const HttpRequest& request, const Respond& respond) {
+  const std::string& m = request.method;
+  if (m == "GET" || m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE") return true;
+  if (m == "OPTIONS") {
+    HttpResponse allow;
+    allow.content_type.clear();
+    allow.headers.emplace_back("Allow", kLeafGetAllow);
+    respond(std::move(allow));
+    return false;
+  }
+  respond(MethodNotAllowed(std::string(kLeafGetAllow)));
   return false;
 }
 

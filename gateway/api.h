@@ -28,7 +28,9 @@ struct ApiOptions {
   int64_t max_batch = 10000;
   int64_t wait_ms = 100;
   int retry_after_s = 1;
-  std::string admin_token;  // required as "Authorization: Bearer <token>" on /api/v1/tags
+  // Required as "Authorization: Bearer <token>" on the admin routes: /api/v1/tags,
+  // /api/v1/workers, /db.
+  std::string admin_token;
   // This node's worker lease as a JSON object, for /api/v1/workers; empty when the worker id
   // comes from config (standalone) and there is no registry to ask.
   std::function<std::string()> lease_status;
@@ -38,9 +40,10 @@ struct ApiOptions {
 };
 
 // Routes requests to segment buffers, the snowflake generator (snowflake IDs, and the UUIDv7s and
-// ULIDs built on its draws: one generator per node, whatever the tag), the allocator's tag admin
-// and the operator routes (/metrics, /healthz, /readyz, /api/v1/status, "/"). Counts the IDs it
-// hands out in kleaf_ids_issued_total{tag,mode} (series looked up once per tag, not per request).
+// ULIDs built on its draws: one generator per node, whatever the tag), the allocator's tag admin,
+// the operator routes (/metrics, /healthz, /readyz, /api/v1/status, "/") and Leaf's monitor routes
+// (/cache, /db, /decodeSnowflakeId). Counts the IDs it hands out in kleaf_ids_issued_total{tag,mode}
+// (series looked up once per tag, not per request).
 // Thread-safe. Handle() answers at once when no waiting is needed (an ID from a loaded segment);
 // otherwise the wait runs on `blocking` and `respond` is called from that thread.
 class Api {
@@ -72,6 +75,9 @@ class Api {
                                                  "/api/v1/ulid/{tag}",
                                                  "/api/v1/uuid7/compose/{time}",
                                                  "/api/v1/ulid/compose/{time}",
+                                                 "/cache",
+                                                 "/db",
+                                                 "/decodeSnowflakeId",
                                                  "other"};
 
   // Snowflake tags with their own kleaf_ids_issued_total series; later ones count as "_other".
@@ -83,6 +89,10 @@ class Api {
   // answer for any other one-segment path.
   bool ServeTopLevel(const http::HttpRequest& request, std::string_view name,
                      const http::Respond& respond);
+  // Leaf's monitor routes (docs/migrating-from-leaf.md): /decodeSnowflakeId?snowflakeId=,
+  // /cache and /db (admin); false without an answer for any other one-segment path.
+  bool ServeLeafMonitor(const http::HttpRequest& request, std::string_view name,
+                        std::string_view query, const http::Respond& respond);
   // The routes under /api/v1/ (`parts` is the whole path: "api", "v1", ...).
   void ServeV1(const http::HttpRequest& request, const std::vector<std::string_view>& parts,
                std::string_view query, http::Respond respond);
@@ -99,6 +109,9 @@ class Api {
   static std::string_view TimeOrderedRouteOf(const std::vector<std::string_view>& parts);
   // True for a GET; else answers 405.
   static bool IsGet(const http::HttpRequest& request, const http::Respond& respond);
+  // True for the methods Leaf's get routes serve (GET, HEAD, POST, PUT, PATCH, DELETE); OPTIONS
+  // is answered 200 with their Allow list, any other method 405.
+  static bool IsLeafGetMethod(const http::HttpRequest& request, const http::Respond& respond);
   // True when the request carries the admin token; else answers 401.
   bool Admitted(const http::HttpRequest& request, const http::Respond& respond) const;
   void Reject(const http::Respond& respond, const Error& error) const;

@@ -20,7 +20,9 @@ HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
 
 HttpResponse MethodNotAllowed(std::string allow) {
   // HttpServer answers HEAD wherever GET is served (RFC 9110 §9.3.2).
-  if (allow == "GET" || allow.starts_with("GET,")) allow.insert(3, ", HEAD");
+  if (allow == "GET" || (allow.starts_with("GET,") && !allow.starts_with("GET, HEAD"))) {
+    allow.insert(3, ", HEAD");
+  }
   HttpResponse r =
       ErrorResponse(Error{Code::kMethodNotAllowed, "method not allowed; use " + allow});
   r.headers.emplace_back("Allow", std::move(allow));

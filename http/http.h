@@ -23,7 +23,7 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 200;
-  std::string content_type = "application/json";
+  std::string content_type = "application/json";  // empty: no Content-Type (an empty body)
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
 };
@@ -35,7 +35,8 @@ using Handler = std::function<void(HttpRequest, Respond)>;
 // Builds the JSON error body {"error":{"code","message"}} with the status of `error.code`, and
 // Retry-After on 503.
 HttpResponse ErrorResponse(const Error& error, int retry_after_s = 1);
-// 405 with `Allow: <allow>`; HEAD is added after a leading GET ("GET" -> "GET, HEAD").
+// 405 with `Allow: <allow>`; HEAD is added after a leading GET unless it follows already
+// ("GET" -> "GET, HEAD").
 HttpResponse MethodNotAllowed(std::string allow);
 
 // GET /metrics: Registry::Default() in the Prometheus text format 0.0.4.

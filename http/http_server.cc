@@ -129,7 +129,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto res = std::make_shared<beast_http::response<beast_http::string_body>>(
         static_cast<beast_http::status>(r.status), version);
     res->set(beast_http::field::server, "kleaf");
-    res->set(beast_http::field::content_type, r.content_type);
+    if (!r.content_type.empty()) res->set(beast_http::field::content_type, r.content_type);
     for (auto& [name, value] : r.headers) res->set(name, value);
     res->keep_alive(keep_alive);
     if (head) {

@@ -6,10 +6,10 @@
 #
 #   scripts/install-deps.sh           what building and running kleaf need (scripts/run.sh)
 #   scripts/install-deps.sh --test    also what the tests need: GoogleTest and Google Benchmark,
-#                                     faketime, Chromium, Python 3, clang 16 with its sanitizer
-#                                     runtimes, clang-format and clang-tidy (scripts/test.sh), and
-#                                     a Python venv with confluent-kafka for the Python reference
-#                                     consumer
+#                                     faketime, Chromium, Python 3, MariaDB, clang 16 with its
+#                                     sanitizer runtimes, clang-format and clang-tidy
+#                                     (scripts/test.sh), and a Python venv with confluent-kafka for
+#                                     the Python reference consumer
 #   scripts/install-deps.sh --bench   --test, plus wrk and nginx (tests/bench/http_bench.sh)
 #
 # KLEAF_DEPS_CACHE (default /var/cache/kleaf) is where librdkafka is built and installed
@@ -44,6 +44,9 @@ if [[ $set_name == test || $set_name == bench ]]; then
     # An independent reader of kleaf's UUIDv7s and ULIDs (tests/e2e/check_uuid7_ulid.py: the
     # standard library's uuid module).
     python3
+    # The Leaf migration test runs its own MariaDB server (never the system service) and dumps
+    # Leaf's table with its client.
+    mariadb-server mariadb-client
     # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
     # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
     clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16

@@ -61,18 +61,44 @@ Result<std::string> ComposeToJson(const SnowflakeLayout& layout, std::string_vie
   return "{\"id\":\"" + std::to_string(*id) + "\"}";
 }
 
-Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text) {
+namespace {
+
+// A decimal snowflake ID; `name` (the parameter) names it in the error.
+Result<int64_t> ParseId(std::string_view text, std::string_view name) {
   int64_t id = 0;
-  auto [ptr, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
-  if (id_text.empty() || ec != std::errc() || ptr != id_text.data() + id_text.size() || id < 0) {
-    return Fail(Code::kInvalidArgument, "id: expected a non-negative 64-bit decimal integer");
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || id < 0) {
+    return Fail(Code::kInvalidArgument,
+                std::string(name) + ": expected a non-negative 64-bit decimal integer");
   }
-  auto parts = layout.Decode(id);
+  return id;
+}
+
+}  // namespace
+
+Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text) {
+  auto id = ParseId(id_text, "id");
+  if (!id) return std::unexpected(id.error());
+  auto parts = layout.Decode(*id);
   if (!parts) return std::unexpected(parts.error());
-  return "{\"id\":\"" + std::to_string(id) + "\",\"timestamp_ms\":" +
-         std::to_string(parts->timestamp_ms) + ",\"time\":\"" + FormatUtcMs(parts->timestamp_ms) +
-         "\",\"worker_id\":" + std::to_string(parts->worker_id) +
+  return "{\"id\":\"" + std::to_string(*id) +
+         "\",\"timestamp_ms\":" + std::to_string(parts->timestamp_ms) + ",\"time\":\"" +
+         FormatUtcMs(parts->timestamp_ms) + "\",\"worker_id\":" + std::to_string(parts->worker_id) +
          ",\"sequence\":" + std::to_string(parts->sequence) + "}";
+}
+
+Result<std::string> DecodeToLeafJson(const SnowflakeLayout& layout, std::string_view id_text) {
+  auto id = ParseId(id_text, "snowflakeId");
+  if (!id) return std::unexpected(id.error());
+  auto parts = layout.Decode(*id);
+  if (!parts) return std::unexpected(parts.error());
+  // Leaf's "yyyy-MM-dd HH:mm:ss.SSS": FormatUtcMs's "yyyy-MM-ddTHH:mm:ss.SSSZ" without T and Z.
+  std::string time = FormatUtcMs(parts->timestamp_ms);
+  if (auto t = time.find('T'); t != std::string::npos) time[t] = ' ';
+  if (time.ends_with('Z')) time.pop_back();
+  return "{\"timestamp\":\"" + std::to_string(parts->timestamp_ms) + "(" + time +
+         ")\",\"sequenceId\":\"" + std::to_string(parts->sequence) + "\",\"workerId\":\"" +
+         std::to_string(parts->worker_id) + "\"}";
 }
 
 SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, Clock& clock)

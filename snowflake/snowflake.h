@@ -64,6 +64,10 @@ class SnowflakeLayout {
 // Parses a decimal ID and describes it as JSON:
 // {"id":"…","timestamp_ms":…,"time":"…Z","worker_id":…,"sequence":…}.
 Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text);
+// The same as Leaf's /decodeSnowflakeId answers it, every value a string:
+// {"timestamp":"<ms>(yyyy-MM-dd HH:mm:ss.SSS)","sequenceId":"…","workerId":"…"}, the time in UTC
+// (Leaf wrote its JVM's time zone). Errors name the parameter `snowflakeId`.
+Result<std::string> DecodeToLeafJson(const SnowflakeLayout& layout, std::string_view id_text);
 
 // Parses a time (RFC 3339 or epoch milliseconds, ParseTimeMs) and answers the first ID of it
 // (SnowflakeLayout::FirstIdAt) as JSON: {"id":"…"}.

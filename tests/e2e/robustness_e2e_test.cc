@@ -274,8 +274,9 @@ TEST_F(RobustnessE2eTest, BadCountBadTagUnknownPathAndWrongMethod) {
                                  "/api/v1/tagz/t", "/healthz/x"}) {
     expect("GET", path, 404, "not_found");
   }
-  for (const std::string target : {"/api/v1/segment/t", "/api/segment/get/t", "/api/v1/snowflake/t",
-                                   "/api/snowflake/get/t", "/api/v1/snowflake/decode/1"}) {
+  // (Leaf's get routes answer every method Leaf's do: leaf_compat_e2e_test.cc.)
+  for (const std::string target :
+       {"/api/v1/segment/t", "/api/v1/snowflake/t", "/api/v1/snowflake/decode/1"}) {
     for (const std::string method : {"POST", "PUT", "DELETE"}) {
       HttpReply reply = expect(method, target, 405, "method_not_allowed");
       EXPECT_EQ(reply.Header("Allow"), "GET, HEAD") << method << " " << target;

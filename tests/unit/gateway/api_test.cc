@@ -390,6 +390,84 @@ TEST_F(ApiTest, IdFromALoadedSegmentIsAnsweredBeforeHandleReturns) {
   EXPECT_EQ(Await(answer).body, "2");
 }
 
+// Leaf's get routes have no method restriction: Spring serves every method with the handler,
+// answers OPTIONS itself with the Allow list, and Tomcat refuses TRACE.
+TEST_F(ApiTest, LeafGetRoutesServeEveryMethodLeafServes) {
+  allocator_.AddTag("order", 100);
+  int expected = 1;
+  for (const std::string method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
+    SCOPED_TRACE(method);
+    HttpResponse r = Await(Send(method, "/api/segment/get/order", "ignored body"));
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body, std::to_string(expected++));
+    HttpResponse s = Await(Send(method, "/api/snowflake/get/order"));
+    EXPECT_EQ(s.status, 200) << s.body;
+  }
+  for (const std::string target : {"/api/segment/get/order", "/api/snowflake/get/order"}) {
+    HttpResponse options = Await(Send("OPTIONS", target));
+    EXPECT_EQ(options.status, 200);
+    EXPECT_EQ(options.body, "");
+    EXPECT_EQ(options.content_type, "") << "an empty answer has no Content-Type";
+    EXPECT_EQ(Header(options, "Allow"), "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+    for (const std::string method : {"TRACE", "CONNECT", "BREW", "get"}) {
+      HttpResponse refused = Await(Send(method, target));
+      ExpectError(refused, 405, "method_not_allowed");
+      EXPECT_EQ(Header(refused, "Allow"), "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+    }
+  }
+  EXPECT_EQ(Get("/api/segment/get/order").body, std::to_string(expected))
+      << "OPTIONS or a refused method drew an ID";
+}
+
+TEST_F(ApiTest, LeafDecodeSnowflakeIdAnswersLeafsFields) {
+  const int64_t id = std::stoll(Get("/api/snowflake/get/x").body);
+  HttpResponse r = Get("/decodeSnowflakeId?snowflakeId=" + std::to_string(id));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  // kNow is 2023-11-14T22:13:20.000Z; the generator's sequence starts at 0 (no random start).
+  EXPECT_EQ(Body(r), json({{"timestamp", std::to_string(kNow) + "(2023-11-14 22:13:20.000)"},
+                           {"workerId", std::to_string(kWorkerId)},
+                           {"sequenceId", "0"}}));
+  for (const std::string bad :
+       {"/decodeSnowflakeId", "/decodeSnowflakeId?snowflakeId=", "/decodeSnowflakeId?snowflakeid=1",
+        "/decodeSnowflakeId?snowflakeId=x", "/decodeSnowflakeId?snowflakeId=-5"}) {
+    SCOPED_TRACE(bad);
+    HttpResponse e = Get(bad);
+    ExpectError(e, 400, "invalid_argument");
+    EXPECT_NE(Body(e)["error"].value("message", "").find("snowflakeId"), std::string::npos);
+  }
+}
+
+TEST_F(ApiTest, LeafCacheShowsTheBuffersInLeafsFieldNames) {
+  EXPECT_EQ(Body(Get("/cache")), json::object());
+  allocator_.AddTag("order", 100, 5000);
+  ASSERT_EQ(Get("/api/segment/get/order").body, "5000");
+  ASSERT_EQ(Get("/api/segment/get/order").body, "5001");
+  EXPECT_EQ(Body(Get("/cache"))["order"],
+            json::parse(R"({"key":"order","initOk":true,"nextReady":false,"pos":0,"value0":5002,
+                            "max0":5100,"step0":100,"value1":0,"max1":0,"step1":0})"));
+  // Past 10% of the segment the standby one is fetched (inline here), at twice the step.
+  ASSERT_EQ(Ids(Get("/api/v1/segment/order?count=10")).back(), 5011);
+  EXPECT_EQ(Body(Get("/cache"))["order"],
+            json::parse(R"({"key":"order","initOk":true,"nextReady":true,"pos":0,"value0":5012,
+                            "max0":5100,"step0":100,"value1":5100,"max1":5300,"step1":200})"));
+  // A tag the allocator does not know is not buffered, so not shown.
+  ExpectError(Get("/api/segment/get/nope"), 404, "not_found");
+  EXPECT_FALSE(Body(Get("/cache")).contains("nope"));
+}
+
+TEST_F(ApiTest, LeafDbListsTheTagRecordsToAdminsOnly) {
+  allocator_.AddTag("order", 100, 5000);
+  ASSERT_EQ(Admin("PUT", "/api/v1/tags/user", R"({"step":7,"description":"users"})").status, 200);
+  ExpectError(Get("/db"), 401, "unauthenticated");
+  ExpectError(Await(Send("GET", "/db", "", "Bearer wrong")), 401, "unauthenticated");
+  HttpResponse db = Admin("GET", "/db");
+  ASSERT_EQ(db.status, 200) << db.body;
+  EXPECT_EQ(Body(db), json::parse(R"({"items":[
+      {"biz_tag":"order","max_id":5000,"step":100,"description":"","update_time":"1970-01-01T00:00:00.000Z"},
+      {"biz_tag":"user","max_id":1,"step":7,"description":"users","update_time":"2023-11-14T22:13:20.000Z"}]})"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // v1 JSON routes
 
@@ -486,15 +564,17 @@ TEST_F(ApiTest, WrongMethodIs405WithAllow) {
     const char* allow;
   };
   for (const Case c :
-       {Case{"POST", "/api/segment/get/x", "GET, HEAD"},
-        Case{"PUT", "/api/snowflake/get/x", "GET, HEAD"},
+       {Case{"TRACE", "/api/segment/get/x", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"},
+        Case{"TRACE", "/api/snowflake/get/x", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"},
         Case{"DELETE", "/api/v1/segment/x", "GET, HEAD"},
         Case{"POST", "/api/v1/snowflake/x?count=2", "GET, HEAD"},
         Case{"POST", "/api/v1/snowflake/decode/1", "GET, HEAD"},
         Case{"POST", "/api/v1/uuid7/x", "GET, HEAD"},
         Case{"DELETE", "/api/v1/ulid/x?count=2", "GET, HEAD"},
         Case{"POST", "/api/v1/snowflake/compose/0", "GET, HEAD"},
-        Case{"PUT", "/api/v1/ulid/compose/0", "GET, HEAD"}, Case{"PUT", "/healthz", "GET, HEAD"}}) {
+        Case{"PUT", "/api/v1/ulid/compose/0", "GET, HEAD"}, Case{"PUT", "/healthz", "GET, HEAD"},
+        Case{"POST", "/cache", "GET, HEAD"}, Case{"PUT", "/db", "GET, HEAD"},
+        Case{"OPTIONS", "/decodeSnowflakeId?snowflakeId=1", "GET, HEAD"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + c.target);
     HttpResponse r = Await(Send(c.method, c.target));
     ExpectError(r, 405, "method_not_allowed");
@@ -911,6 +991,9 @@ TEST(ApiRouteTest, EveryTargetMapsToOneOfTheFixedRoutes) {
       {"/api/v1/workers", "/api/v1/workers"},
       {"/api/v1/tags", "/api/v1/tags"},
       {"/api/v1/tags/order", "/api/v1/tags/{tag}"},
+      {"/cache", "/cache"},
+      {"/db", "/db"},
+      {"/decodeSnowflakeId?snowflakeId=1", "/decodeSnowflakeId"},
       {"/favicon.ico", "other"},
       {"/api", "other"},
       {"/api/v2/segment/order", "other"},

@@ -188,6 +188,40 @@ TEST(DecodeToJsonTest, RejectsAnythingButANonNegativeDecimalInt64) {
   EXPECT_TRUE(DecodeToJson(SnowflakeLayout::Default(), "9223372036854775807"));
 }
 
+// Leaf's own example of its /decodeSnowflakeId answer (LeafMonitorController's comment):
+// {"timestamp":"1567733700834(2019-09-06 09:35:00.834)","sequenceId":"3448","workerId":"39"},
+// written in its JVM's zone (UTC+8); kleaf writes UTC.
+TEST(DecodeToLeafJsonTest, AnswersLeafsFieldsAsStrings) {
+  const SnowflakeLayout d = SnowflakeLayout::Default();
+  const int64_t id = d.Compose(d.TicksOf(1567733700834), 39, 3448);
+  auto text = DecodeToLeafJson(d, std::to_string(id));
+  ASSERT_TRUE(text) << text.error().message;
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j, nlohmann::json::parse(R"j({"timestamp":"1567733700834(2019-09-06 01:35:00.834)",
+                                         "sequenceId":"3448","workerId":"39"})j"));
+}
+
+TEST(DecodeToLeafJsonTest, UsesTheGivenLayout) {
+  const int64_t epoch = 1'600'000'000'000;
+  SnowflakeLayout l = MakeLayout(39, 12, 12, epoch, 10);
+  auto text = DecodeToLeafJson(l, std::to_string(l.Compose(l.TicksOf(kNow), 4095, 7)));
+  ASSERT_TRUE(text) << text.error().message;
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j.at("timestamp"), std::to_string(kNow) + "(2023-11-14 22:13:20.000)");
+  EXPECT_EQ(j.at("workerId"), "4095");
+  EXPECT_EQ(j.at("sequenceId"), "7");
+}
+
+TEST(DecodeToLeafJsonTest, RejectsWhatDecodeToJsonRejectsNamingSnowflakeId) {
+  for (const char* bad : {"", "abc", "-1", "12x", " 1", "+1", "9223372036854775808"}) {
+    SCOPED_TRACE(bad);
+    auto r = DecodeToLeafJson(SnowflakeLayout::Default(), bad);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+    EXPECT_TRUE(r.error().message.starts_with("snowflakeId: ")) << r.error().message;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // SnowflakeGenerator
 
