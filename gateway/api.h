@@ -42,10 +42,10 @@ struct ApiOptions {
 // Routes requests to segment buffers, the snowflake generator (snowflake IDs, and the UUIDv7s and
 // ULIDs built on its draws: one generator per node, whatever the tag), the allocator's tag admin,
 // the operator routes (/metrics, /healthz, /readyz, /api/v1/status, "/") and Leaf's monitor routes
-// (/cache, /db, /decodeSnowflakeId). Counts the IDs it hands out in kleaf_ids_issued_total{tag,mode}
-// (series looked up once per tag, not per request).
-// Thread-safe. Handle() answers at once when no waiting is needed (an ID from a loaded segment);
-// otherwise the wait runs on `blocking` and `respond` is called from that thread.
+// (/cache, /db, /decodeSnowflakeId). Counts the IDs it hands out in
+// kleaf_ids_issued_total{tag,mode} (series looked up once per tag, not per request). Thread-safe.
+// Handle() answers at once when no waiting is needed (an ID from a loaded segment); otherwise the
+// wait runs on `blocking` and `respond` is called from that thread.
 class Api {
  public:
   Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
