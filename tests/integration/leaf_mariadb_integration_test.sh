@@ -124,6 +124,17 @@ http() {
   body=${body%$'\n'*}
 }
 admin=(-H "Authorization: Bearer $token")
+# The same, asked again while the answer is 503 (kleaf's "retry" answer, e.g. when a request to the
+# allocators got no answer on a loaded machine), as a client following Retry-After (1 s) would, for
+# up to 30 s.
+http_retrying() {
+  local tries=0
+  http "$@"
+  while ((status == 503 && ++tries < 30)); do
+    sleep 1
+    http "$@"
+  done
+}
 
 # --- the import ----------------------------------------------------------------------------------
 "$kleaf" state import --from-leaf "$work/leaf_alloc.tsv" --bump 0 --config "$work/importer.yaml" \
@@ -156,7 +167,7 @@ done
 
 # Leaf's descriptions came through unchanged (the tag admin's JSON escapes tab and newline).
 expect_tag() {  # tag json-fragment
-  http GET "/api/v1/tags/$1" "${admin[@]}"
+  http_retrying GET "/api/v1/tags/$1" "${admin[@]}"
   ((status == 200)) || fail "GET /api/v1/tags/$1: $status $body"
   grep -qF -- "$2" <<<"$body" || fail "tag $1: want $2 in $body"
 }
@@ -169,7 +180,7 @@ expect_tag leaf-segment-test '"step":2000'
 # Leaf's monitor routes on the gateway: /db (admin), /cache, /decodeSnowflakeId.
 http GET /db
 ((status == 401)) || fail "/db without the token: $status $body"
-http GET /db "${admin[@]}"
+http_retrying GET /db "${admin[@]}"
 ((status == 200)) || fail "/db: $status $body"
 for tag in "${!leaf_max[@]}"; do
   grep -qF "\"biz_tag\":\"$tag\"" <<<"$body" || fail "/db lacks $tag: $body"
@@ -186,7 +197,7 @@ grep -qE '^\{"timestamp":"[0-9]+\([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]{12}\)","seq
 
 # --- a re-import of a newer dump: raises, never lowers ----------------------------------------
 max_of() {  # tag -> the live max_id
-  http GET "/api/v1/tags/$1" "${admin[@]}"
+  http_retrying GET "/api/v1/tags/$1" "${admin[@]}"
   ((status == 200)) || fail "GET /api/v1/tags/$1: $status $body"
   grep -o '"max_id":[0-9]*' <<<"$body" | cut -d: -f2
 }
