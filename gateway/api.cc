@@ -394,10 +394,16 @@ void Api::Snowflake(const std::string& tag, int64_t count, bool plain, Respond r
       for (int64_t id : ids) emit(id);
     }));
   };
-  // A large batch may wait for several ticks (4096 IDs per ms at most): not on an I/O thread.
+  IssueOffTheIoThreadIfLarge(count, std::move(issue), std::move(respond));
+}
+
+void Api::IssueOffTheIoThreadIfLarge(int64_t count, std::function<void(Respond)> issue,
+                                     Respond respond) {
   constexpr int64_t kInlineLimit = 256;
   if (count <= kInlineLimit) return issue(std::move(respond));
-  blocking_.Post([issue, respond = std::move(respond)]() mutable { issue(std::move(respond)); });
+  blocking_.Post([issue = std::move(issue), respond = std::move(respond)]() mutable {
+    issue(std::move(respond));
+  });
 }
 
 void Api::Decode(const std::string& id_text, Respond respond) {
@@ -549,10 +555,7 @@ void Api::Id128s(const snowflake::Id128Layout& layout, const std::string& tag, i
     r.body += "]}";
     respond(std::move(r));
   };
-  // As for snowflake batches: a large one may wait for several ticks, not on an I/O thread.
-  constexpr int64_t kInlineLimit = 256;
-  if (count <= kInlineLimit) return issue(std::move(respond));
-  blocking_.Post([issue, respond = std::move(respond)]() mutable { issue(std::move(respond)); });
+  IssueOffTheIoThreadIfLarge(count, std::move(issue), std::move(respond));
 }
 
 void Api::Compose(std::string_view mode, std::string_view time_text, Respond respond) {

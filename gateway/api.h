@@ -118,6 +118,11 @@ class Api {
   void NoSuchPath(const http::Respond& respond) const;
   void Segment(const std::string& tag, int64_t count, bool plain, http::Respond respond);
   void Snowflake(const std::string& tag, int64_t count, bool plain, http::Respond respond);
+  // Runs `issue` (a draw of `count` snowflake-based IDs and its answer) here for a small batch;
+  // a large one may wait for several ticks (4096 IDs per ms at most), so it runs on `blocking_`,
+  // not on the I/O thread.
+  void IssueOffTheIoThreadIfLarge(int64_t count, std::function<void(http::Respond)> issue,
+                                  http::Respond respond);
   void Decode(const std::string& id_text, http::Respond respond);
   // {"tag","ids"} of `count` UUIDv7s or ULIDs, drawn from the node's snowflake generator.
   void Id128s(const snowflake::Id128Layout& layout, const std::string& tag, int64_t count,
