@@ -66,6 +66,10 @@ Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaC
                   error);
   });
   if (!producer) return std::unexpected(producer.error());
+  // Not fatal: without it the first request only waits for librdkafka's own lookup.
+  if (auto ready = (*producer)->Prepare(c->options_.topics.requests, milliseconds(5000)); !ready) {
+    spdlog::warn("[kafka-client] {}", ready.error().message);
+  }
   auto replies = kafka::PartitionReader::Create(c->options_.props);
   if (!replies) return std::unexpected(replies.error());
   c->producer_ = std::move(*producer);

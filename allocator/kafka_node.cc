@@ -288,6 +288,12 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
       return Fail(Code::kUnavailable, "init_transactions: " + init.error().message);
     }
   }
+  // Not fatal: without it the first round only waits for librdkafka's own lookup of each topic.
+  for (const std::string* topic : {&options_.topics.state, &options_.topics.replies}) {
+    if (auto ready = (*producer)->Prepare(*topic, milliseconds(5000)); !ready) {
+      spdlog::warn("[allocator] {}", ready.error().message);
+    }
+  }
   auto restored = RestorePartition(*reader_, store_, options_.topics, p, milliseconds(60000));
   if (!restored) return std::unexpected(restored.error());
   serving_[p] = std::move(*producer);

@@ -26,6 +26,13 @@ struct KafkaDeleter {
 };
 using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
 
+// Destroys `rk` on a background thread, keeping `keep` (e.g. what the handle's callbacks point to)
+// alive until it is gone. rd_kafka_destroy of a handle that was just used often waits a full
+// second: the handle's main thread sleeps in a queue wait that the destroy does not wake. A
+// start-up path that uses a dozen short-lived handles (topic checks) would pay seconds for it.
+// Handles still queued when the process exits are destroyed before it does.
+void DestroyLater(KafkaHandle rk, std::shared_ptr<void> keep = nullptr);
+
 struct ListDeleter {
   void operator()(rd_kafka_topic_partition_list_t* l) const {
     rd_kafka_topic_partition_list_destroy(l);
@@ -42,6 +49,10 @@ std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list
 // property that was rejected.
 Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
                               const std::function<void(rd_kafka_conf_t*)>& setup = nullptr);
+// Learns `topic`'s partitions and leaders in producer `rk` now, so that its first message to the
+// topic goes out at once: otherwise librdkafka looks a new topic up on its next one-second scan,
+// and the first message waits for that.
+Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout);
 // Routes the handle's log lines to the sink of SetLogSink (log.h), when one is set.
 void InstallLogSink(rd_kafka_conf_t* conf);
 Message ToMessage(const rd_kafka_message_t* m);

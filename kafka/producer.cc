@@ -111,6 +111,11 @@ Result<void> Producer::Send(const std::string& topic, int32_t partition, std::st
   return {};
 }
 
+Result<void> Producer::Prepare(const std::string& topic, milliseconds timeout) {
+  std::shared_lock lock(impl_->mu);
+  return PrepareTopic(impl_->rk.get(), topic, timeout);
+}
+
 Result<void> Producer::Flush(milliseconds timeout) {
   // In slices, so that a rebuild is never held up by a long flush.
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -37,6 +37,10 @@ class Producer {
   Result<void> Send(const std::string& topic, int32_t partition, std::string_view key,
                     const std::optional<std::string>& value, const std::vector<Header>& headers,
                     Delivered delivered = nullptr);
+  // Learns `topic`'s partitions and leaders now, up to `timeout`, so that the first Send to it
+  // goes out at once: otherwise librdkafka looks a new topic up on its next one-second scan, and
+  // the first request waits for that.
+  Result<void> Prepare(const std::string& topic, std::chrono::milliseconds timeout);
   // Waits until every queued message is delivered or failed, up to `timeout`.
   Result<void> Flush(std::chrono::milliseconds timeout);
   // How many times a fatal error replaced the handle.

@@ -51,6 +51,10 @@ TxnResult<void> TxnProducer::Init(milliseconds timeout) {
   return Check(rd_kafka_init_transactions(impl_->rk.get(), static_cast<int>(timeout.count())));
 }
 
+Result<void> TxnProducer::Prepare(const std::string& topic, milliseconds timeout) {
+  return PrepareTopic(impl_->rk.get(), topic, timeout);
+}
+
 TxnResult<void> TxnProducer::Begin() { return Check(rd_kafka_begin_transaction(impl_->rk.get())); }
 
 Result<void> TxnProducer::Send(const std::string& topic, int32_t partition, std::string_view key,

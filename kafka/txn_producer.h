@@ -42,6 +42,8 @@ class TxnProducer {
 
   // Fences every older producer with the same transactional.id and aborts its open transaction.
   TxnResult<void> Init(std::chrono::milliseconds timeout);
+  // As Producer::Prepare: `topic`'s leaders are known before the first Send to it.
+  Result<void> Prepare(const std::string& topic, std::chrono::milliseconds timeout);
   TxnResult<void> Begin();
   Result<void> Send(const std::string& topic, int32_t partition, std::string_view key,
                     const std::optional<std::string>& value, const std::vector<Header>& headers);
