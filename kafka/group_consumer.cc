@@ -63,10 +63,6 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& p
   p.emplace("partition.assignment.strategy", "roundrobin");
   p.emplace("fetch.wait.max.ms", "10");
   p.emplace("socket.nagle.disable", "true");
-  // No KIP-714 metrics push: nothing of kleaf's reads it, and librdkafka 2.8's destroy waits up
-  // to 1 s for the last push (rd_kafka_telemetry_await_termination) once telemetry is running,
-  // which made a Close() with the broker up take 1 s instead of a few milliseconds.
-  p.emplace("enable.metrics.push", "false");
   auto impl = std::make_unique<Impl>();
   impl->log = std::move(log);
   Impl* raw = impl.get();

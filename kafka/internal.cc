@@ -1,74 +1,6 @@
 #include "kafka/internal.h"
 
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
-
 namespace kleaf::kafka {
-namespace {
-
-// The thread behind DestroyLater: started on first use, drained and joined at exit.
-class Reaper {
- public:
-  static Reaper& Instance() {
-    static Reaper reaper;
-    return reaper;
-  }
-
-  void Add(KafkaHandle rk, std::shared_ptr<void> keep) {
-    std::lock_guard lock(mu_);
-    queue_.push_back({std::move(rk), std::move(keep)});
-    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
-    cv_.notify_one();
-  }
-
-  Reaper(const Reaper&) = delete;
-  Reaper& operator=(const Reaper&) = delete;
-  ~Reaper() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-      cv_.notify_one();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  struct Job {
-    KafkaHandle rk;
-    std::shared_ptr<void> keep;
-  };
-
-  Reaper() = default;
-
-  void Run() {
-    std::unique_lock lock(mu_);
-    while (true) {
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left
-      Job job = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      job.rk.reset();
-      job.keep.reset();
-      lock.lock();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;  // guarded by mu_
-  bool stop_ = false;      // guarded by mu_
-  std::thread thread_;
-};
-
-}  // namespace
-
-void DestroyLater(KafkaHandle rk, std::shared_ptr<void> keep) {
-  if (rk == nullptr) return;
-  Reaper::Instance().Add(std::move(rk), std::move(keep));
-}
 
 Error KafkaError(rd_kafka_resp_err_t err, std::string_view what) {
   Code code = Code::kUnavailable;
@@ -102,7 +34,13 @@ Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
                               const std::function<void(rd_kafka_conf_t*)>& setup) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[512];
-  for (const auto& [k, v] : props) {
+  // No KIP-714 metrics push: nothing of kleaf's reads it, and librdkafka 2.8's destroy of a handle
+  // whose telemetry started often waits a full second for the last push
+  // (rd_kafka_telemetry_await_termination). A gateway's start uses a dozen short-lived admin
+  // handles (topic checks), so it took 1-4 s instead of 0.2 s, and a consumer's Close() 1 s.
+  Properties all = props;
+  all.emplace("enable.metrics.push", "false");
+  for (const auto& [k, v] : all) {
     if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
       return Fail(Code::kInvalidArgument, "kafka property " + k + ": " + errstr);
@@ -121,13 +59,17 @@ Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
 Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
                           std::chrono::milliseconds timeout) {
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
-  if (rkt == nullptr) return std::unexpected(KafkaError(rd_kafka_last_error(), "looking up topic " + topic));
+  if (rkt == nullptr) {
+    return std::unexpected(KafkaError(rd_kafka_last_error(), "looking up topic " + topic));
+  }
   const rd_kafka_metadata_t* metadata = nullptr;
   const rd_kafka_resp_err_t err =
       rd_kafka_metadata(rk, 0, rkt, &metadata, static_cast<int>(timeout.count()));
   if (metadata != nullptr) rd_kafka_metadata_destroy(metadata);
   rd_kafka_topic_destroy(rkt);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "looking up topic " + topic));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::unexpected(KafkaError(err, "looking up topic " + topic));
+  }
   return {};
 }
 

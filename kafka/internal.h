@@ -26,13 +26,6 @@ struct KafkaDeleter {
 };
 using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
 
-// Destroys `rk` on a background thread, keeping `keep` (e.g. what the handle's callbacks point to)
-// alive until it is gone. rd_kafka_destroy of a handle that was just used often waits a full
-// second: the handle's main thread sleeps in a queue wait that the destroy does not wake. A
-// start-up path that uses a dozen short-lived handles (topic checks) would pay seconds for it.
-// Handles still queued when the process exits are destroyed before it does.
-void DestroyLater(KafkaHandle rk, std::shared_ptr<void> keep = nullptr);
-
 struct ListDeleter {
   void operator()(rd_kafka_topic_partition_list_t* l) const {
     rd_kafka_topic_partition_list_destroy(l);

@@ -69,19 +69,12 @@ struct AdminCall {
 template <typename T>
 Result<T> AdminRequest(const Properties& props, const AdminCall& call,
                        const std::function<Result<T>(rd_kafka_event_t*)>& read) {
-  // The handle is destroyed in the background (DestroyLater): what its error callback points to
-  // lives as long as it does.
-  auto refusal = std::make_shared<Refusal>();
+  Refusal refusal;
   auto rk = NewHandle(RD_KAFKA_PRODUCER, props, [&refusal](rd_kafka_conf_t* conf) {
-    rd_kafka_conf_set_opaque(conf, refusal.get());
+    rd_kafka_conf_set_opaque(conf, &refusal);
     rd_kafka_conf_set_error_cb(conf, OnClientError);
   });
   if (!rk) return std::unexpected(rk.error());
-  struct Later {
-    KafkaHandle& rk;
-    std::shared_ptr<Refusal> refusal;
-    ~Later() { DestroyLater(std::move(rk), std::move(refusal)); }
-  } later{*rk, refusal};
   std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk->get()));
   std::unique_ptr<rd_kafka_AdminOptions_t, OptionsDeleter> options(
       rd_kafka_AdminOptions_new(rk->get(), call.op));
@@ -100,10 +93,10 @@ Result<T> AdminRequest(const Properties& props, const AdminCall& call,
     if (event) return read(event.get());
     rd_kafka_poll(rk->get(), 0);
     {
-      std::lock_guard lock(refusal->mu);
-      if (!refusal->reason.empty()) {
+      std::lock_guard lock(refusal.mu);
+      if (!refusal.reason.empty()) {
         return Fail(Code::kUnauthenticated,
-                    call.what + ": Kafka refused the connection: " + refusal->reason +
+                    call.what + ": Kafka refused the connection: " + refusal.reason +
                         " (check kafka.properties: security.protocol, sasl.mechanism, "
                         "sasl.username, sasl.password, ssl.ca.location)");
       }
