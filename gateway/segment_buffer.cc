@@ -64,10 +64,12 @@ std::optional<int64_t> SegmentBuffer::TryNextChunked() {
 }
 
 std::optional<int64_t> SegmentBuffer::NextFromNewChunk(ThreadChunk& chunk) {
-  int64_t size = 1;  // a new occupant of the slot starts small: a thread drawing rarely wastes little
+  // A new occupant of the slot starts small: a thread drawing rarely wastes little.
+  int64_t size = 1;
   if (chunk.serial == serial_) {
     const bool used_up = chunk.next >= chunk.end;
-    size = used_up ? std::min(chunk.size * 2, kMaxThreadChunk) : std::max<int64_t>(chunk.size / 2, 1);
+    size =
+        used_up ? std::min(chunk.size * 2, kMaxThreadChunk) : std::max<int64_t>(chunk.size / 2, 1);
   }
   while (true) {
     // Read before the draw: a chunk cut from a segment installed later carries an older epoch and
@@ -77,7 +79,8 @@ std::optional<int64_t> SegmentBuffer::NextFromNewChunk(ThreadChunk& chunk) {
     int64_t start = 0;
     const int64_t got = Draw(want, &start);
     if (got > 0) {
-      chunk = {.serial = serial_, .epoch = epoch, .next = start + 1, .end = start + got, .size = want};
+      chunk = {
+          .serial = serial_, .epoch = epoch, .next = start + 1, .end = start + got, .size = want};
       return start;
     }
     if (!Advance()) return std::nullopt;  // the slot stays as it was

@@ -611,18 +611,19 @@ TEST(SegmentBufferTest, ChunkedDrawsStayWithTheirBufferWhileTagsAreDeletedAndCre
   incarnations.reserve(10000);
   auto make = [&](int index) {
     Incarnation* record = incarnations[index].get();
-    return SegmentBuffer::Create(
-        "t", [record, next_id](int64_t step, Callback<Segment> done) {
-          const int64_t size = step == 0 ? 64 : step;
-          const int64_t start = next_id->fetch_add(size + 5);  // gaps between ranges
-          Segment s{"t", start, start + size, 64};
-          {
-            std::lock_guard lock(record->mu);
-            record->granted.push_back(s);
-          }
-          done(s);
-        },
-        clock, {.max_step = 256, .preload_percent = 50});
+    return SegmentBuffer::Create("t",
+                                 [record, next_id](int64_t step, Callback<Segment> done) {
+                                   const int64_t size = step == 0 ? 64 : step;
+                                   const int64_t start =
+                                       next_id->fetch_add(size + 5);  // gaps between ranges
+                                   Segment s{"t", start, start + size, 64};
+                                   {
+                                     std::lock_guard lock(record->mu);
+                                     record->granted.push_back(s);
+                                   }
+                                   done(s);
+                                 },
+                                 clock, {.max_step = 256, .preload_percent = 50});
   };
   constexpr int kTags = SegmentBuffer::kThreadChunkSlots + 9;
   std::mutex tags_mu;
