@@ -7,6 +7,8 @@
 namespace kleaf::gateway {
 namespace {
 constexpr int64_t kPreloadRetryDelayNs = 200'000'000;
+constexpr int64_t kChunkCapDivisor = 16;  // a chunk takes at most 1/16 of the active segment
+std::atomic<uint64_t> next_serial{1};
 }  // namespace
 
 std::shared_ptr<SegmentBuffer> SegmentBuffer::Create(std::string tag, FetchFn fetch, Clock& clock,
@@ -16,7 +18,11 @@ std::shared_ptr<SegmentBuffer> SegmentBuffer::Create(std::string tag, FetchFn fe
 }
 
 SegmentBuffer::SegmentBuffer(std::string tag, FetchFn fetch, Clock& clock, Options options)
-    : tag_(std::move(tag)), fetch_(std::move(fetch)), clock_(clock), options_(options) {}
+    : serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
+      tag_(std::move(tag)),
+      fetch_(std::move(fetch)),
+      clock_(clock),
+      options_(options) {}
 
 int64_t SegmentBuffer::Draw(int64_t count, int64_t* start) {
   const uint64_t gen = gen_.load(std::memory_order_acquire);
@@ -43,6 +49,42 @@ std::optional<int64_t> SegmentBuffer::TryNext() {
   std::vector<IdRange> one;
   if (TryTake(1, one) == 1) return one.front().start;
   return std::nullopt;
+}
+
+std::optional<int64_t> SegmentBuffer::TryNextChunked() {
+  // Trivially constructed: plain thread-local storage, no guard, nothing to destroy. The slots hold
+  // only numbers, so a buffer freed meanwhile leaves nothing dangling: its serial never returns.
+  static thread_local ThreadChunk slots[kThreadChunkSlots];
+  ThreadChunk& chunk = slots[serial_ % kThreadChunkSlots];
+  if (chunk.serial == serial_ && chunk.next < chunk.end &&
+      chunk.epoch == epoch_.load(std::memory_order_acquire)) [[likely]] {
+    return chunk.next++;
+  }
+  return NextFromNewChunk(chunk);
+}
+
+std::optional<int64_t> SegmentBuffer::NextFromNewChunk(ThreadChunk& chunk) {
+  // A new occupant of the slot starts small: a thread drawing rarely wastes little.
+  int64_t size = 1;
+  if (chunk.serial == serial_) {
+    const bool used_up = chunk.next >= chunk.end;
+    size =
+        used_up ? std::min(chunk.size * 2, kMaxThreadChunk) : std::max<int64_t>(chunk.size / 2, 1);
+  }
+  while (true) {
+    // Read before the draw: a chunk cut from a segment installed later carries an older epoch and
+    // is dropped at the next draw (a gap), never kept past a switch it did not see.
+    const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+    const int64_t want = std::min(size, chunk_cap_.load(std::memory_order_relaxed));
+    int64_t start = 0;
+    const int64_t got = Draw(want, &start);
+    if (got > 0) {
+      chunk = {
+          .serial = serial_, .epoch = epoch, .next = start + 1, .end = start + got, .size = want};
+      return start;
+    }
+    if (!Advance()) return std::nullopt;  // the slot stays as it was
+  }
 }
 
 int64_t SegmentBuffer::TryTake(int64_t count, std::vector<IdRange>& out) {
@@ -108,7 +150,10 @@ void SegmentBuffer::Install(const allocator::Segment& s) {
   end_.store(s.end, std::memory_order_relaxed);
   preload_at_.store(s.start + s.size() * options_.preload_percent / 100, std::memory_order_relaxed);
   preload_started_.store(false, std::memory_order_relaxed);
+  chunk_cap_.store(std::max<int64_t>(s.size() / kChunkCapDivisor, 1), std::memory_order_relaxed);
   gen_.store(gen + 2, std::memory_order_release);
+  // After the new segment is visible: a thread that reads the new epoch draws from it (or later).
+  epoch_.fetch_add(1, std::memory_order_release);
   active_ = s;
 }
 
@@ -202,6 +247,7 @@ std::vector<IdRange> SegmentBuffer::Drain() {
   // IDs (they are below `next`); one that comes later starts at `end` and gets nothing.
   const int64_t end = end_.load(std::memory_order_relaxed);
   const int64_t next = next_.exchange(end, std::memory_order_acq_rel);
+  epoch_.fetch_add(1, std::memory_order_release);  // chunks threads hold are dropped (a gap)
   if (next < end) out.push_back({next, end});
   if (standby_) out.push_back({standby_->start, standby_->end});
   standby_.reset();

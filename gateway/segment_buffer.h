@@ -36,6 +36,14 @@ struct IdRange {
 // only from a range this buffer was handed (DESIGN.md I1). IDs drawn across a switch are dropped
 // (a gap, never a duplicate). mu_ serializes installs and guards the standby segment, fetch state
 // and step.
+//
+// Two ways to draw one ID, with different orders (DESIGN.md: segment IDs "only grow"):
+// - TryNext: one fetch_add on the shared counter per ID, so the IDs of a buffer increase in the
+//   order the draws happen, whichever thread draws. Threads drawing at once contend on that one
+//   cache line: two threads draw fewer IDs per second in total than one.
+// - TryNextChunked (opt-in): the calling thread cuts a chunk of IDs from the active segment with
+//   one fetch_add and hands them out from thread-local memory, so draws scale with threads. IDs
+//   then increase per thread only: an ID drawn later on another thread may be smaller.
 class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
  public:
   // Asks the allocator for a segment of `step` IDs (0: the tag's own step).
@@ -61,6 +69,16 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   // Never blocks: the next ID of the active segment, or nullopt when it is used up (a switch to the
   // standby segment or a fetch is then needed: use TryTake or Take).
   std::optional<int64_t> TryNext();
+  // Never blocks: like TryNext, for many threads drawing from one buffer at once. The first draw of
+  // a thread cuts a chunk of 1 ID from the active segment; each chunk the thread uses up makes its
+  // next one twice as large, up to kMaxThreadChunk and 1/16 of the segment. IDs increase per
+  // calling thread (among its TryNextChunked draws), not across threads. A chunk is dropped, the
+  // rest of it a gap, when the buffer switches segments, is drained, or another buffer takes the
+  // thread's slot (kThreadChunkSlots per thread, by buffer); the next chunk after a drop is half as
+  // large. Threads keep no pointer to the buffer: only its serial number, never reused.
+  std::optional<int64_t> TryNextChunked();
+  static constexpr int64_t kMaxThreadChunk = 1024;
+  static constexpr int kThreadChunkSlots = 16;
   // Never blocks on a fetch: appends up to `count` IDs to `out`, switching to the standby segment
   // when the active one runs out, and returns how many it appended. Starts a fetch when needed.
   int64_t TryTake(int64_t count, std::vector<IdRange>& out);
@@ -91,9 +109,20 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
  private:
   SegmentBuffer(std::string tag, FetchFn fetch, Clock& clock, Options options);
 
+  // A thread's chunk of one buffer's IDs: [next, end) are its own (a Draw validated them).
+  struct ThreadChunk {
+    uint64_t serial = 0;  // the buffer's serial_; 0: an empty slot
+    uint64_t epoch = 0;   // the buffer's epoch_ before the chunk was cut
+    int64_t next = 0;
+    int64_t end = 0;
+    int64_t size = 0;  // the size asked for this chunk: the next one doubles or halves it
+  };
+
   // Draws up to `count` IDs from the active segment without locking; 0 when it is used up or a
   // switch raced the draw.
   int64_t Draw(int64_t count, int64_t* start);
+  // TryNextChunked's slow path: cuts a new chunk into the calling thread's slot `chunk`.
+  std::optional<int64_t> NextFromNewChunk(ThreadChunk& chunk);
   void Install(const allocator::Segment& s);  // requires mu_
   bool ActiveUsedUpLocked() const;            // requires mu_
   // Under mu_: decides whether a fetch must start and with which step; the caller issues it after
@@ -107,6 +136,7 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   bool Advance();
   void StartPreload();
 
+  const uint64_t serial_;  // unique in the process, never reused: names this buffer in thread slots
   const std::string tag_;
   const FetchFn fetch_;
   Clock& clock_;
@@ -121,6 +151,11 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   std::atomic<int64_t> preload_at_{0};
   std::atomic<bool> preload_started_{true};
   std::atomic<int64_t> preload_not_before_ns_{0};  // after a failed fetch, preloads pause a moment
+
+  // Bumped after each install and by Drain: the chunks threads cut before are dropped. On a line of
+  // its own, written only then, so the chunked draws' check reads it from their own cache.
+  alignas(64) std::atomic<uint64_t> epoch_{1};
+  std::atomic<int64_t> chunk_cap_{1};  // 1/16 of the active segment's size (at least 1)
 
   alignas(64) mutable std::mutex mu_;
   std::condition_variable cv_;

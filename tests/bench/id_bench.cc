@@ -21,12 +21,20 @@ SegmentBuffer::FetchFn InlineSource() {
   };
 }
 
-void BM_SegmentNext(benchmark::State& state) {
+// One buffer shared by the benchmark's threads, made by thread 0 before the timed loop (whose
+// start is a barrier for all threads).
+std::shared_ptr<SegmentBuffer>& SharedBuffer(const benchmark::State& state) {
   static std::shared_ptr<SegmentBuffer> buffer;
   if (state.thread_index() == 0) {
     buffer = SegmentBuffer::Create("bench", InlineSource(), SystemClock::Instance(),
                                    {.max_step = 1000000, .preload_percent = 10});
   }
+  return buffer;
+}
+
+// TryNext: IDs increase in draw order across threads; every draw is a fetch_add on one line.
+void BM_SegmentNext(benchmark::State& state) {
+  auto& buffer = SharedBuffer(state);
   int64_t sum = 0;
   for (auto _ : state) {
     auto id = buffer->TryNext();
@@ -35,11 +43,24 @@ void BM_SegmentNext(benchmark::State& state) {
   benchmark::DoNotOptimize(sum);
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_SegmentNext)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_SegmentNext)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 
+// TryNextChunked: each thread draws from its own chunk of the segment (IDs increase per thread).
+void BM_SegmentNextChunked(benchmark::State& state) {
+  auto& buffer = SharedBuffer(state);
+  int64_t sum = 0;
+  for (auto _ : state) {
+    auto id = buffer->TryNextChunked();
+    sum += *id;
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SegmentNextChunked)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+
+// TryTake(1000) and writing the 1,000 IDs into a vector, the threads on one buffer.
 void BM_SegmentBatch1000(benchmark::State& state) {
-  auto buffer = SegmentBuffer::Create("bench", InlineSource(), SystemClock::Instance(),
-                                      {.max_step = 1000000, .preload_percent = 10});
+  auto& buffer = SharedBuffer(state);
   std::vector<IdRange> out;
   std::vector<int64_t> ids;
   ids.reserve(1000);
@@ -54,7 +75,7 @@ void BM_SegmentBatch1000(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * 1000);
 }
-BENCHMARK(BM_SegmentBatch1000);
+BENCHMARK(BM_SegmentBatch1000)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 
 void BM_SnowflakeNext(benchmark::State& state) {
   static snowflake::SnowflakeGenerator* generator = nullptr;

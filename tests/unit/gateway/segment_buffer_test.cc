@@ -6,9 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 
 #include "base/worker_pool.h"
 
@@ -388,6 +392,285 @@ TEST(SegmentBufferTest, SeededRestsAreServedFirstThenTheTagsOwnStep) {
   EXPECT_TRUE(source.requested().empty() || source.requested().front() == 0)
       << "the first fetch after seeding asks for the tag's own step";
   EXPECT_EQ(*buffer->TryNext(), 1) << "then IDs of a new segment";
+}
+
+// Chunked draws (TryNextChunked) ----------------------------------------------------------------
+
+// Spins until `buffer` has no fetch in flight; false after 10 s.
+bool NoFetchInFlight(SegmentBuffer& buffer) {
+  const auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (buffer.snapshot().fetching) {
+    if (steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// The maximal runs of IDs of `s` that are in neither `accounted` set: the gaps of one segment.
+std::vector<IdRange> MissingRuns(const Segment& s, const std::unordered_set<int64_t>& accounted) {
+  std::vector<IdRange> runs;
+  for (int64_t id = s.start; id < s.end; ++id) {
+    if (accounted.contains(id)) continue;
+    if (!runs.empty() && runs.back().end == id) {
+      ++runs.back().end;
+    } else {
+      runs.push_back({id, id + 1});
+    }
+  }
+  return runs;
+}
+
+TEST(SegmentBufferTest, ChunkedDrawsOfManyThreadsAcrossSwitchesLeaveOnlyChunkTailsAsGaps) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kThreaded, /*min_step=*/200);
+  source.set_gap(3);  // an ID in a gap between ranges would be someone else's
+  auto buffer =
+      SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 2000, .preload_percent = 10});
+  constexpr int kThreads = 8;  // six draw chunks, two take batches beside them
+  constexpr int kPerThread = 30000;
+  std::vector<std::vector<int64_t>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto& mine = seen[t];
+      while (static_cast<int>(mine.size()) < kPerThread) {
+        if (t < 6) {
+          if (auto id = buffer->TryNextChunked()) mine.push_back(*id);
+        } else {
+          auto r = buffer->Take(3, steady_clock::now() + milliseconds(2000));
+          ASSERT_TRUE(r.has_value()) << r.error().message;
+          for (auto range : *r) {
+            for (int64_t id = range.start; id < range.end; ++id) mine.push_back(id);
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(NoFetchInFlight(*buffer));  // so every granted range reached the buffer
+  const auto rest = buffer->Drain();
+  source.Stop();
+  const auto granted = source.granted();
+  ASSERT_GT(granted.size(), 20u) << "the test must exercise many switches";
+
+  std::unordered_set<int64_t> issued;
+  for (const auto& mine : seen) {
+    EXPECT_TRUE(std::is_sorted(mine.begin(), mine.end())) << "IDs increase per thread";
+    for (int64_t id : mine) {
+      ASSERT_TRUE(issued.insert(id).second) << "duplicate ID " << id;
+      ASSERT_TRUE(InGrantedRange(id, granted)) << "ID " << id << " was never granted";
+    }
+  }
+  std::unordered_set<int64_t> accounted = issued;
+  for (auto r : rest) {
+    for (int64_t id = r.start; id < r.end; ++id) {
+      ASSERT_TRUE(accounted.insert(id).second) << "the drained rest holds issued ID " << id;
+    }
+  }
+  // What is neither issued nor in the rest is a gap: per segment at most one dropped chunk tail
+  // per drawing thread and the overshoot of draws that raced an install (at most two per thread),
+  // each no longer than a chunk.
+  size_t gaps = 0;
+  for (const auto& s : granted) {
+    const auto runs = MissingRuns(s, accounted);
+    EXPECT_LE(runs.size(), 3u * kThreads) << "segment [" << s.start << ", " << s.end << ")";
+    for (auto r : runs) {
+      EXPECT_LE(r.size(), SegmentBuffer::kMaxThreadChunk)
+          << "gap [" << r.start << ", " << r.end << ") longer than any chunk";
+      gaps += r.size();
+    }
+  }
+  int64_t granted_ids = 0;
+  for (const auto& s : granted) granted_ids += s.size();
+  EXPECT_EQ(static_cast<int64_t>(accounted.size() + gaps), granted_ids);
+}
+
+TEST(SegmentBufferTest, ChunkLeftoverIsDroppedWhenTheSegmentSwitches) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kInline, /*min_step=*/2000);
+  auto buffer =
+      SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 2000, .preload_percent = 90});
+  // Chunks of 1, 2, 4, 8, 16 and 32: 63 IDs drawn, then the 64th starts a chunk of 64.
+  for (int64_t want = 1; want <= 64; ++want) ASSERT_EQ(*buffer->TryNextChunked(), want);
+  const int64_t chunk_end = buffer->snapshot().next;
+  ASSERT_EQ(chunk_end, 128) << "this thread holds [65, 128) of the active segment [1, 2001)";
+  std::vector<IdRange> out;
+  ASSERT_EQ(buffer->TryTake(2001 - chunk_end, out), 2001 - chunk_end);  // uses the segment up
+  std::vector<IdRange> one;
+  ASSERT_EQ(buffer->TryTake(1, one), 1);  // switches to the standby segment [2001, 4001)
+  ASSERT_EQ(one.front().start, 2001);
+  const auto next = buffer->TryNextChunked();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, 2002) << "drawn from the new segment, not from the dropped chunk";
+  for (int i = 0; i < 200; ++i) {
+    const int64_t id = *buffer->TryNextChunked();
+    EXPECT_GT(id, 2002) << "the rest of the old chunk never comes back";
+  }
+}
+
+TEST(SegmentBufferTest, DrainDropsTheChunksThreadsHoldAndTheRestExcludesThem) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kInline, /*min_step=*/2000);
+  auto buffer =
+      SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 2000, .preload_percent = 100});
+  for (int64_t want = 1; want <= 64; ++want) ASSERT_EQ(*buffer->TryNextChunked(), want);
+  const auto rest = buffer->Drain();
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].start, 128) << "this thread's chunk [65, 128) is not in the kept rest";
+  EXPECT_EQ(rest[0].end, 2001);
+  EXPECT_FALSE(buffer->TryNextChunked().has_value()) << "a drained buffer hands out nothing";
+}
+
+// A thread parked inside a chunk's draw while the next segment is installed: the overshoot it took
+// from the used-up segment is dropped, and what it draws next is its own.
+TEST(SegmentBufferTest, ChunkDrawRacingAnInstallNeverReturnsAnUngrantedOrDuplicateId) {
+  ManualClock clock(1'700'000'000'000);
+  FakeSource source(FakeSource::Mode::kHeld, /*min_step=*/64);
+  source.set_gap(3);
+  auto buffer =
+      SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 64, .preload_percent = 50});
+  std::vector<IdRange> out;
+  ASSERT_EQ(buffer->TryTake(1, out), 0);
+  source.ReleaseAll();  // active [1, 65)
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool used_up = false, parked = false, go = false;
+  std::thread::id racer_id;
+  buffer->SetDrawHookForTest([&] {
+    std::unique_lock lock(mu);
+    if (std::this_thread::get_id() != racer_id || !used_up || parked) return;
+    parked = true;  // park the racer's first draw after the segment is used up
+    cv.notify_all();
+    cv.wait(lock, [&] { return go; });
+  });
+  std::vector<int64_t> racer_ids;
+  bool racer_drew = false;
+  std::unique_lock start_lock(mu);  // the racer's first draw waits until racer_id is set
+  std::thread racer([&] {
+    for (int i = 0; i < 7; ++i) racer_ids.push_back(*buffer->TryNextChunked());  // chunks 1, 2, 4
+    {
+      std::unique_lock lock(mu);
+      racer_drew = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return used_up; });
+    }
+    for (int i = 0; i < 20; ++i) {
+      if (auto id = buffer->TryNextChunked()) racer_ids.push_back(*id);
+    }
+  });
+  racer_id = racer.get_id();
+  cv.wait(start_lock, [&] { return racer_drew; });
+  start_lock.unlock();
+  ASSERT_EQ(buffer->TryTake(64 - 7, out), 64 - 7);  // uses the active segment up
+  ASSERT_EQ(source.held(), 1u) << "the standby fetch is in flight";
+  {
+    std::unique_lock lock(mu);
+    used_up = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return parked; });
+  }
+  source.ReleaseAll();  // installs [68, 132) while the racer holds an overshoot of the old one
+  {
+    std::lock_guard lock(mu);
+    go = true;
+  }
+  cv.notify_all();
+  racer.join();
+  source.ReleaseAll();
+  std::vector<IdRange> rest;
+  buffer->TryTake(40, rest);
+  const auto granted = source.granted();
+  std::unordered_set<int64_t> all;
+  EXPECT_TRUE(std::is_sorted(racer_ids.begin(), racer_ids.end()));
+  EXPECT_GT(racer_ids.size(), 7u) << "the racer drew from the new segment";
+  for (int64_t id : racer_ids) {
+    EXPECT_TRUE(InGrantedRange(id, granted)) << "ID " << id << " was never granted";
+    EXPECT_TRUE(all.insert(id).second) << "duplicate " << id;
+  }
+  for (const auto& ranges : {out, rest}) {
+    for (auto r : ranges) {
+      for (int64_t id = r.start; id < r.end; ++id) {
+        EXPECT_TRUE(all.insert(id).second) << "duplicate " << id;
+      }
+    }
+  }
+}
+
+// Tags deleted and created again while threads draw, more tags than a thread has chunk slots: a
+// thread never serves a buffer's ID from a chunk of another buffer (one freed meanwhile, perhaps at
+// the same address), and no ID is handed out twice.
+TEST(SegmentBufferTest, ChunkedDrawsStayWithTheirBufferWhileTagsAreDeletedAndCreated) {
+  ManualClock clock(1'700'000'000'000);
+  struct Incarnation {
+    std::mutex mu;
+    std::vector<Segment> granted;  // guarded by mu
+  };
+  auto next_id = std::make_shared<std::atomic<int64_t>>(1);
+  std::vector<std::unique_ptr<Incarnation>> incarnations;  // every buffer ever made, by index
+  incarnations.reserve(10000);
+  auto make = [&](int index) {
+    Incarnation* record = incarnations[index].get();
+    return SegmentBuffer::Create("t",
+                                 [record, next_id](int64_t step, Callback<Segment> done) {
+                                   const int64_t size = step == 0 ? 64 : step;
+                                   const int64_t start =
+                                       next_id->fetch_add(size + 5);  // gaps between ranges
+                                   Segment s{"t", start, start + size, 64};
+                                   {
+                                     std::lock_guard lock(record->mu);
+                                     record->granted.push_back(s);
+                                   }
+                                   done(s);
+                                 },
+                                 clock, {.max_step = 256, .preload_percent = 50});
+  };
+  constexpr int kTags = SegmentBuffer::kThreadChunkSlots + 9;
+  std::mutex tags_mu;
+  std::vector<std::pair<int, std::shared_ptr<SegmentBuffer>>> tags;  // guarded by tags_mu
+  for (int i = 0; i < kTags; ++i) {
+    incarnations.push_back(std::make_unique<Incarnation>());
+    tags.emplace_back(i, make(i));
+  }
+  // Thread 0 also deletes and creates a tag every 10 rounds; whichever thread drops a buffer's
+  // last reference frees it.
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  std::vector<std::vector<std::pair<int, int64_t>>> seen(kThreads);  // (incarnation, ID)
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        std::pair<int, std::shared_ptr<SegmentBuffer>> tag;
+        std::shared_ptr<SegmentBuffer> deleted;
+        {
+          std::lock_guard lock(tags_mu);
+          if (t == 0 && round % 10 == 0) {
+            const int index = static_cast<int>(incarnations.size());
+            incarnations.push_back(std::make_unique<Incarnation>());
+            deleted = std::exchange(tags[(round / 10 * 7) % kTags], {index, make(index)}).second;
+          }
+          tag = tags[(round * (t + 1)) % kTags];
+        }
+        for (int i = 0; i < 1 + round % 40; ++i) {
+          if (auto id = tag.second->TryNextChunked()) seen[t].emplace_back(tag.first, *id);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::unordered_set<int64_t> all;
+  size_t drawn = 0;
+  for (const auto& mine : seen) {
+    for (auto [index, id] : mine) {
+      ++drawn;
+      ASSERT_TRUE(all.insert(id).second) << "duplicate ID " << id;
+      ASSERT_TRUE(InGrantedRange(id, incarnations[index]->granted))
+          << "ID " << id << " was never granted to the buffer that served it";
+    }
+  }
+  EXPECT_EQ(incarnations.size(), static_cast<size_t>(kTags + kRounds / 10));
+  EXPECT_GT(drawn, static_cast<size_t>(kThreads * kRounds)) << "most draws found IDs";
 }
 
 }  // namespace
