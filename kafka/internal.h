@@ -45,7 +45,8 @@ Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
 // Learns `topic`'s partitions and leaders in producer `rk` now, so that its first message to the
 // topic goes out at once: otherwise librdkafka looks a new topic up on its next one-second scan,
 // and the first message waits for that.
-Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout);
+Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
+                          std::chrono::milliseconds timeout);
 // Routes the handle's log lines to the sink of SetLogSink (log.h), when one is set.
 void InstallLogSink(rd_kafka_conf_t* conf);
 Message ToMessage(const rd_kafka_message_t* m);
