@@ -42,15 +42,16 @@ int64_t NextStep(int64_t current_step, int64_t min_step, int64_t max_step,
 
 namespace {
 
-// Sets r's ID mode as `update` asks (r has its other fields updated already).
+// Sets r's ID mode as `update` asks (r has its other fields updated already). `plain_below`:
+// the max_id before this update (0 for a new tag): every plain ID of the tag is below it.
 Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const TagRules& rules,
-                         bool created, int64_t now_ms) {
+                         bool created, int64_t plain_below, int64_t now_ms) {
   const std::string what = "tag '" + r.tag + "': ";
   if (update.restore_id_format) {
     const state::TagRecord& from = *update.restore_id_format;
     const bool same = r.id_mode == from.id_mode && r.id_key == from.id_key && r.id_base == from.id_base;
     if (same || from.id_mode == state::IdMode::kPlain) return {};
-    if (r.id_mode != state::IdMode::kPlain || (!created && r.max_id > from.id_base)) {
+    if (r.id_mode != state::IdMode::kPlain || plain_below > from.id_base) {
       // Plain IDs at or above the exported id_base, or another key, could meet the restored ones.
       return Fail(Code::kAlreadyExists,
                   what + "its id_mode cannot be restored: the live tag is " +
@@ -140,7 +141,9 @@ Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& e
     }
     r.description = *update.description;
   }
-  if (auto mode = ApplyIdMode(r, update, rules, !existing || was_deleted, now_ms); !mode) {
+  if (auto mode = ApplyIdMode(r, update, rules, !existing || was_deleted,
+                              existing ? existing->max_id : 0, now_ms);
+      !mode) {
     return std::unexpected(mode.error());
   }
   r.update_time_ms = now_ms;

@@ -220,7 +220,7 @@ TagUpdate Mode(state::IdMode mode) {
   return u;
 }
 
-TagRules Rules(state::IdMode default_mode = state::IdMode::kPlain) {
+TagRules ModeRules(state::IdMode default_mode = state::IdMode::kPlain) {
   TagRules r;
   r.default_id_mode = default_mode;
   int n = 0;
@@ -231,16 +231,16 @@ TagRules Rules(state::IdMode default_mode = state::IdMode::kPlain) {
 TEST(IdModeRulesTest, CreatingWithAModeDrawsAKeyAndBasesAtMaxId) {
   TagUpdate u = Mode(state::IdMode::kObfuscated);
   u.max_id = 5000;
-  auto r = ApplyTagUpdate(std::nullopt, "order", u, Rules(), kNow);
+  auto r = ApplyTagUpdate(std::nullopt, "order", u, ModeRules(), kNow);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->id_mode, state::IdMode::kObfuscated);
   EXPECT_EQ(r->id_key.size(), 32u);
   EXPECT_EQ(r->id_base, 5000);
-  auto plain = ApplyTagUpdate(std::nullopt, "order", TagUpdate{}, Rules(), kNow);
+  auto plain = ApplyTagUpdate(std::nullopt, "order", TagUpdate{}, ModeRules(), kNow);
   EXPECT_EQ(plain->id_mode, state::IdMode::kPlain);
   EXPECT_TRUE(plain->id_key.empty());
   auto by_default = ApplyTagUpdate(std::nullopt, "order", TagUpdate{},
-                                   Rules(state::IdMode::kObfuscatedTime), kNow);
+                                   ModeRules(state::IdMode::kObfuscatedTime), kNow);
   EXPECT_EQ(by_default->id_mode, state::IdMode::kObfuscatedTime);
 }
 
@@ -248,30 +248,30 @@ TEST(IdModeRulesTest, PlainMayBecomeObfuscatedOnceAndTheKeyNeverChanges) {
   state::TagRecord live;
   live.tag = "order";
   live.max_id = 7000;
-  auto r = ApplyTagUpdate(live, "order", Mode(state::IdMode::kObfuscated), Rules(), kNow);
+  auto r = ApplyTagUpdate(live, "order", Mode(state::IdMode::kObfuscated), ModeRules(), kNow);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->id_base, 7000);  // every plain ID is below, every permuted one above
   const std::string key = r->id_key;
   r->max_id = 9000;
-  auto again = ApplyTagUpdate(*r, "order", Mode(state::IdMode::kObfuscated), Rules(), kNow);
+  auto again = ApplyTagUpdate(*r, "order", Mode(state::IdMode::kObfuscated), ModeRules(), kNow);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->id_key, key);
   EXPECT_EQ(again->id_base, 7000);
   for (auto other : {state::IdMode::kPlain, state::IdMode::kObfuscatedTime}) {
-    auto changed = ApplyTagUpdate(*r, "order", Mode(other), Rules(), kNow);
+    auto changed = ApplyTagUpdate(*r, "order", Mode(other), ModeRules(), kNow);
     ASSERT_FALSE(changed);
     EXPECT_EQ(changed.error().code, Code::kFailedPrecondition);
   }
 }
 
 TEST(IdModeRulesTest, DeleteAndRecreateKeepTheModeAndKey) {
-  auto r = ApplyTagUpdate(std::nullopt, "order", Mode(state::IdMode::kObfuscated), Rules(), kNow);
+  auto r = ApplyTagUpdate(std::nullopt, "order", Mode(state::IdMode::kObfuscated), ModeRules(), kNow);
   r->deleted = true;
-  auto again = ApplyTagUpdate(*r, "order", TagUpdate{}, Rules(), kNow);
+  auto again = ApplyTagUpdate(*r, "order", TagUpdate{}, ModeRules(), kNow);
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(again->id_mode, state::IdMode::kObfuscated);
   EXPECT_EQ(again->id_key, r->id_key);
-  auto to_plain = ApplyTagUpdate(*r, "order", Mode(state::IdMode::kPlain), Rules(), kNow);
+  auto to_plain = ApplyTagUpdate(*r, "order", Mode(state::IdMode::kPlain), ModeRules(), kNow);
   EXPECT_FALSE(to_plain);
 }
 
@@ -279,10 +279,10 @@ TEST(IdModeRulesTest, ObfuscatedTimeIsRefusedAboveItsFirstIds) {
   state::TagRecord live;
   live.tag = "order";
   live.max_id = kMaxSegmentId - 1;
-  auto r = ApplyTagUpdate(live, "order", Mode(state::IdMode::kObfuscatedTime), Rules(), kNow);
+  auto r = ApplyTagUpdate(live, "order", Mode(state::IdMode::kObfuscatedTime), ModeRules(), kNow);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Code::kFailedPrecondition);
-  EXPECT_TRUE(ApplyTagUpdate(live, "order", Mode(state::IdMode::kObfuscated), Rules(), kNow));
+  EXPECT_TRUE(ApplyTagUpdate(live, "order", Mode(state::IdMode::kObfuscated), ModeRules(), kNow));
 }
 
 TEST(IdModeRulesTest, RestoreKeepsTheExportedKeyOnlyWhereNoIdCanRepeat) {
@@ -291,20 +291,24 @@ TEST(IdModeRulesTest, RestoreKeepsTheExportedKeyOnlyWhereNoIdCanRepeat) {
   TagUpdate u;
   u.max_id = 9000;
   u.restore_id_format = exported;
-  auto fresh = ApplyTagUpdate(std::nullopt, "order", u, Rules(), kNow);
+  auto fresh = ApplyTagUpdate(std::nullopt, "order", u, ModeRules(), kNow);
   ASSERT_TRUE(fresh) << fresh.error().message;
   EXPECT_EQ(fresh->id_key, exported.id_key);
   EXPECT_EQ(fresh->id_base, 4000);
-  auto same = ApplyTagUpdate(*fresh, "order", u, Rules(), kNow);
+  auto same = ApplyTagUpdate(*fresh, "order", u, ModeRules(), kNow);
   EXPECT_TRUE(same);
+  state::TagRecord stub;  // a plain tag with no IDs above the exported base: restorable
+  stub.tag = "order";
+  stub.max_id = 1;
+  EXPECT_TRUE(ApplyTagUpdate(stub, "order", u, ModeRules(), kNow));
   state::TagRecord plain_above;  // plain IDs up to 6000 > the exported base: could meet
   plain_above.tag = "order";
   plain_above.max_id = 6000;
-  auto refused = ApplyTagUpdate(plain_above, "order", u, Rules(), kNow);
+  auto refused = ApplyTagUpdate(plain_above, "order", u, ModeRules(), kNow);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Code::kAlreadyExists);
   state::TagRecord other_key = Obfuscated(state::IdMode::kObfuscated, 4000, std::string(32, 'b'));
-  EXPECT_FALSE(ApplyTagUpdate(other_key, "order", u, Rules(), kNow));
+  EXPECT_FALSE(ApplyTagUpdate(other_key, "order", u, ModeRules(), kNow));
 }
 
 TEST(IdModeRulesTest, ObfuscatedTimeSegmentsStopAtTheCounterCapacity) {
