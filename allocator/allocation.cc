@@ -12,7 +12,8 @@ Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step,
   auto format = IdFormat::Of(record);
   if (!format) return std::unexpected(format.error());
   // kObfuscatedTime permutes a 43-bit counter: past it, refuse (never wrap into a repeat).
-  const int64_t limit = *format ? std::min((*format)->counter_limit(), kMaxSegmentId) : kMaxSegmentId;
+  const int64_t limit =
+      *format ? std::min((*format)->counter_limit(), kMaxSegmentId) : kMaxSegmentId;
   int64_t floor = std::min(record.step, max_step);
   int64_t step = std::clamp(requested_step <= 0 ? record.step : requested_step, floor, max_step);
   if (record.max_id >= 0 && record.max_id < limit && record.max_id > limit - step) {
@@ -49,15 +50,16 @@ Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const Tag
   const std::string what = "tag '" + r.tag + "': ";
   if (update.restore_id_format) {
     const state::TagRecord& from = *update.restore_id_format;
-    const bool same = r.id_mode == from.id_mode && r.id_key == from.id_key && r.id_base == from.id_base;
+    const bool same =
+        r.id_mode == from.id_mode && r.id_key == from.id_key && r.id_base == from.id_base;
     if (same || from.id_mode == state::IdMode::kPlain) return {};
     if (r.id_mode != state::IdMode::kPlain || plain_below > from.id_base) {
       // Plain IDs at or above the exported id_base, or another key, could meet the restored ones.
-      return Fail(Code::kAlreadyExists,
-                  what + "its id_mode cannot be restored: the live tag is " +
-                      state::IdModeName(r.id_mode) + " with max_id " + std::to_string(r.max_id) +
-                      ", the export " + state::IdModeName(from.id_mode) + " from id_base " +
-                      std::to_string(from.id_base));
+      return Fail(Code::kAlreadyExists, what + "its id_mode cannot be restored: the live tag is " +
+                                            state::IdModeName(r.id_mode) + " with max_id " +
+                                            std::to_string(r.max_id) + ", the export " +
+                                            state::IdModeName(from.id_mode) + " from id_base " +
+                                            std::to_string(from.id_base));
     }
     r.id_mode = from.id_mode;
     r.id_key = from.id_key;

@@ -118,7 +118,8 @@ Result<std::shared_ptr<const IdFormat>> IdFormat::Of(const state::TagRecord& rec
   if (record.id_base < 0 || record.id_base >= (int64_t{1} << 62)) {
     return Fail(Code::kInternal, "tag '" + record.tag + "': id_base out of range");
   }
-  return std::shared_ptr<const IdFormat>(new IdFormat(record.id_mode, *key, record.id_key, record.id_base));
+  return std::shared_ptr<const IdFormat>(
+      new IdFormat(record.id_mode, *key, record.id_key, record.id_base));
 }
 
 void IdFormat::WriteTo(state::TagRecord& record) const {
@@ -134,17 +135,20 @@ int64_t IdFormat::counter_limit() const {
 
 Result<int64_t> IdFormat::Map(int64_t counter, int64_t now_ms) const {
   if (counter < base_ || counter - base_ >= int64_t(permutation_.size())) {
-    return Fail(Code::kResourceExhausted,
-                "counter " + std::to_string(counter) + " is outside this tag's " +
-                    state::IdModeName(mode_) + " range (from id_base " + std::to_string(base_) +
-                    ", " + std::to_string(permutation_.size()) + " IDs)");
+    return Fail(Code::kResourceExhausted, "counter " + std::to_string(counter) +
+                                              " is outside this tag's " + state::IdModeName(mode_) +
+                                              " range (from id_base " + std::to_string(base_) +
+                                              ", " + std::to_string(permutation_.size()) + " IDs)");
   }
   const int64_t p = int64_t(permutation_.Forward(uint64_t(counter - base_)));
   if (mode_ == state::IdMode::kObfuscated) return base_ + 1 + p;
-  const int64_t hour = now_ms < kTimePrefixEpochMs ? 0 : (now_ms - kTimePrefixEpochMs) / kTimePrefixPeriodMs;
+  const int64_t hour =
+      now_ms < kTimePrefixEpochMs ? 0 : (now_ms - kTimePrefixEpochMs) / kTimePrefixPeriodMs;
   if (hour < 1 || hour >= (int64_t{1} << kTimePrefixBits)) {
-    return Fail(Code::kUnavailable, "obfuscated_time IDs need a clock between 2020-01-01T01:00Z and "
-                                    "2139; this node's clock says " + FormatUtcMs(now_ms));
+    return Fail(Code::kUnavailable,
+                "obfuscated_time IDs need a clock between 2020-01-01T01:00Z and "
+                "2139; this node's clock says " +
+                    FormatUtcMs(now_ms));
   }
   const int64_t id = (hour << kTimeCounterBits) | (p + 1);
   if (id < base_) {

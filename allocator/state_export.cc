@@ -47,14 +47,12 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
     // No deadline of its own: every Allocator answers each call by its own.
     auto result = Await<state::TagRecord>(
         kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, update, std::move(done)); });
-    if (!result && result.error().code == Code::kFailedPrecondition &&
-        update.restore_id_format) {
+    if (!result && result.error().code == Code::kFailedPrecondition && update.restore_id_format) {
       // The live max_id is higher: keep it, but the mode must still be the exported one.
       TagUpdate mode_only;
       mode_only.restore_id_format = r;
-      auto kept = Await<state::TagRecord>(kNoDeadline, "", [&](auto done) {
-        allocator.PutTag(r.tag, mode_only, std::move(done));
-      });
+      auto kept = Await<state::TagRecord>(
+          kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, mode_only, std::move(done)); });
       if (!kept) result = std::unexpected(kept.error());
     }
     if (!result && result.error().code == Code::kFailedPrecondition) {

@@ -20,8 +20,9 @@ Result<IdMode> ParseIdMode(std::string_view name) {
   for (IdMode m : {IdMode::kPlain, IdMode::kObfuscated, IdMode::kObfuscatedTime}) {
     if (name == IdModeName(m)) return m;
   }
-  return Fail(Code::kInvalidArgument, "id_mode: expected plain, obfuscated or obfuscated_time, not '" +
-                                          std::string(name) + "'");
+  return Fail(
+      Code::kInvalidArgument,
+      "id_mode: expected plain, obfuscated or obfuscated_time, not '" + std::string(name) + "'");
 }
 
 std::string TagKey(std::string_view tag) { return "seg/" + std::string(tag); }

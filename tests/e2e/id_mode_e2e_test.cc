@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kRounds = 3;                 // the first start, then a restart after each kill -9
+constexpr int kRounds = 3;  // the first start, then a restart after each kill -9
 constexpr int64_t kIdsPerTagPerRound = 400000;
 constexpr int64_t kBatch = 10000;
 
@@ -61,7 +61,8 @@ TEST(IdModeE2eTest, ObfuscatedIdsStayUniqueAcrossKillNineAndTheKeyIsNeverShown) 
     ASSERT_TRUE(server) << server.error();
     HttpClient client(server->port);
     if (round == 0) {
-      auto put = client.Put("/api/v1/tags/orders", R"({"step":5000,"id_mode":"obfuscated"})", admin);
+      auto put =
+          client.Put("/api/v1/tags/orders", R"({"step":5000,"id_mode":"obfuscated"})", admin);
       ASSERT_TRUE(put) << put.error();
       ASSERT_EQ(put->status, 200) << put->body;
       EXPECT_EQ(json::parse(put->body).value("id_mode", ""), "obfuscated");
@@ -76,10 +77,9 @@ TEST(IdModeE2eTest, ObfuscatedIdsStayUniqueAcrossKillNineAndTheKeyIsNeverShown) 
       Fetch(client, tag, kIdsPerTagPerRound, served[tag]);
       if (::testing::Test::HasFatalFailure()) return;
     }
-    for (const std::string target :
-         {"/api/v1/tags", "/api/v1/tags/orders", "/api/v1/tags/events", "/db", "/cache",
-          "/api/v1/status", "/metrics", "/", "/api/segment/get/orders",
-          "/api/segment/get/events"}) {
+    for (const std::string target : {"/api/v1/tags", "/api/v1/tags/orders", "/api/v1/tags/events",
+                                     "/db", "/cache", "/api/v1/status", "/metrics", "/",
+                                     "/api/segment/get/orders", "/api/segment/get/events"}) {
       auto reply = client.Get(target, admin);
       ASSERT_TRUE(reply) << target << ": " << reply.error();
       EXPECT_EQ(reply->status, 200) << target << ": " << reply->body;
@@ -100,8 +100,8 @@ TEST(IdModeE2eTest, ObfuscatedIdsStayUniqueAcrossKillNineAndTheKeyIsNeverShown) 
     auto record = (*store)->GetTag(tag);
     ASSERT_TRUE(record && record->has_value());
     const state::TagRecord& r = **record;
-    EXPECT_EQ(r.id_mode, tag == "orders" ? state::IdMode::kObfuscated
-                                         : state::IdMode::kObfuscatedTime);
+    EXPECT_EQ(r.id_mode,
+              tag == "orders" ? state::IdMode::kObfuscated : state::IdMode::kObfuscatedTime);
     ASSERT_EQ(r.id_key.size(), 32u);
     EXPECT_EQ(answers.find(r.id_key), std::string::npos) << "the key of " << tag << " was shown";
     auto format = allocator::IdFormat::Of(r);

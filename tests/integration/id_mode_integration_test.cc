@@ -34,8 +34,7 @@ TEST_F(IdModeIntegrationTest, TwoGatewaysNeverServeOneObfuscatedIdTwice) {
   ASSERT_TRUE(nodes) << nodes.error();
   const auto& gws = nodes->gateways;
   ASSERT_TRUE(PutTag(gws[0]->port, "idmode-obf", R"({"step":3000,"id_mode":"obfuscated"})"));
-  ASSERT_TRUE(
-      PutTag(gws[1]->port, "idmode-time", R"({"step":3000,"id_mode":"obfuscated_time"})"));
+  ASSERT_TRUE(PutTag(gws[1]->port, "idmode-time", R"({"step":3000,"id_mode":"obfuscated_time"})"));
   ASSERT_TRUE(PutTag(gws[0]->port, "idmode-live", R"({"step":3000})"));
 
   std::map<std::string, std::vector<int64_t>> ids;
@@ -59,14 +58,13 @@ TEST_F(IdModeIntegrationTest, TwoGatewaysNeverServeOneObfuscatedIdTwice) {
   // Each gateway shows the mode; no answer carries a key (32 hex digits after "id_key").
   for (const Node* gw : gws) {
     e2e::HttpClient client(gw->port);
-    for (const std::string target : {"/api/v1/tags", "/api/v1/tags/idmode-obf", "/db", "/cache",
-                                     "/api/v1/status"}) {
+    for (const std::string target :
+         {"/api/v1/tags", "/api/v1/tags/idmode-obf", "/db", "/cache", "/api/v1/status"}) {
       auto reply = client.Get(target, e2e::Bearer(e2e::kAdminToken));
       ASSERT_TRUE(reply) << reply.error();
       EXPECT_EQ(reply->body.find("id_key"), std::string::npos) << gw->name << target;
       if (target == "/api/v1/tags/idmode-obf") {
-        EXPECT_NE(reply->body.find(R"("id_mode":"obfuscated")"), std::string::npos)
-            << reply->body;
+        EXPECT_NE(reply->body.find(R"("id_mode":"obfuscated")"), std::string::npos) << reply->body;
       }
     }
   }

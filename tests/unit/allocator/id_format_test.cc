@@ -86,8 +86,8 @@ TEST(FeistelPermutationTest, RoundTripsOn63BitsAndDependsOnTheKey) {
   FeistelPermutation p(kKey, 63);
   FeistelPermutation other(IdKey{kKey.k0, kKey.k1 ^ 1}, 63);
   int same = 0;
-  for (uint64_t x : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{1} << 40, (uint64_t{1} << 63) - 1,
-                     (uint64_t{1} << 62) + 12345}) {
+  for (uint64_t x : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{1} << 40,
+                     (uint64_t{1} << 63) - 1, (uint64_t{1} << 62) + 12345}) {
     const uint64_t y = p.Forward(x);
     EXPECT_LT(y, uint64_t{1} << 63);
     EXPECT_EQ(p.Backward(y), x);
@@ -163,7 +163,8 @@ TEST(IdFormatTest, ConsecutiveObfuscatedIdsAreUncorrelated) {
   std::vector<int64_t> prev(ids.begin(), ids.end() - 1);
   EXPECT_NEAR(RankCorrelation(prev, next), 0.0, 0.015);
   // And the IDs spread over the whole range: about half of them above 2^62.
-  const auto high = std::count_if(ids.begin(), ids.end(), [](int64_t id) { return id >= kMaxSegmentId; });
+  const auto high =
+      std::count_if(ids.begin(), ids.end(), [](int64_t id) { return id >= kMaxSegmentId; });
   EXPECT_NEAR(static_cast<double>(high) / kN, 0.5, 0.01);
 }
 
@@ -265,7 +266,8 @@ TEST(IdModeRulesTest, PlainMayBecomeObfuscatedOnceAndTheKeyNeverChanges) {
 }
 
 TEST(IdModeRulesTest, DeleteAndRecreateKeepTheModeAndKey) {
-  auto r = ApplyTagUpdate(std::nullopt, "order", Mode(state::IdMode::kObfuscated), ModeRules(), kNow);
+  auto r =
+      ApplyTagUpdate(std::nullopt, "order", Mode(state::IdMode::kObfuscated), ModeRules(), kNow);
   r->deleted = true;
   auto again = ApplyTagUpdate(*r, "order", TagUpdate{}, ModeRules(), kNow);
   ASSERT_TRUE(again) << again.error().message;

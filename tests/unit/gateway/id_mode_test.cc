@@ -92,7 +92,8 @@ TEST_F(IdModeTest, SwitchingALiveTagToObfuscatedNeverRepeatsAnId) {
 TEST_F(IdModeTest, ChangingAnObfuscatedTagsModeIsRefused) {
   Put(100, state::IdMode::kObfuscatedTime);
   auto ids = Draw(10);
-  for (int64_t id : ids) EXPECT_EQ(id >> allocator::kTimeCounterBits, (kNow - allocator::kTimePrefixEpochMs) / 3600000);
+  for (int64_t id : ids)
+    EXPECT_EQ(id >> allocator::kTimeCounterBits, (kNow - allocator::kTimePrefixEpochMs) / 3600000);
   allocator::TagUpdate u;
   u.id_mode = state::IdMode::kObfuscated;
   auto r = allocator_->PutTagNow("order", u);
