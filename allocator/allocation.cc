@@ -9,17 +9,22 @@ using std::chrono::minutes;
 Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step, int64_t max_step,
                                int64_t now_ms) {
   if (record.deleted) return Fail(Code::kNotFound, "unknown tag '" + record.tag + "'");
+  auto format = IdFormat::Of(record);
+  if (!format) return std::unexpected(format.error());
+  // kObfuscatedTime permutes a 43-bit counter: past it, refuse (never wrap into a repeat).
+  const int64_t limit =
+      *format ? std::min((*format)->counter_limit(), kMaxSegmentId) : kMaxSegmentId;
   int64_t floor = std::min(record.step, max_step);
   int64_t step = std::clamp(requested_step <= 0 ? record.step : requested_step, floor, max_step);
-  if (record.max_id >= 0 && record.max_id < kMaxSegmentId && record.max_id > kMaxSegmentId - step) {
-    step = kMaxSegmentId - record.max_id;  // the last IDs of the space: a shorter segment
+  if (record.max_id >= 0 && record.max_id < limit && record.max_id > limit - step) {
+    step = limit - record.max_id;  // the last IDs of the space: a shorter segment
   }
-  if (record.max_id < 0 || record.max_id >= kMaxSegmentId) {
+  if (record.max_id < 0 || record.max_id >= limit) {
     return Fail(Code::kResourceExhausted,
-                "tag '" + record.tag + "' has used up its ID space (max_id " +
-                    std::to_string(record.max_id) + ")");
+                "tag '" + record.tag + "' has used up its " + state::IdModeName(record.id_mode) +
+                    " ID space (max_id " + std::to_string(record.max_id) + "); use a new tag");
   }
-  Segment s{record.tag, record.max_id, record.max_id + step, record.step};
+  Segment s{record.tag, record.max_id, record.max_id + step, record.step, *format};
   record.max_id += step;
   record.update_time_ms = now_ms;
   return s;
@@ -36,9 +41,67 @@ int64_t NextStep(int64_t current_step, int64_t min_step, int64_t max_step,
   return std::clamp(step, std::min(min_step, max_step), max_step);
 }
 
+namespace {
+
+// Sets r's ID mode as `update` asks (r has its other fields updated already). `plain_below`:
+// the max_id before this update (0 for a new tag): every plain ID of the tag is below it.
+Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const TagRules& rules,
+                         bool created, int64_t plain_below, int64_t now_ms) {
+  const std::string what = "tag '" + r.tag + "': ";
+  if (update.restore_id_format) {
+    const state::TagRecord& from = *update.restore_id_format;
+    const bool same =
+        r.id_mode == from.id_mode && r.id_key == from.id_key && r.id_base == from.id_base;
+    if (same || from.id_mode == state::IdMode::kPlain) return {};
+    if (r.id_mode != state::IdMode::kPlain || plain_below > from.id_base) {
+      // Plain IDs at or above the exported id_base, or another key, could meet the restored ones.
+      return Fail(Code::kAlreadyExists, what + "its id_mode cannot be restored: the live tag is " +
+                                            state::IdModeName(r.id_mode) + " with max_id " +
+                                            std::to_string(r.max_id) + ", the export " +
+                                            state::IdModeName(from.id_mode) + " from id_base " +
+                                            std::to_string(from.id_base));
+    }
+    r.id_mode = from.id_mode;
+    r.id_key = from.id_key;
+    r.id_base = from.id_base;
+    if (auto format = IdFormat::Of(r); !format) {
+      return Fail(Code::kInvalidArgument, format.error().message);
+    }
+    return {};
+  }
+  // A re-created tag keeps a mode it had (its IDs of that mode are out there).
+  const bool fresh = created && r.id_mode == state::IdMode::kPlain;
+  const state::IdMode wanted =
+      update.id_mode ? *update.id_mode : (fresh ? rules.default_id_mode : r.id_mode);
+  if (wanted == r.id_mode) return {};
+  if (r.id_mode != state::IdMode::kPlain) {
+    return Fail(Code::kFailedPrecondition,
+                what + "id_mode is " + state::IdModeName(r.id_mode) + " and cannot change to " +
+                    state::IdModeName(wanted) +
+                    " (IDs of the two could be equal); issue the new kind from a new tag");
+  }
+  if (wanted == state::IdMode::kObfuscatedTime) {
+    const int64_t hour = (now_ms - kTimePrefixEpochMs) / kTimePrefixPeriodMs;
+    if (hour < 1 || r.max_id >= (hour << kTimeCounterBits)) {
+      return Fail(Code::kFailedPrecondition,
+                  what + "max_id " + std::to_string(r.max_id) +
+                      " is too high for obfuscated_time: its IDs would not all be above the plain "
+                      "ones; use obfuscated or a new tag");
+    }
+  }
+  r.id_mode = wanted;
+  r.id_key = rules.new_id_key();
+  r.id_base = r.max_id;  // every plain ID of the tag is below max_id
+  return {};
+}
+
+}  // namespace
+
 Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& existing,
                                         std::string_view tag, const TagUpdate& update,
-                                        int64_t default_step, int64_t max_step, int64_t now_ms) {
+                                        const TagRules& rules, int64_t now_ms) {
+  const int64_t default_step = rules.default_step;
+  const int64_t max_step = rules.max_step;
   state::TagRecord r;
   if (existing) {
     r = *existing;
@@ -79,6 +142,11 @@ Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& e
                   "description: at most " + std::to_string(kMaxDescriptionBytes) + " bytes");
     }
     r.description = *update.description;
+  }
+  if (auto mode = ApplyIdMode(r, update, rules, !existing || was_deleted,
+                              existing ? existing->max_id : 0, now_ms);
+      !mode) {
+    return std::unexpected(mode.error());
   }
   r.update_time_ms = now_ms;
   return r;

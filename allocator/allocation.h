@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "allocator/id_format.h"
 #include "base/error.h"
 #include "state/records.h"
 
@@ -24,12 +27,16 @@ struct Segment {
   int64_t start = 0;
   int64_t end = 0;
   int64_t min_step = 0;  // the tag's configured step, the floor of the dynamic step
+  // How the counters [start, end) become IDs when handed out; null: as they are (plain). The
+  // tag's format when the segment was reserved, so a mode change never reinterprets a segment.
+  std::shared_ptr<const IdFormat> format = {};
   int64_t size() const { return end - start; }
 };
 
 // Reserves the next segment of `record` in place: step_used = clamp(requested_step,
 // record.step, max_step) (0 asks for the tag's step); segment = [max_id, max_id + step_used).
-// Fails with kResourceExhausted rather than pass kMaxSegmentId, and kNotFound for a deleted tag.
+// Fails with kResourceExhausted rather than pass kMaxSegmentId (or, for kObfuscatedTime, the
+// format's counter_limit), and kNotFound for a deleted tag.
 Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step, int64_t max_step,
                                int64_t now_ms);
 
@@ -43,12 +50,34 @@ struct TagUpdate {
   std::optional<int64_t> step;
   std::optional<int64_t> max_id;
   std::optional<std::string> description;
+  // Leaves kPlain for an obfuscated mode (a new key, id_base = the max_id after this update);
+  // naming the tag's current mode changes nothing. Any other change is kFailedPrecondition.
+  std::optional<state::IdMode> id_mode = {};
+  // `kleaf state import` only (never from HTTP): the exported mode, key and id_base, kept as
+  // they are so that a restored tag maps counters as before. Given together; id_key non-empty.
+  std::optional<state::TagRecord> restore_id_format = {};
+};
+
+// What tag creation and mode changes need besides the update itself.
+struct TagRules {
+  int64_t default_step = 1000;
+  int64_t max_step = 1000000;
+  state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
+  std::function<std::string()> new_id_key = NewIdKey;
 };
 
 // Applies an admin update to an existing record (or creates one). max_id may only grow: lowering
-// it would hand out IDs again (kFailedPrecondition).
+// it would hand out IDs again (kFailedPrecondition). The ID mode only leaves kPlain, once, and
+// never changes again, not even across delete (see TagUpdate::id_mode): no permuted ID can then
+// repeat a plain one (plain IDs < id_base < permuted IDs) nor one of another key.
 Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& existing,
                                         std::string_view tag, const TagUpdate& update,
-                                        int64_t default_step, int64_t max_step, int64_t now_ms);
+                                        const TagRules& rules, int64_t now_ms);
+inline Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& existing,
+                                               std::string_view tag, const TagUpdate& update,
+                                               int64_t default_step, int64_t max_step,
+                                               int64_t now_ms) {
+  return ApplyTagUpdate(existing, tag, update, TagRules{default_step, max_step}, now_ms);
+}
 
 }  // namespace kleaf::allocator

@@ -33,10 +33,10 @@ LocalAllocator::~LocalAllocator() { pool_.Stop(); }
 Reply LocalAllocator::ExecuteNow(const Request& request) {
   std::lock_guard lock(mu_);
   StoreReader reader(store_);
-  Outcome outcome = Execute(
-      request, reader,
-      {options_.max_step, options_.default_step, options_.auto_create, options_.workers},
-      clock_.NowMs());
+  Outcome outcome = Execute(request, reader,
+                            {options_.max_step, options_.default_step, options_.auto_create,
+                             options_.workers, options_.default_id_mode},
+                            clock_.NowMs());
   if (!outcome.writes.empty() || !outcome.worker_writes.empty()) {
     if (auto put = store_.Write({outcome.writes, outcome.worker_writes, {}}, /*sync=*/true); !put) {
       Reply failed;

@@ -18,6 +18,7 @@ struct LocalAllocatorOptions {
   bool auto_create = false;  // an unknown tag gets a record with default_step instead of kNotFound
   int threads = 2;
   WorkerRules workers;
+  state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
 };
 
 // Thread-safe. Owns its worker threads; callbacks run on them. Invariant (DESIGN.md I2): the

@@ -17,6 +17,37 @@ Outcome Failed(Error e) {
   return o;
 }
 
+TagRules TagRulesOf(const Rules& rules) {
+  TagRules t;
+  t.default_step = rules.default_step;
+  t.max_step = rules.max_step;
+  t.default_id_mode = rules.default_id_mode;
+  return t;
+}
+
+// A segment's format on the wire: {"id_mode","id_key","id_base"} (the key travels only inside
+// the cluster's topics, like the state record it comes from).
+void FormatToJson(const Segment& s, json& out) {
+  if (!s.format) return;
+  state::TagRecord r;
+  s.format->WriteTo(r);
+  out["id_mode"] = state::IdModeName(r.id_mode);
+  out["id_key"] = r.id_key;
+  out["id_base"] = r.id_base;
+}
+
+Result<std::shared_ptr<const IdFormat>> FormatFromJson(const std::string& tag, const json& j) {
+  if (!j.contains("id_mode")) return std::shared_ptr<const IdFormat>();
+  state::TagRecord r;
+  r.tag = tag;
+  auto mode = state::ParseIdMode(j.at("id_mode").get<std::string>());
+  if (!mode) return std::unexpected(mode.error());
+  r.id_mode = *mode;
+  r.id_key = j.at("id_key").get<std::string>();
+  r.id_base = j.at("id_base").get<int64_t>();
+  return IdFormat::Of(r);
+}
+
 Outcome ExecuteAllocate(const Request& r, StateReader& reader, const Rules& rules, int64_t now_ms) {
   auto existing = reader.Get(r.tag);
   if (!existing) return Failed(existing.error());
@@ -24,7 +55,7 @@ Outcome ExecuteAllocate(const Request& r, StateReader& reader, const Rules& rule
   if (*existing && !(*existing)->deleted) {
     record = **existing;
   } else if (rules.auto_create) {
-    auto created = ApplyTagUpdate(*existing, r.tag, TagUpdate{}, rules.default_step, rules.max_step, now_ms);
+    auto created = ApplyTagUpdate(*existing, r.tag, TagUpdate{}, TagRulesOf(rules), now_ms);
     if (!created) return Failed(created.error());
     record = *created;
   } else {
@@ -143,7 +174,7 @@ Outcome Execute(const Request& r, StateReader& reader, const Rules& rules, int64
     case Request::Op::kPutTag: {
       auto existing = reader.Get(r.tag);
       if (!existing) return Failed(existing.error());
-      auto record = ApplyTagUpdate(*existing, r.tag, r.update, rules.default_step, rules.max_step, now_ms);
+      auto record = ApplyTagUpdate(*existing, r.tag, r.update, TagRulesOf(rules), now_ms);
       if (!record) return Failed(record.error());
       Outcome o;
       o.reply.tag = *record;
@@ -202,6 +233,8 @@ std::string EncodeRequest(const Request& r) {
     if (r.update.step) u["step"] = *r.update.step;
     if (r.update.max_id) u["max_id"] = *r.update.max_id;
     if (r.update.description) u["description"] = *r.update.description;
+    if (r.update.id_mode) u["id_mode"] = state::IdModeName(*r.update.id_mode);
+    if (r.update.restore_id_format) u["restore"] = TagToJson(*r.update.restore_id_format);
     j["update"] = u;
   }
   return j.dump();
@@ -224,6 +257,16 @@ Result<Request> DecodeRequest(std::string_view text) {
       if (u.contains("step")) r.update.step = u.at("step").get<int64_t>();
       if (u.contains("max_id")) r.update.max_id = u.at("max_id").get<int64_t>();
       if (u.contains("description")) r.update.description = u.at("description").get<std::string>();
+      if (u.contains("id_mode")) {
+        auto mode = state::ParseIdMode(u.at("id_mode").get<std::string>());
+        if (!mode) return std::unexpected(mode.error());
+        r.update.id_mode = *mode;
+      }
+      if (u.contains("restore")) {
+        auto restore = state::DecodeTag(u.at("restore").dump());
+        if (!restore) return std::unexpected(restore.error());
+        r.update.restore_id_format = *restore;
+      }
     } else if (op == "delete_tag") {
       r.op = Request::Op::kDeleteTag;
     } else if (op == "list_tags") {
@@ -260,6 +303,7 @@ std::string EncodeReply(const Reply& r) {
                     {"start", r.segment->start},
                     {"end", r.segment->end},
                     {"min_step", r.segment->min_step}};
+    FormatToJson(*r.segment, j["segment"]);
   }
   if (r.tag) j["tag"] = TagToJson(*r.tag);
   if (!r.tags.empty()) {
@@ -289,6 +333,9 @@ Result<Reply> DecodeReply(std::string_view text) {
       const json& s = j["segment"];
       r.segment = Segment{s.at("tag").get<std::string>(), s.at("start").get<int64_t>(),
                           s.at("end").get<int64_t>(), s.at("min_step").get<int64_t>()};
+      auto format = FormatFromJson(r.segment->tag, s);
+      if (!format) return std::unexpected(format.error());
+      r.segment->format = *format;
     }
     if (j.contains("tag")) {
       auto t = state::DecodeTag(j["tag"].dump());

@@ -83,6 +83,7 @@ struct Rules {
   int64_t default_step = 1000;
   bool auto_create = false;
   WorkerRules workers;
+  state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
 };
 
 // Read access to the current records (the store, or the store plus a batch's staged writes).

@@ -42,9 +42,19 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
       continue;
     }
     TagUpdate update{r.step, r.max_id + bump, r.description};
+    // An obfuscated tag keeps its key and id_base, or its restored IDs would be new ones.
+    if (r.id_mode != state::IdMode::kPlain) update.restore_id_format = r;
     // No deadline of its own: every Allocator answers each call by its own.
     auto result = Await<state::TagRecord>(
         kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, update, std::move(done)); });
+    if (!result && result.error().code == Code::kFailedPrecondition && update.restore_id_format) {
+      // The live max_id is higher: keep it, but the mode must still be the exported one.
+      TagUpdate mode_only;
+      mode_only.restore_id_format = r;
+      auto kept = Await<state::TagRecord>(
+          kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, mode_only, std::move(done)); });
+      if (!kept) result = std::unexpected(kept.error());
+    }
     if (!result && result.error().code == Code::kFailedPrecondition) {
       ++counts.kept;  // the live max_id is higher already: keep it
     } else if (!result) {

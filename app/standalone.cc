@@ -14,7 +14,8 @@ allocator::LocalAllocatorOptions LocalOptions(const config::Config& c) {
           c.segment.auto_create,
           c.segment.fetch_threads,
           {(int64_t{1} << c.snowflake.worker_bits) - 1, c.workers.lease_ttl_ms,
-           c.workers.max_clock_skew_ms}};
+           c.workers.max_clock_skew_ms},
+          state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain)};
 }
 
 }  // namespace

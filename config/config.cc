@@ -242,6 +242,14 @@ std::vector<Field> AllFields() {
     return {};
   }));
   f.push_back(BoolField("segment.auto_create", [](Config& c, bool v) { c.segment.auto_create = v; }));
+  f.push_back(
+      StringField("segment.default_id_mode", [](Config& c, const std::string& s) -> Result<void> {
+        if (s != "plain" && s != "obfuscated" && s != "obfuscated_time") {
+          return Fail(Code::kInvalidArgument, "must be plain, obfuscated or obfuscated_time");
+        }
+        c.segment.default_id_mode = s;
+        return {};
+      }));
   f.push_back(IntField("segment.default_step", 1, 1000000000,
                        [](Config& c, int64_t v) { c.segment.default_step = v; }));
   f.push_back(IntField("segment.max_step", 1, 1000000000,

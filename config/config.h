@@ -47,6 +47,9 @@ struct Segment {
   int64_t wait_ms = 100;          // how long a request waits when both segments are empty
   int fetch_threads = 2;          // threads that talk to the store / allocator
   int retry_after_s = 1;          // Retry-After on 503
+  // id_mode of tags created without one (auto-created, or PUT without id_mode): plain,
+  // obfuscated or obfuscated_time (state/records.h IdMode). Read by allocators.
+  std::string default_id_mode = "plain";
 };
 
 struct Snowflake {

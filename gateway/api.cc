@@ -1,5 +1,6 @@
 #include "gateway/api.h"
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -94,21 +95,36 @@ HttpResponse IdList(const std::string& tag, int64_t count, ForEach for_each) {
   return r;
 }
 
-HttpResponse SegmentIds(const std::string& tag, int64_t count, bool plain,
-                        const std::vector<IdRange>& ranges) {
+// The answer for `ranges` drawn from `buffer`: plain ranges are written as they are (the hot
+// path); obfuscated ones go through their tag's permutation first.
+Result<HttpResponse> SegmentIds(const SegmentBuffer& buffer, int64_t count, bool plain,
+                                const std::vector<IdRange>& ranges) {
+  const bool permuted = std::any_of(ranges.begin(), ranges.end(),
+                                    [](const IdRange& r) { return r.format != nullptr; });
+  if (permuted) {
+    std::vector<int64_t> ids;
+    ids.reserve(static_cast<size_t>(count));
+    if (auto r = buffer.AppendIds(ranges, ids); !r) return std::unexpected(r.error());
+    if (plain) return PlainId(ids.front());
+    return IdList(buffer.tag(), count, [&](auto emit) {
+      for (int64_t id : ids) emit(id);
+    });
+  }
   if (plain) return PlainId(ranges.front().start);
-  return IdList(tag, count, [&](auto emit) {
+  return IdList(buffer.tag(), count, [&](auto emit) {
     for (const auto& range : ranges) {
       for (int64_t id = range.start; id < range.end; ++id) emit(id);
     }
   });
 }
 
+// A tag as the admin routes show it. Never id_key: the permutation's secret is served by no API.
 json TagJson(const state::TagRecord& r) {
   return json{{"tag", r.tag},
               {"max_id", r.max_id},
               {"step", r.step},
               {"description", r.description},
+              {"id_mode", state::IdModeName(r.id_mode)},
               {"update_time", FormatUtcMs(r.update_time_ms)}};
 }
 
@@ -129,7 +145,8 @@ Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
   try {
     j = json::parse(body.empty() ? "{}" : body);
   } catch (const std::exception&) {
-    return Fail(Code::kInvalidArgument, "body: expected a JSON object {step, max_id?, description?}");
+    return Fail(Code::kInvalidArgument,
+                "body: expected a JSON object {step, max_id?, description?, id_mode?}");
   }
   if (!j.is_object()) return Fail(Code::kInvalidArgument, "body: expected a JSON object");
   allocator::TagUpdate u;
@@ -140,8 +157,14 @@ Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
     } else if (key == "description") {
       if (!value.is_string()) return Fail(Code::kInvalidArgument, "description: expected a string");
       u.description = value.get<std::string>();
+    } else if (key == "id_mode") {
+      if (!value.is_string()) return Fail(Code::kInvalidArgument, "id_mode: expected a string");
+      auto mode = state::ParseIdMode(value.get<std::string>());
+      if (!mode) return std::unexpected(mode.error());
+      u.id_mode = *mode;
     } else {
-      return Fail(Code::kInvalidArgument, key + ": unknown field (expected step, max_id, description)");
+      return Fail(Code::kInvalidArgument,
+                  key + ": unknown field (expected step, max_id, description, id_mode)");
     }
   }
   return u;
@@ -362,8 +385,10 @@ void Api::Segment(const std::string& tag, int64_t count, bool plain, Respond res
   auto buffer = segments_.Get(tag);
   std::vector<IdRange> ranges;
   if (buffer->TryTake(count, ranges) == count) {
+    auto answer = SegmentIds(*buffer, count, plain, ranges);
+    if (!answer) return Reject(respond, answer.error());
     buffer->CountIssued(count);
-    return respond(SegmentIds(tag, count, plain, ranges));
+    return respond(std::move(*answer));
   }
   // Both segments are empty: wait for the fetch, off the I/O thread, for a bounded time.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.wait_ms);
@@ -377,8 +402,10 @@ void Api::Segment(const std::string& tag, int64_t count, bool plain, Respond res
       return respond(ErrorResponse(more.error(), options_.retry_after_s));
     }
     ranges.insert(ranges.end(), more->begin(), more->end());
+    auto answer = SegmentIds(*buffer, count, plain, ranges);
+    if (!answer) return respond(ErrorResponse(answer.error(), options_.retry_after_s));
     buffer->CountIssued(count);
-    respond(SegmentIds(tag, count, plain, ranges));
+    respond(std::move(*answer));
   });
 }
 

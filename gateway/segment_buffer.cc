@@ -24,13 +24,14 @@ SegmentBuffer::SegmentBuffer(std::string tag, FetchFn fetch, Clock& clock, Optio
       clock_(clock),
       options_(options) {}
 
-int64_t SegmentBuffer::Draw(int64_t count, int64_t* start) {
+int64_t SegmentBuffer::Draw(int64_t count, int64_t* start, const allocator::IdFormat** format) {
   const uint64_t gen = gen_.load(std::memory_order_acquire);
   if (gen & 1) return 0;
   const int64_t v = next_.fetch_add(count, std::memory_order_relaxed);
   if (draw_hook_) [[unlikely]] draw_hook_();
   const int64_t end = end_.load(std::memory_order_relaxed);
   const int64_t preload_at = preload_at_.load(std::memory_order_relaxed);
+  const allocator::IdFormat* f = format_.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (gen_.load(std::memory_order_relaxed) != gen) return 0;  // raced an install: drop (a gap)
   if (v >= end) return 0;
@@ -40,15 +41,40 @@ int64_t SegmentBuffer::Draw(int64_t count, int64_t* start) {
     StartPreload();
   }
   *start = v;
+  *format = f;
   return got;
 }
 
 std::optional<int64_t> SegmentBuffer::TryNext() {
   int64_t id = 0;
-  if (Draw(1, &id) == 1) return id;
+  const allocator::IdFormat* format = nullptr;
+  if (Draw(1, &id, &format) == 1 && format == nullptr) return id;
   std::vector<IdRange> one;
-  if (TryTake(1, one) == 1) return one.front().start;
-  return std::nullopt;
+  if (format != nullptr) {
+    one.push_back({id, id + 1, format});
+  } else if (TryTake(1, one) != 1) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> ids;
+  if (!AppendIds(one, ids)) return std::nullopt;
+  return ids.front();
+}
+
+Result<void> SegmentBuffer::AppendIds(const std::vector<IdRange>& ranges,
+                                      std::vector<int64_t>& out) const {
+  const int64_t now_ms = clock_.NowMs();
+  for (const auto& r : ranges) {
+    for (int64_t c = r.start; c < r.end; ++c) {
+      if (r.format == nullptr) {
+        out.push_back(c);
+        continue;
+      }
+      auto id = r.format->Map(c, now_ms);
+      if (!id) return std::unexpected(id.error());
+      out.push_back(*id);
+    }
+  }
+  return {};
 }
 
 std::optional<int64_t> SegmentBuffer::TryNextChunked() {
@@ -64,6 +90,9 @@ std::optional<int64_t> SegmentBuffer::TryNextChunked() {
 }
 
 std::optional<int64_t> SegmentBuffer::NextFromNewChunk(ThreadChunk& chunk) {
+  // A non-countable tag's IDs are mapped through its format, which a chunk does not keep: they are
+  // drawn one at a time.
+  if (format_.load(std::memory_order_relaxed) != nullptr) return TryNext();
   // A new occupant of the slot starts small: a thread drawing rarely wastes little.
   int64_t size = 1;
   if (chunk.serial == serial_) {
@@ -77,7 +106,15 @@ std::optional<int64_t> SegmentBuffer::NextFromNewChunk(ThreadChunk& chunk) {
     const uint64_t epoch = epoch_.load(std::memory_order_acquire);
     const int64_t want = std::min(size, chunk_cap_.load(std::memory_order_relaxed));
     int64_t start = 0;
-    const int64_t got = Draw(want, &start);
+    const allocator::IdFormat* format = nullptr;
+    const int64_t got = Draw(want, &start, &format);
+    if (got > 0 && format != nullptr) {
+      // A formatted segment was installed since the check above: its first ID, mapped; the rest
+      // of this draw is a gap.
+      std::vector<int64_t> ids;
+      if (!AppendIds({{start, start + 1, format}}, ids)) return std::nullopt;
+      return ids.front();
+    }
     if (got > 0) {
       chunk = {
           .serial = serial_, .epoch = epoch, .next = start + 1, .end = start + got, .size = want};
@@ -91,12 +128,13 @@ int64_t SegmentBuffer::TryTake(int64_t count, std::vector<IdRange>& out) {
   int64_t taken = 0;
   while (taken < count) {
     int64_t start = 0;
-    int64_t got = Draw(count - taken, &start);
+    const allocator::IdFormat* format = nullptr;
+    int64_t got = Draw(count - taken, &start, &format);
     if (got > 0) {
-      if (!out.empty() && out.back().end == start) {
+      if (!out.empty() && out.back().end == start && out.back().format == format) {
         out.back().end += got;
       } else {
-        out.push_back({start, start + got});
+        out.push_back({start, start + got, format});
       }
       taken += got;
       continue;
@@ -142,6 +180,16 @@ bool SegmentBuffer::ActiveUsedUpLocked() const {
   return next_.load(std::memory_order_relaxed) >= end_.load(std::memory_order_relaxed);
 }
 
+const allocator::IdFormat* SegmentBuffer::InternFormatLocked(
+    const std::shared_ptr<const allocator::IdFormat>& format) {
+  if (!format) return nullptr;
+  for (const auto& f : formats_) {
+    if (*f == *format) return f.get();
+  }
+  formats_.push_back(format);
+  return format.get();
+}
+
 void SegmentBuffer::Install(const allocator::Segment& s) {
   const uint64_t gen = gen_.load(std::memory_order_relaxed);
   gen_.store(gen + 1, std::memory_order_relaxed);
@@ -151,6 +199,7 @@ void SegmentBuffer::Install(const allocator::Segment& s) {
   preload_at_.store(s.start + s.size() * options_.preload_percent / 100, std::memory_order_relaxed);
   preload_started_.store(false, std::memory_order_relaxed);
   chunk_cap_.store(std::max<int64_t>(s.size() / kChunkCapDivisor, 1), std::memory_order_relaxed);
+  format_.store(InternFormatLocked(s.format), std::memory_order_relaxed);
   gen_.store(gen + 2, std::memory_order_release);
   // After the new segment is visible: a thread that reads the new epoch draws from it (or later).
   epoch_.fetch_add(1, std::memory_order_release);
@@ -248,8 +297,8 @@ std::vector<IdRange> SegmentBuffer::Drain() {
   const int64_t end = end_.load(std::memory_order_relaxed);
   const int64_t next = next_.exchange(end, std::memory_order_acq_rel);
   epoch_.fetch_add(1, std::memory_order_release);  // chunks threads hold are dropped (a gap)
-  if (next < end) out.push_back({next, end});
-  if (standby_) out.push_back({standby_->start, standby_->end});
+  if (next < end && format_.load(std::memory_order_relaxed) == nullptr) out.push_back({next, end});
+  if (standby_ && !standby_->format) out.push_back({standby_->start, standby_->end});
   standby_.reset();
   return out;
 }

@@ -20,10 +20,13 @@
 
 namespace kleaf::gateway {
 
-// IDs [start, end) handed to one caller.
+// Counters [start, end) handed to one caller. With a format (a tag with an obfuscated id_mode)
+// the IDs are the format's images of the counters (SegmentBuffer::AppendIds); without one, the
+// counters themselves. `format` is owned by the buffer the range came from and lives as long.
 struct IdRange {
   int64_t start = 0;
   int64_t end = 0;
+  const allocator::IdFormat* format = nullptr;
   int64_t size() const { return end - start; }
 };
 
@@ -66,8 +69,9 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   static std::shared_ptr<SegmentBuffer> Create(std::string tag, FetchFn fetch, Clock& clock,
                                                Options options);
 
-  // Never blocks: the next ID of the active segment, or nullopt when it is used up (a switch to the
-  // standby segment or a fetch is then needed: use TryTake or Take).
+  // Never blocks: the next ID of the active segment (mapped through its format), or nullopt when
+  // it is used up (a switch to the standby segment or a fetch is then needed: use TryTake or
+  // Take) or its format refuses.
   std::optional<int64_t> TryNext();
   // Never blocks: like TryNext, for many threads drawing from one buffer at once. The first draw of
   // a thread cuts a chunk of 1 ID from the active segment; each chunk the thread uses up makes its
@@ -86,9 +90,16 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   // kUnavailable; on a failed fetch that fetch's error (e.g. kNotFound for an unknown tag).
   Result<std::vector<IdRange>> Take(int64_t count, std::chrono::steady_clock::time_point deadline);
 
+  // Appends the IDs of `ranges` (drawn from this buffer) to `out`: the counters of plain ranges,
+  // the format's images of the others at this buffer's clock. On a format's refusal (an
+  // obfuscated_time clock before its tag's switch, say) its error, and the drawn IDs are a gap.
+  Result<void> AppendIds(const std::vector<IdRange>& ranges, std::vector<int64_t>& out) const;
+
   // Graceful shutdown: stops this buffer for good (later draws find nothing and start no fetch)
   // and returns the IDs it holds but never handed out: the rest of the active segment and the
   // standby segment, ascending. A draw racing the drain keeps its IDs; the ranges exclude them.
+  // Only plain segments are returned: the rests of obfuscated ones are a gap (their format, with
+  // its key, is not kept on the gateway's disk), and a counter gap there is invisible anyway.
   std::vector<IdRange> Drain();
   // Startup, before any draw: installs `ranges` (the rests kept by this node's previous run,
   // ascending) as the active and the standby segment. More than two are dropped (a gap).
@@ -120,10 +131,13 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
 
   // Draws up to `count` IDs from the active segment without locking; 0 when it is used up or a
   // switch raced the draw.
-  int64_t Draw(int64_t count, int64_t* start);
+  int64_t Draw(int64_t count, int64_t* start, const allocator::IdFormat** format);
   // TryNextChunked's slow path: cuts a new chunk into the calling thread's slot `chunk`.
   std::optional<int64_t> NextFromNewChunk(ThreadChunk& chunk);
   void Install(const allocator::Segment& s);  // requires mu_
+  // The buffer's own copy of `format` (null for plain), kept in formats_. Requires mu_.
+  const allocator::IdFormat* InternFormatLocked(
+      const std::shared_ptr<const allocator::IdFormat>& format);
   bool ActiveUsedUpLocked() const;            // requires mu_
   // Under mu_: decides whether a fetch must start and with which step; the caller issues it after
   // unlocking with IssueFetch. `demand`: IDs a waiting request still needs; the step is at least
@@ -151,6 +165,7 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   std::atomic<int64_t> preload_at_{0};
   std::atomic<bool> preload_started_{true};
   std::atomic<int64_t> preload_not_before_ns_{0};  // after a failed fetch, preloads pause a moment
+  std::atomic<const allocator::IdFormat*> format_{nullptr};  // the active segment's; in formats_
 
   // Bumped after each install and by Drain: the chunks threads cut before are dropped. On a line of
   // its own, written only then, so the chunked draws' check reads it from their own cache.
@@ -168,6 +183,9 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   int64_t min_step_ = 0;                       // guarded by mu_: the tag's configured step
   int64_t last_fetch_mono_ns_ = -1;            // guarded by mu_
   bool drained_ = false;                       // guarded by mu_: Drain() ran; no more fetches
+  // Every format a segment of this buffer had (a tag has at most one besides plain, in
+  // practice): kept for the buffer's life so that IdRange::format stays valid. Guarded by mu_.
+  std::vector<std::shared_ptr<const allocator::IdFormat>> formats_;
 };
 
 }  // namespace kleaf::gateway

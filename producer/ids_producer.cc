@@ -184,6 +184,14 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
     if (segment->end <= segment->start) {
       return Fail(Code::kInternal, "empty segment of " + s.spec.tag);
     }
+    if (segment->format) {
+      // A batch is a range of counters: publishing one would reveal what the mode hides, and
+      // clients would take the counters for IDs. Refused (the segment is a gap).
+      return Fail(Code::kFailedPrecondition,
+                  "tag " + s.spec.tag + " is " + state::IdModeName(segment->format->mode()) +
+                      ": the ids topic carries only plain segment batches; stream it as "
+                      "snowflake or use a plain tag");
+    }
     s.ranges.emplace_back(segment->start, segment->end);
   }
   // A segment larger than batch_size is split; its rest waits for the next batches of this run.

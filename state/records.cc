@@ -4,6 +4,27 @@
 
 namespace kleaf::state {
 
+const char* IdModeName(IdMode mode) {
+  switch (mode) {
+    case IdMode::kPlain:
+      return "plain";
+    case IdMode::kObfuscated:
+      return "obfuscated";
+    case IdMode::kObfuscatedTime:
+      return "obfuscated_time";
+  }
+  return "plain";
+}
+
+Result<IdMode> ParseIdMode(std::string_view name) {
+  for (IdMode m : {IdMode::kPlain, IdMode::kObfuscated, IdMode::kObfuscatedTime}) {
+    if (name == IdModeName(m)) return m;
+  }
+  return Fail(
+      Code::kInvalidArgument,
+      "id_mode: expected plain, obfuscated or obfuscated_time, not '" + std::string(name) + "'");
+}
+
 std::string TagKey(std::string_view tag) { return "seg/" + std::string(tag); }
 
 std::string EncodeTag(const TagRecord& r) {
@@ -13,6 +34,11 @@ std::string EncodeTag(const TagRecord& r) {
                       {"description", r.description},
                       {"update_time", r.update_time_ms},
                       {"deleted", r.deleted}};
+  if (r.id_mode != IdMode::kPlain) {  // plain records stay as they were before id modes
+    j["id_mode"] = IdModeName(r.id_mode);
+    j["id_key"] = r.id_key;
+    j["id_base"] = r.id_base;
+  }
   return j.dump();
 }
 
@@ -26,6 +52,13 @@ Result<TagRecord> DecodeTag(std::string_view json) {
     r.description = j.value("description", "");
     r.update_time_ms = j.value("update_time", int64_t{0});
     r.deleted = j.value("deleted", false);
+    auto mode = ParseIdMode(j.value("id_mode", "plain"));
+    if (!mode) return std::unexpected(mode.error());
+    r.id_mode = *mode;
+    if (r.id_mode != IdMode::kPlain) {
+      r.id_key = j.at("id_key").get<std::string>();
+      r.id_base = j.at("id_base").get<int64_t>();
+    }
     return r;
   } catch (const std::exception& e) {
     return Fail(Code::kInternal, std::string("corrupt tag record: ") + e.what());

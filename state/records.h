@@ -3,10 +3,18 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 
 namespace kleaf::state {
+
+// How a tag's segment counters become the IDs clients get (allocator/id_format.h): as they are,
+// through a keyed permutation of the positive int63 range, or behind an hour prefix.
+enum class IdMode { kPlain, kObfuscated, kObfuscatedTime };
+// "plain", "obfuscated", "obfuscated_time".
+const char* IdModeName(IdMode mode);
+Result<IdMode> ParseIdMode(std::string_view name);
 
 // One business tag. Invariant: every ID below `max_id` may have been handed out; the next segment
 // of this tag starts at `max_id` or above. `max_id` never decreases, not even across delete.
@@ -17,6 +25,14 @@ struct TagRecord {
   std::string description;
   int64_t update_time_ms = 0;
   bool deleted = false;  // deleted tags keep max_id so a re-created tag continues above it
+  // Set once: a tag's mode only ever leaves kPlain, and then id_key and id_base never change
+  // (deleted tags keep them too), so that no two segments of the tag map to the same ID.
+  IdMode id_mode = IdMode::kPlain;
+  // The permutation's secret, 32 hex digits; empty for kPlain. Never served by an API or logged:
+  // only the state topic, RocksDB, allocator replies and state export files carry it.
+  std::string id_key = {};
+  // max_id when the mode was set: every plain ID of the tag is below it, every permuted one above.
+  int64_t id_base = 0;
 };
 
 // One snowflake worker id in the registry. Invariant (DESIGN.md I3): at most one node holds an

@@ -749,7 +749,7 @@ TEST_F(ApiTest, PutGetListAndDeleteTags) {
   HttpResponse put = Admin("PUT", "/api/v1/tags/order", R"({"step":500,"description":"orders"})");
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(Body(put), json::parse(R"({"tag":"order","max_id":1,"step":500,
-      "description":"orders","update_time":"2023-11-14T22:13:20.000Z"})"));
+      "description":"orders","id_mode":"plain","update_time":"2023-11-14T22:13:20.000Z"})"));
 
   HttpResponse get = Admin("GET", "/api/v1/tags/order");
   ASSERT_EQ(get.status, 200) << get.body;
@@ -772,6 +772,35 @@ TEST_F(ApiTest, PutGetListAndDeleteTags) {
   json after = Body(Admin("GET", "/api/v1/tags"))["tags"];
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0]["tag"], "billing");
+}
+
+TEST_F(ApiTest, ObfuscatedTagsShowTheirModeButNeverTheKey) {
+  HttpResponse put = Admin("PUT", "/api/v1/tags/order", R"({"step":50,"id_mode":"obfuscated"})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Body(put)["id_mode"], "obfuscated");
+  const std::string key = allocator_.Tag("order")->id_key;
+  ASSERT_EQ(key.size(), 32u);
+  HttpResponse ids = Get("/api/v1/segment/order?count=100");
+  ASSERT_EQ(ids.status, 200) << ids.body;
+  int up = 0;
+  int64_t previous = 0;
+  for (const auto& id : Body(ids)["ids"]) {
+    const int64_t v = std::stoll(id.get<std::string>());
+    EXPECT_GT(v, 1);  // above id_base 1
+    up += v > previous;
+    previous = v;
+  }
+  EXPECT_LT(up, 90) << "obfuscated IDs came out in order";
+  for (const std::string target : {"/api/v1/tags", "/api/v1/tags/order", "/db", "/cache"}) {
+    HttpResponse r = Admin("GET", target);
+    EXPECT_EQ(r.status, 200) << target;
+    EXPECT_EQ(r.body.find(key), std::string::npos) << target << " shows the key";
+    EXPECT_EQ(r.body.find("id_key"), std::string::npos) << target;
+  }
+  ExpectError(Admin("PUT", "/api/v1/tags/order", R"({"id_mode":"plain"})"), 409,
+              "failed_precondition");
+  ExpectError(Admin("PUT", "/api/v1/tags/order", R"({"id_mode":"rot13"})"), 400,
+              "invalid_argument");
 }
 
 TEST_F(ApiTest, PutUpdatesOnlyWhatItNames) {

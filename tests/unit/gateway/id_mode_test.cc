@@ -1,0 +1,105 @@
+// A tag's id_mode seen from a gateway: segments carry their tag's format, so a switch from plain
+// to obfuscated on a live tag never hands out one ID twice.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+#include "allocator/local_allocator.h"
+#include "base/clock.h"
+#include "gateway/segment_cache.h"
+#include "state/store.h"
+#include "tests/unit/testing/temp_dir.h"
+
+namespace kleaf::gateway {
+namespace {
+
+constexpr int64_t kNow = 1772366400000;  // 2026-03-01T12:00:00Z
+
+class IdModeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = state::Store::Open(dir_.Sub("state"));
+    ASSERT_TRUE(s) << s.error().message;
+    store_ = std::move(*s);
+    allocator_ = std::make_unique<allocator::LocalAllocator>(*store_, clock_,
+                                                             allocator::LocalAllocatorOptions{});
+    cache_ = std::make_unique<SegmentCache>(*allocator_, clock_, SegmentBuffer::Options{});
+  }
+
+  void Put(std::optional<int64_t> step, std::optional<state::IdMode> mode) {
+    allocator::TagUpdate u;
+    u.step = step;
+    u.id_mode = mode;
+    auto r = allocator_->PutTagNow("order", u);
+    ASSERT_TRUE(r) << r.error().message;
+  }
+
+  // Draws `n` IDs of "order" as the Api does: ranges, then their IDs.
+  std::vector<int64_t> Draw(int64_t n) {
+    auto buffer = cache_->Get("order");
+    auto ranges = buffer->Take(n, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    EXPECT_TRUE(ranges) << ranges.error().message;
+    std::vector<int64_t> ids;
+    if (!ranges) return ids;
+    auto r = buffer->AppendIds(*ranges, ids);
+    EXPECT_TRUE(r) << r.error().message;
+    return ids;
+  }
+
+  testing::TempDir dir_;
+  ManualClock clock_{kNow};
+  std::unique_ptr<state::Store> store_;
+  std::unique_ptr<allocator::LocalAllocator> allocator_;
+  std::unique_ptr<SegmentCache> cache_;
+};
+
+TEST_F(IdModeTest, SwitchingALiveTagToObfuscatedNeverRepeatsAnId) {
+  Put(100, std::nullopt);
+  std::vector<int64_t> plain = Draw(150);  // the buffer now holds a plain segment's rest
+  Put(std::nullopt, state::IdMode::kObfuscated);
+  auto record = store_->GetTag("order");
+  ASSERT_TRUE(record && record->has_value());
+  const int64_t base = (*record)->id_base;
+  std::vector<int64_t> after;
+  for (int i = 0; i < 50; ++i) {
+    auto ids = Draw(97);
+    after.insert(after.end(), ids.begin(), ids.end());
+  }
+  std::unordered_set<int64_t> seen;
+  int permuted = 0;
+  for (int64_t id : plain) {
+    EXPECT_LT(id, base);
+    EXPECT_TRUE(seen.insert(id).second) << id;
+  }
+  for (int64_t id : after) {
+    EXPECT_GT(id, 0);
+    EXPECT_TRUE(seen.insert(id).second) << id << " twice";
+    if (id > base) {
+      ++permuted;
+    } else {
+      EXPECT_LT(id, base);  // the rest of a segment reserved while the tag was plain
+    }
+  }
+  EXPECT_GT(permuted, 4500);
+  // A graceful stop keeps only plain rests: an obfuscated segment's rest is a gap.
+  for (const auto& [tag, ranges] : cache_->Drain()) {
+    for (const auto& r : ranges) EXPECT_EQ(r.format, nullptr);
+  }
+}
+
+TEST_F(IdModeTest, ChangingAnObfuscatedTagsModeIsRefused) {
+  Put(100, state::IdMode::kObfuscatedTime);
+  auto ids = Draw(10);
+  for (int64_t id : ids)
+    EXPECT_EQ(id >> allocator::kTimeCounterBits, (kNow - allocator::kTimePrefixEpochMs) / 3600000);
+  allocator::TagUpdate u;
+  u.id_mode = state::IdMode::kObfuscated;
+  auto r = allocator_->PutTagNow("order", u);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace kleaf::gateway
