@@ -522,8 +522,8 @@ namespace {
 // caller used: 128-bit streams (IdBatch::Is128Bit) give text only, 64-bit streams integers only.
 template <typename T, typename TakeFn>
 ClientResult<std::vector<T>> TakeIds(BatchConsumer::Impl& impl, const std::string& tag,
-                                     IdBatch::Mode mode, int64_t n, milliseconds timeout,
-                                     bool text, TakeFn take) {
+                                     IdBatch::Mode mode, int64_t n, milliseconds timeout, bool text,
+                                     TakeFn take) {
   using Kind = ClientError::Kind;
   if (tag.empty() || n < 1) {
     return std::unexpected(Err(Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
@@ -534,8 +534,8 @@ ClientResult<std::vector<T>> TakeIds(BatchConsumer::Impl& impl, const std::strin
                                stream + " carries 128-bit IDs: take them with NextText/TakeText"));
   }
   if (!Is128Bit(mode) && text) {
-    return std::unexpected(Err(Kind::kInvalidArgument,
-                               stream + " carries 64-bit IDs: take them with Next/Take"));
+    return std::unexpected(
+        Err(Kind::kInvalidArgument, stream + " carries 64-bit IDs: take them with Next/Take"));
   }
   const BatchKey key{tag, mode};
   if (!impl.streams.contains(key)) {
@@ -593,10 +593,11 @@ ClientResult<std::string> BatchConsumer::NextText(const std::string& tag, IdBatc
 ClientResult<std::vector<std::string>> BatchConsumer::TakeText(const std::string& tag,
                                                                IdBatch::Mode mode, int64_t n,
                                                                milliseconds timeout) {
-  return TakeIds<std::string>(*impl_, tag, mode, n, timeout, /*text=*/true,
-                              [this](const BatchKey& key, int64_t k, std::vector<std::string>& out) {
-                                impl_->buffer.TakeText(key, k, out);
-                              });
+  return TakeIds<std::string>(
+      *impl_, tag, mode, n, timeout, /*text=*/true,
+      [this](const BatchKey& key, int64_t k, std::vector<std::string>& out) {
+        impl_->buffer.TakeText(key, k, out);
+      });
 }
 
 ClientResult<IdBatch> BatchConsumer::NextBatch(milliseconds timeout) {

@@ -177,10 +177,9 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
   const bool id128 =
       s.mode == ProducerStream::Mode::kUuid7 || s.mode == ProducerStream::Mode::kUlid;
   if (id128 && s.batch_size > kMaxId128BatchSize) {
-    return std::unexpected(KeyError(at + ".batch_size",
-                                    "must be between 1 and " + std::to_string(kMaxId128BatchSize) +
-                                        " for mode uuid7 or ulid, got " +
-                                        std::to_string(s.batch_size)));
+    return std::unexpected(KeyError(
+        at + ".batch_size", "must be between 1 and " + std::to_string(kMaxId128BatchSize) +
+                                " for mode uuid7 or ulid, got " + std::to_string(s.batch_size)));
   }
   return s;
 }

@@ -7,8 +7,8 @@
 // Issue 17: the C++ example and the Python consumer take uuid7 and ulid streams too.
 #include <gtest/gtest.h>
 
-#include <charconv>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -263,9 +263,9 @@ TEST_F(MixedConsumersTest, CppAndPythonExamplesTakeUuid7AndUlidStreams) {
   std::vector<Run> runs;
   for (std::string mode : {"uuid7", "ulid"}) {
     for (std::string lang : {"cpp", "py"}) {
-      const std::string program =
-          lang == "cpp" ? std::string(KLEAF_EXAMPLES_DIR) + "/batch_consumer_example"
-                        : std::string(KLEAF_PYTHON) + " -u " + KLEAF_PYTHON_CONSUMER;
+      const std::string program = lang == "cpp"
+                                      ? std::string(KLEAF_EXAMPLES_DIR) + "/batch_consumer_example"
+                                      : std::string(KLEAF_PYTHON) + " -u " + KLEAF_PYTHON_CONSUMER;
       e2e::ProcessOptions options;
       options.prefix = {"/bin/sh", "-c",
                         "exec " + program + " " + broker_.bootstrap + " " + ids_topic + " " +
@@ -278,8 +278,8 @@ TEST_F(MixedConsumersTest, CppAndPythonExamplesTakeUuid7AndUlidStreams) {
   std::map<std::string, std::set<std::string>> by_mode;
   for (auto& r : runs) {
     auto status = r.process->WaitExit(seconds(90));
-    EXPECT_TRUE(status.exited && status.code == 0)
-        << r.name << ": " << status.ToString() << "\n" << r.process->Stderr();
+    EXPECT_TRUE(status.exited && status.code == 0) << r.name << ": " << status.ToString() << "\n"
+                                                   << r.process->Stderr();
     const auto lines = PrintedLines(r.process->Stdout());
     EXPECT_EQ(lines.size(), static_cast<size_t>(kCount)) << r.name << "\n" << r.process->Stderr();
     for (const auto& id : lines) {

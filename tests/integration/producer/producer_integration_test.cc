@@ -592,19 +592,19 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
   const int64_t to_ms = e2e::WallClockMs();
 
   // Everything the producer published, read_committed.
-  const auto all = ReadAll(broker_.bootstrap,
-                           StreamTopics(ids_topic, {"ev/uuid7", "ev/ulid", "ev/snowflake"}),
-                           Cluster::kPartitions);
+  const auto all =
+      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"ev/uuid7", "ev/ulid", "ev/snowflake"}),
+              Cluster::kPartitions);
   ExpectNoDuplicates(all);
   const auto layout = snowflake::SnowflakeLayout::Default();
   std::set<std::pair<int64_t, int64_t>> draws;  // (millisecond, counter) of every ID, all kinds
   int64_t draw_count = 0;
   std::array<std::string, 2> files;  // per mode: the IDs, batches in the order of their first ID
   for (size_t m = 0; m < modes.size(); ++m) {
-    const snowflake::Id128Layout id128(
-        modes[m] == IdBatch::Mode::kUuid7 ? snowflake::Id128Kind::kUuid7
-                                          : snowflake::Id128Kind::kUlid,
-        layout);
+    const snowflake::Id128Layout id128(modes[m] == IdBatch::Mode::kUuid7
+                                           ? snowflake::Id128Kind::kUuid7
+                                           : snowflake::Id128Kind::kUlid,
+                                       layout);
     std::vector<const IdBatch*> batches;
     std::set<std::string> published;
     for (const auto& b : all) {
@@ -622,8 +622,9 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
       }
     }
     for (const auto& id : taken[m]) EXPECT_TRUE(published.contains(id)) << id << " never published";
-    std::sort(batches.begin(), batches.end(),
-              [](const IdBatch* a, const IdBatch* b) { return a->texts.front() < b->texts.front(); });
+    std::sort(batches.begin(), batches.end(), [](const IdBatch* a, const IdBatch* b) {
+      return a->texts.front() < b->texts.front();
+    });
     for (const IdBatch* b : batches) {
       for (const auto& text : b->texts) files[m] += text + "\n";
     }
@@ -643,12 +644,11 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
   const std::array<std::filesystem::path, 3> paths{dir / "uuid7.txt", dir / "ulid.txt",
                                                    dir / "check.out"};
   for (size_t m = 0; m < files.size(); ++m) std::ofstream(paths[m]) << files[m];
-  const std::string command = std::string("python3 '") + KLEAF_SOURCE_DIR +
-                              "/tests/e2e/check_uuid7_ulid.py' --uuid7 '" + paths[0].string() +
-                              "' --ulid '" + paths[1].string() + "' --from-ms " +
-                              std::to_string(from_ms) + " --to-ms " + std::to_string(to_ms) +
-                              " --worker " + std::to_string(*worker) + " > '" +
-                              paths[2].string() + "' 2>&1";
+  const std::string command =
+      std::string("python3 '") + KLEAF_SOURCE_DIR + "/tests/e2e/check_uuid7_ulid.py' --uuid7 '" +
+      paths[0].string() + "' --ulid '" + paths[1].string() + "' --from-ms " +
+      std::to_string(from_ms) + " --to-ms " + std::to_string(to_ms) + " --worker " +
+      std::to_string(*worker) + " > '" + paths[2].string() + "' 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream in(paths[2]);
   const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

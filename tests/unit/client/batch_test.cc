@@ -51,7 +51,9 @@ constexpr char kRfcUuid7[] = "017f22e2-79b0-7cc3-98c4-dc0c0c07398f";
 constexpr char kSpecUlid[] = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
 
 TEST(BatchTest, Uuid7AndUlidRoundTripAsCanonicalText) {
-  IdBatch u{"order", IdBatch::Mode::kUuid7, 0, 0, {}, {kRfcUuid7, "0190a1b2-c3d4-7e5f-a012-3456789abcde"}};
+  IdBatch u{"order", IdBatch::Mode::kUuid7,
+            0,       0,
+            {},      {kRfcUuid7, "0190a1b2-c3d4-7e5f-a012-3456789abcde"}};
   std::string json = EncodeBatch(u);
   EXPECT_EQ(json, R"({"ids":["017f22e2-79b0-7cc3-98c4-dc0c0c07398f",)"
                   R"("0190a1b2-c3d4-7e5f-a012-3456789abcde"],"mode":"uuid7","tag":"order"})");
