@@ -44,6 +44,20 @@ bool ShutdownSignalWithin(milliseconds timeout) {
   return ::sigtimedwait(&signals, nullptr, &ts) > 0;
 }
 
+IdBatch::Mode ModeOf(config::ProducerStream::Mode mode) {
+  switch (mode) {
+    case config::ProducerStream::Mode::kSegment:
+      return IdBatch::Mode::kSegment;
+    case config::ProducerStream::Mode::kSnowflake:
+      return IdBatch::Mode::kSnowflake;
+    case config::ProducerStream::Mode::kUuid7:
+      return IdBatch::Mode::kUuid7;
+    case config::ProducerStream::Mode::kUlid:
+      return IdBatch::Mode::kUlid;
+  }
+  return IdBatch::Mode::kSegment;
+}
+
 producer::IdsProducerOptions Options(const config::Config& c, const kafka::Properties& props,
                                      int32_t ids_partitions) {
   producer::IdsProducerOptions o;
@@ -58,11 +72,7 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
   o.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
   o.segment_timeout = milliseconds(c.kafka.request_timeout_ms * (c.kafka.request_attempts + 1));
   for (const auto& s : c.producer.streams) {
-    o.streams.push_back({s.tag,
-                         s.mode == config::ProducerStream::Mode::kSegment
-                             ? IdBatch::Mode::kSegment
-                             : IdBatch::Mode::kSnowflake,
-                         s.batch_size});
+    o.streams.push_back({s.tag, ModeOf(s.mode), s.batch_size});
   }
   if (const char* hook = std::getenv(kCrashHook); hook != nullptr && *hook != '\0') {
     const int64_t crash_round = std::atoll(hook);
@@ -81,7 +91,7 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
 // worker lease, the allocator client.
 struct ProducerNode {
   std::unique_ptr<allocator::KafkaAllocatorClient> client;
-  std::unique_ptr<snowflake::SnowflakeNode> snowflake;  // with a stream in snowflake mode
+  std::unique_ptr<snowflake::SnowflakeNode> snowflake;  // with a snowflake, uuid7 or ulid stream
   std::optional<producer::IdsProducer> producer;
   std::optional<kafka::BrokerProbe> probe;
   std::optional<http::HttpServer> server;  // where http.listen is given
@@ -97,11 +107,12 @@ struct ProducerNode {
   }
 };
 
-// A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake IDs.
+// A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake draws
+// (mode snowflake, uuid7 or ulid: one generator for all three).
 Result<void> StartSnowflake(const config::Config& c, state::Store& store, Clock& clock,
                             ProducerNode& node) {
   for (const auto& s : c.producer.streams) {
-    if (s.mode != config::ProducerStream::Mode::kSnowflake || node.snowflake) continue;
+    if (s.mode == config::ProducerStream::Mode::kSegment || node.snowflake) continue;
     auto started =
         snowflake::SnowflakeNode::Start(c, store, *node.client, /*use_registry=*/true, clock);
     if (!started) return std::unexpected(started.error());

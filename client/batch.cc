@@ -25,16 +25,75 @@ std::expected<int64_t, std::string> ReadId(const Json& j, const char* field) {
   return v;
 }
 
+constexpr std::string_view kCrockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+bool IsCanonicalUuid7(std::string_view t) {
+  if (t.size() != 36) return false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? t[i] != '-' : !IsLowerHex(t[i])) return false;
+  }
+  // The version nibble is 7; the variant's two top bits are 10 (8, 9, a or b).
+  return t[14] == '7' && (t[19] == '8' || t[19] == '9' || t[19] == 'a' || t[19] == 'b');
+}
+
+bool IsCanonicalUlid(std::string_view t) {
+  if (t.size() != 26 || t[0] > '7') return false;  // 26 x 5 bits = 130: the top 2 must be 0
+  for (char c : t) {
+    if (kCrockford.find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int64_t IdBatch::size() const {
-  return mode == Mode::kSegment ? end - start : static_cast<int64_t>(ids.size());
+  if (mode == Mode::kSegment) return end - start;
+  if (Is128Bit(mode)) return static_cast<int64_t>(texts.size());
+  return static_cast<int64_t>(ids.size());
 }
 
 int64_t IdBatch::at(int64_t i) const { return mode == Mode::kSegment ? start + i : ids[i]; }
 
+std::string IdBatch::text_at(int64_t i) const {
+  return Is128Bit(mode) ? texts[i] : std::to_string(at(i));
+}
+
 std::string_view ModeName(IdBatch::Mode mode) {
-  return mode == IdBatch::Mode::kSegment ? "segment" : "snowflake";
+  switch (mode) {
+    case IdBatch::Mode::kSegment:
+      return "segment";
+    case IdBatch::Mode::kSnowflake:
+      return "snowflake";
+    case IdBatch::Mode::kUuid7:
+      return "uuid7";
+    case IdBatch::Mode::kUlid:
+      return "ulid";
+  }
+  return "segment";
+}
+
+bool ParseMode(std::string_view name, IdBatch::Mode& mode) {
+  for (auto m : {IdBatch::Mode::kSegment, IdBatch::Mode::kSnowflake, IdBatch::Mode::kUuid7,
+                 IdBatch::Mode::kUlid}) {
+    if (name == ModeName(m)) {
+      mode = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Is128Bit(IdBatch::Mode mode) {
+  return mode == IdBatch::Mode::kUuid7 || mode == IdBatch::Mode::kUlid;
+}
+
+bool IsCanonical128(IdBatch::Mode mode, std::string_view text) {
+  if (mode == IdBatch::Mode::kUuid7) return IsCanonicalUuid7(text);
+  if (mode == IdBatch::Mode::kUlid) return IsCanonicalUlid(text);
+  return false;
 }
 
 std::string StreamTopic(std::string_view ids_topic, std::string_view tag, IdBatch::Mode mode) {
@@ -59,6 +118,8 @@ std::string EncodeBatch(const IdBatch& batch) {
   if (batch.mode == IdBatch::Mode::kSegment) {
     j["start"] = std::to_string(batch.start);
     j["end"] = std::to_string(batch.end);
+  } else if (Is128Bit(batch.mode)) {
+    j["ids"] = batch.texts;
   } else {
     Json ids = Json::array();
     for (int64_t id : batch.ids) ids.push_back(std::to_string(id));
@@ -78,9 +139,15 @@ std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
   b.tag = tag->get<std::string>();
   auto mode = j.find("mode");
   if (mode == j.end() || !mode->is_string()) return std::unexpected("mode: missing");
-  if (*mode == "segment") {
-    b.mode = IdBatch::Mode::kSegment;
-    if (!j.contains("start") || !j.contains("end")) return std::unexpected("segment: start and end required");
+  const std::string& mode_name = mode->get_ref<const std::string&>();
+  if (!ParseMode(mode_name, b.mode)) {
+    return std::unexpected("mode: unknown \"" + mode_name +
+                           "\" (segment, snowflake, uuid7 or ulid)");
+  }
+  if (b.mode == IdBatch::Mode::kSegment) {
+    if (!j.contains("start") || !j.contains("end")) {
+      return std::unexpected("segment: start and end required");
+    }
     auto start = ReadId(j["start"], "start");
     if (!start) return std::unexpected(start.error());
     auto end = ReadId(j["end"], "end");
@@ -88,20 +155,27 @@ std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
     if (*end <= *start) return std::unexpected("segment: end must be greater than start");
     b.start = *start;
     b.end = *end;
-  } else if (*mode == "snowflake") {
-    b.mode = IdBatch::Mode::kSnowflake;
-    auto ids = j.find("ids");
-    if (ids == j.end() || !ids->is_array() || ids->empty()) {
-      return std::unexpected("ids: missing or not a non-empty array");
-    }
-    b.ids.reserve(ids->size());
+    return b;
+  }
+  auto ids = j.find("ids");
+  if (ids == j.end() || !ids->is_array() || ids->empty()) {
+    return std::unexpected("ids: missing or not a non-empty array");
+  }
+  if (Is128Bit(b.mode)) {
+    b.texts.reserve(ids->size());
     for (const auto& id : *ids) {
-      auto v = ReadId(id, "ids");
-      if (!v) return std::unexpected(v.error());
-      b.ids.push_back(*v);
+      if (!id.is_string() || !IsCanonical128(b.mode, id.get_ref<const std::string&>())) {
+        return std::unexpected("ids: not a canonical " + mode_name + ": " + id.dump());
+      }
+      b.texts.push_back(id.get<std::string>());
     }
-  } else {
-    return std::unexpected("mode: unknown \"" + mode->get<std::string>() + "\" (segment or snowflake)");
+    return b;
+  }
+  b.ids.reserve(ids->size());
+  for (const auto& id : *ids) {
+    auto v = ReadId(id, "ids");
+    if (!v) return std::unexpected(v.error());
+    b.ids.push_back(*v);
   }
   return b;
 }

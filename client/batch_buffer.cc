@@ -28,7 +28,8 @@ std::optional<int64_t> BatchBuffer::Next(const BatchKey& key) {
   return id;
 }
 
-int64_t BatchBuffer::Take(const BatchKey& key, int64_t n, std::vector<int64_t>& out) {
+template <typename Append>
+int64_t BatchBuffer::TakeWith(const BatchKey& key, int64_t n, Append append) {
   active_.insert(key);
   int64_t taken = 0;
   while (taken < n) {
@@ -36,12 +37,20 @@ int64_t BatchBuffer::Take(const BatchKey& key, int64_t n, std::vector<int64_t>& 
     if (it == batches_.end()) break;
     Entry& e = it->second.front();
     int64_t k = std::min(n - taken, e.batch.size() - e.used);
-    for (int64_t i = 0; i < k; ++i) out.push_back(e.batch.at(e.used + i));
+    for (int64_t i = 0; i < k; ++i) append(e.batch, e.used + i);
     e.used += k;
     taken += k;
     if (e.used == e.batch.size()) PopFront(it->second, key);
   }
   return taken;
+}
+
+int64_t BatchBuffer::Take(const BatchKey& key, int64_t n, std::vector<int64_t>& out) {
+  return TakeWith(key, n, [&out](const IdBatch& b, int64_t i) { out.push_back(b.at(i)); });
+}
+
+int64_t BatchBuffer::TakeText(const BatchKey& key, int64_t n, std::vector<std::string>& out) {
+  return TakeWith(key, n, [&out](const IdBatch& b, int64_t i) { out.push_back(b.text_at(i)); });
 }
 
 std::optional<IdBatch> BatchBuffer::TakeBatch() {
@@ -57,6 +66,8 @@ std::optional<IdBatch> BatchBuffer::TakeBatch() {
   if (e.used > 0) {
     if (rest.mode == IdBatch::Mode::kSegment) {
       rest.start += e.used;
+    } else if (Is128Bit(rest.mode)) {
+      rest.texts.erase(rest.texts.begin(), rest.texts.begin() + e.used);
     } else {
       rest.ids.erase(rest.ids.begin(), rest.ids.begin() + e.used);
     }

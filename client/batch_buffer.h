@@ -36,7 +36,9 @@ class BatchBuffer {
   // The next ID of `key`, if one is buffered. Marks the key active (it gets prefetched).
   std::optional<int64_t> Next(const BatchKey& key);
   // Up to `n` IDs of `key`, appended to `out`; how many were appended. Marks the key active.
+  // Take: a 64-bit key's IDs; TakeText: any key's IDs as text (IdBatch::text_at).
   int64_t Take(const BatchKey& key, int64_t n, std::vector<int64_t>& out);
+  int64_t TakeText(const BatchKey& key, int64_t n, std::vector<std::string>& out);
   // The rest of the oldest claimed batch, any key. Marks generic use (prefetched too).
   std::optional<IdBatch> TakeBatch();
 
@@ -66,6 +68,9 @@ class BatchBuffer {
     int64_t used = 0;  // IDs of `batch` already handed out
   };
   void PopFront(std::deque<Entry>& q, const BatchKey& key);
+  // Take and TakeText: `append(batch, i)` hands out ID i of a batch.
+  template <typename Append>
+  int64_t TakeWith(const BatchKey& key, int64_t n, Append append);
 
   Limits limits_;
   std::map<BatchKey, std::deque<Entry>> batches_;

@@ -515,6 +515,59 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   return std::unique_ptr<BatchConsumer>(new BatchConsumer(std::move(impl)));
 }
 
+namespace {
+
+// Take and TakeText: `n` IDs of (tag, mode) appended to a vector of T by `take(key, n, out)` (a
+// BatchBuffer method), waiting for batches until the deadline. `text` says which of the two the
+// caller used: 128-bit streams (IdBatch::Is128Bit) give text only, 64-bit streams integers only.
+template <typename T, typename TakeFn>
+ClientResult<std::vector<T>> TakeIds(BatchConsumer::Impl& impl, const std::string& tag,
+                                     IdBatch::Mode mode, int64_t n, milliseconds timeout, bool text,
+                                     TakeFn take) {
+  using Kind = ClientError::Kind;
+  if (tag.empty() || n < 1) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
+  }
+  const std::string stream = tag + "/" + std::string(ModeName(mode));
+  if (Is128Bit(mode) && !text) {
+    return std::unexpected(Err(Kind::kInvalidArgument,
+                               stream + " carries 128-bit IDs: take them with NextText/TakeText"));
+  }
+  if (!Is128Bit(mode) && text) {
+    return std::unexpected(
+        Err(Kind::kInvalidArgument, stream + " carries 64-bit IDs: take them with Next/Take"));
+  }
+  const BatchKey key{tag, mode};
+  if (!impl.streams.contains(key)) {
+    return std::unexpected(Err(Kind::kInvalidArgument,
+                               stream + " is not among the consumer's streams (Options::streams)"));
+  }
+  const auto deadline = DeadlineAfter(timeout);
+  std::vector<T> out;
+  std::unique_lock lock(impl.mu);
+  for (;;) {
+    if (impl.closed) return std::unexpected(Err(Kind::kClosed, "consumer closed"));
+    const int before = impl.buffer.total_batches();
+    take(key, n - static_cast<int64_t>(out.size()), out);
+    if (impl.buffer.total_batches() < before) impl.demand.notify_one();  // room to prefetch
+    if (static_cast<int64_t>(out.size()) == n) return out;
+    impl.buffer.AddWaiter(key, 1);
+    impl.demand.notify_one();
+    bool woke = impl.cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    impl.buffer.AddWaiter(key, -1);
+    if (!woke) {
+      take(key, n - static_cast<int64_t>(out.size()), out);
+      if (!out.empty()) return out;
+      std::string why =
+          impl.stats.last_error.empty() ? "" : " (last error: " + impl.stats.last_error + ")";
+      return std::unexpected(
+          Err(Kind::kTimeout, "no batch of " + stream + " within the deadline" + why));
+    }
+  }
+}
+
+}  // namespace
+
 ClientResult<int64_t> BatchConsumer::Next(const std::string& tag, IdBatch::Mode mode,
                                           milliseconds timeout) {
   auto ids = Take(tag, mode, 1, timeout);
@@ -524,37 +577,27 @@ ClientResult<int64_t> BatchConsumer::Next(const std::string& tag, IdBatch::Mode 
 
 ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, IdBatch::Mode mode,
                                                        int64_t n, milliseconds timeout) {
-  if (tag.empty() || n < 1) {
-    return std::unexpected(Err(ClientError::Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
-  }
-  const BatchKey key{tag, mode};
-  if (!impl_->streams.contains(key)) {
-    return std::unexpected(Err(ClientError::Kind::kInvalidArgument,
-                               tag + "/" + std::string(ModeName(mode)) +
-                                   " is not among the consumer's streams (Options::streams)"));
-  }
-  const auto deadline = DeadlineAfter(timeout);
-  std::vector<int64_t> out;
-  std::unique_lock lock(impl_->mu);
-  for (;;) {
-    if (impl_->closed) return std::unexpected(Err(ClientError::Kind::kClosed, "consumer closed"));
-    const int before = impl_->buffer.total_batches();
-    impl_->buffer.Take(key, n - static_cast<int64_t>(out.size()), out);
-    if (impl_->buffer.total_batches() < before) impl_->demand.notify_one();  // room to prefetch
-    if (static_cast<int64_t>(out.size()) == n) return out;
-    impl_->buffer.AddWaiter(key, 1);
-    impl_->demand.notify_one();
-    bool woke = impl_->cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
-    impl_->buffer.AddWaiter(key, -1);
-    if (!woke) {
-      impl_->buffer.Take(key, n - static_cast<int64_t>(out.size()), out);
-      if (!out.empty()) return out;
-      std::string why = impl_->stats.last_error.empty() ? "" : " (last error: " + impl_->stats.last_error + ")";
-      return std::unexpected(Err(ClientError::Kind::kTimeout,
-                                 "no batch of " + tag + "/" + std::string(ModeName(mode)) +
-                                     " within the deadline" + why));
-    }
-  }
+  return TakeIds<int64_t>(*impl_, tag, mode, n, timeout, /*text=*/false,
+                          [this](const BatchKey& key, int64_t k, std::vector<int64_t>& out) {
+                            impl_->buffer.Take(key, k, out);
+                          });
+}
+
+ClientResult<std::string> BatchConsumer::NextText(const std::string& tag, IdBatch::Mode mode,
+                                                  milliseconds timeout) {
+  auto ids = TakeText(tag, mode, 1, timeout);
+  if (!ids) return std::unexpected(ids.error());
+  return std::move(ids->front());
+}
+
+ClientResult<std::vector<std::string>> BatchConsumer::TakeText(const std::string& tag,
+                                                               IdBatch::Mode mode, int64_t n,
+                                                               milliseconds timeout) {
+  return TakeIds<std::string>(
+      *impl_, tag, mode, n, timeout, /*text=*/true,
+      [this](const BatchKey& key, int64_t k, std::vector<std::string>& out) {
+        impl_->buffer.TakeText(key, k, out);
+      });
 }
 
 ClientResult<IdBatch> BatchConsumer::NextBatch(milliseconds timeout) {

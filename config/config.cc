@@ -149,8 +149,13 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
         s.mode = ProducerStream::Mode::kSegment;
       } else if (v == "snowflake") {
         s.mode = ProducerStream::Mode::kSnowflake;
+      } else if (v == "uuid7") {
+        s.mode = ProducerStream::Mode::kUuid7;
+      } else if (v == "ulid") {
+        s.mode = ProducerStream::Mode::kUlid;
       } else {
-        return std::unexpected(KeyError(k, "expected segment or snowflake, got '" + v + "'"));
+        return std::unexpected(
+            KeyError(k, "expected segment, snowflake, uuid7 or ulid, got '" + v + "'"));
       }
     } else if (name == "batch_size") {
       int64_t b = 0;
@@ -167,6 +172,15 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
     }
   }
   if (!has_tag) return std::unexpected(KeyError(at + ".tag", "required"));
+  // A batch is one Kafka record, and records above 1 MB are refused by default (librdkafka's
+  // message.max.bytes, the broker's): 20000 UUIDv7s take 780 kB of JSON.
+  const bool id128 =
+      s.mode == ProducerStream::Mode::kUuid7 || s.mode == ProducerStream::Mode::kUlid;
+  if (id128 && s.batch_size > kMaxId128BatchSize) {
+    return std::unexpected(KeyError(
+        at + ".batch_size", "must be between 1 and " + std::to_string(kMaxId128BatchSize) +
+                                " for mode uuid7 or ulid, got " + std::to_string(s.batch_size)));
+  }
   return s;
 }
 

@@ -103,11 +103,14 @@ struct Workers {
 
 // `kleaf producer`: keeps ID batches ahead of the consumers on the ids topic.
 struct ProducerStream {
-  enum class Mode { kSegment, kSnowflake };
+  // uuid7 and ulid: 128-bit IDs made of the producer's snowflake draws (snowflake/id128.h).
+  enum class Mode { kSegment, kSnowflake, kUuid7, kUlid };
   std::string tag;
   Mode mode = Mode::kSegment;
-  int64_t batch_size = 1000;  // IDs per batch
+  int64_t batch_size = 1000;  // IDs per batch: 1-100000; 1-kMaxId128BatchSize for uuid7, ulid
 };
+// A uuid7 or ulid batch of this many IDs stays below Kafka's default 1 MB record limit.
+inline constexpr int64_t kMaxId128BatchSize = 20000;
 
 struct Producer {
   std::string topic;           // empty: <kafka.topic_prefix>.ids

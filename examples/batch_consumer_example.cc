@@ -1,6 +1,6 @@
 // Joins a consumer group on the topic of one stream (TAG, MODE) of an ids topic and prints each
 // ID it is handed, one per line.
-// Usage: batch_consumer_example BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake) COUNT
+// Usage: batch_consumer_example BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake|uuid7|ulid) COUNT
 //        [idle_timeout_ms] [librdkafka.property=value ...]
 // COUNT 0 means: until no ID arrives for idle_timeout_ms (default 10000). SIGTERM or SIGINT stops
 // it cleanly: it leaves the group and prints its summary. Exit code 0 when COUNT IDs were printed
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "kleaf/batch_consumer.h"
 
@@ -44,17 +45,16 @@ int Finish(kleaf::BatchConsumer& consumer, long long printed, const char* why, i
 int main(int argc, char** argv) {
   if (argc < 7) {
     std::fprintf(stderr,
-                 "usage: %s BOOTSTRAP TOPIC GROUP TAG segment|snowflake COUNT [idle_timeout_ms]\n",
+                 "usage: %s BOOTSTRAP TOPIC GROUP TAG segment|snowflake|uuid7|ulid COUNT "
+                 "[idle_timeout_ms]\n",
                  argv[0]);
     return 1;
   }
-  const std::string mode_name = argv[5];
-  if (mode_name != "segment" && mode_name != "snowflake") {
-    std::fprintf(stderr, "mode must be segment or snowflake, not %s\n", mode_name.c_str());
+  auto mode = kleaf::IdBatch::Mode::kSegment;
+  if (!kleaf::ParseMode(argv[5], mode)) {
+    std::fprintf(stderr, "mode must be segment, snowflake, uuid7 or ulid, not %s\n", argv[5]);
     return 1;
   }
-  const auto mode = mode_name == "segment" ? kleaf::IdBatch::Mode::kSegment
-                                           : kleaf::IdBatch::Mode::kSnowflake;
   const long long count = std::atoll(argv[6]);
   const std::chrono::milliseconds idle(argc > 7 ? std::atoll(argv[7]) : 10000);
 
@@ -105,17 +105,25 @@ int main(int argc, char** argv) {
   long long printed = 0;
   auto stopped = [] { return stop_signal != 0; };
   auto stopped_by = [] { return stop_signal == SIGTERM ? "SIGTERM" : "SIGINT"; };
+  // The next ID as text: 64-bit streams through Next (in decimal), 128-bit ones (uuid7, ulid)
+  // through NextText (canonical text); each refuses the other kind of stream.
+  auto next = [&](std::chrono::milliseconds timeout) -> kleaf::ClientResult<std::string> {
+    if (kleaf::Is128Bit(mode)) return (*consumer)->NextText(argv[4], mode, timeout);
+    auto id = (*consumer)->Next(argv[4], mode, timeout);
+    if (!id) return std::unexpected(std::move(id.error()));
+    return std::to_string(*id);
+  };
   while (count == 0 || printed < count) {
     auto waited = std::chrono::milliseconds(0);
-    auto id = (*consumer)->Next(argv[4], mode, step);
+    auto id = next(step);
     for (waited += step; !id && id.error().kind == kleaf::ClientError::Kind::kTimeout &&
                          waited < idle && !stopped();
          waited += step) {
       report();
-      id = (*consumer)->Next(argv[4], mode, step);
+      id = next(step);
     }
     if (id) {
-      std::printf("%lld\n", static_cast<long long>(*id));
+      std::printf("%s\n", id->c_str());
       std::fflush(stdout);
       ++printed;
       report();

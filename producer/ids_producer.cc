@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/await.h"
+#include "snowflake/id128.h"
 
 namespace kleaf::producer {
 namespace {
@@ -168,6 +169,23 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
     }
     return batch;
   }
+  if (Is128Bit(s.spec.mode)) {
+    // The same draws and layout as the gateway's /api/v1/uuid7 and /api/v1/ulid routes: each ID
+    // is a snowflake draw of this node's leased worker id plus random bits (snowflake/id128.h),
+    // so the registry's guarantee (I3) covers them, and one sequence serves every kind.
+    if (generator_ == nullptr) return Fail(Code::kInternal, "no snowflake generator");
+    const snowflake::Id128Layout layout(s.spec.mode == IdBatch::Mode::kUuid7
+                                            ? snowflake::Id128Kind::kUuid7
+                                            : snowflake::Id128Kind::kUlid,
+                                        generator_->layout());
+    std::vector<snowflake::Id128> ids;
+    if (auto r = snowflake::NextId128Batch(*generator_, layout, s.spec.batch_size, ids); !r) {
+      return std::unexpected(r.error());
+    }
+    batch.texts.reserve(ids.size());
+    for (const auto& id : ids) batch.texts.push_back(layout.Format(id));
+    return batch;
+  }
   if (s.ranges.empty()) {
     // A segment arriving after the timeout is dropped (a gap, never reused).
     auto segment = Await<allocator::Segment>(
@@ -235,10 +253,10 @@ std::expected<void, kafka::TxnEnd> IdsProducer::SendBatches(const std::vector<in
         auto batch = NextBatch(s, wanted);
         if (!batch) {
           // e.g. the allocators are unreachable or the lease is in doubt: the other streams go on.
-          if (s.spec.mode == IdBatch::Mode::kSnowflake) {
+          if (s.spec.mode != IdBatch::Mode::kSegment) {
             const bool lease = batch.error().message.find("lease") != std::string::npos;
-            spdlog::warn("[producer] {}no snowflake batch of {}: {}", lease ? "lease lost: " : "",
-                         s.spec.tag, batch.error().message);
+            spdlog::warn("[producer] {}no {} batch of {}: {}", lease ? "lease lost: " : "",
+                         ModeName(s.spec.mode), s.spec.tag, batch.error().message);
           } else {
             spdlog::warn("[producer] no segment batch of {}: {}", s.spec.tag,
                          batch.error().message);

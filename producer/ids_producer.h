@@ -53,13 +53,14 @@ struct IdsProducerOptions {
 
 // Owned by the process wiring. Init and RunRound run on the caller's thread until Start; then
 // one round thread runs them every check_interval until Stop. The allocator (segments) and the
-// generator (snowflake; may be null without snowflake streams) must outlive it.
+// generator (snowflake, uuid7, ulid; may be null without such streams) must outlive it.
 //
 // Guarantees: a batch is published at most once, across restarts and kill -9:
 // - segment batches are pieces of segments the allocators handed to this node only (I1); a
 //   piece is sent once and dropped whatever the outcome (an aborted piece is a gap);
 // - snowflake batches come from the generator of a leased worker id, whose timestamps lie after
-//   the lease's not_before and this node's durable mark (I3), so no run repeats an ID;
+//   the lease's not_before and this node's durable mark (I3), so no run repeats an ID; uuid7 and
+//   ulid batches are made of draws of the same generator (snowflake/id128.h), so the same holds;
 // - each round is one transaction of transactional.id "<prefix>.producer.<node.id>"; Init fences
 //   any older run of this node and aborts its open transaction, and read_committed consumers never
 //   see the batches of an aborted (or never committed) transaction.

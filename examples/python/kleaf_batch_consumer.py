@@ -3,7 +3,7 @@
 docs/ids-topic.md step by step: it joins a consumer group on the topic of one stream (TAG, MODE)
 of an ids topic and prints each ID it is handed, one per line.
 
-Usage: kleaf_batch_consumer.py BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake) COUNT
+Usage: kleaf_batch_consumer.py BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake|uuid7|ulid) COUNT
        [idle_timeout_ms] [librdkafka.property=value ...]
 
 The same command line as examples/batch_consumer_example (C++). COUNT 0 means: until no ID arrives
@@ -20,10 +20,12 @@ import json
 import signal
 import sys
 import time
+import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-MODES = ("segment", "snowflake")
+MODES = ("segment", "snowflake", "uuid7", "ulid")
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 # Defaults for fast failover and the contract's musts (docs/ids-topic.md). The musts cannot be
 # overridden; the rest can, with property=value arguments.
@@ -74,6 +76,23 @@ def parse_id(value):
     return n if 0 <= n < 2**63 else None
 
 
+def parse_text_id(value, mode):
+    """A 128-bit ID in its canonical text (docs/ids-topic.md): a UUIDv7 in lowercase
+    8-4-4-4-12 hex with version 7 and the RFC 9562 variant, or a ULID in 26 uppercase Crockford
+    base32 characters, the first at most '7'. The text itself, or None."""
+    if not isinstance(value, str):
+        return None
+    if mode == "uuid7":
+        try:
+            parsed = uuid.UUID(value)
+        except ValueError:
+            return None
+        ok = str(parsed) == value and parsed.version == 7 and parsed.variant == uuid.RFC_4122
+        return value if ok else None
+    ok = len(value) == 26 and value[0] <= "7" and all(c in CROCKFORD for c in value)
+    return value if ok else None
+
+
 def parse_batch(key, value, tag, mode):
     """The IDs of a record of stream (tag, mode) in issue order (a range or a list), or None when
     the record is malformed (docs/ids-topic.md, "Checks a consumer must make")."""
@@ -95,7 +114,10 @@ def parse_batch(key, value, tag, mode):
     ids = batch.get("ids")
     if not isinstance(ids, list) or not ids:
         return None
-    parsed = [parse_id(i) for i in ids]
+    if mode in ("uuid7", "ulid"):
+        parsed = [parse_text_id(i, mode) for i in ids]
+    else:
+        parsed = [parse_id(i) for i in ids]
     return None if any(i is None for i in parsed) else parsed
 
 
@@ -154,13 +176,14 @@ class Member:
 def main(argv):
     if len(argv) < 7:
         sys.stderr.write(
-            "usage: %s BOOTSTRAP TOPIC GROUP TAG segment|snowflake COUNT [idle_timeout_ms] "
+            "usage: %s BOOTSTRAP TOPIC GROUP TAG segment|snowflake|uuid7|ulid COUNT "
+            "[idle_timeout_ms] "
             "[property=value ...]\n" % argv[0]
         )
         return 1
     bootstrap, ids_topic, group, tag, mode = argv[1:6]
     if mode not in MODES:
-        sys.stderr.write("mode must be segment or snowflake, not %s\n" % mode)
+        sys.stderr.write("mode must be segment, snowflake, uuid7 or ulid, not %s\n" % mode)
         return 1
     try:
         count = int(argv[6])
@@ -240,7 +263,7 @@ def main(argv):
         stats["claimed"] += 1
         # Claimed: the IDs are ours. Those not printed (COUNT reached) are a gap.
         take = ids if count == 0 else ids[: count - printed]
-        sys.stdout.write("".join("%d\n" % i for i in take))
+        sys.stdout.write("".join("%s\n" % i for i in take))
         sys.stdout.flush()
         printed += len(take)
         last_id_at = time.monotonic()

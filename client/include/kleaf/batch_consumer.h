@@ -133,13 +133,23 @@ class BatchConsumer {
   BatchConsumer& operator=(const BatchConsumer&) = delete;
 
   // The next ID of (tag, mode), waiting up to `timeout` for a batch of that key.
+  // 64-bit streams (segment, snowflake) only; a uuid7 or ulid stream is refused
+  // (kInvalidArgument, naming NextText/TakeText).
   KLEAF_CLIENT_API ClientResult<int64_t> Next(const std::string& tag, IdBatch::Mode mode,
                                               std::chrono::milliseconds timeout);
   // `n` IDs of (tag, mode); if the deadline passes first, the ones gathered so far (at least
-  // one), else kTimeout.
+  // one), else kTimeout. 64-bit streams only, as Next.
   KLEAF_CLIENT_API ClientResult<std::vector<int64_t>> Take(const std::string& tag,
                                                            IdBatch::Mode mode, int64_t n,
                                                            std::chrono::milliseconds timeout);
+  // Next and Take for the 128-bit streams (IdBatch::Mode::kUuid7, kUlid): the IDs in canonical
+  // text (a UUIDv7 in lowercase 8-4-4-4-12 hex, a ULID in 26 uppercase Crockford base32
+  // characters), in batch order. A segment or snowflake stream is refused (kInvalidArgument,
+  // naming Next/Take).
+  KLEAF_CLIENT_API ClientResult<std::string> NextText(const std::string& tag, IdBatch::Mode mode,
+                                                      std::chrono::milliseconds timeout);
+  KLEAF_CLIENT_API ClientResult<std::vector<std::string>> TakeText(
+      const std::string& tag, IdBatch::Mode mode, int64_t n, std::chrono::milliseconds timeout);
   // The next claimed batch of any of the streams (the unused rest of it), for generic consumers.
   KLEAF_CLIENT_API ClientResult<IdBatch> NextBatch(std::chrono::milliseconds timeout);
 

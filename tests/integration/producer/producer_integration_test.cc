@@ -1,12 +1,16 @@
 // `kleaf producer` against the real broker: top-up follows the consumer group's commits, a kill -9
 // (mid-round and between rounds) never duplicates a batch or an ID, snowflake batches carry the
-// leased worker id, and config errors name the key.
+// leased worker id, uuid7 and ulid batches are read right by an independent parser, and config
+// errors name the key.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +23,8 @@
 #include "kafka/client.h"
 #include "kleaf/batch.h"
 #include "kleaf/batch_consumer.h"
+#include "snowflake/id128.h"
+#include "snowflake/snowflake.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/kleaf_process.h"
 #include "tests/integration/cluster_env.h"
@@ -52,9 +58,9 @@ std::vector<std::string> StreamTopics(const std::string& ids_topic,
   std::vector<std::string> topics;
   for (const auto& s : streams) {
     const auto slash = s.find('/');
-    topics.push_back(StreamTopic(
-        ids_topic, s.substr(0, slash),
-        s.substr(slash + 1) == "segment" ? IdBatch::Mode::kSegment : IdBatch::Mode::kSnowflake));
+    IdBatch::Mode mode = IdBatch::Mode::kSegment;
+    EXPECT_TRUE(ParseMode(s.substr(slash + 1), mode)) << s;
+    topics.push_back(StreamTopic(ids_topic, s.substr(0, slash), mode));
   }
   return topics;
 }
@@ -492,6 +498,164 @@ TEST_F(ProducerTest, KillNineMidRoundAndBetweenRoundsNeverDuplicates) {
   }
   producer.process().Terminate();
   EXPECT_TRUE(producer.process().WaitExit(seconds(20)).exited);
+}
+
+// Issue 17: uuid7 and ulid streams beside a snowflake stream of the same tag. Two BatchConsumers of
+// the group take them as text (and are refused the wrong accessor); every ID is unique and was
+// published; Python's `uuid` module and a Crockford decoder (tests/e2e/check_uuid7_ulid.py) read
+// every published ID: version 7 and the RFC 9562 variant, the producer's worker id, timestamps
+// within the test's run, and one increasing sequence per stream (batches in the order their first
+// IDs sort are disjoint and increasing inside). The three kinds are drawn from one snowflake
+// generator: no (millisecond, counter) pair is used twice among them.
+TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentParser) {
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3 is not installed (scripts/install-deps.sh --test installs it)";
+  }
+  const int64_t from_ms = e2e::WallClockMs();
+  Cluster cluster(broker_, "producer-id128", {{"segment.auto_create", "true"}});
+  ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
+  constexpr int kAhead = 2;
+  ProducerNode producer(cluster, "prod-1", kAhead,
+                        "[{tag: ev, mode: uuid7, batch_size: 50}, "
+                        "{tag: ev, mode: ulid, batch_size: 40}, "
+                        "{tag: ev, mode: snowflake, batch_size: 30}]");
+  ASSERT_TRUE(producer.Start().has_value());
+  auto worker = producer.WorkerId();
+  ASSERT_TRUE(worker.has_value()) << producer.Logs();
+  const std::string ids_topic = cluster.prefix() + ".ids";
+
+  BatchConsumer::Options options;
+  options.bootstrap = broker_.bootstrap;
+  options.topic = ids_topic;
+  options.group_id = ids_topic + ".consumers";
+  options.streams = {{"ev", IdBatch::Mode::kUuid7}, {"ev", IdBatch::Mode::kUlid}};
+  auto one = BatchConsumer::Create(options);
+  ASSERT_TRUE(one) << one.error().message;
+  auto two = BatchConsumer::Create(options);
+  ASSERT_TRUE(two) << two.error().message;
+
+  // The wrong accessor is refused at once, naming the right one.
+  auto as_int = (*one)->Next("ev", IdBatch::Mode::kUuid7, seconds(1));
+  ASSERT_FALSE(as_int);
+  EXPECT_EQ(as_int.error().kind, ClientError::Kind::kInvalidArgument);
+  EXPECT_NE(as_int.error().message.find("NextText/TakeText"), std::string::npos)
+      << as_int.error().message;
+  auto as_ints = (*one)->Take("ev", IdBatch::Mode::kUlid, 5, seconds(1));
+  ASSERT_FALSE(as_ints);
+  EXPECT_EQ(as_ints.error().kind, ClientError::Kind::kInvalidArgument);
+  auto as_text = (*one)->NextText("ev", IdBatch::Mode::kSnowflake, seconds(1));
+  ASSERT_FALSE(as_text);
+  EXPECT_EQ(as_text.error().kind, ClientError::Kind::kInvalidArgument);
+  EXPECT_NE(as_text.error().message.find("Next/Take"), std::string::npos)
+      << as_text.error().message;
+
+  // Both consumers take both streams until each took more than was ever ahead of one stream
+  // (kAhead x partitions x batch_size), so the producer topped up meanwhile.
+  constexpr int64_t kEach = 600;
+  const std::array<IdBatch::Mode, 2> modes{IdBatch::Mode::kUuid7, IdBatch::Mode::kUlid};
+  std::array<std::set<std::string>, 2> taken;  // per mode, over both consumers
+  std::vector<std::string> twice;
+  std::array<std::array<int64_t, 2>, 2> by{};  // [consumer][mode]
+  const auto deadline = SteadyClock::now() + seconds(90);
+  auto done = [&] {
+    for (const auto& c : by) {
+      for (int64_t n : c) {
+        if (n < kEach) return false;
+      }
+    }
+    return true;
+  };
+  while (!done() && SteadyClock::now() < deadline) {
+    for (int who : {0, 1}) {
+      for (size_t m = 0; m < modes.size(); ++m) {
+        if (by[who][m] >= kEach) continue;
+        auto& c = who == 0 ? *one : *two;
+        auto ids = c->TakeText("ev", modes[m], 100, milliseconds(100));
+        if (!ids) continue;
+        by[who][m] += static_cast<int64_t>(ids->size());
+        for (auto& id : *ids) {
+          EXPECT_TRUE(IsCanonical128(modes[m], id)) << id;
+          if (!taken[m].insert(id).second) twice.push_back(id);
+        }
+      }
+    }
+  }
+  std::cerr << "[id128 streams] uuid7 " << by[0][0] << " + " << by[1][0] << ", ulid " << by[0][1]
+            << " + " << by[1][1] << "\n";
+  EXPECT_TRUE(done()) << (*one)->stats().last_error << " / " << (*two)->stats().last_error;
+  EXPECT_TRUE(twice.empty()) << twice.size() << " IDs handed out twice, e.g. " << twice.front();
+  EXPECT_EQ((*one)->stats().malformed_batches + (*two)->stats().malformed_batches, 0);
+  (*one)->Close();
+  (*two)->Close();
+  producer.process().Terminate();
+  EXPECT_TRUE(producer.process().WaitExit(seconds(20)).exited);
+  const int64_t to_ms = e2e::WallClockMs();
+
+  // Everything the producer published, read_committed.
+  const auto all =
+      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"ev/uuid7", "ev/ulid", "ev/snowflake"}),
+              Cluster::kPartitions);
+  ExpectNoDuplicates(all);
+  const auto layout = snowflake::SnowflakeLayout::Default();
+  std::set<std::pair<int64_t, int64_t>> draws;  // (millisecond, counter) of every ID, all kinds
+  int64_t draw_count = 0;
+  std::array<std::string, 2> files;  // per mode: the IDs, batches in the order of their first ID
+  for (size_t m = 0; m < modes.size(); ++m) {
+    const snowflake::Id128Layout id128(modes[m] == IdBatch::Mode::kUuid7
+                                           ? snowflake::Id128Kind::kUuid7
+                                           : snowflake::Id128Kind::kUlid,
+                                       layout);
+    std::vector<const IdBatch*> batches;
+    std::set<std::string> published;
+    for (const auto& b : all) {
+      if (b.batch.mode != modes[m]) continue;
+      batches.push_back(&b.batch);
+      EXPECT_EQ(b.batch.size(), modes[m] == IdBatch::Mode::kUuid7 ? 50 : 40);
+      for (const auto& text : b.batch.texts) {
+        EXPECT_TRUE(published.insert(text).second) << text << " published twice";
+        auto id = id128.Parse(text);
+        ASSERT_TRUE(id) << text << ": " << id.error().message;
+        auto parts = id128.Split(*id);
+        EXPECT_EQ(parts.worker_id, *worker) << text;
+        draws.insert({parts.timestamp_ms, parts.counter});
+        ++draw_count;
+      }
+    }
+    for (const auto& id : taken[m]) EXPECT_TRUE(published.contains(id)) << id << " never published";
+    std::sort(batches.begin(), batches.end(), [](const IdBatch* a, const IdBatch* b) {
+      return a->texts.front() < b->texts.front();
+    });
+    for (const IdBatch* b : batches) {
+      for (const auto& text : b->texts) files[m] += text + "\n";
+    }
+  }
+  for (const auto& b : all) {
+    if (b.batch.mode != IdBatch::Mode::kSnowflake) continue;
+    for (int64_t id : b.batch.ids) {
+      auto parts = e2e::SplitDefaultSnowflake(id);
+      draws.insert({parts.timestamp_ms, parts.sequence});
+      ++draw_count;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(draws.size()), draw_count)
+      << "two IDs of different kinds came from one snowflake draw";
+
+  const auto dir = cluster.dir();
+  const std::array<std::filesystem::path, 3> paths{dir / "uuid7.txt", dir / "ulid.txt",
+                                                   dir / "check.out"};
+  for (size_t m = 0; m < files.size(); ++m) std::ofstream(paths[m]) << files[m];
+  const std::string command =
+      std::string("python3 '") + KLEAF_SOURCE_DIR + "/tests/e2e/check_uuid7_ulid.py' --uuid7 '" +
+      paths[0].string() + "' --ulid '" + paths[1].string() + "' --from-ms " +
+      std::to_string(from_ms) + " --to-ms " + std::to_string(to_ms) + " --worker " +
+      std::to_string(*worker) + " > '" + paths[2].string() + "' 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream in(paths[2]);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find(" problems"), std::string::npos) << output;
+  EXPECT_NE(output.find(": 0 problems"), std::string::npos) << output;
+  std::cerr << "[id128 streams] " << output;
 }
 
 // Bad producer settings stop startup with the key in the message; no broker needed.

@@ -25,6 +25,14 @@ IdBatch Snowflake(const std::string& tag, std::vector<int64_t> ids) {
   return b;
 }
 
+IdBatch Texts(const std::string& tag, IdBatch::Mode mode, std::vector<std::string> texts) {
+  IdBatch b;
+  b.tag = tag;
+  b.mode = mode;
+  b.texts = std::move(texts);
+  return b;
+}
+
 const BatchKey kA{"a", IdBatch::Mode::kSegment};
 const BatchKey kB{"b", IdBatch::Mode::kSegment};
 
@@ -116,6 +124,29 @@ TEST(BatchBufferTest, AWaiterEvictsTheNewestBatchOfAnUnwantedKeyOnly) {
   EXPECT_FALSE(full.EvictForWaiter());  // only a's batch is left
   full.AddWaiter(kA, -1);
   EXPECT_TRUE(full.WantsMore());  // a has its current batch, none ahead, and there is room
+}
+
+TEST(BatchBufferTest, TextIdsAreHandedOutOnceInBatchOrderAndTheRestKeepsItsPlace) {
+  BatchBuffer buffer({.max_batches = 4, .prefetch_batches = 1});
+  const BatchKey u{"a", IdBatch::Mode::kUuid7};
+  buffer.Add(Texts("a", IdBatch::Mode::kUuid7, {"u1", "u2", "u3"}));
+  buffer.Add(Texts("a", IdBatch::Mode::kUlid, {"L1"}));
+  buffer.Add(Texts("a", IdBatch::Mode::kUuid7, {"u4"}));
+  std::vector<std::string> out;
+  EXPECT_EQ(buffer.TakeText(u, 2, out), 2);
+  EXPECT_EQ(buffer.buffered_ids(u), 2);
+  // The rest of the oldest batch, then the ULID batch: the mode is part of the key.
+  auto rest = buffer.TakeBatch();
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->texts, (std::vector<std::string>{"u3"}));
+  EXPECT_EQ(buffer.TakeText({"a", IdBatch::Mode::kUlid}, 5, out), 1);
+  EXPECT_EQ(buffer.TakeText(u, 5, out), 1);
+  EXPECT_EQ(out, (std::vector<std::string>{"u1", "u2", "L1", "u4"}));
+  EXPECT_EQ(buffer.total_batches(), 0);
+  // 64-bit IDs as text: decimal.
+  buffer.Add(Segment("a", 9, 11));
+  EXPECT_EQ(buffer.TakeText(kA, 5, out), 2);
+  EXPECT_EQ(out.back(), "10");
 }
 
 }  // namespace

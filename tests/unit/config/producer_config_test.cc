@@ -47,6 +47,8 @@ producer:
       mode: snowflake
       batch_size: 7
     - {tag: "user:x"}
+    - {tag: order, mode: uuid7, batch_size: 20000}
+    - {tag: order, mode: ulid}
 )");
   ASSERT_TRUE(c.has_value()) << c.error().message;
   const auto& p = c->producer;
@@ -54,7 +56,7 @@ producer:
   EXPECT_EQ(p.group, "g1");
   EXPECT_EQ(p.batches_ahead, 3);
   EXPECT_EQ(p.check_interval_ms, 50);
-  ASSERT_EQ(p.streams.size(), 3u);
+  ASSERT_EQ(p.streams.size(), 5u);
   EXPECT_EQ(p.streams[0].tag, "order");
   EXPECT_EQ(p.streams[0].mode, ProducerStream::Mode::kSegment);
   EXPECT_EQ(p.streams[0].batch_size, 1000);
@@ -63,6 +65,10 @@ producer:
   EXPECT_EQ(p.streams[2].tag, "user:x");
   EXPECT_EQ(p.streams[2].mode, ProducerStream::Mode::kSegment);  // default
   EXPECT_EQ(p.streams[2].batch_size, 1000);                      // default
+  EXPECT_EQ(p.streams[3].mode, ProducerStream::Mode::kUuid7);
+  EXPECT_EQ(p.streams[3].batch_size, kMaxId128BatchSize);
+  EXPECT_EQ(p.streams[4].mode, ProducerStream::Mode::kUlid);
+  EXPECT_EQ(p.streams[4].batch_size, 1000);
 }
 
 TEST(ProducerConfigTest, ErrorsNameTheKey) {
@@ -75,6 +81,18 @@ TEST(ProducerConfigTest, ErrorsNameTheKey) {
   ExpectKeyError("producer:\n  streams: [order]\n", "producer.streams[0]");
   ExpectKeyError("producer:\n  streams:\n    - {tag: a}\n    - {tag: b, mode: sequence}\n",
                  "producer.streams[1].mode");
+  {
+    auto r = ParseConfig("producer:\n  streams:\n    - {tag: a, mode: uuid}\n");
+    ASSERT_FALSE(r.has_value());
+    EXPECT_THAT(r.error().message, HasSubstr("segment, snowflake, uuid7 or ulid"));
+  }
+  ExpectKeyError("producer:\n  streams:\n    - {tag: a, mode: UUID7}\n",
+                 "producer.streams[0].mode");
+  // A uuid7/ulid batch must fit one Kafka record, whichever key comes first.
+  ExpectKeyError("producer:\n  streams:\n    - {tag: a, mode: uuid7, batch_size: 20001}\n",
+                 "producer.streams[0].batch_size");
+  ExpectKeyError("producer:\n  streams:\n    - {tag: a, batch_size: 50000, mode: ulid}\n",
+                 "producer.streams[0].batch_size");
   ExpectKeyError("producer:\n  streams:\n    - {tag: a, batch_size: 0}\n",
                  "producer.streams[0].batch_size");
   ExpectKeyError("producer:\n  streams:\n    - {tag: a, batch_size: ten}\n",
