@@ -207,8 +207,14 @@ TEST_F(BatchConsumerIntegrationTest, BatchOfAConsumerKilledRightAfterClaimingIsN
     EXPECT_GT(id / kSize, last_batch) << "the new member got ID " << id << " of batch "
                                       << id / kSize << ", which the killed one had claimed";
   }
-  // The killed member claimed its batch and at most a couple prefetched: the rest comes out.
-  EXPECT_GE(static_cast<int64_t>(ids.size()), (kBatches - last_batch - 1 - 3) * kSize);
+  // The killed member lost what it had claimed and not printed: at most a full buffer (one claim
+  // takes the run of fetched batches the buffer has room for when a caller waits, up to
+  // max_buffered_batches, 16 in the example). The rest comes out. The earlier bound of 3 batches
+  // assumed a slow consumer: with a faster Next() on a loaded machine (branch i16-bench) the new
+  // member printed 4,500 IDs where it asked for 4,540.
+  constexpr int64_t kMaxBufferedBatches = 16;
+  EXPECT_GE(static_cast<int64_t>(ids.size()),
+            (kBatches - last_batch - 1 - kMaxBufferedBatches) * kSize);
 }
 
 TEST_F(BatchConsumerIntegrationTest, MemberStoppedPastItsSessionNeverHandsOutWhatTheGroupMovedOn) {

@@ -784,7 +784,8 @@ TEST_F(ApiTest, ObfuscatedTagsShowTheirModeButNeverTheKey) {
   ASSERT_EQ(ids.status, 200) << ids.body;
   int up = 0;
   int64_t previous = 0;
-  for (const auto& id : Body(ids)["ids"]) {
+  const auto body = Body(ids);  // kept: the loop must not run over a destroyed temporary
+  for (const auto& id : body["ids"]) {
     const int64_t v = std::stoll(id.get<std::string>());
     EXPECT_GT(v, 1);  // above id_base 1
     up += v > previous;

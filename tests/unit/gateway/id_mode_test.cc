@@ -82,7 +82,12 @@ TEST_F(IdModeTest, SwitchingALiveTagToObfuscatedNeverRepeatsAnId) {
       EXPECT_LT(id, base);  // the rest of a segment reserved while the tag was plain
     }
   }
-  EXPECT_GT(permuted, 4500);
+  // Every ID below the base was reserved while the tag was plain; those not drawn before the
+  // switch (the buffered rests: how many depends on the preloads' timing) may still come out,
+  // nothing more. The rest of what was drawn after the switch is permuted.
+  const auto plain_left = static_cast<int64_t>(base - 1 - static_cast<int64_t>(plain.size()));
+  EXPECT_GE(permuted, static_cast<int64_t>(after.size()) - plain_left);
+  EXPECT_GT(permuted, 0);
   // A graceful stop keeps only plain rests: an obfuscated segment's rest is a gap.
   for (const auto& [tag, ranges] : cache_->Drain()) {
     for (const auto& r : ranges) EXPECT_EQ(r.format, nullptr);
