@@ -133,6 +133,7 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
   }
   ProducerStream s;
   bool has_tag = false;
+  bool has_batch_size = false;
   std::set<std::string> seen;
   for (const auto& kv : e) {
     const std::string name = kv.first.as<std::string>();
@@ -162,11 +163,16 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
         return std::unexpected(KeyError(k, "must be between 1 and 100000, got " + v));
       }
       s.batch_size = b;
+      has_batch_size = true;
     } else {
       return std::unexpected(KeyError(k, "unknown key"));
     }
   }
   if (!has_tag) return std::unexpected(KeyError(at + ".tag", "required"));
+  if (!has_batch_size) {
+    s.batch_size = s.mode == ProducerStream::Mode::kSnowflake ? kDefaultSnowflakeBatchSize
+                                                              : kDefaultSegmentBatchSize;
+  }
   return s;
 }
 

@@ -99,11 +99,20 @@ struct Workers {
 };
 
 // `kleaf producer`: keeps ID batches ahead of the consumers on the ids topic.
+//
+// A stream's batch_size when the config gives none. A consumer claims batches with one offset
+// commit (a broker round trip) each, so the batch size bounds a consumer's IDs/s; a segment batch
+// is two numbers on the topic whatever its size, so its default is large (docs/benchmarks.md).
+// A snowflake batch lists every ID (about 22 bytes each) and one worker issues at most 4.096 M
+// IDs/s, so it stays smaller.
+inline constexpr int64_t kDefaultSegmentBatchSize = 10000;
+inline constexpr int64_t kDefaultSnowflakeBatchSize = 1000;
+
 struct ProducerStream {
   enum class Mode { kSegment, kSnowflake };
   std::string tag;
   Mode mode = Mode::kSegment;
-  int64_t batch_size = 1000;  // IDs per batch
+  int64_t batch_size = kDefaultSegmentBatchSize;  // IDs per batch; the mode's default if unset
 };
 
 struct Producer {

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "kafka/producer.h"
 #include "kafka/topics.h"
 #include "kleaf/batch.h"
@@ -41,6 +43,27 @@ std::string LoadAverage() {
   std::string one, five, fifteen;
   in >> one >> five >> fifteen;
   return one + " " + five + " " + fifteen;
+}
+
+// CPU seconds this process used so far (all threads: callers and the consumers' fetch threads).
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
+// The machine's busy and total CPU time so far, in clock ticks (/proc/stat's first line).
+std::pair<double, double> MachineTicks() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  in >> cpu;
+  double total = 0, idle = 0, v = 0;
+  for (int i = 0; i < 8 && in >> v; ++i) {
+    total += v;
+    if (i == 3 || i == 4) idle += v;  // idle, iowait
+  }
+  return {total - idle, total};
 }
 
 // IDs one consumer took, as runs of consecutive IDs [start, end): exact checking without
@@ -219,9 +242,16 @@ int main(int argc, char** argv) {
       TakeUntilDone(t, total, per_call, done, go);
     });
   }
+  const double cpu_before = ProcessCpuSeconds();
+  const auto machine_before = MachineTicks();
   const auto start = SteadyClock::now();
   go.store(true, std::memory_order_release);
   for (auto& th : threads) th.join();
+  // Includes up to 100 ms of waiting past the last ID (the takers' last timeout): a bound.
+  const double cpu = ProcessCpuSeconds() - cpu_before;
+  const auto machine_after = MachineTicks();
+  const double machine_busy = (machine_after.first - machine_before.first) /
+                              std::max(1.0, machine_after.second - machine_before.second);
   auto end = start;
   for (const auto& t : takers) end = std::max(end, t.last_id);
   const double secs = std::chrono::duration<double>(end - start).count();
@@ -245,10 +275,12 @@ int main(int argc, char** argv) {
   std::string why;
   const bool exact = ok && ExactlyOnce(takers, total, why);
   std::printf("batch consumers: %d, %lld IDs in %d batches of %lld, prefetch %d, %lld per call: "
-              "%.3f s, %.2f M IDs/s in total, %.0f batches/s, load %s -> %s, IDs %s%s\n",
+              "%.3f s, %.2f M IDs/s in total, %.0f batches/s, load %s -> %s, IDs %s%s\n"
+              "  CPU: this process %.2f s (%.0f ns per ID), the machine %.0f %% busy\n",
               n, static_cast<long long>(total), batches, static_cast<long long>(size), prefetch,
               static_cast<long long>(per_call), secs, static_cast<double>(total) / secs / 1e6,
               batches / secs, load_before.c_str(), LoadAverage().c_str(),
-              exact ? "exact" : "WRONG: ", why.c_str());
+              exact ? "exact" : "WRONG: ", why.c_str(), cpu, cpu / static_cast<double>(total) * 1e9,
+              100.0 * machine_busy);
   return exact ? 0 : 1;
 }

@@ -47,6 +47,7 @@ producer:
       mode: snowflake
       batch_size: 7
     - {tag: "user:x"}
+    - {tag: "user:x", mode: snowflake}
 )");
   ASSERT_TRUE(c.has_value()) << c.error().message;
   const auto& p = c->producer;
@@ -54,7 +55,7 @@ producer:
   EXPECT_EQ(p.group, "g1");
   EXPECT_EQ(p.batches_ahead, 3);
   EXPECT_EQ(p.check_interval_ms, 50);
-  ASSERT_EQ(p.streams.size(), 3u);
+  ASSERT_EQ(p.streams.size(), 4u);
   EXPECT_EQ(p.streams[0].tag, "order");
   EXPECT_EQ(p.streams[0].mode, ProducerStream::Mode::kSegment);
   EXPECT_EQ(p.streams[0].batch_size, 1000);
@@ -62,7 +63,8 @@ producer:
   EXPECT_EQ(p.streams[1].batch_size, 7);
   EXPECT_EQ(p.streams[2].tag, "user:x");
   EXPECT_EQ(p.streams[2].mode, ProducerStream::Mode::kSegment);  // default
-  EXPECT_EQ(p.streams[2].batch_size, 1000);                      // default
+  EXPECT_EQ(p.streams[2].batch_size, 10000);                     // default for segments
+  EXPECT_EQ(p.streams[3].batch_size, 1000);                      // default for snowflakes
 }
 
 TEST(ProducerConfigTest, ErrorsNameTheKey) {
