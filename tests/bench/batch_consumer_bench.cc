@@ -9,6 +9,8 @@
 //                              [consumers=1] [ids_per_call=1]
 //
 // ids_per_call 1 takes IDs with Next(), one at a time; more takes them with Take(n).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,8 +22,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sys/resource.h>
 
 #include "kafka/producer.h"
 #include "kafka/topics.h"
@@ -177,7 +177,8 @@ int main(int argc, char** argv) {
   const int n = argc > 5 ? std::atoi(argv[5]) : 1;
   const int64_t per_call = argc > 6 ? std::atoll(argv[6]) : 1;
   if (batches < 1 || size < 1 || prefetch < 0 || n < 1 || n > kPartitions || per_call < 1) {
-    std::fprintf(stderr, "batches, batch_size, consumers (<= %d), ids_per_call >= 1\n", kPartitions);
+    std::fprintf(stderr, "batches, batch_size, consumers (<= %d), ids_per_call >= 1\n",
+                 kPartitions);
     return 2;
   }
   const std::string topic = "bench" + std::to_string(std::random_device{}()) + ".ids";
@@ -238,9 +239,8 @@ int main(int argc, char** argv) {
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
   for (auto& t : takers) {
-    threads.emplace_back([&t, total, per_call, &done, &go] {
-      TakeUntilDone(t, total, per_call, done, go);
-    });
+    threads.emplace_back(
+        [&t, total, per_call, &done, &go] { TakeUntilDone(t, total, per_call, done, go); });
   }
   const double cpu_before = ProcessCpuSeconds();
   const auto machine_before = MachineTicks();
@@ -260,27 +260,27 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < takers.size(); ++i) {
     const auto& t = takers[i];
     const auto stats = t.consumer->stats();
-    std::printf("  consumer %zu: %lld IDs (%.1f %%), %.2f M IDs/s, partitions %d, claimed %lld, "
-                "commit failures %lld, rebalances %lld, stale %lld, released %lld%s%s\n",
-                i, static_cast<long long>(t.taken), 100.0 * static_cast<double>(t.taken) / total,
-                static_cast<double>(t.taken) / secs / 1e6, stats.assigned_partitions,
-                static_cast<long long>(stats.claimed_batches),
-                static_cast<long long>(stats.commit_failures),
-                static_cast<long long>(stats.rebalances),
-                static_cast<long long>(stats.stale_batches),
-                static_cast<long long>(stats.released_batches), t.error.empty() ? "" : ", error: ",
-                t.error.c_str());
+    std::printf(
+        "  consumer %zu: %lld IDs (%.1f %%), %.2f M IDs/s, partitions %d, claimed %lld, "
+        "commit failures %lld, rebalances %lld, stale %lld, released %lld%s%s\n",
+        i, static_cast<long long>(t.taken), 100.0 * static_cast<double>(t.taken) / total,
+        static_cast<double>(t.taken) / secs / 1e6, stats.assigned_partitions,
+        static_cast<long long>(stats.claimed_batches),
+        static_cast<long long>(stats.commit_failures), static_cast<long long>(stats.rebalances),
+        static_cast<long long>(stats.stale_batches), static_cast<long long>(stats.released_batches),
+        t.error.empty() ? "" : ", error: ", t.error.c_str());
     ok = ok && t.error.empty();
   }
   std::string why;
   const bool exact = ok && ExactlyOnce(takers, total, why);
-  std::printf("batch consumers: %d, %lld IDs in %d batches of %lld, prefetch %d, %lld per call: "
-              "%.3f s, %.2f M IDs/s in total, %.0f batches/s, load %s -> %s, IDs %s%s\n"
-              "  CPU: this process %.2f s (%.0f ns per ID), the machine %.0f %% busy\n",
-              n, static_cast<long long>(total), batches, static_cast<long long>(size), prefetch,
-              static_cast<long long>(per_call), secs, static_cast<double>(total) / secs / 1e6,
-              batches / secs, load_before.c_str(), LoadAverage().c_str(),
-              exact ? "exact" : "WRONG: ", why.c_str(), cpu, cpu / static_cast<double>(total) * 1e9,
-              100.0 * machine_busy);
+  std::printf(
+      "batch consumers: %d, %lld IDs in %d batches of %lld, prefetch %d, %lld per call: "
+      "%.3f s, %.2f M IDs/s in total, %.0f batches/s, load %s -> %s, IDs %s%s\n"
+      "  CPU: this process %.2f s (%.0f ns per ID), the machine %.0f %% busy\n",
+      n, static_cast<long long>(total), batches, static_cast<long long>(size), prefetch,
+      static_cast<long long>(per_call), secs, static_cast<double>(total) / secs / 1e6,
+      batches / secs, load_before.c_str(), LoadAverage().c_str(),
+      exact ? "exact" : "WRONG: ", why.c_str(), cpu, cpu / static_cast<double>(total) * 1e9,
+      100.0 * machine_busy);
   return exact ? 0 : 1;
 }
