@@ -133,6 +133,7 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
   }
   ProducerStream s;
   bool has_tag = false;
+  bool has_batch_size = false;
   std::set<std::string> seen;
   for (const auto& kv : e) {
     const std::string name = kv.first.as<std::string>();
@@ -167,6 +168,7 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
         return std::unexpected(KeyError(k, "must be between 1 and 100000, got " + v));
       }
       s.batch_size = b;
+      has_batch_size = true;
     } else {
       return std::unexpected(KeyError(k, "unknown key"));
     }
@@ -180,6 +182,10 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
     return std::unexpected(KeyError(
         at + ".batch_size", "must be between 1 and " + std::to_string(kMaxId128BatchSize) +
                                 " for mode uuid7 or ulid, got " + std::to_string(s.batch_size)));
+  }
+  if (!has_batch_size) {
+    s.batch_size = s.mode == ProducerStream::Mode::kSegment ? kDefaultSegmentBatchSize
+                                                            : kDefaultListBatchSize;
   }
   return s;
 }

@@ -102,12 +102,21 @@ struct Workers {
 };
 
 // `kleaf producer`: keeps ID batches ahead of the consumers on the ids topic.
+//
+// A stream's batch_size when the config gives none. A consumer claims batches with one offset
+// commit (a broker round trip) each, so the batch size bounds a consumer's IDs/s; a segment batch
+// is two numbers on the topic whatever its size, so its default is large (docs/benchmarks.md).
+// A snowflake, uuid7 or ulid batch lists every ID (22 to 39 bytes each) and one worker issues at
+// most 4.096 M IDs/s, so it stays smaller.
+inline constexpr int64_t kDefaultSegmentBatchSize = 10000;
+inline constexpr int64_t kDefaultListBatchSize = 1000;
+
 struct ProducerStream {
   // uuid7 and ulid: 128-bit IDs made of the producer's snowflake draws (snowflake/id128.h).
   enum class Mode { kSegment, kSnowflake, kUuid7, kUlid };
   std::string tag;
   Mode mode = Mode::kSegment;
-  int64_t batch_size = 1000;  // IDs per batch: 1-100000; 1-kMaxId128BatchSize for uuid7, ulid
+  int64_t batch_size = kDefaultSegmentBatchSize;  // IDs per batch; the mode's default if unset
 };
 // A uuid7 or ulid batch of this many IDs stays below Kafka's default 1 MB record limit.
 inline constexpr int64_t kMaxId128BatchSize = 20000;

@@ -32,7 +32,7 @@ namespace kleaf::producer {
 struct Stream {
   std::string tag;
   IdBatch::Mode mode = IdBatch::Mode::kSegment;
-  int64_t batch_size = 1000;
+  int64_t batch_size = 10000;  // config/config.h: kDefaultSegmentBatchSize
 };
 
 struct IdsProducerOptions {

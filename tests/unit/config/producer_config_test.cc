@@ -49,6 +49,7 @@ producer:
     - {tag: "user:x"}
     - {tag: order, mode: uuid7, batch_size: 20000}
     - {tag: order, mode: ulid}
+    - {tag: "user:x", mode: snowflake}
 )");
   ASSERT_TRUE(c.has_value()) << c.error().message;
   const auto& p = c->producer;
@@ -56,7 +57,7 @@ producer:
   EXPECT_EQ(p.group, "g1");
   EXPECT_EQ(p.batches_ahead, 3);
   EXPECT_EQ(p.check_interval_ms, 50);
-  ASSERT_EQ(p.streams.size(), 5u);
+  ASSERT_EQ(p.streams.size(), 6u);
   EXPECT_EQ(p.streams[0].tag, "order");
   EXPECT_EQ(p.streams[0].mode, ProducerStream::Mode::kSegment);
   EXPECT_EQ(p.streams[0].batch_size, 1000);
@@ -64,11 +65,13 @@ producer:
   EXPECT_EQ(p.streams[1].batch_size, 7);
   EXPECT_EQ(p.streams[2].tag, "user:x");
   EXPECT_EQ(p.streams[2].mode, ProducerStream::Mode::kSegment);  // default
-  EXPECT_EQ(p.streams[2].batch_size, 1000);                      // default
+  EXPECT_EQ(p.streams[2].batch_size, 10000);                     // default for segments
   EXPECT_EQ(p.streams[3].mode, ProducerStream::Mode::kUuid7);
   EXPECT_EQ(p.streams[3].batch_size, kMaxId128BatchSize);
   EXPECT_EQ(p.streams[4].mode, ProducerStream::Mode::kUlid);
-  EXPECT_EQ(p.streams[4].batch_size, 1000);
+  EXPECT_EQ(p.streams[4].batch_size, 1000);  // default for listed IDs
+  EXPECT_EQ(p.streams[5].mode, ProducerStream::Mode::kSnowflake);
+  EXPECT_EQ(p.streams[5].batch_size, 1000);  // default for listed IDs
 }
 
 TEST(ProducerConfigTest, ErrorsNameTheKey) {
