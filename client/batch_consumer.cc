@@ -73,16 +73,42 @@ void LogToStderr(const BatchConsumer::LogLine& line) {
   std::fwrite(text.data(), 1, text.size(), stderr);
 }
 
-// librdkafka's lines, through the kafka wrapper's sink, to the application's callback.
-kafka::LogSink SinkFor(BatchConsumer::LogCallback callback) {
-  if (!callback) callback = LogToStderr;
-  return [callback = std::move(callback)](kafka::LogLevel level, std::string_view client,
-                                          std::string_view facility, std::string_view message) {
+// Where a consumer's librdkafka lines go: the application's callback until Close() returns, then
+// kleaf's default (a leave still under way in the background must not call into an application
+// that may have destroyed what its callback uses). The mutex makes Close() wait for a line being
+// written through the callback.
+struct LogGate {
+  std::mutex mu;
+  BatchConsumer::LogCallback callback;  // guarded by mu
+
+  void Write(const BatchConsumer::LogLine& line) {
+    std::lock_guard lock(mu);
+    callback(line);
+  }
+  void Detach() {
+    std::lock_guard lock(mu);
+    callback = LogToStderr;
+  }
+};
+
+// librdkafka's lines, through the kafka wrapper's sink and the gate, to the application's callback.
+kafka::LogSink SinkFor(std::shared_ptr<LogGate> gate) {
+  return [gate = std::move(gate)](kafka::LogLevel level, std::string_view client,
+                                  std::string_view facility, std::string_view message) {
     using Level = BatchConsumer::LogLine::Level;
     static constexpr Level kLevels[] = {Level::kDebug, Level::kInfo, Level::kWarn, Level::kError};
-    callback({kLevels[static_cast<int>(level)], client, facility, message});
+    gate->Write({kLevels[static_cast<int>(level)], client, facility, message});
   };
 }
+
+// The group leave of a closing consumer, run in a thread of its own so that Close() returns within
+// Options::close_wait even while the coordinator holds the leave back.
+struct Leave {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;   // guarded by mu
+  bool clean = false;  // guarded by mu: left cleanly within close_timeout
+};
 
 bool Contains(const std::vector<kafka::TopicPartition>& parts, const kafka::Message& m) {
   return std::any_of(parts.begin(), parts.end(), [&](const kafka::TopicPartition& p) {
@@ -97,6 +123,7 @@ struct BatchConsumer::Impl {
   std::map<std::string, BatchKey> stream_of_topic;  // the subscribed topics; set before Run
   std::set<BatchKey> streams;                       // the same streams, by key
   std::unique_ptr<kafka::GroupConsumer> consumer;  // used by the fetch thread only
+  std::shared_ptr<LogGate> log_gate;  // the consumer's log lines; detached when Close() returns
 
   mutable std::mutex mu;
   std::condition_variable cv;  // a batch was added, or the consumer closed
@@ -383,11 +410,7 @@ void BatchConsumer::Impl::Run() {
     stats.held_batches = static_cast<int>(held.size());
   }
   held.clear();
-  partitions.clear();  // pending commits must go before the consumer
-  if (!consumer->Close(options.close_timeout)) {
-    NoteError("close: the group coordinator did not answer within " +
-              std::to_string(options.close_timeout.count()) + " ms; left without a clean leave");
-  }
+  partitions.clear();  // pending commits must go before the consumer (Close() leaves the group)
 }
 
 bool BatchConsumer::Impl::WantsRecords() {
@@ -504,10 +527,13 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   props.emplace("heartbeat.interval.ms", kHeartbeatIntervalMs);
   // A stream topic created after this consumer subscribed is seen at the next metadata refresh.
   props.emplace("topic.metadata.refresh.interval.ms", kMetadataRefreshMs);
-  auto consumer = kafka::GroupConsumer::Create(props, topics, SinkFor(options.log));
+  auto log_gate = std::make_shared<LogGate>();
+  log_gate->callback = options.log ? options.log : LogToStderr;
+  auto consumer = kafka::GroupConsumer::Create(props, topics, SinkFor(log_gate));
   if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->consumer = std::move(*consumer);
+  impl->log_gate = std::move(log_gate);
   for (const auto& [topic, key] : stream_of_topic) impl->streams.insert(key);
   impl->stream_of_topic = std::move(stream_of_topic);
   Impl* raw = impl.get();
@@ -649,6 +675,35 @@ void BatchConsumer::Close() {
   impl_->stop.store(true);
   impl_->demand.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
+  if (!impl_->consumer) return;
+  // The leave runs in a thread that owns the librdkafka handle and nothing of this consumer, so it
+  // may outlive it. Close() waits for it up to close_wait: a clean leave takes milliseconds, but
+  // a rebalance that waits for a member that died without leaving holds it back until that
+  // member's session expires (the coordinator answers a connection's requests in order).
+  auto leave = std::make_shared<Leave>();
+  std::thread([consumer = std::move(impl_->consumer), timeout = impl_->options.close_timeout,
+               leave]() mutable {
+    const bool clean = consumer->Close(timeout);
+    consumer.reset();  // librdkafka's last lines go out before `done`
+    std::lock_guard lock(leave->mu);
+    leave->done = true;
+    leave->clean = clean;
+    leave->cv.notify_all();
+  }).detach();
+  const auto wait = std::min(impl_->options.close_wait, impl_->options.close_timeout);
+  std::unique_lock lock(leave->mu);
+  const bool done = leave->cv.wait_for(lock, wait, [&] { return leave->done; });
+  if (done && !leave->clean) {
+    impl_->NoteError("close: the group coordinator did not answer within " +
+                     std::to_string(impl_->options.close_timeout.count()) +
+                     " ms; left without a clean leave");
+  } else if (!done) {
+    impl_->NoteError("close: the group leave was still under way after " +
+                     std::to_string(wait.count()) + " ms; it goes on in the background for up to " +
+                     std::to_string(impl_->options.close_timeout.count()) + " ms");
+  }
+  lock.unlock();
+  impl_->log_gate->Detach();
 }
 
 }  // namespace kleaf

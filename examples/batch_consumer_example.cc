@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   options.topic = argv[2];
   options.group_id = argv[3];
   options.streams = {{argv[4], mode}};  // subscribes to this stream's topic only
+  // The process exits right after Close(): let Close() wait for the whole group leave, so that a
+  // leave held back by a rebalance is not cut short (the group would wait for this member's
+  // session). It takes milliseconds otherwise.
+  options.close_wait = options.close_timeout;
   for (int i = 8; i < argc; ++i) {
     const std::string kv = argv[i];
     const size_t eq = kv.find('=');

@@ -69,7 +69,8 @@ class BatchConsumer {
     std::string_view message;
   };
   // Called on librdkafka's threads: must be thread-safe, quick, and must not call back into the
-  // consumer. The views are valid during the call only.
+  // consumer. The views are valid during the call only. Never called once Close() returned (the
+  // lines of a leave still under way then go to stderr, as with no callback).
   using LogCallback = std::function<void(const LogLine&)>;
 
   // A stream of IDs: the batches of one tag in one mode.
@@ -98,14 +99,19 @@ class BatchConsumer {
     int max_buffered_batches = 16;  // claimed batches buffered at most, all keys together
     int prefetch_batches = 1;       // batches claimed ahead of the current one per key in use
     std::chrono::milliseconds commit_timeout{5000};
-    // How long Close() waits to leave the group cleanly; past it the member is dropped by the
+    // How long the group leave of Close() is tried; past it the member is dropped by the
     // coordinator at its session timeout instead. Then librdkafka still waits for a commit in
     // flight: up to socket.timeout.ms (10 s unless set in `properties`), or session.timeout.ms
     // (6 s unless set in `properties`) while the coordinator is unknown. Measured with a frozen
-    // broker and with a stopped one: 10 s in all. With the broker up, Close() takes milliseconds,
-    // except during a rebalance that waits for a member that died without leaving: the leave is
-    // answered once that member's session expired.
+    // broker and with a stopped one: 10 s in all.
     std::chrono::milliseconds close_timeout{10000};
+    // How long Close() itself waits for that leave; past it the leave goes on in a thread of its
+    // own (for up to close_timeout) and Close() returns. With the broker up a leave takes
+    // milliseconds, except during a rebalance that waits for a member that died without leaving:
+    // the coordinator answers the leave once that member's session expired (up to 6 s). A
+    // process that exits right after Close() ends a leave still under way (the group then drops
+    // this member at its session timeout): set close_wait to close_timeout to wait it out.
+    std::chrono::milliseconds close_wait{500};
     // Where librdkafka's log lines go. Empty (the default): warnings and errors to stderr, one
     // line each in kleaf's text format ("<UTC time> warn [kafka] <client> <facility>: <message>");
     // info and debug lines are dropped. A callback that does nothing silences them.

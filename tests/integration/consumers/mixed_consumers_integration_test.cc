@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <expected>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -49,11 +50,27 @@ std::vector<int64_t> PrintedIds(const std::string& out) {
   return ids;
 }
 
-// One consumer process of the group, C++ or Python; each run (a restart is a new run) is kept so
-// that what a killed run printed is checked too.
+enum class Lang { kCpp, kPython, kJava };
+
+// The command line, up to its arguments, of the reference consumer in `lang` (examples/).
+std::string Program(Lang lang) {
+  switch (lang) {
+    case Lang::kCpp:
+      return std::string(KLEAF_EXAMPLES_DIR) + "/batch_consumer_example";
+    case Lang::kPython:
+      return std::string(KLEAF_PYTHON) + " -u " + KLEAF_PYTHON_CONSUMER;
+    case Lang::kJava:
+      return std::string("java -cp '") + KLEAF_JAVA_CONSUMER_JAR + ":" + KLEAF_JAVA_CONSUMER_LIB +
+             "/*' dev.kleaf.examples.KleafBatchConsumer";
+  }
+  return {};
+}
+
+// One consumer process of the group, C++, Python or Java; each run (a restart is a new run) is
+// kept so that what a killed run printed is checked too.
 class Member {
  public:
-  enum class Kind { kCpp, kPython, kJava };
+  using Kind = Lang;
   Member(std::string name, Kind kind, std::string bootstrap, std::string ids_topic,
          std::string group)
       : name_(std::move(name)),
@@ -67,22 +84,9 @@ class Member {
     // both) so that a killed member's partitions move soon.
     const std::string args = " " + bootstrap_ + " " + ids_topic_ + " " + group_ + " " + kTag +
                              " segment 0 120000 session.timeout.ms=6000 heartbeat.interval.ms=500";
-    std::string program;
-    switch (kind_) {
-      case Kind::kCpp:
-        program = std::string(KLEAF_EXAMPLES_DIR) + "/batch_consumer_example";
-        break;
-      case Kind::kPython:
-        program = std::string(KLEAF_PYTHON) + " -u " + KLEAF_PYTHON_CONSUMER;
-        break;
-      case Kind::kJava:
-        program = std::string("java -cp '") + KLEAF_JAVA_CONSUMER_JAR + ":" +
-                  KLEAF_JAVA_CONSUMER_LIB + "/*' dev.kleaf.examples.KleafBatchConsumer";
-        break;
-    }
     e2e::ProcessOptions options;
     // `sh -c CMD` takes the kleaf binary KleafProcess appends as its $0 and ignores it.
-    options.prefix = {"/bin/sh", "-c", "exec " + program + args};
+    options.prefix = {"/bin/sh", "-c", "exec " + Program(kind_) + args};
     auto p = e2e::KleafProcess::Start(std::move(options));
     if (!p) return std::unexpected(p.error());
     runs_.push_back(std::move(*p));
@@ -117,6 +121,25 @@ class Member {
   std::vector<std::unique_ptr<e2e::KleafProcess>> runs_;
 };
 
+// Starts `kleaf producer` on `cluster` with `streams` (the YAML of producer.streams), keeping
+// `batches_ahead` batches on each partition and topping up every 100 ms, and waits until it runs.
+std::expected<std::unique_ptr<e2e::KleafProcess>, std::string> StartProducer(
+    Cluster& cluster, const std::string& streams, int batches_ahead) {
+  auto config = cluster.Config("prod-1", cluster.dir() / "prod-1-state");
+  config.Set("producer.batches_ahead", std::to_string(batches_ahead))
+      .Set("producer.check_interval_ms", "100")
+      .Set("producer.streams", streams);
+  auto producer = e2e::KleafProcess::Start(
+      {{"producer", "--config", cluster.WriteConfig("prod-1.yaml", config).string()}, {}, {}});
+  if (!producer) return std::unexpected(producer.error());
+  if (!WaitUntil(
+          [&] { return (*producer)->Stdout().find("kleaf producer running") != std::string::npos; },
+          seconds(60))) {
+    return std::unexpected("the producer did not start within 60 s: " + (*producer)->Stderr());
+  }
+  return producer;
+}
+
 class MixedConsumersTest : public KafkaTest {};
 
 TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwice) {
@@ -129,18 +152,9 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwic
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
 
   // The producer: one segment stream, 4 batches of 50 ahead on each of its topic's partitions.
-  auto config = cluster.Config("prod-1", cluster.dir() / "prod-1-state");
-  config.Set("producer.batches_ahead", "4")
-      .Set("producer.check_interval_ms", "100")
-      .Set("producer.streams",
-           "[{tag: mixed, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]");
-  auto producer = e2e::KleafProcess::Start(
-      {{"producer", "--config", cluster.WriteConfig("prod-1.yaml", config).string()}, {}, {}});
+  auto producer = StartProducer(
+      cluster, "[{tag: mixed, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]", 4);
   ASSERT_TRUE(producer.has_value()) << producer.error();
-  ASSERT_TRUE(WaitUntil(
-      [&] { return (*producer)->Stdout().find("kleaf producer running") != std::string::npos; },
-      seconds(60)))
-      << (*producer)->Stderr();
 
   // Four members for the four partitions of the stream's topic: every language, C++ twice.
   const std::string ids_topic = cluster.prefix() + ".ids";
@@ -225,29 +239,22 @@ std::vector<std::string> PrintedLines(const std::string& out) {
   return lines;
 }
 
-// Issue 17: the C++ example (BatchConsumer::NextText) and the Python reference consumer take the
-// uuid7 and ulid streams of the producer, one member of each per stream in one group; what they
+// Issue 17: the C++ example (BatchConsumer::NextText) and the Python and Java reference consumers
+// take the uuid7 and ulid streams of the producer, one member of each per stream in one group; what they
 // print is unique per stream and read right by Python's `uuid` module and a Crockford decoder
 // (tests/e2e/check_uuid7_ulid.py: version 7, RFC 9562 variant, timestamps of this run, the
 // producer's worker id).
-TEST_F(MixedConsumersTest, CppAndPythonExamplesTakeUuid7AndUlidStreams) {
+TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeUuid7AndUlidStreams) {
   ASSERT_TRUE(std::filesystem::exists(KLEAF_PYTHON))
       << KLEAF_PYTHON << " is missing: run scripts/install-deps.sh --test";
+  ASSERT_TRUE(std::filesystem::exists(KLEAF_JAVA_CONSUMER_JAR))
+      << KLEAF_JAVA_CONSUMER_JAR << " is missing: the build makes it with mvn (examples/java)";
   const int64_t from_ms = e2e::WallClockMs();
   Cluster cluster(broker_, "id128-consumers", {{"segment.auto_create", "true"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
-  auto config = cluster.Config("prod-1", cluster.dir() / "prod-1-state");
-  config.Set("producer.batches_ahead", "2")
-      .Set("producer.check_interval_ms", "100")
-      .Set("producer.streams",
-           "[{tag: ev, mode: uuid7, batch_size: 50}, {tag: ev, mode: ulid, batch_size: 50}]");
-  auto producer = e2e::KleafProcess::Start(
-      {{"producer", "--config", cluster.WriteConfig("prod-1.yaml", config).string()}, {}, {}});
+  auto producer = StartProducer(
+      cluster, "[{tag: ev, mode: uuid7, batch_size: 50}, {tag: ev, mode: ulid, batch_size: 50}]", 2);
   ASSERT_TRUE(producer.has_value()) << producer.error();
-  ASSERT_TRUE(WaitUntil(
-      [&] { return (*producer)->Stdout().find("kleaf producer running") != std::string::npos; },
-      seconds(60)))
-      << (*producer)->Stderr();
   std::smatch worker;
   const std::string producer_log = (*producer)->Stderr();
   ASSERT_TRUE(std::regex_search(producer_log, worker, std::regex(R"(worker id (\d+)\))")))
@@ -262,17 +269,15 @@ TEST_F(MixedConsumersTest, CppAndPythonExamplesTakeUuid7AndUlidStreams) {
   };
   std::vector<Run> runs;
   for (std::string mode : {"uuid7", "ulid"}) {
-    for (std::string lang : {"cpp", "py"}) {
-      const std::string program = lang == "cpp"
-                                      ? std::string(KLEAF_EXAMPLES_DIR) + "/batch_consumer_example"
-                                      : std::string(KLEAF_PYTHON) + " -u " + KLEAF_PYTHON_CONSUMER;
+    for (auto [name, lang] : {std::pair{"cpp", Lang::kCpp}, std::pair{"py", Lang::kPython},
+                              std::pair{"java", Lang::kJava}}) {
       e2e::ProcessOptions options;
       options.prefix = {"/bin/sh", "-c",
-                        "exec " + program + " " + broker_.bootstrap + " " + ids_topic + " " +
+                        "exec " + Program(lang) + " " + broker_.bootstrap + " " + ids_topic + " " +
                             group + " ev " + mode + " " + std::to_string(kCount) + " 60000"};
       auto p = e2e::KleafProcess::Start(std::move(options));
       ASSERT_TRUE(p.has_value()) << p.error();
-      runs.push_back({lang + "-" + mode, mode, std::move(*p)});
+      runs.push_back({std::string(name) + "-" + mode, mode, std::move(*p)});
     }
   }
   std::map<std::string, std::set<std::string>> by_mode;
@@ -307,8 +312,8 @@ TEST_F(MixedConsumersTest, CppAndPythonExamplesTakeUuid7AndUlidStreams) {
   std::ifstream in(output);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(status, 0) << text;
-  EXPECT_NE(text.find("checked " + std::to_string(2 * kCount) + " UUIDv7s and " +
-                      std::to_string(2 * kCount) + " ULIDs: 0 problems"),
+  EXPECT_NE(text.find("checked " + std::to_string(3 * kCount) + " UUIDv7s and " +
+                      std::to_string(3 * kCount) + " ULIDs: 0 problems"),
             std::string::npos)
       << text;
   if (HasFailure()) std::cerr << "----- producer -----\n" << (*producer)->Stderr();

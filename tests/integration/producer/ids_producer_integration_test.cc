@@ -68,6 +68,39 @@ class IdsProducerTest : public KafkaTest {
                                                    generator_.get(), SystemClock::Instance());
   }
 
+  // The group consumes every batch of `tag`'s segment stream: once the first round's commit is
+  // visible (the last stable offset of the tag's partition past its 3 batches), the group's
+  // committed offset moves to that end, which is returned (nullopt, with a failure, otherwise).
+  std::optional<int64_t> ConsumeFirstRound(const std::string& tag) {
+    const std::string topic = StreamTopic(topic_, tag, IdBatch::Mode::kSegment);
+    const int32_t p = kafka::PartitionFor(tag, kPartitions);
+    auto reader = kafka::PartitionReader::Create(props_);
+    if (!reader) {
+      ADD_FAILURE() << reader.error().message;
+      return std::nullopt;
+    }
+    Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
+    if (!WaitUntil(
+            [&] {
+              marks = (*reader)->Watermarks(topic, p, milliseconds(2000));
+              return marks && marks->second >= 3;
+            },
+            milliseconds(10000))) {
+      ADD_FAILURE() << "the first round's 3 batches never became visible";
+      return std::nullopt;
+    }
+    auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+    if (!group) {
+      ADD_FAILURE() << group.error().message;
+      return std::nullopt;
+    }
+    if (auto r = (*group)->Commit({{topic, p, marks->second}}); !r) {
+      ADD_FAILURE() << r.error().message;
+      return std::nullopt;
+    }
+    return marks->second;
+  }
+
   e2e::TempDir dir_;
   std::string suffix_;
   std::string topic_;
@@ -245,22 +278,8 @@ TEST_F(IdsProducerTest, TransactionalProducerThatFailsForGoodIsReplacedByTheNext
   EXPECT_EQ(first->batches, 3);
   // The group consumes everything, so the next round has batches to publish.
   const int32_t p = kafka::PartitionFor(tag, kPartitions);
-  auto reader = kafka::PartitionReader::Create(props_);
-  ASSERT_TRUE(reader.has_value());
-  // Once the round's commit is visible (last stable offset past its 3 batches).
-  Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
-                                      milliseconds(2000));
-        return marks && marks->second >= 3;
-      },
-      milliseconds(10000)));
-  auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
-  ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)
-                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
-                  .has_value());
+  const auto consumed_to = ConsumeFirstRound(tag);
+  ASSERT_TRUE(consumed_to.has_value());
 
   producer->InjectFatalErrorForTesting();
   auto failed = producer->RunRound();
@@ -310,23 +329,8 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
   ASSERT_TRUE(first.has_value()) << first.error().message;
   EXPECT_EQ(first->batches, 3);
   const int32_t p = kafka::PartitionFor(tag, kPartitions);
-  auto reader = kafka::PartitionReader::Create(props_);
-  ASSERT_TRUE(reader.has_value());
-  // The group consumes everything: once the round's commit is visible (last stable offset past
-  // its 3 batches), its committed offset moves to the end.
-  Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p,
-                                      milliseconds(2000));
-        return marks && marks->second >= 3;
-      },
-      milliseconds(10000)));
-  auto group = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
-  ASSERT_TRUE(group.has_value());
-  ASSERT_TRUE((*group)
-                  ->Commit({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p, marks->second}})
-                  .has_value());
+  const auto consumed_to = ConsumeFirstRound(tag);
+  ASSERT_TRUE(consumed_to.has_value());
   {
     BrokerRestartGuard guard(broker_);
     auto stopped = broker_.Stop();
@@ -374,7 +378,7 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
            auto c = (*fresh)->Committed({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p}},
                                         milliseconds(10000));
            return c ? std::to_string(c->front().offset) : c.error().message;
-         }() << ", end " << marks->second << "): " << last_error;
+         }() << ", end " << *consumed_to << "): " << last_error;
   ASSERT_FALSE(producer->fatal()) << last_error;
   EXPECT_EQ(producer->Ahead(0), 3);
   EXPECT_EQ(records, 6);

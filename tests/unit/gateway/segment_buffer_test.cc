@@ -8,11 +8,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "base/worker_pool.h"
 
@@ -102,6 +105,34 @@ bool InGrantedRange(int64_t id, const std::vector<Segment>& granted) {
   return false;
 }
 
+// Runs `threads` threads on `buffer` until each has seen `per_thread` IDs: the first `drawers` of
+// them draw one ID at a time with `draw`, the others take batches of 3 ranges (waiting up to 2 s).
+// What each thread saw, in order.
+std::vector<std::vector<int64_t>> DrawConcurrently(SegmentBuffer& buffer, int threads,
+                                                   int per_thread, int drawers,
+                                                   const std::function<std::optional<int64_t>()>& draw) {
+  std::vector<std::vector<int64_t>> seen(threads);
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      auto& mine = seen[t];
+      while (static_cast<int>(mine.size()) < per_thread) {
+        if (t < drawers) {
+          if (auto id = draw()) mine.push_back(*id);
+        } else {
+          auto r = buffer.Take(3, steady_clock::now() + milliseconds(2000));
+          ASSERT_TRUE(r.has_value()) << r.error().message;
+          for (auto range : *r) {
+            for (int64_t id = range.start; id < range.end; ++id) mine.push_back(id);
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : running) t.join();
+  return seen;
+}
+
 TEST(SegmentBufferTest, FirstDrawStartsAFetchAndInlineFetchServesAtOnce) {
   ManualClock clock(1'700'000'000'000);
   FakeSource source(FakeSource::Mode::kInline);
@@ -156,25 +187,9 @@ TEST(SegmentBufferTest, ManyThreadsNeverSeeDuplicatesOrIdsOutsideGrantedRanges) 
   auto buffer = SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 50, .preload_percent = 10});
   constexpr int kThreads = 8;
   constexpr int kPerThread = 20000;
-  std::vector<std::vector<int64_t>> seen(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      auto& mine = seen[t];
-      while (static_cast<int>(mine.size()) < kPerThread) {
-        if (t % 2 == 0) {
-          if (auto id = buffer->TryNext()) mine.push_back(*id);
-        } else {
-          auto r = buffer->Take(3, steady_clock::now() + milliseconds(2000));
-          ASSERT_TRUE(r.has_value()) << r.error().message;
-          for (auto range : *r) {
-            for (int64_t id = range.start; id < range.end; ++id) mine.push_back(id);
-          }
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  // Four threads draw one ID at a time, four take batches beside them.
+  auto seen = DrawConcurrently(*buffer, kThreads, kPerThread, /*drawers=*/4,
+                               [&] { return buffer->TryNext(); });
   source.Stop();
   auto granted = source.granted();
   std::unordered_set<int64_t> all;
@@ -426,27 +441,11 @@ TEST(SegmentBufferTest, ChunkedDrawsOfManyThreadsAcrossSwitchesLeaveOnlyChunkTai
   source.set_gap(3);  // an ID in a gap between ranges would be someone else's
   auto buffer =
       SegmentBuffer::Create("t", source.Fn(), clock, {.max_step = 2000, .preload_percent = 10});
-  constexpr int kThreads = 8;  // six draw chunks, two take batches beside them
+  constexpr int kThreads = 8;
   constexpr int kPerThread = 30000;
-  std::vector<std::vector<int64_t>> seen(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      auto& mine = seen[t];
-      while (static_cast<int>(mine.size()) < kPerThread) {
-        if (t < 6) {
-          if (auto id = buffer->TryNextChunked()) mine.push_back(*id);
-        } else {
-          auto r = buffer->Take(3, steady_clock::now() + milliseconds(2000));
-          ASSERT_TRUE(r.has_value()) << r.error().message;
-          for (auto range : *r) {
-            for (int64_t id = range.start; id < range.end; ++id) mine.push_back(id);
-          }
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  // Six threads draw chunks, two take batches beside them.
+  auto seen = DrawConcurrently(*buffer, kThreads, kPerThread, /*drawers=*/6,
+                               [&] { return buffer->TryNextChunked(); });
   ASSERT_TRUE(NoFetchInFlight(*buffer));  // so every granted range reached the buffer
   const auto rest = buffer->Drain();
   source.Stop();

@@ -2,7 +2,7 @@
 // docs/ids-topic.md step by step: it joins a consumer group on the topic of one stream (TAG, MODE)
 // of an ids topic and prints each ID it is handed, one per line.
 //
-// Usage: KleafBatchConsumer BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake) COUNT
+// Usage: KleafBatchConsumer BOOTSTRAP TOPIC GROUP TAG MODE(segment|snowflake|uuid7|ulid) COUNT
 //        [idle_timeout_ms] [consumer.property=value ...]
 //
 // The same command line as examples/batch_consumer_example (C++) and the Python consumer. COUNT 0
@@ -31,6 +31,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.CommitFailedException;
@@ -72,11 +73,35 @@ public final class KleafBatchConsumer {
     return -1;
   }
 
+  private static final String CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
   /**
-   * The IDs of a record of stream (tag, mode), in issue order, or null when it is malformed
+   * A 128-bit ID in its canonical text (docs/ids-topic.md): a UUIDv7 in lowercase 8-4-4-4-12 hex
+   * with version 7 and the RFC 9562 variant, or a ULID in 26 uppercase Crockford base32
+   * characters, the first at most '7'. The text itself, or null.
+   */
+  static String parseTextId(JsonNode v, String mode) {
+    if (v == null || !v.isTextual()) return null;
+    String s = v.asText();
+    if (mode.equals("uuid7")) {
+      UUID u;
+      try {
+        u = UUID.fromString(s);
+      } catch (IllegalArgumentException e) {
+        return null;
+      }
+      return u.toString().equals(s) && u.version() == 7 && u.variant() == 2 ? s : null;
+    }
+    if (s.length() != 26 || s.charAt(0) > '7') return null;
+    return s.chars().allMatch(c -> CROCKFORD.indexOf(c) >= 0) ? s : null;
+  }
+
+  /**
+   * The IDs of a record of stream (tag, mode), in issue order, as they are printed (decimal for
+   * 64-bit IDs, the canonical text for 128-bit ones), or null when the record is malformed
    * (docs/ids-topic.md, "Checks a consumer must make").
    */
-  static long[] parseBatch(byte[] key, byte[] value, String tag, String mode) {
+  static String[] parseBatch(byte[] key, byte[] value, String tag, String mode) {
     if (value == null) return null;
     if (key != null && !tag.equals(new String(key, StandardCharsets.UTF_8))) return null;
     JsonNode b;
@@ -92,16 +117,22 @@ public final class KleafBatchConsumer {
       long start = parseId(b.get("start"));
       long end = parseId(b.get("end"));
       if (start < 0 || end < 0 || end <= start || end - start > Integer.MAX_VALUE) return null;
-      long[] ids = new long[(int) (end - start)];
-      for (int i = 0; i < ids.length; ++i) ids[i] = start + i;
+      String[] ids = new String[(int) (end - start)];
+      for (int i = 0; i < ids.length; ++i) ids[i] = Long.toString(start + i);
       return ids;
     }
     JsonNode list = b.get("ids");
     if (list == null || !list.isArray() || list.isEmpty()) return null;
-    long[] ids = new long[list.size()];
+    boolean text = mode.equals("uuid7") || mode.equals("ulid");
+    String[] ids = new String[list.size()];
     for (int i = 0; i < ids.length; ++i) {
-      ids[i] = parseId(list.get(i));
-      if (ids[i] < 0) return null;
+      if (text) {
+        ids[i] = parseTextId(list.get(i), mode);
+      } else {
+        long id = parseId(list.get(i));
+        ids[i] = id < 0 ? null : Long.toString(id);
+      }
+      if (ids[i] == null) return null;
     }
     return ids;
   }
@@ -194,13 +225,13 @@ public final class KleafBatchConsumer {
 
   static int run(String[] argv) throws Exception {
     if (argv.length < 6) {
-      log("usage: KleafBatchConsumer BOOTSTRAP TOPIC GROUP TAG segment|snowflake COUNT "
+      log("usage: KleafBatchConsumer BOOTSTRAP TOPIC GROUP TAG segment|snowflake|uuid7|ulid COUNT "
           + "[idle_timeout_ms] [property=value ...]");
       return 1;
     }
     String bootstrap = argv[0], idsTopic = argv[1], group = argv[2], tag = argv[3], mode = argv[4];
-    if (!mode.equals("segment") && !mode.equals("snowflake")) {
-      log("mode must be segment or snowflake, not " + mode);
+    if (!List.of("segment", "snowflake", "uuid7", "ulid").contains(mode)) {
+      log("mode must be segment, snowflake, uuid7 or ulid, not " + mode);
       return 1;
     }
     long count;
@@ -293,7 +324,7 @@ public final class KleafBatchConsumer {
           ++stale;  // below the group's committed offset: claimed already
           continue;
         }
-        long[] ids = parseBatch(r.key(), r.value(), tag, mode);
+        String[] ids = parseBatch(r.key(), r.value(), tag, mode);
         if (ids == null) {
           ++malformed;  // skipped; the next claim's commit moves past it
           log("malformed record at " + tp + "@" + r.offset());
@@ -316,7 +347,7 @@ public final class KleafBatchConsumer {
         ++claimed;
         // Claimed: the IDs are ours. Those not printed (COUNT reached) are a gap.
         int take = count == 0 ? ids.length : (int) Math.min(ids.length, count - printed);
-        StringBuilder lines = new StringBuilder(take * 20);
+        StringBuilder lines = new StringBuilder(take * 37);
         for (int i = 0; i < take; ++i) lines.append(ids[i]).append('\n');
         out.write(lines.toString());
         out.flush();
