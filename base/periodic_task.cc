@@ -10,6 +10,7 @@ void PeriodicTask::Start(std::chrono::milliseconds interval, FirstRun first,
     std::lock_guard lock(mu_);
     stop_ = false;
     started_ = true;
+    again_ = false;
   }
   task_ = std::move(task);
   thread_ = std::thread([this, interval, first] { Loop(interval, first); });
@@ -22,6 +23,7 @@ void PeriodicTask::Loop(std::chrono::milliseconds interval, FirstRun first) {
     lock.unlock();
     task_();
     lock.lock();
+    if (std::exchange(again_, false)) continue;
     wake_.wait_for(lock, interval, [this] { return stop_; });
   }
 }
@@ -29,6 +31,11 @@ void PeriodicTask::Loop(std::chrono::milliseconds interval, FirstRun first) {
 void PeriodicTask::StopRepeating() {
   std::lock_guard lock(mu_);
   stop_ = true;
+}
+
+void PeriodicTask::RunAgainNow() {
+  std::lock_guard lock(mu_);
+  again_ = true;
 }
 
 bool PeriodicTask::Stop() {

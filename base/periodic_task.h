@@ -11,8 +11,8 @@
 namespace kleaf {
 
 // Owned by the component whose duty it runs; one thread between Start and Stop. The task runs
-// (at once, or after one interval), then again `interval` after each run returned, until Stop or
-// until the task calls StopRepeating. Runs never overlap.
+// (at once, or after one interval), then again `interval` after each run returned (at once when
+// the run asked for it), until Stop or until the task calls StopRepeating. Runs never overlap.
 //
 // Guarantees: Stop wakes a waiting thread at once and joins it; a run in progress finishes
 // first, and no run starts after Stop returned.
@@ -29,6 +29,9 @@ class PeriodicTask {
   void Start(std::chrono::milliseconds interval, FirstRun first, std::function<void()> task);
   // From the task only: the run in progress is the last one; the thread ends when it returns.
   void StopRepeating();
+  // From the task only: the next run starts as soon as this one returns, not an interval later
+  // (a duty that found more work than one run does per interval). Stop still ends it.
+  void RunAgainNow();
   // Wakes and joins the thread. Never from the task. Returns true when this call ended a started
   // task, false when none was started or it was stopped already (so that an owner's own
   // shutdown steps run once).
@@ -42,6 +45,7 @@ class PeriodicTask {
   std::condition_variable wake_;
   bool stop_ = false;     // guarded by mu_: no further run
   bool started_ = false;  // guarded by mu_: Start called, Stop not yet
+  bool again_ = false;    // guarded by mu_: the next run starts without waiting
   std::thread thread_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "kafka/internal.h"
@@ -114,6 +115,65 @@ Result<int64_t> PartitionReader::ReadToEnd(const std::string& topic, int32_t par
     } else {
       fn(ToMessage(m));
       position = m->offset + 1;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_assign(impl_->rk.get(), nullptr);
+  return position;
+}
+
+Result<std::vector<int64_t>> PartitionReader::ReadAllToEnd(
+    const std::vector<TopicPartition>& partitions, const std::function<void(const Message&)>& fn,
+    milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int64_t> position(partitions.size());
+  std::vector<int64_t> end(partitions.size());
+  std::map<std::pair<std::string, int32_t>, size_t> index;
+  std::vector<TopicPartition> to_read;
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    const auto& tp = partitions[i];
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto marks = Watermarks(tp.topic, tp.partition, std::max(left, milliseconds(1)));
+    if (!marks) return std::unexpected(marks.error());
+    end[i] = marks->second;
+    position[i] = std::max(tp.offset, marks->first);
+    if (position[i] >= end[i]) {
+      position[i] = std::max(tp.offset, end[i]);
+      continue;
+    }
+    index[{tp.topic, tp.partition}] = i;
+    to_read.push_back({tp.topic, tp.partition, position[i]});
+  }
+  if (to_read.empty()) return position;
+  if (auto r = Assign(to_read); !r) return std::unexpected(r.error());
+  size_t unfinished = to_read.size();
+  while (unfinished > 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      rd_kafka_assign(impl_->rk.get(), nullptr);
+      return Fail(Code::kUnavailable, "reading " + std::to_string(unfinished) + " of " +
+                                          std::to_string(to_read.size()) +
+                                          " partitions to their end timed out");
+    }
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
+    if (m == nullptr) continue;
+    if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      std::string msg = rd_kafka_message_errstr(m);
+      rd_kafka_message_destroy(m);
+      rd_kafka_assign(impl_->rk.get(), nullptr);
+      return Fail(Code::kUnavailable, "reading to the end: " + msg);
+    }
+    auto it = m->rkt ? index.find({rd_kafka_topic_name(m->rkt), m->partition}) : index.end();
+    if (it != index.end()) {
+      const size_t i = it->second;
+      const bool was_open = position[i] < end[i];
+      if (m->err) {
+        position[i] = std::max(position[i], m->offset);  // EOF: m->offset is the end
+      } else if (m->offset >= position[i]) {
+        fn(ToMessage(m));
+        position[i] = m->offset + 1;
+      }
+      if (was_open && position[i] >= end[i]) --unfinished;
     }
     rd_kafka_message_destroy(m);
   }

@@ -34,6 +34,14 @@ class PartitionReader {
   Result<int64_t> ReadToEnd(const std::string& topic, int32_t partition, int64_t from,
                             const std::function<void(const Message&)>& fn,
                             std::chrono::milliseconds timeout);
+  // ReadToEnd of many partitions at once: one assignment, so their fetches go together instead
+  // of one partition's round trips after another's. Each of `partitions` is read from its
+  // offset up to its end at the time of the call; `fn` gets the messages of all of them (in order
+  // within a partition). Returns the offset after the last one read, per partition, in the order
+  // of `partitions`.
+  Result<std::vector<int64_t>> ReadAllToEnd(const std::vector<TopicPartition>& partitions,
+                                            const std::function<void(const Message&)>& fn,
+                                            std::chrono::milliseconds timeout);
 
   struct Impl;
 

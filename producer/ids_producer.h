@@ -77,6 +77,9 @@ class IdsProducer {
   struct RoundResult {
     int64_t batches = 0;  // published (committed) in this round
     int64_t ids = 0;
+    // Partitions the consumers had emptied (no batch ahead) when the round began: they take
+    // batches faster than one round per check_interval tops up, so the next round runs at once.
+    int64_t drained = 0;
   };
   // One top-up round: reads back what was published, asks the committed offsets, publishes what is
   // missing in one transaction. After a fencing every later round fails; after another fatal

@@ -9,6 +9,11 @@
 //                              [consumers=1] [ids_per_call=1]
 //
 // ids_per_call 1 takes IDs with Next(), one at a time; more takes them with Take(n).
+//
+// With KLEAF_BENCH_LIVE_TOPIC=<ids topic> set, nothing is pre-published: the consumers join the
+// group a running `kleaf producer` tops up for (<ids topic>.consumers), take batches x batch_size
+// IDs of its segment stream of tag "bench" as the producer publishes them, and check that no ID
+// came out twice (what the producer published before is in the group's past).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -160,6 +165,20 @@ bool ExactlyOnce(const std::vector<Taker>& takers, int64_t total, std::string& w
   return true;
 }
 
+// No ID came out twice across all takers (a live stream: which IDs is the producer's choice).
+bool NoneTwice(const std::vector<Taker>& takers, std::string& why) {
+  std::vector<Run> all;
+  for (const auto& t : takers) all.insert(all.end(), t.runs.begin(), t.runs.end());
+  std::sort(all.begin(), all.end(), [](const Run& a, const Run& b) { return a.start < b.start; });
+  for (size_t i = 1; i < all.size(); ++i) {
+    if (all[i].start < all[i - 1].end) {
+      why = "ID " + std::to_string(all[i].start) + " came out twice";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -181,29 +200,35 @@ int main(int argc, char** argv) {
                  kPartitions);
     return 2;
   }
-  const std::string topic = "bench" + std::to_string(std::random_device{}()) + ".ids";
+  const char* live_topic = std::getenv("KLEAF_BENCH_LIVE_TOPIC");
+  const bool live = live_topic != nullptr && *live_topic != '\0';
+  const std::string topic =
+      live ? std::string(live_topic) : "bench" + std::to_string(std::random_device{}()) + ".ids";
   const std::string stream_topic = StreamTopic(topic, kTag, kMode);
-  kafka::Properties props{{"bootstrap.servers", bootstrap}};
-  if (auto r =
-          kafka::EnsureTopics(props, {{stream_topic, kPartitions, 1, {}}}, milliseconds(30000));
-      !r) {
-    std::fprintf(stderr, "topic: %s\n", r.error().message.c_str());
-    return 1;
+  if (!live) {
+    kafka::Properties props{{"bootstrap.servers", bootstrap}};
+    if (auto r =
+            kafka::EnsureTopics(props, {{stream_topic, kPartitions, 1, {}}}, milliseconds(30000));
+        !r) {
+      std::fprintf(stderr, "topic: %s\n", r.error().message.c_str());
+      return 1;
+    }
+    auto producer =
+        kafka::Producer::Create({{"bootstrap.servers", bootstrap}, {"linger.ms", "5"}});
+    if (!producer) return 1;
+    for (int i = 0; i < batches; ++i) {
+      IdBatch b{kTag, kMode, i * size, (i + 1) * size, {}};
+      if (!(*producer)->Send(stream_topic, i % kPartitions, b.tag, EncodeBatch(b), {})) return 1;
+    }
+    if (!(*producer)->Flush(milliseconds(60000))) return 1;
   }
-  auto producer = kafka::Producer::Create({{"bootstrap.servers", bootstrap}, {"linger.ms", "5"}});
-  if (!producer) return 1;
-  for (int i = 0; i < batches; ++i) {
-    IdBatch b{kTag, kMode, i * size, (i + 1) * size, {}};
-    if (!(*producer)->Send(stream_topic, i % kPartitions, b.tag, EncodeBatch(b), {})) return 1;
-  }
-  if (!(*producer)->Flush(milliseconds(60000))) return 1;
 
   std::vector<Taker> takers(n);
   for (auto& t : takers) {
     BatchConsumer::Options options;
     options.bootstrap = bootstrap;
     options.topic = topic;
-    options.group_id = topic + ".group";
+    options.group_id = topic + (live ? ".consumers" : ".group");
     options.prefetch_batches = prefetch;
     options.max_buffered_batches = std::max(16, prefetch + 1);
     options.streams = {{kTag, kMode}};
@@ -272,7 +297,7 @@ int main(int argc, char** argv) {
     ok = ok && t.error.empty();
   }
   std::string why;
-  const bool exact = ok && ExactlyOnce(takers, total, why);
+  const bool exact = ok && (live ? NoneTwice(takers, why) : ExactlyOnce(takers, total, why));
   std::printf(
       "batch consumers: %d, %lld IDs in %d batches of %lld, prefetch %d, %lld per call: "
       "%.3f s, %.2f M IDs/s in total, %.0f batches/s, load %s -> %s, IDs %s%s\n"
@@ -280,7 +305,7 @@ int main(int argc, char** argv) {
       n, static_cast<long long>(total), batches, static_cast<long long>(size), prefetch,
       static_cast<long long>(per_call), secs, static_cast<double>(total) / secs / 1e6,
       batches / secs, load_before.c_str(), LoadAverage().c_str(),
-      exact ? "exact" : "WRONG: ", why.c_str(), cpu, cpu / static_cast<double>(total) * 1e9,
+      exact ? (live ? "none twice" : "exact") : "WRONG: ", why.c_str(), cpu, cpu / static_cast<double>(total) * 1e9,
       100.0 * machine_busy);
   return exact ? 0 : 1;
 }

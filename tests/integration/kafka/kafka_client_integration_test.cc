@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -65,6 +66,42 @@ class KafkaClientIntegrationTest : public KafkaTest {
  protected:
   kafka::Properties props() const { return {{"bootstrap.servers", broker_.bootstrap}}; }
 };
+
+// ReadAllToEnd reads many partitions in one assignment: each from its own offset to its end at the
+// time of the call, every message once and in order within its partition, and returns the ends
+// in the order asked; a partition with nothing to read (empty, or read to its end already) is
+// not read at all.
+TEST_F(KafkaClientIntegrationTest, ReadAllToEndReadsEachPartitionFromItsOffsetToItsEnd) {
+  const std::string topic = UniqueTopic("readall");
+  const std::string other = UniqueTopic("readall-other");
+  ASSERT_TRUE(kafka::EnsureTopics(props(), {{topic, 3, 1, {}}, {other, 1, 1, {}}}, seconds(30)));
+  auto producer = kafka::Producer::Create(props());
+  ASSERT_TRUE(producer);
+  const std::map<std::pair<std::string, int32_t>, int> counts{
+      {{topic, 0}, 5}, {{topic, 1}, 0}, {{topic, 2}, 7}, {{other, 0}, 3}};
+  for (const auto& [tp, n] : counts) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE((*producer)->Send(tp.first, tp.second, "k", std::to_string(i), {}));
+    }
+  }
+  ASSERT_TRUE((*producer)->Flush(seconds(10)));
+  auto reader = kafka::PartitionReader::Create(props());
+  ASSERT_TRUE(reader);
+  std::map<std::pair<std::string, int32_t>, std::vector<std::string>> read;
+  auto ends = (*reader)->ReadAllToEnd(
+      {{topic, 0, 2}, {topic, 1, 0}, {topic, 2, 0}, {other, 0, 3}},
+      [&](const kafka::Message& m) { read[{m.topic, m.partition}].push_back(*m.value); },
+      seconds(30));
+  ASSERT_TRUE(ends) << ends.error().message;
+  EXPECT_EQ(*ends, (std::vector<int64_t>{5, 0, 7, 3}));
+  auto values = [&](const std::string& t, int32_t p) { return read[std::make_pair(t, p)]; };
+  EXPECT_EQ(values(topic, 0), (std::vector<std::string>{"2", "3", "4"}));
+  EXPECT_EQ(values(topic, 2), (std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6"}));
+  EXPECT_TRUE(values(topic, 1).empty());
+  EXPECT_TRUE(values(other, 0).empty());
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, other), "");
+}
 
 TEST_F(KafkaClientIntegrationTest, DescribeTopicOfAMissingTopicIsNotFound) {
   auto info = kafka::DescribeTopic(props(), UniqueTopic("missing"), seconds(10));
@@ -265,6 +302,11 @@ TEST_F(KafkaClientIntegrationTest, EveryWaitKeepsItsDeadlineWhileTheBrokerIsFroz
   bounded("Watermarks", [&] { return (*reader)->Watermarks(topic, 0, seconds(2)).has_value(); });
   bounded("ReadToEnd", [&] {
     return (*reader)->ReadToEnd(topic, 0, 0, [](const kafka::Message&) {}, seconds(2)).has_value();
+  });
+  bounded("ReadAllToEnd", [&] {
+    return (*reader)
+        ->ReadAllToEnd({{topic, 0, 0}}, [](const kafka::Message&) {}, seconds(2))
+        .has_value();
   });
   bounded("Committed", [&] { return (*offsets)->Committed({{topic, 0}}, seconds(2)).has_value(); });
   bounded("PartitionCount", [&] { return kafka::PartitionCount(props(), topic, seconds(2)).has_value(); });

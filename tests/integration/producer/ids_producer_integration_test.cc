@@ -175,6 +175,30 @@ TEST_F(IdsProducerTest, MetricsCountPublishedBatchesAheadAndLag) {
   EXPECT_EQ(MetricValue("kleaf_producer_batches_ahead", seg), 3);
 }
 
+// A round counts the partitions the consumers had emptied when it began (RoundResult::drained):
+// the scheduled rounds then follow each other at once instead of one per check_interval, so a
+// stream is not capped at batches_ahead x partitions x batch_size per interval. A partition with
+// batches still ahead, or one only partly consumed, is not counted.
+TEST_F(IdsProducerTest, RoundCountsThePartitionsTheConsumersEmptied) {
+  const std::string tag = "d" + suffix_;
+  auto producer =
+      NewProducer({{tag, IdBatch::Mode::kSegment, 10}, {tag, IdBatch::Mode::kSnowflake, 4}});
+  ASSERT_TRUE(producer->Init().has_value());
+  auto first = producer->RunRound();
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->batches, 6);
+  EXPECT_EQ(first->drained, 2) << "both streams' partitions began empty";
+  auto second = producer->RunRound();
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  EXPECT_EQ(second->batches, 0);
+  EXPECT_EQ(second->drained, 0) << "nothing was consumed";
+  ASSERT_TRUE(ConsumeFirstRound(tag).has_value());  // the segment stream's partition, to its end
+  auto third = producer->RunRound();
+  ASSERT_TRUE(third.has_value()) << third.error().message;
+  EXPECT_EQ(third->batches, 3);
+  EXPECT_EQ(third->drained, 1) << "only the segment stream's partition was emptied";
+}
+
 TEST_F(IdsProducerTest, NewerRunOfTheSameNodeFencesTheOlder) {
   const std::string tag = "f" + suffix_;
   auto older = NewProducer({{tag, IdBatch::Mode::kSegment, 5}});

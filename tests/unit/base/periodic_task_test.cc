@@ -93,6 +93,22 @@ TEST(PeriodicTaskTest, StopRepeatingFromTheTaskEndsTheLoop) {
   EXPECT_EQ(runs.load(), 2);
 }
 
+// A run that asks for it is followed at once by the next, not an hour later; the one after that
+// waits for the interval again.
+TEST(PeriodicTaskTest, RunAgainNowSkipsTheWaitOnce) {
+  std::atomic<int> runs{0};
+  std::promise<void> third;
+  PeriodicTask task;
+  task.Start(kHour, PeriodicTask::FirstRun::kAtOnce, [&] {
+    const int n = ++runs;
+    if (n < 3) task.RunAgainNow();
+    if (n == 3) third.set_value();
+  });
+  ASSERT_EQ(third.get_future().wait_for(kPatience), std::future_status::ready);
+  EXPECT_TRUE(task.Stop());  // wakes the hour's wait at once
+  EXPECT_EQ(runs.load(), 3);
+}
+
 TEST(PeriodicTaskTest, StopWithoutStartDoesNothingAndStartWorksAfterStop) {
   PeriodicTask task;
   EXPECT_FALSE(task.Stop());
