@@ -68,6 +68,24 @@ class IdsProducerTest : public KafkaTest {
                                                    generator_.get(), SystemClock::Instance());
   }
 
+  // A producer of `tag` in segment (batches of 10) and snowflake (batches of 4) modes, and its
+  // first round's result (nullopt, with a failure, if it could not run).
+  std::pair<std::unique_ptr<producer::IdsProducer>, std::optional<producer::IdsProducer::RoundResult>>
+  StartTwoStreams(const std::string& tag) {
+    auto producer =
+        NewProducer({{tag, IdBatch::Mode::kSegment, 10}, {tag, IdBatch::Mode::kSnowflake, 4}});
+    if (auto init = producer->Init(); !init) {
+      ADD_FAILURE() << init.error().message;
+      return {std::move(producer), std::nullopt};
+    }
+    auto first = producer->RunRound();
+    if (!first) {
+      ADD_FAILURE() << first.error().message;
+      return {std::move(producer), std::nullopt};
+    }
+    return {std::move(producer), *first};
+  }
+
   // The group consumes every batch of `tag`'s segment stream: once the first round's commit is
   // visible (the last stable offset of the tag's partition past its 3 batches), the group's
   // committed offset moves to that end, which is returned (nullopt, with a failure, otherwise).
@@ -121,11 +139,8 @@ double MetricValue(const std::string& name, const std::string& labels) {
 
 TEST_F(IdsProducerTest, MetricsCountPublishedBatchesAheadAndLag) {
   const std::string tag = "m" + suffix_;
-  auto producer =
-      NewProducer({{tag, IdBatch::Mode::kSegment, 10}, {tag, IdBatch::Mode::kSnowflake, 4}});
-  ASSERT_TRUE(producer->Init().has_value());
-  auto first = producer->RunRound();
-  ASSERT_TRUE(first.has_value()) << first.error().message;
+  auto [producer, first] = StartTwoStreams(tag);
+  ASSERT_TRUE(producer && first.has_value());
   EXPECT_EQ(first->batches, 6);
   EXPECT_EQ(first->ids, 3 * 10 + 3 * 4);
   const std::string seg = "tag=\"" + tag + "\",mode=\"segment\"";
@@ -181,11 +196,8 @@ TEST_F(IdsProducerTest, MetricsCountPublishedBatchesAheadAndLag) {
 // batches still ahead, or one only partly consumed, is not counted.
 TEST_F(IdsProducerTest, RoundCountsThePartitionsTheConsumersEmptied) {
   const std::string tag = "d" + suffix_;
-  auto producer =
-      NewProducer({{tag, IdBatch::Mode::kSegment, 10}, {tag, IdBatch::Mode::kSnowflake, 4}});
-  ASSERT_TRUE(producer->Init().has_value());
-  auto first = producer->RunRound();
-  ASSERT_TRUE(first.has_value()) << first.error().message;
+  auto [producer, first] = StartTwoStreams(tag);
+  ASSERT_TRUE(producer && first.has_value());
   EXPECT_EQ(first->batches, 6);
   EXPECT_EQ(first->drained, 2) << "both streams' partitions began empty";
   auto second = producer->RunRound();
