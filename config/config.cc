@@ -184,8 +184,8 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
                                 " for mode uuid7 or ulid, got " + std::to_string(s.batch_size)));
   }
   if (!has_batch_size) {
-    s.batch_size = s.mode == ProducerStream::Mode::kSegment ? kDefaultSegmentBatchSize
-                                                            : kDefaultListBatchSize;
+    s.batch_size =
+        s.mode == ProducerStream::Mode::kSegment ? kDefaultSegmentBatchSize : kDefaultListBatchSize;
   }
   return s;
 }

@@ -213,8 +213,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "topic: %s\n", r.error().message.c_str());
       return 1;
     }
-    auto producer =
-        kafka::Producer::Create({{"bootstrap.servers", bootstrap}, {"linger.ms", "5"}});
+    auto producer = kafka::Producer::Create({{"bootstrap.servers", bootstrap}, {"linger.ms", "5"}});
     if (!producer) return 1;
     for (int i = 0; i < batches; ++i) {
       IdBatch b{kTag, kMode, i * size, (i + 1) * size, {}};
@@ -305,7 +304,7 @@ int main(int argc, char** argv) {
       n, static_cast<long long>(total), batches, static_cast<long long>(size), prefetch,
       static_cast<long long>(per_call), secs, static_cast<double>(total) / secs / 1e6,
       batches / secs, load_before.c_str(), LoadAverage().c_str(),
-      exact ? (live ? "none twice" : "exact") : "WRONG: ", why.c_str(), cpu, cpu / static_cast<double>(total) * 1e9,
-      100.0 * machine_busy);
+      exact ? (live ? "none twice" : "exact") : "WRONG: ", why.c_str(), cpu,
+      cpu / static_cast<double>(total) * 1e9, 100.0 * machine_busy);
   return exact ? 0 : 1;
 }

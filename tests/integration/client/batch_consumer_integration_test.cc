@@ -536,8 +536,8 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWithinASecondWhileTheBrokerIsUp
           << (*c)->stats().last_error;
       // The dead peer's session ends at most 6 s after the kill, so before this deadline; a
       // leave that never went out would keep the partition for 6 s after that.
-      EXPECT_TRUE(WaitUntil([&] { return in_process_peer->stats().assigned_partitions == 2; },
-                            seconds(8)))
+      EXPECT_TRUE(
+          WaitUntil([&] { return in_process_peer->stats().assigned_partitions == 2; }, seconds(8)))
           << "the background leave did not reach the coordinator: "
           << in_process_peer->stats().assigned_partitions << " partition(s) after "
           << SecondsSince(began) << " s";

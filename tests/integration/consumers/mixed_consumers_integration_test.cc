@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <expected>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <expected>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -240,8 +240,8 @@ std::vector<std::string> PrintedLines(const std::string& out) {
 }
 
 // Issue 17: the C++ example (BatchConsumer::NextText) and the Python and Java reference consumers
-// take the uuid7 and ulid streams of the producer, one member of each per stream in one group; what they
-// print is unique per stream and read right by Python's `uuid` module and a Crockford decoder
+// take the uuid7 and ulid streams of the producer, one member of each per stream in one group; what
+// they print is unique per stream and read right by Python's `uuid` module and a Crockford decoder
 // (tests/e2e/check_uuid7_ulid.py: version 7, RFC 9562 variant, timestamps of this run, the
 // producer's worker id).
 TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeUuid7AndUlidStreams) {
@@ -253,7 +253,8 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeUuid7AndUlidStreams) {
   Cluster cluster(broker_, "id128-consumers", {{"segment.auto_create", "true"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
   auto producer = StartProducer(
-      cluster, "[{tag: ev, mode: uuid7, batch_size: 50}, {tag: ev, mode: ulid, batch_size: 50}]", 2);
+      cluster, "[{tag: ev, mode: uuid7, batch_size: 50}, {tag: ev, mode: ulid, batch_size: 50}]",
+      2);
   ASSERT_TRUE(producer.has_value()) << producer.error();
   std::smatch worker;
   const std::string producer_log = (*producer)->Stderr();

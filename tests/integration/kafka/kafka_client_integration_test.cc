@@ -90,7 +90,9 @@ TEST_F(KafkaClientIntegrationTest, ReadAllToEndReadsEachPartitionFromItsOffsetTo
   std::map<std::pair<std::string, int32_t>, std::vector<std::string>> read;
   auto ends = (*reader)->ReadAllToEnd(
       {{topic, 0, 2}, {topic, 1, 0}, {topic, 2, 0}, {other, 0, 3}},
-      [&](const kafka::Message& m) { read[{m.topic, m.partition}].push_back(*m.value); },
+      [&](const kafka::Message& m) {
+        read[{m.topic, m.partition}].push_back(*m.value);
+      },
       seconds(30));
   ASSERT_TRUE(ends) << ends.error().message;
   EXPECT_EQ(*ends, (std::vector<int64_t>{5, 0, 7, 3}));
@@ -305,7 +307,8 @@ TEST_F(KafkaClientIntegrationTest, EveryWaitKeepsItsDeadlineWhileTheBrokerIsFroz
   });
   bounded("ReadAllToEnd", [&] {
     return (*reader)
-        ->ReadAllToEnd({{topic, 0, 0}}, [](const kafka::Message&) {}, seconds(2))
+        ->ReadAllToEnd(
+            {{topic, 0, 0}}, [](const kafka::Message&) {}, seconds(2))
         .has_value();
   });
   bounded("Committed", [&] { return (*offsets)->Committed({{topic, 0}}, seconds(2)).has_value(); });

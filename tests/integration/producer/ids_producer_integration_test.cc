@@ -70,7 +70,8 @@ class IdsProducerTest : public KafkaTest {
 
   // A producer of `tag` in segment (batches of 10) and snowflake (batches of 4) modes, and its
   // first round's result (nullopt, with a failure, if it could not run).
-  std::pair<std::unique_ptr<producer::IdsProducer>, std::optional<producer::IdsProducer::RoundResult>>
+  std::pair<std::unique_ptr<producer::IdsProducer>,
+            std::optional<producer::IdsProducer::RoundResult>>
   StartTwoStreams(const std::string& tag) {
     auto producer =
         NewProducer({{tag, IdBatch::Mode::kSegment, 10}, {tag, IdBatch::Mode::kSnowflake, 4}});
@@ -408,13 +409,15 @@ TEST_F(IdsProducerTest, RoundsFailInTimeWhileTheBrokerRestartsAndResumeAfter) {
       },
       milliseconds(60000)))
       << "not topped up within 60 s of the restart (" << records << " records, the group's "
-      << "committed offset " << [&] {
-           auto fresh = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
-           if (!fresh) return std::string("?");
-           auto c = (*fresh)->Committed({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p}},
-                                        milliseconds(10000));
-           return c ? std::to_string(c->front().offset) : c.error().message;
-         }() << ", end " << *consumed_to << "): " << last_error;
+      << "committed offset " <<
+      [&] {
+        auto fresh = kafka::GroupOffsets::Create(props_, topic_ + ".consumers");
+        if (!fresh) return std::string("?");
+        auto c = (*fresh)->Committed({{StreamTopic(topic_, tag, IdBatch::Mode::kSegment), p}},
+                                     milliseconds(10000));
+        return c ? std::to_string(c->front().offset) : c.error().message;
+      }()
+      << ", end " << *consumed_to << "): " << last_error;
   ASSERT_FALSE(producer->fatal()) << last_error;
   EXPECT_EQ(producer->Ahead(0), 3);
   EXPECT_EQ(records, 6);

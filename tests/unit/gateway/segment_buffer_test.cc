@@ -108,9 +108,9 @@ bool InGrantedRange(int64_t id, const std::vector<Segment>& granted) {
 // Runs `threads` threads on `buffer` until each has seen `per_thread` IDs: the first `drawers` of
 // them draw one ID at a time with `draw`, the others take batches of 3 ranges (waiting up to 2 s).
 // What each thread saw, in order.
-std::vector<std::vector<int64_t>> DrawConcurrently(SegmentBuffer& buffer, int threads,
-                                                   int per_thread, int drawers,
-                                                   const std::function<std::optional<int64_t>()>& draw) {
+std::vector<std::vector<int64_t>> DrawConcurrently(
+    SegmentBuffer& buffer, int threads, int per_thread, int drawers,
+    const std::function<std::optional<int64_t>()>& draw) {
   std::vector<std::vector<int64_t>> seen(threads);
   std::vector<std::thread> running;
   for (int t = 0; t < threads; ++t) {
