@@ -67,8 +67,9 @@ Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const Tag
                                 : update.id_mode && *update.id_mode != state::IdMode::kPlain;
   if (leaves_plain && rules.datacenter_count > 1 && r.id_mode == state::IdMode::kPlain) {
     return Fail(Code::kFailedPrecondition,
-                what + "id_mode obfuscated and obfuscated_time are refused with more than one "
-                       "datacenter (datacenter.count " +
+                what +
+                    "id_mode obfuscated and obfuscated_time are refused with more than one "
+                    "datacenter (datacenter.count " +
                     std::to_string(rules.datacenter_count) +
                     "): each cluster's permutation key is its own, so two datacenters' IDs could "
                     "be equal (docs/architecture.md, \"More than one datacenter\")");

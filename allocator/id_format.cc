@@ -100,8 +100,7 @@ uint64_t BoundedPermutation::Backward(uint64_t y) const {
   return x;
 }
 
-IdFormat::IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base,
-                   Datacenter dc)
+IdFormat::IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base, Datacenter dc)
     : mode_(mode),
       key_hex_(std::move(key_hex)),
       key_(key),

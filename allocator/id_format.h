@@ -100,8 +100,7 @@ class IdFormat {
   void WriteTo(state::TagRecord& record) const;
 
  private:
-  IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base,
-           Datacenter dc = {});
+  IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base, Datacenter dc = {});
   const state::IdMode mode_;
   const std::string key_hex_;
   const IdKey key_;

@@ -232,9 +232,8 @@ ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list) {
   return out;
 }
 
-std::vector<size_t> GatewayOrder(const std::vector<GatewayAddress>& gateways,
-                                 int local_datacenter, size_t preferred,
-                                 const std::vector<bool>& demoted) {
+std::vector<size_t> GatewayOrder(const std::vector<GatewayAddress>& gateways, int local_datacenter,
+                                 size_t preferred, const std::vector<bool>& demoted) {
   const size_t n = gateways.size();
   std::vector<size_t> order;
   order.reserve(n);
@@ -345,8 +344,8 @@ ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const s
     std::vector<bool> demoted(n, false);
     const int64_t asked_ns = now_ns();
     for (size_t g = 0; g < n; ++g) demoted[g] = demoted_until[g].load() > asked_ns;
-    for (size_t g : GatewayOrder(options.gateways, options.local_datacenter, preferred.load(),
-                                 demoted)) {
+    for (size_t g :
+         GatewayOrder(options.gateways, options.local_datacenter, preferred.load(), demoted)) {
       auto now = SteadyClock::now();
       if (now >= deadline) break;
       auto timeout = std::min(options.request_timeout,
@@ -369,9 +368,9 @@ ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const s
       last = reply ? where + " answered " + std::to_string(reply->status) : where + ": " + reply.error();
       last_status = reply ? reply->status : 0;
       if (options.local_datacenter >= 0) {
-        demoted_until[g].store(now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              options.failback_after)
-                                              .count());
+        demoted_until[g].store(
+            now_ns() +
+            std::chrono::duration_cast<std::chrono::nanoseconds>(options.failback_after).count());
       }
       ++failovers;
     }
@@ -425,11 +424,12 @@ ClientResult<std::unique_ptr<HttpClient>> HttpClient::Create(Options options) {
     return std::unexpected(Err(Kind::kInvalidArgument, "failback_after must not be negative"));
   }
   if (options.local_datacenter >= 0 &&
-      std::none_of(options.gateways.begin(), options.gateways.end(),
-                   [&](const GatewayAddress& g) { return g.datacenter == options.local_datacenter; })) {
-    return std::unexpected(Err(Kind::kInvalidArgument,
-                               "local_datacenter " + std::to_string(options.local_datacenter) +
-                                   ": no gateway of that datacenter is listed (host:port@N)"));
+      std::none_of(options.gateways.begin(), options.gateways.end(), [&](const GatewayAddress& g) {
+        return g.datacenter == options.local_datacenter;
+      })) {
+    return std::unexpected(
+        Err(Kind::kInvalidArgument, "local_datacenter " + std::to_string(options.local_datacenter) +
+                                        ": no gateway of that datacenter is listed (host:port@N)"));
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);

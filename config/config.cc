@@ -184,8 +184,8 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
                                 " for mode uuid7 or ulid, got " + std::to_string(s.batch_size)));
   }
   if (!has_batch_size) {
-    s.batch_size = s.mode == ProducerStream::Mode::kSegment ? kDefaultSegmentBatchSize
-                                                            : kDefaultListBatchSize;
+    s.batch_size =
+        s.mode == ProducerStream::Mode::kSegment ? kDefaultSegmentBatchSize : kDefaultListBatchSize;
   }
   return s;
 }
@@ -418,9 +418,10 @@ std::string HostName() {
 Result<void> CheckDatacenter(const Config& c) {
   const auto& d = c.datacenter;
   if (d.index >= d.count) {
-    return Fail(Code::kInvalidArgument,
-                "datacenter.index: must be below datacenter.count (" + std::to_string(d.count) +
-                    "), got " + std::to_string(d.index) + "; datacenters are numbered 0 to count-1");
+    return Fail(Code::kInvalidArgument, "datacenter.index: must be below datacenter.count (" +
+                                            std::to_string(d.count) + "), got " +
+                                            std::to_string(d.index) +
+                                            "; datacenters are numbered 0 to count-1");
   }
   const int64_t workers = int64_t{1} << c.snowflake.worker_bits;
   if (d.count > workers) {
@@ -462,7 +463,8 @@ Result<void> CheckDatacenter(const Config& c) {
                     "producer.streams[" + std::to_string(i) + "].batch_size: must be at most " +
                         std::to_string(kMaxListedSegmentBatchSize) +
                         " with more than one datacenter (a segment batch then lists its IDs), "
-                        "got " + std::to_string(s.batch_size));
+                        "got " +
+                        std::to_string(s.batch_size));
       }
     }
   }

@@ -79,8 +79,8 @@ TEST(DatacenterIntegrationTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOve
             << SecondsSince(began) << " s\n";
 
   // One topic prefix on both brokers: the peer check reads the other side's layout topic.
-  const std::string prefix = "kleaf-it-dc-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(e2e::WallClockMs());
+  const std::string prefix =
+      "kleaf-it-dc-" + std::to_string(::getpid()) + "-" + std::to_string(e2e::WallClockMs());
   const std::map<std::string, std::string> common = {{"kafka.topic_prefix", prefix},
                                                      {"datacenter.count", "2"},
                                                      {"segment.auto_create", "true"},
@@ -92,9 +92,9 @@ TEST(DatacenterIntegrationTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOve
   Cluster dc0(*first, "dc0",
               with({{"datacenter.index", "0"},
                     {"datacenter.peers", "[\"" + second.broker().bootstrap + "\"]"}}));
-  Cluster dc1(second.broker(), "dc1",
-              with({{"datacenter.index", "1"},
-                    {"datacenter.peers", "[\"" + first->bootstrap + "\"]"}}));
+  Cluster dc1(
+      second.broker(), "dc1",
+      with({{"datacenter.index", "1"}, {"datacenter.peers", "[\"" + first->bootstrap + "\"]"}}));
 
   // The tired operator copies datacenter 0's config to datacenter 1's first node: the peer check
   // sees datacenter 0's layout on the first broker and refuses before anything is recorded.
@@ -198,9 +198,9 @@ TEST(DatacenterIntegrationTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOve
 
   // A node of datacenter 1's cluster configured as datacenter 0 (no peers listed): the layout
   // datacenter 1 recorded refuses it, naming the keys and the values to set.
-  Node& wrong = dc1.AddNode("wrong-index", Node::Role::kGateway,
-                            {{"datacenter.index", "0"}, {"datacenter.peers", "[]"},
-                             {"kafka.reply_partition", "3"}});
+  Node& wrong = dc1.AddNode(
+      "wrong-index", Node::Role::kGateway,
+      {{"datacenter.index", "0"}, {"datacenter.peers", "[]"}, {"kafka.reply_partition", "3"}});
   auto refused = StartExpectingExit(wrong, seconds(40));
   ASSERT_TRUE(refused) << refused.error();
   const std::string said = refused->err + refused->out;

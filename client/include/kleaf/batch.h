@@ -21,7 +21,7 @@ struct IdBatch {
   enum class Mode { kSegment, kSnowflake, kUuid7, kUlid };
   std::string tag;
   Mode mode = Mode::kSegment;
-  int64_t start = 0;          // kSegment: IDs [start, end), unless `ids` lists them
+  int64_t start = 0;  // kSegment: IDs [start, end), unless `ids` lists them
   int64_t end = 0;
   // kSnowflake: IDs in issue order. kSegment from a cluster of more than one datacenter: its IDs,
   // increasing (one residue class, not consecutive), with start and end unused.

@@ -50,10 +50,10 @@ TEST(HttpClientOptionsTest, BadTagAndCountFailLocallyWithoutARequest) {
 TEST(ParseGatewaysTest, ReadsTheDatacenterOfAnEntry) {
   auto list = ParseGateways("10.0.0.1:8080@0, 10.1.0.1:8080@1,[::1]:9000@12,10.2.0.1:80");
   ASSERT_TRUE(list) << list.error().message;
-  EXPECT_EQ(*list, (std::vector<GatewayAddress>{{"10.0.0.1", 8080, 0},
-                                                {"10.1.0.1", 8080, 1},
-                                                {"::1", 9000, 12},
-                                                {"10.2.0.1", 80, -1}}));
+  EXPECT_EQ(
+      *list,
+      (std::vector<GatewayAddress>{
+          {"10.0.0.1", 8080, 0}, {"10.1.0.1", 8080, 1}, {"::1", 9000, 12}, {"10.2.0.1", 80, -1}}));
   for (const char* bad : {"a:80@", "a:80@x", "a:80@-1", "a:@1"}) {
     EXPECT_FALSE(ParseGateways(bad)) << "accepted \"" << bad << "\"";
   }

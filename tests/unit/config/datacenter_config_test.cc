@@ -59,16 +59,15 @@ TEST(DatacenterConfigTest, ObfuscatedDefaultsAndLargeListedBatchesAreRefused) {
 }
 
 TEST(DatacenterConfigTest, TheEnvironmentOverridesTheKeys) {
-  auto c = ParseConfig("datacenter: {index: 0, count: 2}",
-                       {{"KLEAF_DATACENTER__INDEX", "1"},
-                        {"KLEAF_DATACENTER__PEERS", "[dc0:9092]"}});
+  auto c =
+      ParseConfig("datacenter: {index: 0, count: 2}",
+                  {{"KLEAF_DATACENTER__INDEX", "1"}, {"KLEAF_DATACENTER__PEERS", "[dc0:9092]"}});
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->datacenter.index, 1);
   EXPECT_EQ(c->datacenter.peers, (std::vector<std::string>{"dc0:9092"}));
   auto bad = ParseConfig("", {{"KLEAF_DATACENTER__INDEX", "1"}});
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("datacenter.index"), std::string::npos)
-      << bad.error().message;
+  EXPECT_NE(bad.error().message.find("datacenter.index"), std::string::npos) << bad.error().message;
 }
 
 TEST(DatacenterConfigTest, StandaloneRefusesMoreThanOneDatacenter) {
