@@ -30,6 +30,20 @@ Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step,
   return s;
 }
 
+Result<void> ApplyDatacenter(Segment& segment, const Datacenter& dc) {
+  if (dc.single()) return {};
+  if (segment.format) {
+    return Fail(Code::kFailedPrecondition,
+                "tag '" + segment.tag + "' is " + state::IdModeName(segment.format->mode()) +
+                    ", which is refused with more than one datacenter (this node is " +
+                    dc.Describe() +
+                    "): each cluster's permutation key is its own, so two datacenters' IDs could "
+                    "be equal; issue the tag's IDs from a plain tag");
+  }
+  segment.format = IdFormat::PlainIn(dc);
+  return {};
+}
+
 int64_t NextStep(int64_t current_step, int64_t min_step, int64_t max_step,
                  std::chrono::milliseconds previous_lasted) {
   int64_t step = std::max(current_step, min_step);
@@ -48,6 +62,18 @@ namespace {
 Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const TagRules& rules,
                          bool created, int64_t plain_below, int64_t now_ms) {
   const std::string what = "tag '" + r.tag + "': ";
+  const bool leaves_plain = update.restore_id_format
+                                ? update.restore_id_format->id_mode != state::IdMode::kPlain
+                                : update.id_mode && *update.id_mode != state::IdMode::kPlain;
+  if (leaves_plain && rules.datacenter_count > 1 && r.id_mode == state::IdMode::kPlain) {
+    return Fail(Code::kFailedPrecondition,
+                what +
+                    "id_mode obfuscated and obfuscated_time are refused with more than one "
+                    "datacenter (datacenter.count " +
+                    std::to_string(rules.datacenter_count) +
+                    "): each cluster's permutation key is its own, so two datacenters' IDs could "
+                    "be equal (docs/architecture.md, \"More than one datacenter\")");
+  }
   if (update.restore_id_format) {
     const state::TagRecord& from = *update.restore_id_format;
     const bool same =

@@ -40,6 +40,12 @@ struct Segment {
 Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step, int64_t max_step,
                                int64_t now_ms);
 
+// The segment as a gateway or producer of datacenter `dc` hands it out: unchanged in a single
+// datacenter; a plain segment gets the datacenter's format (IdFormat::PlainIn). A tag with an
+// obfuscated id_mode is refused (kFailedPrecondition) with more than one datacenter: each
+// cluster's permutation key is its own, so two datacenters' permuted IDs could be equal.
+Result<void> ApplyDatacenter(Segment& segment, const Datacenter& dc);
+
 // Leaf's dynamic step: the previous segment lasted less than 15 minutes -> double (capped at
 // max_step); 15 to 30 minutes -> keep; longer -> halve, never below min_step.
 int64_t NextStep(int64_t current_step, int64_t min_step, int64_t max_step,
@@ -64,6 +70,8 @@ struct TagRules {
   int64_t max_step = 1000000;
   state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
   std::function<std::string()> new_id_key = NewIdKey;
+  // datacenter.count: with more than one, a tag cannot leave kPlain (ApplyDatacenter).
+  int64_t datacenter_count = 1;
 };
 
 // Applies an admin update to an existing record (or creates one). max_id may only grow: lowering

@@ -75,7 +75,9 @@ std::string EncodeLayout(const ClusterLayout& l) {
   return nlohmann::json{{"partitions", l.partitions},
                         {"state_topic_id", l.state_topic_id},
                         {"written_by", l.written_by},
-                        {"written_ms", l.written_ms}}
+                        {"written_ms", l.written_ms},
+                        {"datacenter_index", l.datacenter.index},
+                        {"datacenter_count", l.datacenter.count}}
       .dump();
 }
 
@@ -87,7 +89,15 @@ Result<ClusterLayout> DecodeLayout(std::string_view json) {
     l.state_topic_id = j.value("state_topic_id", std::string());
     l.written_by = j.value("written_by", std::string());
     l.written_ms = j.value("written_ms", int64_t{0});
+    l.datacenter.index = j.value("datacenter_index", int64_t{0});
+    l.datacenter.count = j.value("datacenter_count", int64_t{1});
     if (l.partitions <= 0) return Fail(Code::kInternal, "layout record with no partition count");
+    if (l.datacenter.count < 1 || l.datacenter.index < 0 ||
+        l.datacenter.index >= l.datacenter.count) {
+      return Fail(Code::kInternal, "layout record with datacenter " +
+                                       std::to_string(l.datacenter.index) + " of " +
+                                       std::to_string(l.datacenter.count));
+    }
     return l;
   } catch (const std::exception& e) {
     return Fail(Code::kInternal, std::string("unreadable layout record: ") + e.what());
@@ -97,7 +107,8 @@ Result<ClusterLayout> DecodeLayout(std::string_view json) {
 // Long for its messages only: one refusal after another, in the order they are checked, each
 // telling the operator what to do; split up, the order would be harder to see.
 Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
-                                  int32_t configured, const std::vector<ClusterLayout>& recorded) {
+                                  int32_t configured, const std::vector<ClusterLayout>& recorded,
+                                  const Datacenter& dc) {
   const std::string n = std::to_string(now.requests_partitions);
   if (configured > 0 && configured != now.requests_partitions) {
     return Fail(Code::kInvalidArgument,
@@ -127,10 +138,18 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
                     "\"Layout refusals\")");
   }
   if (recorded.empty()) {
-    return ClusterLayout{now.requests_partitions, now.state_topic_id, "", 0};
+    return ClusterLayout{now.requests_partitions, now.state_topic_id, "", 0, dc};
   }
   const ClusterLayout& first = recorded.front();
   for (const auto& r : recorded) {
+    if (r.datacenter != first.datacenter) {
+      return Fail(Code::kFailedPrecondition,
+                  "topic " + names.layout + " holds conflicting layouts (" +
+                      first.datacenter.Describe() + " and " + r.datacenter.Describe() +
+                      "): the first nodes of this cluster were configured as different "
+                      "datacenters. Stop the cluster and see docs/operations.md, \"Layout "
+                      "refusals\"");
+    }
     if (r.partitions != first.partitions || r.state_topic_id != first.state_topic_id) {
       return Fail(Code::kFailedPrecondition,
                   "topic " + names.layout + " holds conflicting layouts (" +
@@ -159,9 +178,56 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
                     "IDs again. Restore the state from an export (docs/operations.md, \"Layout "
                     "refusals\")");
   }
+  if (first.datacenter != dc) {
+    const std::string key = first.datacenter.index != dc.index && first.datacenter.count != dc.count
+                                ? "datacenter.index and datacenter.count"
+                            : first.datacenter.index != dc.index ? "datacenter.index"
+                                                                 : "datacenter.count";
+    return Fail(Code::kInvalidArgument,
+                key + ": this node is configured as " + dc.Describe() +
+                    ", but this cluster's layout (" + names.layout + ", written by " +
+                    (first.written_by.empty() ? std::string("its first node") : first.written_by) +
+                    ") records " + first.datacenter.Describe() +
+                    ". A node of another datacenter's slice would lease worker ids and hand out "
+                    "segment IDs that cluster owns. If this node belongs to this cluster, set "
+                    "datacenter.index: " +
+                    std::to_string(first.datacenter.index) +
+                    " and datacenter.count: " + std::to_string(first.datacenter.count) +
+                    " in its config (was it copied from another datacenter?); if it belongs to "
+                    "another datacenter, fix its kafka.bootstrap. A cluster's datacenter never "
+                    "changes (docs/operations.md, \"Two datacenters\")");
+  }
   ClusterLayout l = first;
   if (l.state_topic_id.empty()) l.state_topic_id = now.state_topic_id;
   return l;
+}
+
+Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& peer, size_t i,
+                             const std::string& bootstrap) {
+  const std::string at = "datacenter.peers[" + std::to_string(i) + "] (" + bootstrap + ")";
+  if (!ours.state_topic_id.empty() && peer.state_topic_id == ours.state_topic_id) {
+    return Fail(Code::kInvalidArgument,
+                at + ": is this cluster's own Kafka (the same state topic id " +
+                    ours.state_topic_id +
+                    "); list the kafka.bootstrap of the other datacenters' clusters");
+  }
+  if (peer.datacenter.count != ours.datacenter.count) {
+    return Fail(Code::kInvalidArgument,
+                "datacenter.count: this cluster is " + ours.datacenter.Describe() + ", but " + at +
+                    " records " + peer.datacenter.Describe() +
+                    ": the datacenters split the ID space differently and their IDs could be "
+                    "equal. Every datacenter needs the same datacenter.count");
+  }
+  if (peer.datacenter.index == ours.datacenter.index) {
+    return Fail(Code::kInvalidArgument,
+                "datacenter.index: " + std::to_string(ours.datacenter.index) +
+                    " is also the index of the cluster at " + at +
+                    ": both would lease the same worker ids and hand out the same segment IDs. "
+                    "Give every datacenter its own datacenter.index (0 to " +
+                    std::to_string(ours.datacenter.count - 1) +
+                    "); was this config copied from the other datacenter?");
+  }
+  return {};
 }
 
 namespace {
@@ -206,7 +272,7 @@ Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
 
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
                                     int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout) {
+                                    std::chrono::milliseconds timeout, const Datacenter& dc) {
   // One deadline for the whole check: a node that cannot reach Kafka gives up within `timeout`.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto facts = DescribeTopics(props, names, TimeLeft(deadline));
@@ -215,7 +281,7 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
   if (!reader) return std::unexpected(reader.error());
   auto recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
   if (!recorded) return std::unexpected(recorded.error());
-  auto layout = CheckLayout(names, *facts, configured, *recorded);
+  auto layout = CheckLayout(names, *facts, configured, *recorded, dc);
   if (!layout || !recorded->empty()) return layout;
   // The first node of this cluster: record what every later node must find. Two first nodes may
   // race; both write what the broker described, and the re-read below sees any disagreement.
@@ -235,11 +301,42 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
   }
   if (auto f = (*producer)->Flush(TimeLeft(deadline)); !f) return std::unexpected(f.error());
   if (failed) return std::unexpected(*failed);
-  spdlog::info("[layout] recorded {} partitions and state topic id '{}' in {}", layout->partitions,
-               layout->state_topic_id, names.layout);
+  spdlog::info("[layout] recorded {} partitions, state topic id '{}' and {} in {}",
+               layout->partitions, layout->state_topic_id, layout->datacenter.Describe(),
+               names.layout);
   recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
   if (!recorded) return std::unexpected(recorded.error());
-  return CheckLayout(names, *facts, configured, *recorded);
+  return CheckLayout(names, *facts, configured, *recorded, dc);
+}
+
+Result<void> CheckPeers(const kafka::Properties& props, const ClusterTopics& names,
+                        const ClusterLayout& ours, const std::vector<std::string>& peers,
+                        std::chrono::milliseconds timeout_each) {
+  for (size_t i = 0; i < peers.size(); ++i) {
+    kafka::Properties peer_props = props;
+    peer_props["bootstrap.servers"] = peers[i];
+    peer_props["client.id"] = props.contains("client.id") ? props.at("client.id") + "-peer-check"
+                                                          : std::string("kleaf-peer-check");
+    auto reader = kafka::PartitionReader::Create(peer_props);
+    if (!reader) return std::unexpected(reader.error());
+    auto recorded = ReadLayouts(**reader, names, timeout_each);
+    if (!recorded) {
+      spdlog::warn(
+          "[layout] datacenter.peers[{}] ({}): not checked, its layout topic {} could not be read "
+          "within {} ms: {}",
+          i, peers[i], names.layout, timeout_each.count(), recorded.error().message);
+      continue;
+    }
+    if (recorded->empty()) {
+      spdlog::info("[layout] datacenter.peers[{}] ({}): no layout recorded yet; not checked", i,
+                   peers[i]);
+      continue;
+    }
+    if (auto ok = CheckPeerLayout(ours, recorded->front(), i, peers[i]); !ok) return ok;
+    spdlog::info("[layout] datacenter.peers[{}] ({}) is {}: checked", i, peers[i],
+                 recorded->front().datacenter.Describe());
+  }
+  return {};
 }
 
 Result<void> CheckStoreTopic(const std::optional<std::string>& stored, const std::string& name,

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "allocator/datacenter.h"
 #include "base/error.h"
 #include "kafka/client.h"
 #include "state/store.h"
@@ -42,11 +43,15 @@ inline constexpr int32_t kDefaultPartitions = 12;
 // checked): the partition count tags are routed by (a tag's state lives in partition
 // PartitionFor(tag, partitions) and nowhere else), and the identity of the state topic (a
 // recreated topic has lost every tag's max_id).
+// And which datacenter the cluster is (datacenter.h): a node configured as another one would
+// lease worker ids and map segment counters of another datacenter's slice.
 struct ClusterLayout {
   int32_t partitions = 0;
   std::string state_topic_id;  // Kafka's topic id; empty when the client cannot tell
   std::string written_by;      // node id, for the operator
   int64_t written_ms = 0;
+  // Records written before datacenters existed have none: they are datacenter 0 of 1.
+  Datacenter datacenter = {};
 };
 std::string EncodeLayout(const ClusterLayout& layout);
 Result<ClusterLayout> DecodeLayout(std::string_view json);
@@ -62,17 +67,33 @@ struct TopicFacts {
 };
 
 // Pure: the layout to run with, or the refusal that names what is wrong and what to do.
-// `configured` is kafka.partitions (0: not configured); `recorded` the layout topic's records
-// (empty: none yet, the facts become the layout). kInvalidArgument: the configuration disagrees
-// with the topics; kFailedPrecondition: the topics changed under a live cluster.
+// `configured` is kafka.partitions (0: not configured), `dc` datacenter.index and .count;
+// `recorded` the layout topic's records (empty: none yet, the facts and `dc` become the layout).
+// kInvalidArgument: the configuration disagrees with the topics or the recorded datacenter;
+// kFailedPrecondition: the topics changed under a live cluster.
 Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
-                                  int32_t configured, const std::vector<ClusterLayout>& recorded);
+                                  int32_t configured, const std::vector<ClusterLayout>& recorded,
+                                  const Datacenter& dc = {});
 
 // Reads the topics' facts and the layout topic, writes the layout record when there is none, and
 // returns CheckLayout's verdict. Every node calls it before it routes, serves or reads state.
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
                                     int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout);
+                                    std::chrono::milliseconds timeout, const Datacenter& dc = {});
+
+// Pure: whether the layout `peer` recorded by the cluster of datacenter.peers[`i`] (`bootstrap`)
+// fits ours: the same datacenter count, another index, another state topic (not our own Kafka
+// listed as a peer). kInvalidArgument naming the key to fix.
+Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& peer, size_t i,
+                             const std::string& bootstrap);
+
+// Reads the layout topic of every peer cluster (`props` with each peer's bootstrap.servers, the
+// same topic names) within `timeout_each`, and applies CheckPeerLayout. A peer that does not
+// answer in time, or has recorded no layout yet, is logged and skipped: the check catches what it
+// can see, it is no lock.
+Result<void> CheckPeers(const kafka::Properties& props, const ClusterTopics& names,
+                        const ClusterLayout& ours, const std::vector<std::string>& peers,
+                        std::chrono::milliseconds timeout_each);
 
 // Name of the store text recording which state topic (name and id) a store is a view of.
 inline constexpr char kStateTopicText[] = "state_topic";

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <utility>
 
+#include "kafka/topics.h"
+
 namespace kleaf::allocator {
 
 Result<kafka::Properties> KafkaProperties(const config::Config& c) {
@@ -35,11 +37,27 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c) {
     return std::unexpected(r.error());
   }
   // Creating topics and checking the layout share one setup timeout: a node that cannot reach
-  // Kafka gives up within it (plus librdkafka's teardown of a handle).
-  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
+  // Kafka gives up within it (plus librdkafka's teardown of a handle); peers have their own.
+  const Datacenter dc{c.datacenter.index, c.datacenter.count};
+  if (auto ok = CheckDatacenter(dc, c.snowflake.worker_bits); !ok) {
+    return std::unexpected(ok.error());
+  }
+  const auto peers_start = std::chrono::steady_clock::now();
+  if (!c.datacenter.peers.empty()) {
+    // Before the layout is recorded: the first node of a cluster whose config was copied from
+    // another datacenter must not record that datacenter's index.
+    auto state = kafka::DescribeTopic(*props, topics.state, kSetupTimeout);
+    if (!state) return std::unexpected(state.error());
+    const ClusterLayout candidate{0, state->id, c.node.id, 0, dc};
+    if (auto peers = CheckPeers(*props, topics, candidate, c.datacenter.peers,
+                                std::chrono::milliseconds(c.datacenter.peer_check_timeout_ms));
+        !peers) {
+      return std::unexpected(peers.error());
+    }
+  }
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(peers_start - start);
   auto layout = ResolveLayout(*props, topics, c.kafka.partitions, c.node.id,
-                              std::max(std::chrono::milliseconds(1000), kSetupTimeout - spent));
+                              std::max(std::chrono::milliseconds(1000), kSetupTimeout - spent), dc);
   if (!layout) return std::unexpected(layout.error());
   topics.partitions = layout->partitions;
   return ClusterSetup{std::move(*props), std::move(topics), std::move(*layout)};

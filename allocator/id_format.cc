@@ -100,11 +100,12 @@ uint64_t BoundedPermutation::Backward(uint64_t y) const {
   return x;
 }
 
-IdFormat::IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base)
+IdFormat::IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base, Datacenter dc)
     : mode_(mode),
       key_hex_(std::move(key_hex)),
       key_(key),
       base_(base),
+      dc_(dc),
       permutation_(key, mode == state::IdMode::kObfuscatedTime ? kTimeCounterBits : 63,
                    mode == state::IdMode::kObfuscatedTime ? uint64_t(kTimeCounterCapacity)
                                                           : uint64_t(kMaxId - base)) {}
@@ -122,6 +123,11 @@ Result<std::shared_ptr<const IdFormat>> IdFormat::Of(const state::TagRecord& rec
       new IdFormat(record.id_mode, *key, record.id_key, record.id_base));
 }
 
+std::shared_ptr<const IdFormat> IdFormat::PlainIn(const Datacenter& dc) {
+  if (dc.single()) return nullptr;
+  return std::shared_ptr<const IdFormat>(new IdFormat(state::IdMode::kPlain, IdKey{}, "", 0, dc));
+}
+
 void IdFormat::WriteTo(state::TagRecord& record) const {
   record.id_mode = mode_;
   record.id_key = key_hex_;
@@ -129,11 +135,20 @@ void IdFormat::WriteTo(state::TagRecord& record) const {
 }
 
 int64_t IdFormat::counter_limit() const {
+  if (mode_ == state::IdMode::kPlain) return MaxSegmentCounter(dc_) + 1;
   if (mode_ == state::IdMode::kObfuscatedTime) return base_ + kTimeCounterCapacity;
   return kMaxId;
 }
 
 Result<int64_t> IdFormat::Map(int64_t counter, int64_t now_ms) const {
+  if (mode_ == state::IdMode::kPlain) {
+    if (counter < 0 || counter > MaxSegmentCounter(dc_)) {
+      return Fail(Code::kResourceExhausted, "counter " + std::to_string(counter) +
+                                                " has no ID in " + dc_.Describe() +
+                                                " (the tag used up its ID space); use a new tag");
+    }
+    return SegmentIdOf(dc_, counter);
+  }
   if (counter < base_ || counter - base_ >= int64_t(permutation_.size())) {
     return Fail(Code::kResourceExhausted, "counter " + std::to_string(counter) +
                                               " is outside this tag's " + state::IdModeName(mode_) +
@@ -162,6 +177,13 @@ Result<int64_t> IdFormat::Map(int64_t counter, int64_t now_ms) const {
 }
 
 Result<int64_t> IdFormat::Unmap(int64_t id) const {
+  if (mode_ == state::IdMode::kPlain) {
+    if (id < 0 || id % dc_.count != dc_.index) {
+      return Fail(Code::kInvalidArgument,
+                  "not an ID of " + dc_.Describe() + ": " + std::to_string(id));
+    }
+    return id / dc_.count;
+  }
   int64_t p = 0;
   if (mode_ == state::IdMode::kObfuscated) {
     p = id - base_ - 1;

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "allocator/datacenter.h"
 #include "base/error.h"
 #include "state/records.h"
 
@@ -72,10 +73,17 @@ inline constexpr int64_t kTimeCounterCapacity = (int64_t{1} << kTimeCounterBits)
 //  - kObfuscatedTime: ID = hour << 43 | (1 + P(counter - id_base)), P a permutation of
 //    [0, 2^43 - 1). Unique because P is (the hour does not matter); refused when it would not be
 //    above id_base (a clock before the switch from plain), before 2020-01-01T01:00Z or after 2139.
+//  - kPlain in datacenter `dc` of more than one (PlainIn): ID = counter * dc.count + dc.index
+//    (datacenter.h), the datacenter's own residue class. Made by the gateway or producer that
+//    hands the segment out, never by an allocator: a tag's record does not hold it.
 class IdFormat {
  public:
   // The format of `record`'s segments; null for kPlain. kInternal for a malformed key.
   static Result<std::shared_ptr<const IdFormat>> Of(const state::TagRecord& record);
+  // The format of plain segments in datacenter `dc`; null in a single datacenter (IDs are the
+  // counters).
+  static std::shared_ptr<const IdFormat> PlainIn(const Datacenter& dc);
+  const Datacenter& datacenter() const { return dc_; }
 
   state::IdMode mode() const { return mode_; }
   int64_t base() const { return base_; }
@@ -86,17 +94,18 @@ class IdFormat {
   // The counter of an ID of this format (for tests, and for an operator holding the key).
   Result<int64_t> Unmap(int64_t id) const;
   bool operator==(const IdFormat& o) const {
-    return mode_ == o.mode_ && key_ == o.key_ && base_ == o.base_;
+    return mode_ == o.mode_ && key_ == o.key_ && base_ == o.base_ && dc_ == o.dc_;
   }
   // Writes mode, key and base into `record` (the allocator's segment replies carry them).
   void WriteTo(state::TagRecord& record) const;
 
  private:
-  IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base);
+  IdFormat(state::IdMode mode, IdKey key, std::string key_hex, int64_t base, Datacenter dc = {});
   const state::IdMode mode_;
   const std::string key_hex_;
   const IdKey key_;
   const int64_t base_;
+  const Datacenter dc_;  // kPlain only: the residue class IDs are put in
   const BoundedPermutation permutation_;
 };
 

@@ -187,7 +187,16 @@ void KafkaAllocatorClient::Run() {
 
 void KafkaAllocatorClient::AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) {
   int32_t p = options_.topics.PartitionOf(tag);
-  Call(p, tag, MakeRequest(Request::Op::kAllocate, tag, step), Picking(&Reply::segment, std::move(done)));
+  // A segment leaves the client only as this datacenter hands it out (ApplyDatacenter).
+  Callback<Segment> in_datacenter = [dc = options_.datacenter,
+                                     done = std::move(done)](Result<Segment> r) {
+    if (r) {
+      if (auto ok = ApplyDatacenter(*r, dc); !ok) r = std::unexpected(ok.error());
+    }
+    done(std::move(r));
+  };
+  Call(p, tag, MakeRequest(Request::Op::kAllocate, tag, step),
+       Picking(&Reply::segment, std::move(in_datacenter)));
 }
 
 void KafkaAllocatorClient::GetTag(std::string tag, Callback<state::TagRecord> done) {

@@ -27,6 +27,8 @@ struct KafkaClientOptions {
   int32_t reply_partition = 0;  // this node's partition of the replies topic
   std::chrono::milliseconds request_timeout{2000};  // per attempt
   int attempts = 3;
+  // The layout's datacenter: every segment is handed on through ApplyDatacenter (allocation.h).
+  Datacenter datacenter = {};
 };
 
 // Thread-safe. Sends each request to the partition owning its tag with a fresh correlation id

@@ -22,6 +22,7 @@ TagRules TagRulesOf(const Rules& rules) {
   t.default_step = rules.default_step;
   t.max_step = rules.max_step;
   t.default_id_mode = rules.default_id_mode;
+  t.datacenter_count = rules.datacenter_count;
   return t;
 }
 

@@ -84,6 +84,7 @@ struct Rules {
   bool auto_create = false;
   WorkerRules workers;
   state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
+  int64_t datacenter_count = 1;  // the layout's: more than one refuses obfuscated id_modes
 };
 
 // Read access to the current records (the store, or the store plus a batch's staged writes).

@@ -40,7 +40,7 @@ Choice ChooseWorkerId(const std::map<int64_t, const WorkerRecord*>& by_id, const
     if (c.conflict == nullptr) c.conflict = r;
   }
   // 3. The lowest id never used.
-  for (int64_t id = 0; id <= rules.max_worker_id; ++id) {
+  for (int64_t id = rules.min_worker_id; id <= rules.max_worker_id; ++id) {
     if (!by_id.contains(id)) {
       c.chosen_id = id;
       return c;
@@ -71,13 +71,19 @@ Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const 
   }
   std::map<int64_t, const WorkerRecord*> by_id;
   for (const auto& r : records) {
-    if (r.worker_id >= 0 && r.worker_id <= rules.max_worker_id) by_id[r.worker_id] = &r;
+    // Ids outside this datacenter's slice are another datacenter's (or a wider layout's): never
+    // handed out here, whoever holds them.
+    if (r.worker_id >= rules.min_worker_id && r.worker_id <= rules.max_worker_id) {
+      by_id[r.worker_id] = &r;
+    }
   }
   const auto [chosen, chosen_id, conflict] = ChooseWorkerId(by_id, claimant, now_ms, rules);
   if (chosen_id < 0) {
     return Fail(Code::kResourceExhausted,
-                "all " + std::to_string(rules.max_worker_id + 1) +
-                    " snowflake worker ids are leased; free one (stop a node) or use more worker bits");
+                "all " + std::to_string(rules.max_worker_id - rules.min_worker_id + 1) +
+                    " snowflake worker ids are leased (" + std::to_string(rules.min_worker_id) +
+                    " to " + std::to_string(rules.max_worker_id) +
+                    ", this datacenter's); free one (stop a node) or use more worker bits");
   }
   WorkerGrant grant;
   grant.record.worker_id = chosen_id;
@@ -108,6 +114,12 @@ Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const 
 Result<WorkerRecord> RenewWorker(const std::optional<WorkerRecord>& record, int64_t worker_id,
                                  const Claimant& claimant, int64_t last_timestamp_ms,
                                  int64_t now_ms, const WorkerRules& rules) {
+  if (worker_id < rules.min_worker_id || worker_id > rules.max_worker_id) {
+    return Fail(Code::kFailedPrecondition,
+                "worker id " + std::to_string(worker_id) + " is outside this datacenter's ids (" +
+                    std::to_string(rules.min_worker_id) + " to " +
+                    std::to_string(rules.max_worker_id) + "): stop issuing with it");
+  }
   if (!record || !HeldBy(*record, claimant)) {
     return Fail(Code::kFailedPrecondition,
                 "worker id " + std::to_string(worker_id) + " is no longer leased to this process (node " +
@@ -140,9 +152,12 @@ WorkerCounts CountWorkers(const std::vector<WorkerRecord>& records, int64_t now_
                           const WorkerRules& rules) {
   WorkerCounts c;
   for (const auto& r : records) {
-    if (r.worker_id <= rules.max_worker_id && r.lease_until_ms > now_ms) ++c.leased;
+    if (r.worker_id >= rules.min_worker_id && r.worker_id <= rules.max_worker_id &&
+        r.lease_until_ms > now_ms) {
+      ++c.leased;
+    }
   }
-  c.free = rules.max_worker_id + 1 - c.leased;
+  c.free = rules.max_worker_id - rules.min_worker_id + 1 - c.leased;
   return c;
 }
 

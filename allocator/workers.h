@@ -17,10 +17,13 @@ inline constexpr char kWorkersKey[] = "__workers__";
 
 using state::WorkerRecord;
 
+// The registry hands out ids in [min_worker_id, max_worker_id] only: the slice of the worker-id
+// space of this cluster's datacenter (datacenter.h WorkerRangeOf; all ids with one datacenter).
 struct WorkerRules {
-  int64_t max_worker_id = 1023;     // from the snowflake layout: 2^worker_bits - 1
+  int64_t max_worker_id = 1023;  // from the snowflake layout and the datacenter's slice
   int64_t lease_ttl_ms = 30000;
   int64_t max_clock_skew_ms = 1000;  // a claim whose clock differs more is refused
+  int64_t min_worker_id = 0;         // the datacenter's slice starts here
 };
 
 // Who asks for, renews or releases a lease. A node id is only a name: two processes can share it

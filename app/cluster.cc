@@ -48,12 +48,16 @@ int RunAllocator(const config::Config& c) {
   allocator::AllocatorNodeOptions options;
   options.props = props;
   options.topics = setup->topics;
-  options.rules = {c.segment.max_step,
-                   c.segment.default_step,
-                   c.segment.auto_create,
-                   {(int64_t{1} << c.snowflake.worker_bits) - 1, c.workers.lease_ttl_ms,
-                    c.workers.max_clock_skew_ms},
-                   state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain)};
+  // The registry hands out only the worker ids of the datacenter the layout records.
+  const allocator::WorkerRange workers =
+      allocator::WorkerRangeOf(setup->layout.datacenter, c.snowflake.worker_bits);
+  options.rules = {
+      c.segment.max_step,
+      c.segment.default_step,
+      c.segment.auto_create,
+      {workers.last, c.workers.lease_ttl_ms, c.workers.max_clock_skew_ms, workers.first},
+      state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain),
+      setup->layout.datacenter.count};
   options.group_id = c.kafka.topic_prefix + ".allocators";
   options.batch_max = c.allocator.batch_max;
   options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);

@@ -85,7 +85,8 @@ Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartAllocatorClient(
                                 : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
   return allocator::KafkaAllocatorClient::Start(
       {setup.props, setup.topics, c.node.id, reply_partition,
-       std::chrono::milliseconds(c.kafka.request_timeout_ms), c.kafka.request_attempts},
+       std::chrono::milliseconds(c.kafka.request_timeout_ms), c.kafka.request_attempts,
+       setup.layout.datacenter},
       clock);
 }
 

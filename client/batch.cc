@@ -50,12 +50,14 @@ bool IsCanonicalUlid(std::string_view t) {
 }  // namespace
 
 int64_t IdBatch::size() const {
-  if (mode == Mode::kSegment) return end - start;
+  if (mode == Mode::kSegment && ids.empty()) return end - start;
   if (Is128Bit(mode)) return static_cast<int64_t>(texts.size());
   return static_cast<int64_t>(ids.size());
 }
 
-int64_t IdBatch::at(int64_t i) const { return mode == Mode::kSegment ? start + i : ids[i]; }
+int64_t IdBatch::at(int64_t i) const {
+  return mode == Mode::kSegment && ids.empty() ? start + i : ids[i];
+}
 
 std::string IdBatch::text_at(int64_t i) const {
   return Is128Bit(mode) ? texts[i] : std::to_string(at(i));
@@ -115,7 +117,7 @@ std::string StreamTopic(std::string_view ids_topic, std::string_view tag, IdBatc
 
 std::string EncodeBatch(const IdBatch& batch) {
   Json j = {{"tag", batch.tag}, {"mode", ModeName(batch.mode)}};
-  if (batch.mode == IdBatch::Mode::kSegment) {
+  if (batch.mode == IdBatch::Mode::kSegment && batch.ids.empty()) {
     j["start"] = std::to_string(batch.start);
     j["end"] = std::to_string(batch.end);
   } else if (Is128Bit(batch.mode)) {
@@ -144,9 +146,9 @@ std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
     return std::unexpected("mode: unknown \"" + mode_name +
                            "\" (segment, snowflake, uuid7 or ulid)");
   }
-  if (b.mode == IdBatch::Mode::kSegment) {
+  if (b.mode == IdBatch::Mode::kSegment && !j.contains("ids")) {
     if (!j.contains("start") || !j.contains("end")) {
-      return std::unexpected("segment: start and end required");
+      return std::unexpected("segment: start and end, or ids, required");
     }
     auto start = ReadId(j["start"], "start");
     if (!start) return std::unexpected(start.error());
@@ -170,6 +172,9 @@ std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
       b.texts.push_back(id.get<std::string>());
     }
     return b;
+  }
+  if (b.mode == IdBatch::Mode::kSegment && (j.contains("start") || j.contains("end"))) {
+    return std::unexpected("segment: start and end, or ids, not both");
   }
   b.ids.reserve(ids->size());
   for (const auto& id : *ids) {

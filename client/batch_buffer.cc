@@ -64,7 +64,7 @@ std::optional<IdBatch> BatchBuffer::TakeBatch() {
   PopFront(oldest->second, BatchKey(oldest->first));
   IdBatch rest = std::move(e.batch);
   if (e.used > 0) {
-    if (rest.mode == IdBatch::Mode::kSegment) {
+    if (rest.mode == IdBatch::Mode::kSegment && rest.ids.empty()) {
       rest.start += e.used;
     } else if (Is128Bit(rest.mode)) {
       rest.texts.erase(rest.texts.begin(), rest.texts.begin() + e.used);

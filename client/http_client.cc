@@ -211,16 +211,42 @@ ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list) {
     } else if (host.find(':') != std::string_view::npos) {
       return bad("IPv6 addresses go in brackets: [addr]:port");
     }
+    int datacenter = -1;
+    if (const size_t at = port.find('@'); at != std::string_view::npos) {
+      const std::string_view dc = port.substr(at + 1);
+      port = port.substr(0, at);
+      auto [dc_end, dc_ec] = std::from_chars(dc.data(), dc.data() + dc.size(), datacenter);
+      if (dc.empty() || dc_ec != std::errc() || dc_end != dc.data() + dc.size() || datacenter < 0) {
+        return bad("want host:port@N with a datacenter N >= 0");
+      }
+    }
     unsigned value = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
     if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value == 0 ||
         value > 65535) {
       return bad("port must be 1..65535");
     }
-    out.push_back({std::string(host), static_cast<uint16_t>(value)});
+    out.push_back({std::string(host), static_cast<uint16_t>(value), datacenter});
   }
   if (out.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "no gateway given"));
   return out;
+}
+
+std::vector<size_t> GatewayOrder(const std::vector<GatewayAddress>& gateways, int local_datacenter,
+                                 size_t preferred, const std::vector<bool>& demoted) {
+  const size_t n = gateways.size();
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (size_t i = 0; i < n; ++i) order.push_back((preferred + i) % n);
+  if (local_datacenter < 0) return order;
+  auto tier = [&](size_t g) {
+    const bool remote = gateways[g].datacenter != local_datacenter;
+    const bool down = g < demoted.size() && demoted[g];
+    return (down ? 2 : 0) + (remote ? 1 : 0);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return tier(a) < tier(b); });
+  return order;
 }
 
 struct HttpClient::Impl {
@@ -236,6 +262,9 @@ struct HttpClient::Impl {
   Options options;
   std::vector<std::unique_ptr<Pool>> pools;  // one per gateway
   std::atomic<size_t> preferred{0};          // the gateway that answered last
+  // Per gateway: steady-clock nanoseconds until which it counts as demoted (GatewayOrder), set
+  // when it fails with a local datacenter configured.
+  std::unique_ptr<std::atomic<int64_t>[]> demoted_until;
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> failovers{0};
   std::atomic<int64_t> connections_opened{0};
@@ -306,12 +335,19 @@ ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const s
   const size_t n = options.gateways.size();
   std::string last = "no attempt";
   int last_status = 0;
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               SteadyClock::now().time_since_epoch())
+        .count();
+  };
   for (int round = 0;; ++round) {
-    const size_t start = preferred.load();
-    for (size_t i = 0; i < n; ++i) {
+    std::vector<bool> demoted(n, false);
+    const int64_t asked_ns = now_ns();
+    for (size_t g = 0; g < n; ++g) demoted[g] = demoted_until[g].load() > asked_ns;
+    for (size_t g :
+         GatewayOrder(options.gateways, options.local_datacenter, preferred.load(), demoted)) {
       auto now = SteadyClock::now();
       if (now >= deadline) break;
-      const size_t g = (start + i) % n;
       auto timeout = std::min(options.request_timeout,
                               std::chrono::duration_cast<milliseconds>(deadline - now));
       auto reply = Attempt(g, target, std::max(timeout, milliseconds(1)));
@@ -319,6 +355,7 @@ ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const s
       const std::string where = gw.host + ":" + std::to_string(gw.port);
       if (reply && reply->status == 200) {
         preferred.store(g);
+        demoted_until[g].store(0);
         return std::move(reply->body);
       }
       if (reply && reply->status >= 400 && reply->status < 500) {
@@ -330,6 +367,11 @@ ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const s
       }
       last = reply ? where + " answered " + std::to_string(reply->status) : where + ": " + reply.error();
       last_status = reply ? reply->status : 0;
+      if (options.local_datacenter >= 0) {
+        demoted_until[g].store(
+            now_ns() +
+            std::chrono::duration_cast<std::chrono::nanoseconds>(options.failback_after).count());
+      }
       ++failovers;
     }
     auto now = SteadyClock::now();
@@ -378,8 +420,21 @@ ClientResult<std::unique_ptr<HttpClient>> HttpClient::Create(Options options) {
                                "buffer_size must be in [0, max_count_per_request], "
                                "max_count_per_request >= 1, max_idle_connections >= 0"));
   }
+  if (options.failback_after.count() < 0) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "failback_after must not be negative"));
+  }
+  if (options.local_datacenter >= 0 &&
+      std::none_of(options.gateways.begin(), options.gateways.end(), [&](const GatewayAddress& g) {
+        return g.datacenter == options.local_datacenter;
+      })) {
+    return std::unexpected(
+        Err(Kind::kInvalidArgument, "local_datacenter " + std::to_string(options.local_datacenter) +
+                                        ": no gateway of that datacenter is listed (host:port@N)"));
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->demoted_until = std::make_unique<std::atomic<int64_t>[]>(impl->options.gateways.size());
+  for (size_t i = 0; i < impl->options.gateways.size(); ++i) impl->demoted_until[i].store(0);
   for (size_t i = 0; i < impl->options.gateways.size(); ++i) impl->pools.push_back(std::make_unique<Impl::Pool>());
   return std::unique_ptr<HttpClient>(new HttpClient(std::move(impl)));
 }

@@ -217,6 +217,28 @@ Result<void> SetStreams(const YAML::Node& n, Config& c) {
   return {};
 }
 
+// datacenter.peers: a list of kafka.bootstrap strings (host:port[,host:port]).
+Result<void> SetPeers(const YAML::Node& n, Config& c) {
+  const std::string key = "datacenter.peers";
+  if (n.IsNull()) {
+    c.datacenter.peers.clear();
+    return {};
+  }
+  if (!n.IsSequence()) {
+    return std::unexpected(KeyError(key, "expected a list of kafka.bootstrap strings"));
+  }
+  std::vector<std::string> peers;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string at = key + "[" + std::to_string(i) + "]";
+    if (!n[i].IsScalar() || n[i].Scalar().empty()) {
+      return std::unexpected(KeyError(at, "expected host:port[,host:port]"));
+    }
+    peers.push_back(n[i].Scalar());
+  }
+  c.datacenter.peers = std::move(peers);
+  return {};
+}
+
 // The table of every key: long, and best read as the one list of keys it is.
 std::vector<Field> AllFields() {
   std::vector<Field> f;
@@ -362,6 +384,13 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.producer.check_interval_ms = v; }));
   f.push_back(Field{"producer.streams", SetStreams});
   f.push_back(Field{"kafka.properties", SetKafkaProperties});
+  f.push_back(IntField("datacenter.index", 0, kMaxDatacenters - 1,
+                       [](Config& c, int64_t v) { c.datacenter.index = v; }));
+  f.push_back(IntField("datacenter.count", 1, kMaxDatacenters,
+                       [](Config& c, int64_t v) { c.datacenter.count = v; }));
+  f.push_back(Field{"datacenter.peers", SetPeers});
+  f.push_back(IntField("datacenter.peer_check_timeout_ms", 100, 60000,
+                       [](Config& c, int64_t v) { c.datacenter.peer_check_timeout_ms = v; }));
   f.push_back(StringField("log.level", [](Config& c, const std::string& s) -> Result<void> {
     if (s != "trace" && s != "debug" && s != "info" && s != "warn" && s != "error") {
       return Fail(Code::kInvalidArgument, "expected one of trace, debug, info, warn, error; got '" + s + "'");
@@ -383,6 +412,63 @@ std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "kleaf";
   return buf;
+}
+
+// The datacenter keys against each other and against what they split (worker ids, segment IDs).
+Result<void> CheckDatacenter(const Config& c) {
+  const auto& d = c.datacenter;
+  if (d.index >= d.count) {
+    return Fail(Code::kInvalidArgument, "datacenter.index: must be below datacenter.count (" +
+                                            std::to_string(d.count) + "), got " +
+                                            std::to_string(d.index) +
+                                            "; datacenters are numbered 0 to count-1");
+  }
+  const int64_t workers = int64_t{1} << c.snowflake.worker_bits;
+  if (d.count > workers) {
+    return Fail(Code::kInvalidArgument,
+                "datacenter.count: " + std::to_string(d.count) +
+                    " datacenters cannot each have a worker id of the 2^snowflake.worker_bits = " +
+                    std::to_string(workers) + "; use more worker bits or fewer datacenters");
+  }
+  if (d.count == 1 && !d.peers.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "datacenter.peers: given, but datacenter.count is 1; set datacenter.count to the "
+                "number of datacenters");
+  }
+  if (static_cast<int64_t>(d.peers.size()) > d.count - 1) {
+    return Fail(Code::kInvalidArgument, "datacenter.peers: lists " +
+                                            std::to_string(d.peers.size()) +
+                                            " peers, more than the other datacenters (" +
+                                            std::to_string(d.count - 1) + ")");
+  }
+  for (size_t i = 0; i < d.peers.size(); ++i) {
+    if (d.peers[i] == c.kafka.bootstrap) {
+      return Fail(Code::kInvalidArgument, "datacenter.peers[" + std::to_string(i) +
+                                              "]: is this cluster's own kafka.bootstrap");
+    }
+  }
+  if (d.count > 1 && c.segment.default_id_mode != "plain") {
+    return Fail(Code::kInvalidArgument,
+                "segment.default_id_mode: " + c.segment.default_id_mode +
+                    " tags are refused with more than one datacenter (datacenter.count " +
+                    std::to_string(d.count) +
+                    "): each cluster's permutation key is its own, so two datacenters' permuted "
+                    "IDs could meet; use plain");
+  }
+  if (d.count > 1) {
+    for (size_t i = 0; i < c.producer.streams.size(); ++i) {
+      const auto& s = c.producer.streams[i];
+      if (s.mode == ProducerStream::Mode::kSegment && s.batch_size > kMaxListedSegmentBatchSize) {
+        return Fail(Code::kInvalidArgument,
+                    "producer.streams[" + std::to_string(i) + "].batch_size: must be at most " +
+                        std::to_string(kMaxListedSegmentBatchSize) +
+                        " with more than one datacenter (a segment batch then lists its IDs), "
+                        "got " +
+                        std::to_string(s.batch_size));
+      }
+    }
+  }
+  return {};
 }
 
 // Checks that span several keys; each message names the key to change.
@@ -433,7 +519,7 @@ Result<void> CrossCheck(const Config& c) {
   if (c.segment.default_step > c.segment.max_step) {
     return Fail(Code::kInvalidArgument, "segment.default_step: must not exceed segment.max_step");
   }
-  return {};
+  return CheckDatacenter(c);
 }
 
 Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c);
@@ -653,6 +739,12 @@ Result<void> CheckKafkaBootstrap(const Config& c) {
 Result<void> CheckConfigFor(Role role, const Config& c) {
   if (role != Role::kStandalone) {
     if (auto r = CheckKafkaBootstrap(c); !r) return r;
+  }
+  if (role == Role::kStandalone && c.datacenter.count > 1) {
+    return Fail(Code::kInvalidArgument,
+                "datacenter.count: more than one datacenter needs the cluster shape (kleaf "
+                "allocator and gateway), whose layout topic records and checks it; a standalone "
+                "node has none. Remove the datacenter section or run a cluster per datacenter");
   }
   if (role == Role::kProducer && c.producer.streams.empty()) {
     return Fail(Code::kInvalidArgument,

@@ -120,6 +120,11 @@ struct ProducerStream {
 };
 // A uuid7 or ulid batch of this many IDs stays below Kafka's default 1 MB record limit.
 inline constexpr int64_t kMaxId128BatchSize = 20000;
+// With more than one datacenter a segment batch lists its IDs (they are not consecutive): as
+// large a batch as a uuid7 one stays below Kafka's record limit.
+inline constexpr int64_t kMaxListedSegmentBatchSize = 20000;
+// The most datacenters: each needs at least one snowflake worker id of the default 10 bits.
+inline constexpr int64_t kMaxDatacenters = 1024;
 
 struct Producer {
   std::string topic;           // empty: <kafka.topic_prefix>.ids
@@ -135,6 +140,22 @@ struct Producer {
   std::string GroupFor(const std::string& topic_prefix) const {
     return group.empty() ? TopicFor(topic_prefix) + ".consumers" : group;
   }
+};
+
+// More than one datacenter (docs/operations.md, "Two datacenters"): each runs its own cluster on
+// its own Kafka, and the clusters never hand out the same ID because datacenter `index` of `count`
+// leases snowflake worker ids only from its own slice of the worker-id space and maps segment
+// counters to its own residue class (id = counter * count + index). Recorded in the layout topic
+// by the cluster's first node; a node configured otherwise refuses to start. The defaults (0 of 1)
+// are a single datacenter: IDs exactly as without this section.
+struct Datacenter {
+  int64_t index = 0;
+  int64_t count = 1;
+  // The kafka.bootstrap of the other datacenters' clusters (same kafka.topic_prefix), checked at
+  // start when reachable: a peer that recorded the same index, or another count, is refused.
+  std::vector<std::string> peers = {};
+  // Milliseconds a node gives each peer at start before it goes on without checking it.
+  int64_t peer_check_timeout_ms = 3000;
 };
 
 struct Log {
@@ -153,6 +174,7 @@ struct Config {
   Allocator allocator;
   Workers workers;
   Producer producer;
+  Datacenter datacenter;
   Log log;
 };
 

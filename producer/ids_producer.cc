@@ -212,7 +212,11 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
     if (segment->end <= segment->start) {
       return Fail(Code::kInternal, "empty segment of " + s.spec.tag);
     }
-    if (segment->format) {
+    if (segment->format && segment->format->mode() == state::IdMode::kPlain) {
+      // More than one datacenter (the allocator client applied ApplyDatacenter): the IDs are the
+      // datacenter's residue class, listed in the batch below.
+      s.format = segment->format;
+    } else if (segment->format) {
       // A batch is a range of counters: publishing one would reveal what the mode hides, and
       // clients would take the counters for IDs. Refused (the segment is a gap).
       return Fail(Code::kFailedPrecondition,
@@ -228,6 +232,17 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
   batch.end = std::min(end, start + s.spec.batch_size);
   start = batch.end;
   if (start >= end) s.ranges.pop_front();
+  if (s.format) {
+    // Listed IDs, never counters: an older consumer that knows only start/end finds the batch
+    // malformed and skips it, rather than handing out another datacenter's IDs.
+    batch.ids.reserve(static_cast<size_t>(batch.end - batch.start));
+    for (int64_t c = batch.start; c < batch.end; ++c) {
+      auto id = s.format->Map(c, 0);
+      if (!id) return std::unexpected(id.error());
+      batch.ids.push_back(*id);
+    }
+    batch.start = batch.end = 0;
+  }
   return batch;
 }
 

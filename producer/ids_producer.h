@@ -104,7 +104,11 @@ class IdsProducer {
   struct StreamState {
     Stream spec;
     std::string topic;                               // StreamTopic(options.topic, tag, mode)
-    std::deque<std::pair<int64_t, int64_t>> ranges;  // segment IDs [start, end) not yet published
+    std::deque<std::pair<int64_t, int64_t>>
+        ranges;  // segment counters [start, end) not yet published
+    // More than one datacenter: how the counters become IDs (IdFormat::PlainIn); batches then
+    // list their IDs. Null in a single datacenter (a batch is the range of counters).
+    std::shared_ptr<const allocator::IdFormat> format;
     metrics::Counter* batches = nullptr;
     metrics::Counter* ids = nullptr;
     metrics::Gauge* ahead = nullptr;

@@ -78,6 +78,19 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
                       ", beyond snowflake.worker_bits; the allocators and this node disagree on "
                       "snowflake.worker_bits");
     }
+    // The registry of this datacenter's cluster hands out only its slice; a grant outside it
+    // (allocators configured as another datacenter, a cached lease of another life) is refused.
+    const allocator::Datacenter dc{c.datacenter.index, c.datacenter.count};
+    if (const auto range = allocator::WorkerRangeOf(dc, sf.worker_bits);
+        !range.Contains(grant->worker_id)) {
+      return Fail(Code::kFailedPrecondition,
+                  "worker id " + std::to_string(grant->worker_id) +
+                      (grant->from_cache ? " (this node's cached lease)" : " (granted)") +
+                      " is outside the ids of " + dc.Describe() + " (" +
+                      std::to_string(range.first) + " to " + std::to_string(range.last) +
+                      "): another datacenter's IDs could repeat; check datacenter.index and "
+                      "datacenter.count on the allocators and this node");
+    }
     worker_id = grant->worker_id;
     not_before_ms = grant->not_before_ms;
   }

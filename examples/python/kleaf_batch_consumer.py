@@ -106,11 +106,13 @@ def parse_batch(key, value, tag, mode):
         return None
     if key is not None and key != tag.encode():
         return None
-    if mode == "segment":
+    if mode == "segment" and "ids" not in batch:
         start, end = parse_id(batch.get("start")), parse_id(batch.get("end"))
         if start is None or end is None or end <= start:
             return None
         return range(start, end)
+    if mode == "segment" and ("start" in batch or "end" in batch):
+        return None  # a listed segment batch (more than one datacenter) has ids only
     ids = batch.get("ids")
     if not isinstance(ids, list) or not ids:
         return None

@@ -21,9 +21,11 @@ struct IdBatch {
   enum class Mode { kSegment, kSnowflake, kUuid7, kUlid };
   std::string tag;
   Mode mode = Mode::kSegment;
-  int64_t start = 0;          // kSegment: IDs [start, end)
+  int64_t start = 0;  // kSegment: IDs [start, end), unless `ids` lists them
   int64_t end = 0;
-  std::vector<int64_t> ids = {};  // kSnowflake: IDs in issue order
+  // kSnowflake: IDs in issue order. kSegment from a cluster of more than one datacenter: its IDs,
+  // increasing (one residue class, not consecutive), with start and end unused.
+  std::vector<int64_t> ids = {};
   // kUuid7: lowercase 8-4-4-4-12 hex; kUlid: 26 uppercase Crockford base32 characters. In issue
   // order (increasing, as numbers and as text).
   std::vector<std::string> texts = {};

@@ -18,14 +18,27 @@ namespace kleaf {
 struct GatewayAddress {
   std::string host;
   uint16_t port = 0;
+  // The datacenter (datacenter.index of its cluster) the gateway runs in; -1: not given.
+  int datacenter = -1;
   bool operator==(const GatewayAddress&) const = default;
 };
 
-// "host:port[,host:port...]" (also "[v6addr]:port"); spaces around entries are ignored.
+// "host:port[,host:port...]" (also "[v6addr]:port"); spaces around entries are ignored. An entry
+// may end in "@N", the gateway's datacenter ("10.0.0.1:8080@0,10.1.0.1:8080@1").
 KLEAF_CLIENT_API ClientResult<std::vector<GatewayAddress>> ParseGateways(std::string_view list);
 
+// The order in which a call tries the gateways (indexes into `gateways`). Without a local
+// datacenter (-1): every gateway, from `preferred` (the one that answered last) on in list order.
+// With one: the gateways of `local_datacenter` first, then the others, each group from
+// `preferred` on in list order; and a gateway in `demoted` (it failed within the client's
+// failback_after) after every one that is not, so a dead local gateway does not delay each call.
+KLEAF_CLIENT_API std::vector<size_t> GatewayOrder(const std::vector<GatewayAddress>& gateways,
+                                                  int local_datacenter, size_t preferred,
+                                                  const std::vector<bool>& demoted);
+
 // Thread-safe; each call borrows one keep-alive connection per gateway (a small pool). A call
-// tries the gateway that answered last, then the next ones in list order, going round again
+// tries the gateway that answered last, then the next ones in list order (with local_datacenter:
+// its own datacenter's gateways first, GatewayOrder), going round again
 // until `total_timeout`: on a connect error, a timeout, a broken connection or a 5xx (503 when a
 // gateway has no segment ready). A 4xx (bad tag, unknown tag, bad count) comes back at once as
 // kRejected with the server's status, code and message. Requests are GETs: a retried request can
@@ -42,6 +55,13 @@ class HttpClient {
     int buffer_size = 0;                  // segment IDs fetched per request to buffer locally
     int64_t max_count_per_request = 10000;  // the gateways' max_batch
     int max_idle_connections = 8;         // per gateway
+    // Prefer the gateways whose GatewayAddress::datacenter is this one, and fail over to the
+    // others only when none of them answers; -1: no preference (list order from the last that
+    // answered).
+    int local_datacenter = -1;
+    // With local_datacenter: a gateway that failed is tried after the others for this long, then
+    // first again (the client fails back to its own datacenter).
+    std::chrono::milliseconds failback_after{5000};
   };
 
   KLEAF_CLIENT_API static ClientResult<std::unique_ptr<HttpClient>> Create(Options options);

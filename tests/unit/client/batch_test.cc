@@ -25,6 +25,21 @@ TEST(BatchTest, SegmentRoundTripsWithIdsAsStrings) {
   EXPECT_EQ(d->at(999), 1999);
 }
 
+// More than one datacenter: a segment batch lists its IDs (one residue class, not consecutive),
+// and has no start/end, so that a consumer that knows only ranges skips it as malformed.
+TEST(BatchTest, AListedSegmentBatchRoundTripsAndCannotBeReadAsARange) {
+  IdBatch b{"order", IdBatch::Mode::kSegment, 0, 0, {3, 5, 7}};
+  const std::string json = EncodeBatch(b);
+  EXPECT_EQ(json, R"({"ids":["3","5","7"],"mode":"segment","tag":"order"})");
+  auto d = DecodeBatch(json);
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->size(), 3);
+  EXPECT_EQ(d->at(0), 3);
+  EXPECT_EQ(d->at(2), 7);
+  EXPECT_FALSE(DecodeBatch(R"({"tag":"t","mode":"segment","start":"1","end":"9","ids":["3"]})"));
+  EXPECT_FALSE(DecodeBatch(R"({"tag":"t","mode":"segment","ids":[]})"));
+}
+
 TEST(BatchTest, SnowflakeRoundTripsAndNumbersAreAccepted) {
   IdBatch b{"msg", IdBatch::Mode::kSnowflake, 0, 0, {1256557484213448722, 1256557484213448723}};
   auto d = DecodeBatch(EncodeBatch(b));

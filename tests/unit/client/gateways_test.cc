@@ -47,5 +47,50 @@ TEST(HttpClientOptionsTest, BadTagAndCountFailLocallyWithoutARequest) {
   EXPECT_EQ((*client)->stats().requests, 0);
 }
 
+TEST(ParseGatewaysTest, ReadsTheDatacenterOfAnEntry) {
+  auto list = ParseGateways("10.0.0.1:8080@0, 10.1.0.1:8080@1,[::1]:9000@12,10.2.0.1:80");
+  ASSERT_TRUE(list) << list.error().message;
+  EXPECT_EQ(
+      *list,
+      (std::vector<GatewayAddress>{
+          {"10.0.0.1", 8080, 0}, {"10.1.0.1", 8080, 1}, {"::1", 9000, 12}, {"10.2.0.1", 80, -1}}));
+  for (const char* bad : {"a:80@", "a:80@x", "a:80@-1", "a:@1"}) {
+    EXPECT_FALSE(ParseGateways(bad)) << "accepted \"" << bad << "\"";
+  }
+}
+
+// The choice and the failover order with a local datacenter: its gateways first, from the one
+// that answered last; then the other datacenters'; a gateway that just failed after every other.
+TEST(GatewayOrderTest, LocalDatacenterFirstThenTheOthersAndDemotedLast) {
+  const std::vector<GatewayAddress> gws = {
+      {"a0", 1, 0}, {"b1", 1, 1}, {"c0", 1, 0}, {"d1", 1, 1}, {"e0", 1, 0}};
+  const std::vector<bool> none(gws.size(), false);
+  using V = std::vector<size_t>;
+  // No preference: list order from the last that answered, as without datacenters.
+  EXPECT_EQ(GatewayOrder(gws, -1, 3, none), (V{3, 4, 0, 1, 2}));
+  EXPECT_EQ(GatewayOrder(gws, 0, 0, none), (V{0, 2, 4, 1, 3}));
+  EXPECT_EQ(GatewayOrder(gws, 0, 2, none), (V{2, 4, 0, 3, 1}));
+  EXPECT_EQ(GatewayOrder(gws, 1, 0, none), (V{1, 3, 0, 2, 4}));
+  // After a failover the last that answered is remote: the local ones still come first.
+  EXPECT_EQ(GatewayOrder(gws, 0, 3, none), (V{4, 0, 2, 3, 1}));
+  // DC 0's gateways failed a moment ago: DC 1's first, DC 0's last (tried again, never dropped).
+  const std::vector<bool> dc0_down = {true, false, true, false, true};
+  EXPECT_EQ(GatewayOrder(gws, 0, 0, dc0_down), (V{1, 3, 0, 2, 4}));
+  // One local gateway down: the other local ones before any remote one.
+  const std::vector<bool> a0_down = {true, false, false, false, false};
+  EXPECT_EQ(GatewayOrder(gws, 0, 0, a0_down), (V{2, 4, 1, 3, 0}));
+}
+
+TEST(HttpClientOptionsTest, ALocalDatacenterNeedsOneOfItsGateways) {
+  HttpClient::Options options;
+  options.gateways = {{"127.0.0.1", 1, 1}};
+  options.local_datacenter = 0;
+  auto client = HttpClient::Create(options);
+  ASSERT_FALSE(client);
+  EXPECT_NE(client.error().message.find("local_datacenter 0"), std::string::npos);
+  options.gateways.push_back({"127.0.0.1", 2, 0});
+  EXPECT_TRUE(HttpClient::Create(options));
+}
+
 }  // namespace
 }  // namespace kleaf

@@ -113,7 +113,7 @@ public final class KleafBatchConsumer {
     if (b == null || !b.isObject()) return null;
     if (!b.path("tag").isTextual() || !tag.equals(b.get("tag").asText())) return null;
     if (!b.path("mode").isTextual() || !mode.equals(b.get("mode").asText())) return null;
-    if (mode.equals("segment")) {
+    if (mode.equals("segment") && !b.has("ids")) {
       long start = parseId(b.get("start"));
       long end = parseId(b.get("end"));
       if (start < 0 || end < 0 || end <= start || end - start > Integer.MAX_VALUE) return null;
@@ -121,6 +121,8 @@ public final class KleafBatchConsumer {
       for (int i = 0; i < ids.length; ++i) ids[i] = Long.toString(start + i);
       return ids;
     }
+    // A listed segment batch (more than one datacenter) has ids only.
+    if (mode.equals("segment") && (b.has("start") || b.has("end"))) return null;
     JsonNode list = b.get("ids");
     if (list == null || !list.isArray() || list.isEmpty()) return null;
     boolean text = mode.equals("uuid7") || mode.equals("ulid");

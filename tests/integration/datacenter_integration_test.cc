@@ -1,0 +1,221 @@
+// Two datacenters (issue 17): two kleaf clusters on two Kafka brokers of this machine, datacenter
+// 0 and 1 of 2, issuing the same tags at once in segment, snowflake and uuid7 modes never hand out
+// the same ID; a client preferring datacenter 0 keeps getting IDs from datacenter 1 when datacenter
+// 0's gateway dies; and the operator who gets the datacenter keys wrong is refused at start.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kleaf/http_client.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using std::chrono::seconds;
+
+// A second broker on a free port, started by compose/kafka.sh for this test and removed with
+// its data when the test ends, whatever happened.
+class SecondBroker {
+ public:
+  explicit SecondBroker(const KafkaBroker& first) : dir_(tmp_.path() / "kafka") {
+    broker_.script = first.script;
+    broker_.dir = dir_.string();
+  }
+  ~SecondBroker() {
+    if (started_) RunScript({broker_.script, "stop", "--dir", broker_.dir, "--clean"}, seconds(60));
+  }
+  std::expected<void, std::string> Start() {
+    if (broker_.script.empty()) return std::unexpected("no KLEAF_TEST_KAFKA_SCRIPT");
+    auto port = RunScript({broker_.script, "free-port"}, seconds(10));
+    if (port.exit_code != 0) return std::unexpected("free-port: " + port.output);
+    broker_.port = port.output.substr(0, port.output.find_first_of("\r\n"));
+    broker_.bootstrap = "127.0.0.1:" + broker_.port;
+    started_ = true;
+    return broker_.Start();
+  }
+  const KafkaBroker& broker() const { return broker_; }
+
+ private:
+  e2e::TempDir tmp_;
+  std::filesystem::path dir_;
+  KafkaBroker broker_;
+  bool started_ = false;
+};
+
+// `count` IDs of `mode` ("segment", "snowflake", "uuid7") of `tag` from the gateway at `port`, as
+// text, asking again on a 503 (a segment not ready on a loaded machine) for at most 10 s.
+std::expected<std::vector<std::string>, std::string> Fetch(uint16_t port, const std::string& mode,
+                                                           const std::string& tag, int count) {
+  e2e::HttpClient http(port);
+  const std::string target = "/api/v1/" + mode + "/" + tag + "?count=" + std::to_string(count);
+  auto reply = http.Get(target);
+  for (const auto give_up = SteadyClock::now() + seconds(10);
+       reply && reply->status == 503 && SteadyClock::now() < give_up;) {
+    reply = http.Get(target);
+  }
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200) {
+    return std::unexpected(target + ": " + std::to_string(reply->status) + " " + reply->body);
+  }
+  auto j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (!j.is_object() || !j.contains("ids")) return std::unexpected("no ids: " + reply->body);
+  std::vector<std::string> ids;
+  for (const auto& id : j["ids"]) ids.push_back(id.get<std::string>());
+  return ids;
+}
+
+TEST(DatacenterIntegrationTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOverBetweenThem) {
+  auto first = KafkaBroker::FromEnvironment();
+  if (!first) GTEST_SKIP() << kNoBrokerMessage;
+  const auto began = SteadyClock::now();
+  SecondBroker second(*first);
+  ASSERT_TRUE(second.Start()) << "second broker";
+  std::cout << "[ datacenter ] second broker on " << second.broker().bootstrap << " after "
+            << SecondsSince(began) << " s\n";
+
+  // One topic prefix on both brokers: the peer check reads the other side's layout topic.
+  const std::string prefix =
+      "kleaf-it-dc-" + std::to_string(::getpid()) + "-" + std::to_string(e2e::WallClockMs());
+  const std::map<std::string, std::string> common = {{"kafka.topic_prefix", prefix},
+                                                     {"datacenter.count", "2"},
+                                                     {"segment.auto_create", "true"},
+                                                     {"segment.default_step", "100"}};
+  auto with = [&](std::map<std::string, std::string> m) {
+    m.insert(common.begin(), common.end());
+    return m;
+  };
+  Cluster dc0(*first, "dc0",
+              with({{"datacenter.index", "0"},
+                    {"datacenter.peers", "[\"" + second.broker().bootstrap + "\"]"}}));
+  Cluster dc1(
+      second.broker(), "dc1",
+      with({{"datacenter.index", "1"}, {"datacenter.peers", "[\"" + first->bootstrap + "\"]"}}));
+
+  // The tired operator copies datacenter 0's config to datacenter 1's first node: the peer check
+  // sees datacenter 0's layout on the first broker and refuses before anything is recorded.
+  // (Datacenter 0 first: the check can only see a peer that recorded its layout.)
+  auto dc0_nodes = dc0.StartNodes(1, 1);
+  ASSERT_TRUE(dc0_nodes) << dc0_nodes.error();
+  Node& copied = dc1.AddNode("copied", Node::Role::kAllocator, {{"datacenter.index", "0"}});
+  auto refused_copy = StartExpectingExit(copied, seconds(40));
+  ASSERT_TRUE(refused_copy) << refused_copy.error();
+  const std::string copy_said = refused_copy->err + refused_copy->out;
+  std::cout << "[ datacenter ] copied config: " << refused_copy->status.ToString() << ": "
+            << LinesWith(copy_said, "datacenter.index").size() << " line(s) naming the key\n";
+  EXPECT_FALSE(refused_copy->was_ready);
+  EXPECT_TRUE(refused_copy->status.exited && refused_copy->status.code == 2)
+      << refused_copy->status.ToString();
+  EXPECT_NE(copy_said.find("datacenter.index: 0 is also the index of the cluster at "
+                           "datacenter.peers[0]"),
+            std::string::npos)
+      << copy_said;
+
+  auto dc1_nodes = dc1.StartNodes(1, 1);
+  ASSERT_TRUE(dc1_nodes) << dc1_nodes.error();
+  Node& gw0 = *dc0_nodes->gateways.front();
+  Node& gw1 = *dc1_nodes->gateways.front();
+  std::cout << "[ datacenter ] both clusters up after " << SecondsSince(began) << " s\n";
+
+  // The same tags, issued by both datacenters at once.
+  std::set<std::string> seen[2];
+  std::string errors[2];
+  std::vector<std::thread> load;
+  for (int dc = 0; dc < 2; ++dc) {
+    load.emplace_back([&, dc] {
+      const uint16_t port = dc == 0 ? gw0.port : gw1.port;
+      for (int round = 0; round < 10 && errors[dc].empty(); ++round) {
+        for (const char* mode : {"segment", "snowflake", "uuid7"}) {
+          auto ids = Fetch(port, mode, "order", 100);
+          if (!ids) {
+            errors[dc] = ids.error();
+            return;
+          }
+          for (auto& id : *ids) {
+            if (!seen[dc].insert(std::string(mode) + ":" + id).second) {
+              errors[dc] = std::string(mode) + " ID twice in one datacenter: " + id;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : load) t.join();
+  ASSERT_EQ(errors[0], "");
+  ASSERT_EQ(errors[1], "");
+  ASSERT_EQ(seen[0].size(), 3000u);
+  ASSERT_EQ(seen[1].size(), 3000u);
+  int common_ids = 0;
+  for (const auto& id : seen[0]) common_ids += seen[1].contains(id) ? 1 : 0;
+  EXPECT_EQ(common_ids, 0) << "IDs handed out by both datacenters";
+  // Why: datacenter d's segment IDs are d modulo 2, its worker ids in its half of 0-1023.
+  for (int dc = 0; dc < 2; ++dc) {
+    for (const auto& entry : seen[dc]) {
+      const auto colon = entry.find(':');
+      const std::string mode = entry.substr(0, colon);
+      if (mode == "uuid7") continue;
+      const int64_t id = std::stoll(entry.substr(colon + 1));
+      if (mode == "segment") {
+        EXPECT_EQ(id % 2, dc) << "segment ID " << id << " of datacenter " << dc;
+      } else {
+        const int64_t worker = e2e::SplitDefaultSnowflake(id).worker_id;
+        EXPECT_EQ(worker / 512, dc) << "snowflake ID " << id << " of worker " << worker;
+      }
+    }
+  }
+  std::cout << "[ datacenter ] 3000 IDs from each datacenter (segment, snowflake, uuid7): "
+            << common_ids << " in common\n";
+
+  // A client in datacenter 0 prefers its gateway, and fails over to datacenter 1 when it dies.
+  HttpClient::Options options;
+  options.gateways = {{"127.0.0.1", gw1.port, 1}, {"127.0.0.1", gw0.port, 0}};
+  options.local_datacenter = 0;
+  options.request_timeout = std::chrono::milliseconds(2000);
+  auto client = HttpClient::Create(options);
+  ASSERT_TRUE(client) << client.error().message;
+  for (int i = 0; i < 5; ++i) {
+    auto id = (*client)->NextSegment("order");
+    ASSERT_TRUE(id) << id.error().message;
+    EXPECT_EQ(*id % 2, 0) << "from datacenter 1 while datacenter 0's gateway runs";
+  }
+  auto stopped = Stop(gw0);
+  EXPECT_TRUE(stopped.exited) << stopped.ToString();
+  std::set<int64_t> after;
+  for (int i = 0; i < 20; ++i) {
+    auto id = (*client)->NextSegment("order");
+    ASSERT_TRUE(id) << "after datacenter 0's gateway stopped: " << id.error().message;
+    EXPECT_EQ(*id % 2, 1) << "datacenter 0's gateway is gone";
+    EXPECT_TRUE(after.insert(*id).second);
+    auto uuid = (*client)->NextUuid7("order");
+    ASSERT_TRUE(uuid) << uuid.error().message;
+  }
+  std::cout << "[ datacenter ] client with local_datacenter 0: 20 IDs from datacenter 1 after "
+            << "its gateway stopped (" << (*client)->stats().failovers << " failovers)\n";
+
+  // A node of datacenter 1's cluster configured as datacenter 0 (no peers listed): the layout
+  // datacenter 1 recorded refuses it, naming the keys and the values to set.
+  Node& wrong = dc1.AddNode(
+      "wrong-index", Node::Role::kGateway,
+      {{"datacenter.index", "0"}, {"datacenter.peers", "[]"}, {"kafka.reply_partition", "3"}});
+  auto refused = StartExpectingExit(wrong, seconds(40));
+  ASSERT_TRUE(refused) << refused.error();
+  const std::string said = refused->err + refused->out;
+  std::cout << "[ datacenter ] wrong index: " << refused->status.ToString() << " after "
+            << refused->seconds << " s\n";
+  EXPECT_FALSE(refused->was_ready);
+  EXPECT_TRUE(refused->status.exited && refused->status.code == 2) << refused->status.ToString();
+  EXPECT_NE(said.find("datacenter.index: this node is configured as datacenter 0 of 2, but this "
+                      "cluster's layout"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("set datacenter.index: 1 and datacenter.count: 2"), std::string::npos)
+      << said;
+  std::cout << "[ datacenter ] done after " << SecondsSince(began) << " s\n";
+}
+
+}  // namespace
+}  // namespace kleaf::integration
