@@ -212,18 +212,22 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
     if (segment->end <= segment->start) {
       return Fail(Code::kInternal, "empty segment of " + s.spec.tag);
     }
-    if (segment->format && segment->format->mode() == state::IdMode::kPlain) {
-      // More than one datacenter (the allocator client applied ApplyDatacenter): the IDs are the
-      // datacenter's residue class, listed in the batch below.
-      s.format = segment->format;
-    } else if (segment->format) {
-      // A batch is a range of counters: publishing one would reveal what the mode hides, and
-      // clients would take the counters for IDs. Refused (the segment is a gap).
+    // A segment with a format (an obfuscated id_mode, or the residue class of one of several
+    // datacenters) is published as listed IDs, below: a range of its counters would reveal what
+    // the mode hides, and consumers would take the counters for IDs. New segments are asked for
+    // only once the ranges of the last one are used up, so a format covers its own range only.
+    if (segment->format && s.spec.batch_size > kMaxListedSegmentBatch) {
       return Fail(Code::kFailedPrecondition,
                   "tag " + s.spec.tag + " is " + state::IdModeName(segment->format->mode()) +
-                      ": the ids topic carries only plain segment batches; stream it as "
-                      "snowflake or use a plain tag");
+                      (segment->format->mode() == state::IdMode::kPlain
+                           ? " with more than one datacenter"
+                           : "") +
+                      ": its batches list every ID, so producer.streams batch_size must be at "
+                      "most " +
+                      std::to_string(kMaxListedSegmentBatch) + " (Kafka's 1 MB record limit), got " +
+                      std::to_string(s.spec.batch_size));
     }
+    s.format = segment->format;
     s.ranges.emplace_back(segment->start, segment->end);
   }
   // A segment larger than batch_size is split; its rest waits for the next batches of this run.
@@ -234,10 +238,12 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
   if (start >= end) s.ranges.pop_front();
   if (s.format) {
     // Listed IDs, never counters: an older consumer that knows only start/end finds the batch
-    // malformed and skips it, rather than handing out another datacenter's IDs.
+    // malformed and skips it, rather than handing out counters (another datacenter's IDs, or an
+    // obfuscated tag's count).
     batch.ids.reserve(static_cast<size_t>(batch.end - batch.start));
+    const int64_t now_ms = clock_.NowMs();  // obfuscated_time: the hour the IDs are issued in
     for (int64_t c = batch.start; c < batch.end; ++c) {
-      auto id = s.format->Map(c, 0);
+      auto id = s.format->Map(c, now_ms);
       if (!id) return std::unexpected(id.error());
       batch.ids.push_back(*id);
     }

@@ -29,6 +29,12 @@
 
 namespace kleaf::producer {
 
+// The largest segment batch that lists its IDs (an obfuscated tag, or several datacenters): it
+// stays below Kafka's default 1 MB record limit. The config checks it at load for several
+// datacenters (config/config.h, kMaxListedSegmentBatchSize); a round checks it per segment, since
+// a tag's id_mode is known only from its segments.
+inline constexpr int64_t kMaxListedSegmentBatch = 20000;
+
 struct Stream {
   std::string tag;
   IdBatch::Mode mode = IdBatch::Mode::kSegment;

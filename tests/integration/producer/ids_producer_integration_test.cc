@@ -212,6 +212,56 @@ TEST_F(IdsProducerTest, RoundCountsThePartitionsTheConsumersEmptied) {
   EXPECT_EQ(third->drained, 1) << "only the segment stream's partition was emptied";
 }
 
+// An obfuscated tag's segment stream lists its IDs: the permuted IDs of the tag (positive, each
+// once, not the run of counters its segment covered, which would reveal the count), never a range
+// of counters. A batch_size too large to list in one record is refused, naming the key.
+TEST_F(IdsProducerTest, ObfuscatedTagsBatchesListPermutedIds) {
+  const std::string tag = "o" + suffix_;
+  allocator::TagUpdate update;
+  update.step = 1000;
+  update.id_mode = state::IdMode::kObfuscated;
+  auto created = allocator_->PutTagNow(tag, update);
+  ASSERT_TRUE(created) << created.error().message;
+  auto producer = NewProducer({{tag, IdBatch::Mode::kSegment, 10}});
+  ASSERT_TRUE(producer->Init().has_value());
+  auto first = producer->RunRound();
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->batches, 3);
+  EXPECT_EQ(first->ids, 30);
+
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  std::vector<int64_t> ids;
+  int ranges = 0;
+  auto end = (*reader)->ReadToEnd(
+      StreamTopic(topic_, tag, IdBatch::Mode::kSegment), 0, 0,
+      [&](const kafka::Message& m) {
+        ASSERT_TRUE(m.value.has_value());
+        auto batch = DecodeBatch(*m.value);
+        ASSERT_TRUE(batch.has_value()) << batch.error();
+        if (batch->ids.empty()) ++ranges;
+        ids.insert(ids.end(), batch->ids.begin(), batch->ids.end());
+      },
+      milliseconds(20000));
+  ASSERT_TRUE(end) << end.error().message;
+  EXPECT_EQ(ranges, 0) << "a batch of an obfuscated tag was published as a range of counters";
+  ASSERT_EQ(ids.size(), 30u);
+  std::set<int64_t> distinct(ids.begin(), ids.end());
+  EXPECT_EQ(distinct.size(), 30u);
+  EXPECT_GT(*distinct.begin(), 0);
+  EXPECT_GT(*distinct.rbegin() - *distinct.begin(), 1'000'000)
+      << "30 IDs within a run of counters: not permuted";
+
+  // The group consumes the three batches, so the next producer has batches to make.
+  ASSERT_TRUE(ConsumeFirstRound(tag).has_value());
+  auto too_large =
+      NewProducer({{tag, IdBatch::Mode::kSegment, producer::kMaxListedSegmentBatch + 1}});
+  ASSERT_TRUE(too_large->Init().has_value());
+  auto refused = too_large->RunRound();
+  ASSERT_TRUE(refused.has_value()) << refused.error().message;  // the stream fails, not the round
+  EXPECT_EQ(refused->batches, 0);
+}
+
 TEST_F(IdsProducerTest, NewerRunOfTheSameNodeFencesTheOlder) {
   const std::string tag = "f" + suffix_;
   auto older = NewProducer({{tag, IdBatch::Mode::kSegment, 5}});
