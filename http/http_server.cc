@@ -150,7 +150,7 @@ class Session : public std::enable_shared_from_this<Session> {
           Write(std::move(outcome.rejection));
           return;
         case ReadOutcome::Kind::kRequest:
-          if (!Dispatch(std::move(outcome))) return;
+          if (!Dispatch(outcome)) return;
           break;
       }
     }
@@ -170,7 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Hands the request to the handler. True when its answer came at once and went out whole,
   // and the connection goes on: the caller reads the next request.
-  bool Dispatch(ReadOutcome outcome) {
+  bool Dispatch(ReadOutcome& outcome) {
     started_ = std::chrono::steady_clock::now();
     if (outcome.head) {
       method_.assign("HEAD");
