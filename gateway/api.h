@@ -103,9 +103,8 @@ class Api {
                 std::string_view query, bool leaf, http::Respond respond);
   // The routes of the time-ordered kinds: GET /api/v1/{uuid7,ulid}/{tag}?count=N and
   // /api/v1/{snowflake,uuid7,ulid}/compose/{time}. False, nothing answered, for another path.
-  bool ServeTimeOrdered(const http::HttpRequest& request,
-                        std::span<const std::string_view> parts, std::string_view query,
-                        http::Respond& respond);
+  bool ServeTimeOrdered(const http::HttpRequest& request, std::span<const std::string_view> parts,
+                        std::string_view query, http::Respond& respond);
   // RouteOf's labels for the routes above; empty for another path.
   static std::string_view TimeOrderedRouteOf(std::span<const std::string_view> parts);
   // True for a GET; else answers 405.

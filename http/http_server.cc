@@ -330,11 +330,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = false;
   unsigned version_ = 11;
   bool head_request_ = false;
-  bool in_dispatch_ = false;               // inside the handler's call
-  std::optional<HttpResponse> pending_;    // its answer, when given inside that call
-  std::string head_;                       // the answer's status line and fields; reused
-  std::string body_;                       // the answer's body while it is written
-  std::array<net::const_buffer, 2> out_;   // what is left to write of head_ and body_
+  bool in_dispatch_ = false;              // inside the handler's call
+  std::optional<HttpResponse> pending_;   // its answer, when given inside that call
+  std::string head_;                      // the answer's status line and fields; reused
+  std::string body_;                      // the answer's body while it is written
+  std::array<net::const_buffer, 2> out_;  // what is left to write of head_ and body_
   std::unique_ptr<std::array<char, 4096>> drain_buffer_;  // only while draining
   // Of the request being answered, for on_error and on_answer; cut to kLoggedBytes, so they add
   // next to nothing to what a connection holds (ParseBufferBound).
@@ -367,26 +367,26 @@ void Worker::Sweep() {
 void HttpServer::Impl::Accept() {
   Worker& worker = *workers[next_worker];
   next_worker = (next_worker + 1) % workers.size();
-  acceptor->async_accept(worker.ioc, [this, &worker](boost::system::error_code ec,
-                                                     tcp::socket socket) {
-    if (stopping.load()) return;
-    if (ec) {
-      if (ec == net::error::operation_aborted) return;
-      // e.g. EMFILE: back off instead of spinning on a failing accept.
-      spdlog::warn("[http] accept failed: {}", ec.message());
-      accept_backoff->expires_after(std::chrono::milliseconds(100));
-      accept_backoff->async_wait([this](boost::system::error_code) { Accept(); });
-      return;
-    }
-    if (connections.load() >= options.max_connections) {
-      boost::system::error_code ignored;
-      socket.close(ignored);
-    } else {
-      auto session = std::make_shared<Session>(std::move(socket), *this, worker);
-      net::post(worker.ioc, [session = std::move(session)] { session->Start(); });
-    }
-    Accept();
-  });
+  acceptor->async_accept(
+      worker.ioc, [this, &worker](boost::system::error_code ec, tcp::socket socket) {
+        if (stopping.load()) return;
+        if (ec) {
+          if (ec == net::error::operation_aborted) return;
+          // e.g. EMFILE: back off instead of spinning on a failing accept.
+          spdlog::warn("[http] accept failed: {}", ec.message());
+          accept_backoff->expires_after(std::chrono::milliseconds(100));
+          accept_backoff->async_wait([this](boost::system::error_code) { Accept(); });
+          return;
+        }
+        if (connections.load() >= options.max_connections) {
+          boost::system::error_code ignored;
+          socket.close(ignored);
+        } else {
+          auto session = std::make_shared<Session>(std::move(socket), *this, worker);
+          net::post(worker.ioc, [session = std::move(session)] { session->Start(); });
+        }
+        Accept();
+      });
 }
 
 HttpServer::HttpServer(HttpServerOptions options, Handler handler)

@@ -190,9 +190,9 @@ struct RequestReader::Impl {
     // (Whether Beast or this check notices first depends on how the bytes arrived: one answer.)
     if (!parser->is_header_done()) return Reject(out, HeadersTooLarge());
     Reject(out, JsonError(413, CodeName(Code::kPayloadTooLarge),
-                            "a chunk-size line, its extensions or the trailer section is "
-                            "longer than " +
-                                limit + " bytes"));
+                          "a chunk-size line, its extensions or the trailer section is "
+                          "longer than " +
+                              limit + " bytes"));
   }
 
   // The parser holds a whole request: hand it out and get ready for the next one.
