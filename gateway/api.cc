@@ -1,6 +1,7 @@
 #include "gateway/api.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -21,17 +22,29 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::string_view> SplitPath(std::string_view path) {
-  std::vector<std::string_view> parts;
-  if (!path.empty() && path.front() == '/') path.remove_prefix(1);
-  while (true) {
-    auto slash = path.find('/');
-    parts.push_back(path.substr(0, slash));
-    if (slash == std::string_view::npos) break;
-    path.remove_prefix(slash + 1);
+// The segments of a path ("/api/v1/x" -> "api", "v1", "x"), without allocating (this runs twice per
+// request). A path of more than kMaxParts segments keeps the rest in the last one: no route has
+// that many, so it still matches none.
+class PathParts {
+ public:
+  explicit PathParts(std::string_view path) {
+    if (!path.empty() && path.front() == '/') path.remove_prefix(1);
+    while (true) {
+      auto slash = size_ + 1 < kMaxParts ? path.find('/') : std::string_view::npos;
+      parts_[size_++] = path.substr(0, slash);
+      if (slash == std::string_view::npos) break;
+      path.remove_prefix(slash + 1);
+    }
   }
-  return parts;
-}
+  operator std::span<const std::string_view>() const { return {parts_.data(), size_}; }
+  size_t size() const { return size_; }
+  std::string_view operator[](size_t i) const { return parts_[i]; }
+
+ private:
+  static constexpr size_t kMaxParts = 8;
+  std::array<std::string_view, kMaxParts> parts_;
+  size_t size_ = 0;
+};
 
 // The value of `name` in a query string ("a=1&count=5"), if present.
 std::optional<std::string_view> QueryParam(std::string_view query, std::string_view name) {
@@ -205,7 +218,7 @@ Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerat
 void Api::Handle(HttpRequest request, Respond respond) {
   const std::string_view target = request.target;
   const auto qmark = target.find('?');
-  const auto parts = SplitPath(target.substr(0, qmark));
+  const PathParts parts(target.substr(0, qmark));
   const std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
   if (parts.size() == 1 && ServeTopLevel(request, parts[0], respond)) return;
   if (parts.size() == 1 && ServeLeafMonitor(request, parts[0], query, respond)) return;
@@ -220,7 +233,7 @@ void Api::Handle(HttpRequest request, Respond respond) {
 }
 
 std::string_view Api::RouteOf(std::string_view target) {
-  const auto parts = SplitPath(target.substr(0, target.find('?')));
+  const PathParts parts(target.substr(0, target.find('?')));
   if (parts.size() == 1) {
     if (parts[0].empty()) return "/";
     // Leaf's monitor routes (ServeLeafMonitor).
@@ -305,7 +318,7 @@ bool Api::ServeLeafMonitor(const HttpRequest& request, std::string_view name,
   return false;
 }
 
-void Api::ServeV1(const HttpRequest& request, const std::vector<std::string_view>& parts,
+void Api::ServeV1(const HttpRequest& request, std::span<const std::string_view> parts,
                   std::string_view query, Respond respond) {
   if (ServeTimeOrdered(request, parts, query, respond)) return;
   const std::string_view route = parts[2];
@@ -357,7 +370,7 @@ bool Api::IsLeafGetMethod(const HttpRequest& request, const Respond& respond) {
   if (m == "GET" || m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE") return true;
   if (m == "OPTIONS") {
     HttpResponse allow;
-    allow.content_type.clear();
+    allow.content_type = {};
     allow.headers.emplace_back("Allow", kLeafGetAllow);
     respond(std::move(allow));
     return false;
@@ -523,7 +536,7 @@ bool Api::Authorized(const std::string& authorization) const {
 
 // --- UUIDv7, ULID and compose (issue 17): the routes of the time-ordered kinds.
 
-std::string_view Api::TimeOrderedRouteOf(const std::vector<std::string_view>& parts) {
+std::string_view Api::TimeOrderedRouteOf(std::span<const std::string_view> parts) {
   if (parts.size() < 4 || parts[0] != "api" || parts[1] != "v1") return {};
   const std::string_view route = parts[2];
   if (parts.size() == 5 && parts[3] == "compose") {
@@ -536,7 +549,7 @@ std::string_view Api::TimeOrderedRouteOf(const std::vector<std::string_view>& pa
   return {};
 }
 
-bool Api::ServeTimeOrdered(const HttpRequest& request, const std::vector<std::string_view>& parts,
+bool Api::ServeTimeOrdered(const HttpRequest& request, std::span<const std::string_view> parts,
                            std::string_view query, Respond& respond) {
   const std::string_view route = TimeOrderedRouteOf(parts);
   if (route.empty()) return false;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -94,7 +95,7 @@ class Api {
   bool ServeLeafMonitor(const http::HttpRequest& request, std::string_view name,
                         std::string_view query, const http::Respond& respond);
   // The routes under /api/v1/ (`parts` is the whole path: "api", "v1", ...).
-  void ServeV1(const http::HttpRequest& request, const std::vector<std::string_view>& parts,
+  void ServeV1(const http::HttpRequest& request, std::span<const std::string_view> parts,
                std::string_view query, http::Respond respond);
   // GET IDs of `mode` ("segment" or "snowflake") for a tag: `leaf`, Leaf's route (one ID as
   // plain text), else ours (?count=N, JSON).
@@ -102,11 +103,10 @@ class Api {
                 std::string_view query, bool leaf, http::Respond respond);
   // The routes of the time-ordered kinds: GET /api/v1/{uuid7,ulid}/{tag}?count=N and
   // /api/v1/{snowflake,uuid7,ulid}/compose/{time}. False, nothing answered, for another path.
-  bool ServeTimeOrdered(const http::HttpRequest& request,
-                        const std::vector<std::string_view>& parts, std::string_view query,
-                        http::Respond& respond);
+  bool ServeTimeOrdered(const http::HttpRequest& request, std::span<const std::string_view> parts,
+                        std::string_view query, http::Respond& respond);
   // RouteOf's labels for the routes above; empty for another path.
-  static std::string_view TimeOrderedRouteOf(const std::vector<std::string_view>& parts);
+  static std::string_view TimeOrderedRouteOf(std::span<const std::string_view> parts);
   // True for a GET; else answers 405.
   static bool IsGet(const http::HttpRequest& request, const http::Respond& respond);
   // True for the methods Leaf's get routes serve (GET, HEAD, POST, PUT, PATCH, DELETE); OPTIONS

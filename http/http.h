@@ -23,7 +23,9 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 200;
-  std::string content_type = "application/json";  // empty: no Content-Type (an empty body)
+  // A media type that outlives the response (kleaf's are string literals, so a response costs no
+  // allocation for it); empty: no Content-Type (an empty body).
+  std::string_view content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
 };

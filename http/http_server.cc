@@ -2,16 +2,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/status.hpp>
+#include <charconv>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -19,26 +21,52 @@
 
 namespace kleaf::http {
 
-namespace beast = boost::beast;
 namespace beast_http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = boost::asio::ip::tcp;
 
+namespace {
+class Session;
+}  // namespace
+
+// One I/O thread and the io_context only it runs (nginx's worker, in a thread): a connection lives
+// on one worker from accept to close, so its state needs no strand or lock. Timeouts are coarse:
+// one timer per worker ticks every `tick` and closes the connections whose deadline (counted in
+// ticks) has passed, instead of a timer armed and cancelled per request.
+struct Worker {
+  explicit Worker(std::chrono::milliseconds t) : tick(t) {}
+  net::io_context ioc{1};
+  net::steady_timer sweep{ioc};
+  const std::chrono::milliseconds tick;
+  uint64_t ticks = 0;  // ticks since start; only this worker's thread touches it
+  // This worker's connections, for the sweep; expired entries are dropped by the sweep.
+  std::vector<std::weak_ptr<Session>> sessions;
+  // Keeps run() going while no connection has an operation pending: a request waiting for a
+  // segment on a worker thread must still find its I/O thread when its answer is posted.
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::thread thread;
+
+  // The deadline, in ticks, `timeout` from now: at least `timeout` and at most two ticks more.
+  uint64_t DeadlineAfter(std::chrono::milliseconds timeout) const {
+    return ticks + static_cast<uint64_t>((timeout + tick - std::chrono::milliseconds(1)) / tick) +
+           1;
+  }
+  void Sweep();
+};
+
 struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
-  net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  net::steady_timer accept_backoff{ioc};
-  // Keeps run() going while no connection has an operation pending: a request waiting for a
-  // segment on a worker thread must still find the I/O threads when its answer is posted.
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-  std::vector<std::thread> threads;
   std::atomic<int> connections{0};
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
   std::mutex mu;
   std::condition_variable idle_cv;
+  std::vector<std::unique_ptr<Worker>> workers;
+  size_t next_worker = 0;  // round-robin of accepted connections; the acceptor's thread only
+  // On workers[0]'s io_context; destroyed before the workers (declared after them).
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<net::steady_timer> accept_backoff;
 
   Impl(HttpServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
   void Accept();
@@ -52,106 +80,225 @@ struct HttpServer::Impl {
 
 namespace {
 
-// One connection. Lives as long as an asynchronous operation holds a shared_ptr to it. Reads
-// and answers one request at a time: bytes of pipelined requests wait in the RequestReader, so
-// the bytes held per connection stay within ParseBufferBound() plus the answer being written.
+constexpr uint64_t kNoDeadline = std::numeric_limits<uint64_t>::max();
+
+void AppendNumber(std::string& out, uint64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  (void)ec;
+  out.append(buf, end);
+}
+
+// One connection, on one Worker's thread. Lives as long as an asynchronous operation or an
+// unanswered request holds a shared_ptr to it. Reads and answers one request at a time: bytes of
+// pipelined requests wait in the RequestReader, so the bytes held per connection stay within
+// ParseBufferBound() plus the answer being written. An answer is serialized into a buffer the
+// connection keeps (status line and fields) and written with the body in one gathering send,
+// synchronously when the socket takes it all (the usual case), else asynchronously.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Impl& server)
-      : stream_(std::move(socket)),
+  Session(tcp::socket&& socket, HttpServer::Impl& server, Worker& worker)
+      : socket_(std::move(socket)),
         server_(server),
+        worker_(worker),
         reader_(RequestLimits{server.options.header_limit_bytes, server.options.body_limit_bytes}) {
     server_.connections.fetch_add(1);
   }
   ~Session() { server_.connections.fetch_sub(1); }
 
-  void Run() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->NextRequest(); });
+  // On the worker's thread.
+  void Start() {
+    boost::system::error_code ignored;
+    socket_.non_blocking(true, ignored);
+    socket_.set_option(tcp::no_delay(true), ignored);
+    head_.reserve(256);
+    worker_.sessions.push_back(weak_from_this());
+    NextRequest();
+  }
+
+  // From the worker's sweep: closes the connection once its deadline has passed. The operation
+  // pending on it ends with an error and the connection goes away.
+  void CloseIfExpired(uint64_t now_ticks) {
+    if (now_ticks < deadline_) return;
+    deadline_ = kNoDeadline;
+    boost::system::error_code ignored;
+    socket_.close(ignored);
   }
 
  private:
   // One deadline for the whole of the next request, however slowly its bytes trickle in.
   void NextRequest() {
-    stream_.expires_after(server_.options.idle_timeout);
-    Continue(reader_.Next());
+    deadline_ = worker_.DeadlineAfter(server_.options.idle_timeout);
+    Pump();
   }
 
-  void Continue(ReadOutcome outcome) {
-    switch (outcome.kind) {
-      case ReadOutcome::Kind::kNeedMore: {
-        auto space = reader_.ReadBuffer();
-        stream_.async_read_some(net::buffer(space.data(), space.size()),
-                                [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                                  // EOF, reset or timeout: nothing to answer (a request cut off
-                                  // by the peer cannot be answered either).
-                                  if (ec) return self->Close();
-                                  self->reader_.CommitRead(n);
-                                  self->Continue(self->reader_.Next());
-                                });
-        return;
+  // Answers the requests already read while they can be answered at once, then waits for bytes or
+  // for an answer.
+  void Pump() {
+    while (true) {
+      ReadOutcome outcome = reader_.Next();
+      switch (outcome.kind) {
+        case ReadOutcome::Kind::kNeedMore:
+          return ReadMore();
+        case ReadOutcome::Kind::kReject:
+          started_ = std::chrono::steady_clock::now();
+          method_.assign(std::string_view(outcome.request.method).substr(0, kLoggedBytes));
+          target_.assign(std::string_view(outcome.request.target).substr(0, kLoggedBytes));
+          keep_alive_ = false;
+          version_ = 11;
+          head_request_ = false;
+          Write(std::move(outcome.rejection));
+          return;
+        case ReadOutcome::Kind::kRequest:
+          if (!Dispatch(outcome)) return;
+          break;
       }
-      case ReadOutcome::Kind::kReject:
-        started_ = std::chrono::steady_clock::now();
-        method_ = outcome.request.method.substr(0, kLoggedBytes);
-        target_ = outcome.request.target.substr(0, kLoggedBytes);
-        return Write(std::move(outcome.rejection), false, 11, false);
-      case ReadOutcome::Kind::kRequest:
-        return Dispatch(std::move(outcome));
     }
   }
 
-  void Dispatch(ReadOutcome outcome) {
-    started_ = std::chrono::steady_clock::now();
-    method_ = outcome.head ? "HEAD" : outcome.request.method.substr(0, kLoggedBytes);
-    target_ = outcome.request.target.substr(0, kLoggedBytes);
-    const bool keep_alive = outcome.keep_alive && !server_.stopping.load();
-    const unsigned version = outcome.version;
-    const bool head = outcome.head;
-    server_.in_flight.fetch_add(1);
-    server_.handler(std::move(outcome.request), [self = shared_from_this(), keep_alive, version,
-                                                  head](HttpResponse response) {
-      net::post(self->stream_.get_executor(),
-                [self, keep_alive, version, head, response = std::move(response)]() mutable {
-                  self->Write(std::move(response), keep_alive, version, head);
-                  self->server_.RequestDone();
-                });
-    });
+  void ReadMore() {
+    auto space = reader_.ReadBuffer();
+    socket_.async_read_some(net::buffer(space.data(), space.size()),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              // EOF, reset or timeout: nothing to answer (a request cut off by
+                              // the peer cannot be answered either).
+                              if (ec) return self->Close();
+                              self->reader_.CommitRead(n);
+                              self->Pump();
+                            });
   }
 
-  // `head`: the answer to a HEAD request: the GET's status and headers, Content-Length included,
-  // and no body (RFC 9110 §9.3.2), so a pipelining client finds the next answer where it expects.
-  void Write(HttpResponse r, bool keep_alive, unsigned version, bool head) {
+  // Hands the request to the handler. True when its answer came at once and went out whole,
+  // and the connection goes on: the caller reads the next request.
+  bool Dispatch(ReadOutcome& outcome) {
+    started_ = std::chrono::steady_clock::now();
+    if (outcome.head) {
+      method_.assign("HEAD");
+    } else {
+      method_.assign(std::string_view(outcome.request.method).substr(0, kLoggedBytes));
+    }
+    target_.assign(std::string_view(outcome.request.target).substr(0, kLoggedBytes));
+    keep_alive_ = outcome.keep_alive && !server_.stopping.load(std::memory_order_relaxed);
+    version_ = outcome.version;
+    head_request_ = outcome.head;
+    deadline_ = kNoDeadline;  // the handler's time is bounded by the handler (segment.wait_ms)
+    server_.in_flight.fetch_add(1, std::memory_order_relaxed);
+    in_dispatch_ = true;
+    server_.handler(std::move(outcome.request), [self = shared_from_this()](HttpResponse r) {
+      // Called at once from inside the handler (the usual case): the answer is written once the
+      // handler returns, so the handler never runs again inside itself. From anywhere else: on
+      // the connection's thread, later.
+      if (self->worker_.ioc.get_executor().running_in_this_thread() && self->in_dispatch_) {
+        self->pending_ = std::move(r);
+        return;
+      }
+      net::post(self->worker_.ioc, [self, r = std::move(r)]() mutable {
+        const bool sent = self->Write(std::move(r));
+        self->server_.RequestDone();
+        if (sent) self->AfterWrite();
+      });
+    });
+    in_dispatch_ = false;
+    if (!pending_) return false;
+    HttpResponse r = std::move(*pending_);
+    pending_.reset();
+    const bool sent = Write(std::move(r));
+    server_.RequestDone();
+    return sent;
+  }
+
+  // Serializes the answer to the current request and sends it. True when it went out whole at
+  // once (the caller goes on), false when the rest is sent asynchronously (AfterWrite follows) or
+  // the connection failed.
+  //
+  // `head_request_`: the answer to a HEAD request: the GET's status and headers, Content-Length
+  // included, and no body (RFC 9110 §9.3.2), so a pipelining client finds the next answer where it
+  // expects.
+  bool Write(HttpResponse r) {
     if (r.status >= 400 && server_.options.on_error) server_.options.on_error(method_, target_, r);
     if (server_.options.on_answer) {
       server_.options.on_answer(method_, target_, r.status,
                                 std::chrono::steady_clock::now() - started_);
     }
-    auto res = std::make_shared<beast_http::response<beast_http::string_body>>(
-        static_cast<beast_http::status>(r.status), version);
-    res->set(beast_http::field::server, "kleaf");
-    if (!r.content_type.empty()) res->set(beast_http::field::content_type, r.content_type);
-    for (auto& [name, value] : r.headers) res->set(name, value);
-    res->keep_alive(keep_alive);
-    if (head) {
-      res->content_length(r.body.size());
-    } else {
-      res->body() = std::move(r.body);
-      res->prepare_payload();
+    SerializeHead(r);
+    body_ = std::move(r.body);
+    const std::string_view body =
+        head_request_ || !HasBody(r.status) ? std::string_view() : std::string_view(body_);
+    out_ = {net::buffer(head_), net::buffer(body.data(), body.size())};
+    deadline_ = worker_.DeadlineAfter(server_.options.idle_timeout);
+    boost::system::error_code ec;
+    const size_t sent = socket_.write_some(out_, ec);
+    if (ec && ec != net::error::would_block && ec != net::error::try_again) {
+      Close();
+      return false;
     }
-    stream_.expires_after(server_.options.idle_timeout);
-    beast_http::async_write(
-        stream_, *res,
-        [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
-          if (ec) return self->Close();
-          if (!keep_alive) return self->LingeringClose();
-          self->NextRequest();
-        });
+    if (sent == head_.size() + body.size()) {
+      if (!keep_alive_) {
+        LingeringClose();
+        return false;
+      }
+      deadline_ = kNoDeadline;  // NextRequest sets the next one
+      return true;
+    }
+    // The socket's send buffer is full: the rest goes out when it drains.
+    if (sent < head_.size()) {
+      out_[0] += sent;
+    } else {
+      out_[1] += sent - head_.size();
+      out_[0] = net::const_buffer();
+    }
+    net::async_write(socket_, out_,
+                     [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                       if (ec) return self->Close();
+                       if (!self->keep_alive_) return self->LingeringClose();
+                       self->AfterWrite();
+                     });
+    return false;
+  }
+
+  // The answer went out and the connection stays: on to the next request.
+  void AfterWrite() {
+    if (keep_alive_) NextRequest();
+  }
+
+  static bool HasBody(int status) { return status >= 200 && status != 204 && status != 304; }
+
+  // The status line and header fields, as Beast's response with keep_alive() and prepare_payload()
+  // wrote them: Server, Content-Type, the handler's fields, Connection, Content-Length.
+  void SerializeHead(const HttpResponse& r) {
+    head_.clear();
+    head_.append(version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+    AppendNumber(head_, static_cast<uint64_t>(r.status));
+    head_ += ' ';
+    const auto reason = beast_http::obsolete_reason(static_cast<beast_http::status>(r.status));
+    head_.append(reason.data(), reason.size());
+    head_.append("\r\nServer: kleaf\r\n");
+    if (!r.content_type.empty()) {
+      head_.append("Content-Type: ");
+      head_.append(r.content_type);
+      head_.append("\r\n");
+    }
+    for (const auto& [name, value] : r.headers) {
+      head_.append(name);
+      head_.append(": ");
+      head_.append(value);
+      head_.append("\r\n");
+    }
+    if (version_ == 10 && keep_alive_) head_.append("Connection: keep-alive\r\n");
+    if (version_ != 10 && !keep_alive_) head_.append("Connection: close\r\n");
+    if (HasBody(r.status)) {
+      head_.append("Content-Length: ");
+      AppendNumber(head_, r.body.size());
+      head_.append("\r\n");
+    }
+    head_.append("\r\n");
   }
 
   void Close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.close();
+    deadline_ = kNoDeadline;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.close(ignored);
   }
 
   // After an answer that ends the connection (e.g. 413 with the body unread): stop sending, then
@@ -159,27 +306,38 @@ class Session : public std::enable_shared_from_this<Session> {
   // unread input would reset the connection and could destroy the answer before the client reads
   // it. Nothing read here is parsed or answered.
   void LingeringClose() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(std::chrono::seconds(2));
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    deadline_ = worker_.DeadlineAfter(std::chrono::seconds(2));
     drain_buffer_ = std::make_unique<std::array<char, 4096>>();
     Drain();
   }
 
   void Drain() {
-    stream_.async_read_some(net::buffer(*drain_buffer_),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                              if (ec) return self->stream_.close();
+    socket_.async_read_some(net::buffer(*drain_buffer_),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                              if (ec) return self->Close();
                               self->Drain();
                             });
   }
 
-  beast::tcp_stream stream_;
+  tcp::socket socket_;
   HttpServer::Impl& server_;
+  Worker& worker_;
   RequestReader reader_;
+  uint64_t deadline_ = kNoDeadline;  // in the worker's ticks
+  // The request being answered (one at a time).
+  bool keep_alive_ = false;
+  unsigned version_ = 11;
+  bool head_request_ = false;
+  bool in_dispatch_ = false;              // inside the handler's call
+  std::optional<HttpResponse> pending_;   // its answer, when given inside that call
+  std::string head_;                      // the answer's status line and fields; reused
+  std::string body_;                      // the answer's body while it is written
+  std::array<net::const_buffer, 2> out_;  // what is left to write of head_ and body_
   std::unique_ptr<std::array<char, 4096>> drain_buffer_;  // only while draining
-  // Of the request being answered (one at a time), for on_error and on_answer; cut to
-  // kLoggedBytes, so they add next to nothing to what a connection holds (ParseBufferBound).
+  // Of the request being answered, for on_error and on_answer; cut to kLoggedBytes, so they add
+  // next to nothing to what a connection holds (ParseBufferBound).
   static constexpr size_t kLoggedBytes = 256;
   std::string method_;
   std::string target_;
@@ -188,25 +346,47 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
-void HttpServer::Impl::Accept() {
-  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (stopping.load()) return;
-    if (ec) {
-      if (ec == net::error::operation_aborted) return;
-      // e.g. EMFILE: back off instead of spinning on a failing accept.
-      spdlog::warn("[http] accept failed: {}", ec.message());
-      accept_backoff.expires_after(std::chrono::milliseconds(100));
-      accept_backoff.async_wait([this](beast::error_code) { Accept(); });
-      return;
+void Worker::Sweep() {
+  sweep.expires_after(tick);
+  sweep.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    ++ticks;
+    size_t kept = 0;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      auto session = sessions[i].lock();
+      if (!session) continue;
+      session->CloseIfExpired(ticks);
+      if (kept != i) sessions[kept] = std::move(sessions[i]);
+      ++kept;
     }
-    if (connections.load() >= options.max_connections) {
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      std::make_shared<Session>(std::move(socket), *this)->Run();
-    }
-    Accept();
+    sessions.resize(kept);
+    Sweep();
   });
+}
+
+void HttpServer::Impl::Accept() {
+  Worker& worker = *workers[next_worker];
+  next_worker = (next_worker + 1) % workers.size();
+  acceptor->async_accept(
+      worker.ioc, [this, &worker](boost::system::error_code ec, tcp::socket socket) {
+        if (stopping.load()) return;
+        if (ec) {
+          if (ec == net::error::operation_aborted) return;
+          // e.g. EMFILE: back off instead of spinning on a failing accept.
+          spdlog::warn("[http] accept failed: {}", ec.message());
+          accept_backoff->expires_after(std::chrono::milliseconds(100));
+          accept_backoff->async_wait([this](boost::system::error_code) { Accept(); });
+          return;
+        }
+        if (connections.load() >= options.max_connections) {
+          boost::system::error_code ignored;
+          socket.close(ignored);
+        } else {
+          auto session = std::make_shared<Session>(std::move(socket), *this, worker);
+          net::post(worker.ioc, [session = std::move(session)] { session->Start(); });
+        }
+        Accept();
+      });
 }
 
 HttpServer::HttpServer(HttpServerOptions options, Handler handler)
@@ -216,11 +396,21 @@ HttpServer::~HttpServer() { Stop(std::chrono::milliseconds(0)); }
 
 Result<uint16_t> HttpServer::Start() {
   auto& o = impl_->options;
-  beast::error_code ec;
+  // A tick of an eighth of the idle timeout: a silent connection is closed between 1 and 1.25
+  // idle timeouts (plus a tick) after its deadline started.
+  const auto tick = std::clamp(o.idle_timeout / 8, std::chrono::milliseconds(10),
+                               std::chrono::milliseconds(1000));
+  for (int i = 0; i < std::max(1, o.threads); ++i) {
+    impl_->workers.push_back(std::make_unique<Worker>(tick));
+  }
+  net::io_context& first = impl_->workers.front()->ioc;
+  impl_->acceptor.emplace(first);
+  impl_->accept_backoff.emplace(first);
+  boost::system::error_code ec;
   auto address = net::ip::make_address(o.host == "localhost" ? "127.0.0.1" : o.host, ec);
   if (ec) return Fail(Code::kInvalidArgument, "http.listen: bad address '" + o.host + "'");
   tcp::endpoint endpoint(address, o.port);
-  auto& acceptor = impl_->acceptor;
+  auto& acceptor = *impl_->acceptor;
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
@@ -231,28 +421,33 @@ Result<uint16_t> HttpServer::Start() {
   }
   uint16_t port = acceptor.local_endpoint().port();
   impl_->Accept();
-  impl_->work.emplace(net::make_work_guard(impl_->ioc));
-  for (int i = 0; i < o.threads; ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  for (auto& worker : impl_->workers) {
+    worker->work.emplace(net::make_work_guard(worker->ioc));
+    worker->Sweep();
+    worker->thread = std::thread([w = worker.get()] { w->ioc.run(); });
   }
   return port;
 }
 
 void HttpServer::Stop(std::chrono::milliseconds grace) {
   if (impl_->stopping.exchange(true)) return;
-  net::post(impl_->ioc, [this] {
-    beast::error_code ignored;
-    impl_->acceptor.close(ignored);
-    impl_->accept_backoff.cancel();
+  if (impl_->workers.empty()) return;  // never started
+  net::post(impl_->workers.front()->ioc, [this] {
+    boost::system::error_code ignored;
+    impl_->acceptor->close(ignored);
+    impl_->accept_backoff->cancel();
   });
   {
     std::unique_lock lock(impl_->mu);
     impl_->idle_cv.wait_for(lock, grace, [this] { return impl_->in_flight.load() == 0; });
   }
-  impl_->work.reset();
-  impl_->ioc.stop();
-  for (auto& t : impl_->threads) t.join();
-  impl_->threads.clear();
+  for (auto& worker : impl_->workers) {
+    worker->work.reset();
+    worker->ioc.stop();
+  }
+  for (auto& worker : impl_->workers) {
+    if (worker->thread.joinable()) worker->thread.join();
+  }
 }
 
 }  // namespace kleaf::http

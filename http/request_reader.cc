@@ -142,11 +142,11 @@ uint64_t ParseBufferBound(const RequestLimits& limits) {
 struct RequestReader::Impl {
   explicit Impl(RequestLimits l) : limits(l), buffer(l.header_limit_bytes) {}
 
-  ReadOutcome Reject(ReadOutcome out, HttpResponse response) {
+  // The helpers below fill `out` in place (Next() returns it without a move).
+  void Reject(ReadOutcome& out, HttpResponse response) {
     rejected = response;
     out.kind = ReadOutcome::Kind::kReject;
     out.rejection = std::move(response);
-    return out;
   }
 
   // Chunked framing can be stuffed without end (extensions, leading zeros, 1-byte chunks), each
@@ -171,34 +171,32 @@ struct RequestReader::Impl {
   }
 
   // The answer to an error Beast reported while parsing (anything but need_more).
-  ReadOutcome RejectParseError(ReadOutcome out, beast::error_code ec) {
+  void RejectParseError(ReadOutcome& out, beast::error_code ec) {
     out.request = std::move(parser->request);
-    if (ec == beast_http::error::header_limit) return Reject(std::move(out), HeadersTooLarge());
+    if (ec == beast_http::error::header_limit) return Reject(out, HeadersTooLarge());
     if (ec == beast_http::error::body_limit) {
-      return Reject(std::move(out),
-                    ErrorResponse(Error{Code::kPayloadTooLarge, "request body is too large"}));
+      return Reject(out, ErrorResponse(Error{Code::kPayloadTooLarge, "request body is too large"}));
     }
     std::string message = parser->framing_error.empty()
                               ? "malformed HTTP request: " + ec.message()
                               : "bad message framing: " + parser->framing_error;
-    return Reject(std::move(out), ErrorResponse(Error{Code::kInvalidArgument, message}));
+    Reject(out, ErrorResponse(Error{Code::kInvalidArgument, message}));
   }
 
   // The buffer is full and the parser still needs more: the part being read does not fit.
-  ReadOutcome RejectTooLong(ReadOutcome out) {
+  void RejectTooLong(ReadOutcome& out) {
     out.request = std::move(parser->request);
     const std::string limit = std::to_string(limits.header_limit_bytes);
     // (Whether Beast or this check notices first depends on how the bytes arrived: one answer.)
-    if (!parser->is_header_done()) return Reject(std::move(out), HeadersTooLarge());
-    return Reject(std::move(out),
-                  JsonError(413, CodeName(Code::kPayloadTooLarge),
-                            "a chunk-size line, its extensions or the trailer section is "
-                            "longer than " +
-                                limit + " bytes"));
+    if (!parser->is_header_done()) return Reject(out, HeadersTooLarge());
+    Reject(out, JsonError(413, CodeName(Code::kPayloadTooLarge),
+                          "a chunk-size line, its extensions or the trailer section is "
+                          "longer than " +
+                              limit + " bytes"));
   }
 
   // The parser holds a whole request: hand it out and get ready for the next one.
-  ReadOutcome Complete(ReadOutcome out) {
+  void Complete(ReadOutcome& out) {
     out.kind = ReadOutcome::Kind::kRequest;
     out.keep_alive = parser->keep_alive();
     out.version = parser->version == 10 ? 10 : 11;
@@ -209,7 +207,6 @@ struct RequestReader::Impl {
     }
     parser.reset();
     taken = 0;
-    return out;
   }
 
   const RequestLimits limits;
@@ -251,7 +248,8 @@ ReadOutcome RequestReader::Next() {
     if (buffer.size() == 0) return out;  // kNeedMore
     if (!parser->is_header_done() && !impl_->HeaderInBuffer()) {
       if (buffer.size() < buffer.max_size()) return out;  // kNeedMore
-      return impl_->Reject(std::move(out), HeadersTooLarge());
+      impl_->Reject(out, HeadersTooLarge());
+      return out;
     }
     impl_->header_scanned = 0;
     beast::error_code ec;
@@ -261,18 +259,23 @@ ReadOutcome RequestReader::Next() {
     // Errors first: Beast can report one (e.g. from on_header_impl) on a message it also calls
     // complete.
     if (ec && ec != beast_http::error::need_more) {
-      return impl_->RejectParseError(std::move(out), ec);
+      impl_->RejectParseError(out, ec);
+      return out;
     }
     if (impl_->FramingTooLong(parser->request.body.size())) {
       out.request = std::move(parser->request);
-      return impl_->Reject(
-          std::move(out), JsonError(413, CodeName(Code::kPayloadTooLarge),
-                                    "the chunked framing of the request is too long for its body"));
+      impl_->Reject(out, JsonError(413, CodeName(Code::kPayloadTooLarge),
+                                   "the chunked framing of the request is too long for its body"));
+      return out;
     }
-    if (parser->is_done()) return impl_->Complete(std::move(out));
+    if (parser->is_done()) {
+      impl_->Complete(out);
+      return out;
+    }
     if (used > 0 && !ec) continue;
     if (buffer.size() < buffer.max_size()) return out;  // kNeedMore
-    return impl_->RejectTooLong(std::move(out));
+    impl_->RejectTooLong(out);
+    return out;
   }
 }
 

@@ -14,6 +14,7 @@ cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLEAF_BUILD_TEST
 cmake --build build-bench >/dev/null
 
 work=$(mktemp -d)
+chmod 755 "$work"  # nginx's workers run as nobody: without this they answer 403
 cleanup() {
   [[ -n "${kleaf_pid:-}" ]] && kill "$kleaf_pid" 2>/dev/null && wait "$kleaf_pid" 2>/dev/null || true
   [[ -f "$work/nginx.pid" ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true

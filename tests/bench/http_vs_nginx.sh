@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# kleaf standalone against nginx serving a 19-byte static file, side by side in one run (issue 18,
+# items 1 and 3), on 127.0.0.1 with keep-alive. Both servers run the whole time with the same
+# number of I/O threads / worker processes; the runs alternate A B A B so both see the same load.
+#
+#   tests/bench/http_vs_nginx.sh [ROUNDS=3] [SECONDS=10]
+#
+# 1. Throughput: wrk -t1 -c32 and -t2 -c128 against nginx (A), kleaf's single segment ID (B) and
+#    single snowflake ID (C), ROUNDS times A B C; prints each run, each round's B/A and C/A, and
+#    the ratio of the means.
+# 2. Tail at half load: the server on CPU 0 (one worker / one I/O thread), the load generator on
+#    CPU 1 (taskset). kleaf's maximum rate is measured with wrk -t1 -c32; then kleaf_open_loop
+#    (tests/bench/http/open_loop.cc: constant rate, latency from each request's due time) offers
+#    half of it to nginx and to kleaf, alternating, ROUNDS times. Skipped on a single CPU.
+#
+# Environment: WORKERS (part 1's nginx workers = kleaf I/O threads; default nproc), BUILD_DIR
+# (default build-bench: a Release build the script makes), CONNECTIONS (part 2, default 64).
+# Needs wrk and nginx (scripts/install-deps.sh --bench). The load average is printed before and
+# after each part: figures from a busy machine understate a quiet one.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-3}
+duration=${2:-10}
+workers=${WORKERS:-$(nproc)}
+build=${BUILD_DIR:-build-bench}
+connections=${CONNECTIONS:-64}
+./scripts/install-deps.sh --bench >/dev/null
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLEAF_BUILD_TESTS=OFF >/dev/null
+fi
+cmake --build "$build" --target kleaf kleaf_open_loop >/dev/null
+
+work=$(mktemp -d)
+chmod 755 "$work"  # nginx's workers run as nobody: without this they answer 403
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() { for _ in $(seq 300); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; return 1; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# start_nginx NAME WORKERS [taskset-prefix...]: prints the port.
+start_nginx() {
+  local name=$1 n=$2
+  shift 2
+  local port dir=$work/$name
+  port=$(free_port)
+  mkdir -p "$dir/www" "$dir/tmp"
+  printf '1234567890123456789' > "$dir/www/id.txt"
+  cat > "$dir/nginx.conf" <<CONF
+daemon off;
+worker_processes $n;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/tmp;
+  proxy_temp_path $dir/tmp;
+  fastcgi_temp_path $dir/tmp;
+  uwsgi_temp_path $dir/tmp;
+  scgi_temp_path $dir/tmp;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$port; root $dir/www; }
+}
+CONF
+  "$@" nginx -c "$dir/nginx.conf" > "$dir/out" 2>&1 &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$port/id.txt"
+  echo "$port"
+}
+
+# start_kleaf NAME THREADS [taskset-prefix...]: prints the port.
+start_kleaf() {
+  local name=$1 n=$2
+  shift 2
+  local port dir=$work/$name
+  port=$(free_port)
+  mkdir -p "$dir"
+  cat > "$dir/kleaf.yaml" <<CONF
+http:
+  listen: 127.0.0.1:$port
+  threads: $n
+state:
+  path: $dir/data
+admin:
+  token: bench-token-0123456789
+segment:
+  auto_create: true
+  default_step: 1000000
+log:
+  level: warn
+CONF
+  "$@" "$build/kleaf" standalone --config "$dir/kleaf.yaml" > "$dir/out" 2>&1 &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$port/healthz"
+  curl -sf "http://127.0.0.1:$port/api/segment/get/bench" >/dev/null
+  echo "$port"
+}
+
+# Requests/s of a wrk run; fails on any answer that is not 2xx (e.g. nginx's 403 when its
+# workers cannot read the file).
+rps() {
+  if grep -q "Non-2xx" <<<"$1"; then
+    echo "wrk saw answers other than 2xx:" >&2
+    echo "$1" >&2
+    exit 1
+  fi
+  awk '/Requests\/sec/ {print $2}' <<<"$1"
+}
+
+echo "## Throughput: $workers nginx workers, $workers kleaf I/O threads, wrk ${duration} s per run"
+echo "load average before: $(load)"
+nginx_port=$(start_nginx nginx "$workers")
+kleaf_port=$(start_kleaf kleaf "$workers")
+nginx_url="http://127.0.0.1:$nginx_port/id.txt"
+segment_url="http://127.0.0.1:$kleaf_port/api/segment/get/bench"
+snowflake_url="http://127.0.0.1:$kleaf_port/api/snowflake/get/bench"
+for url in "$nginx_url" "$segment_url" "$snowflake_url"; do wrk -t1 -c32 -d1s "$url" >/dev/null; done
+for shape in "-t1 -c32" "-t2 -c128"; do
+  echo
+  echo "| wrk $shape | round | load (1 min) | nginx req/s (A) | kleaf segment (B) | kleaf snowflake (C) | B/A | C/A |"
+  echo "|---|---|---|---|---|---|---|---|"
+  sums=(0 0 0)
+  for r in $(seq "$rounds"); do
+    # shellcheck disable=SC2086
+    a=$(rps "$(wrk $shape -d"${duration}s" "$nginx_url")")
+    # shellcheck disable=SC2086
+    b=$(rps "$(wrk $shape -d"${duration}s" "$segment_url")")
+    # shellcheck disable=SC2086
+    c=$(rps "$(wrk $shape -d"${duration}s" "$snowflake_url")")
+    sums=("$(bc -l <<<"${sums[0]} + $a")" "$(bc -l <<<"${sums[1]} + $b")" "$(bc -l <<<"${sums[2]} + $c")")
+    printf '| %s | %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f |\n' "$shape" "$r" \
+      "$(cut -d' ' -f1 /proc/loadavg)" "$a" "$b" "$c" "$(bc -l <<<"$b/$a")" "$(bc -l <<<"$c/$a")"
+  done
+  printf '\nwrk %s: mean nginx %.0f, kleaf segment %.0f (%.2f x nginx), kleaf snowflake %.0f (%.2f x nginx)\n' \
+    "$shape" "$(bc -l <<<"${sums[0]}/$rounds")" "$(bc -l <<<"${sums[1]}/$rounds")" \
+    "$(bc -l <<<"${sums[1]}/${sums[0]}")" "$(bc -l <<<"${sums[2]}/$rounds")" \
+    "$(bc -l <<<"${sums[2]}/${sums[0]}")"
+done
+echo "load average after: $(load)"
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+
+if (($(nproc) < 2)); then
+  echo "one CPU: the tail at half load needs the server and the load generator on CPUs of their own"
+  exit 0
+fi
+echo
+echo "## Tail at half of kleaf's maximum rate: server on CPU 0 (1 worker / 1 I/O thread), load on CPU 1"
+echo "load average before: $(load)"
+nginx_port=$(start_nginx nginx1 1 taskset -c 0)
+kleaf_port=$(start_kleaf kleaf1 1 taskset -c 0)
+max=$(rps "$(taskset -c 1 wrk -t1 -c32 -d"${duration}s" "http://127.0.0.1:$kleaf_port/api/segment/get/bench")")
+half=$(printf '%.0f' "$(bc -l <<<"$max/2")")
+echo "kleaf's maximum (wrk -t1 -c32, ${duration} s): $max req/s; offered below: $half req/s over $connections connections"
+echo
+echo "| round | load (1 min) | target | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | answered/s |"
+echo "|---|---|---|---|---|---|---|---|---|"
+open_loop() {  # name port path
+  local out
+  out=$(taskset -c 1 "$build/kleaf_open_loop" 127.0.0.1 "$2" "$3" "$half" "$duration" "$connections")
+  awk -v name="$1" -v r="$round" -v l="$(cut -d' ' -f1 /proc/loadavg)" '
+    /^rate/ {answered=$4; sub("/s", "", answered)}
+    /^latency_us/ {p50=$3; p90=$5; p99=$7; p999=$9; max=$11}
+    END {printf "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r, l, name, p50, p90, p99, p999, max, answered}' <<<"$out"
+}
+for round in $(seq "$rounds"); do
+  open_loop nginx "$nginx_port" /id.txt
+  open_loop "kleaf segment" "$kleaf_port" /api/segment/get/bench
+done
+echo "load average after: $(load)"
