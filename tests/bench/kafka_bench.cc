@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   kafka::Properties props{{"bootstrap.servers", argv[1]}};
+  if (const char* d = std::getenv("KLEAF_BENCH_DEBUG")) props["debug"] = d;
   std::string prefix = "bench" + std::to_string(std::random_device{}());
   auto topics = allocator::ClusterTopics::For(prefix, partitions, 4);
   if (auto r = allocator::EnsureClusterTopics(props, topics, 1, milliseconds(30000)); !r) {
