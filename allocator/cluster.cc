@@ -304,7 +304,7 @@ namespace {
 struct RestoredPartition {
   std::map<std::string, state::TagRecord> tags;
   std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
-  std::optional<int64_t> requests_offset;           // the highest RequestsOffsetKey record
+  std::optional<int64_t> requests_offset;          // the highest RequestsOffsetKey record
   std::string requests_offset_key;
   int64_t records = 0;
   int64_t skipped = 0;               // unreadable
@@ -387,7 +387,8 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
   batch.values.emplace_back(AppliedOffsetKey(p), *end);
   auto stored_offset = store.GetValue(RequestsOffsetKey(p));
   if (!stored_offset) return std::unexpected(stored_offset.error());
-  if (*stored_offset && (!restored.requests_offset || **stored_offset > *restored.requests_offset)) {
+  if (*stored_offset &&
+      (!restored.requests_offset || **stored_offset > *restored.requests_offset)) {
     restored.requests_offset = **stored_offset;
   }
   if (restored.requests_offset) {

@@ -314,10 +314,11 @@ Result<int64_t> AllocatorNode::TakeOver(int32_t p) {
     serving_snapshot_.clear();
     for (const auto& [q, unused] : serving_) serving_snapshot_.push_back(q);
   }
-  spdlog::info("[allocator] partition {} restored ({} records, offsets {} to {}) in {} ms; serving "
-               "requests from offset {}",
-               p, restored->records, restored->from, restored->end,
-               (clock_.MonotonicNs() - start) / 1'000'000, resume);
+  spdlog::info(
+      "[allocator] partition {} restored ({} records, offsets {} to {}) in {} ms; serving "
+      "requests from offset {}",
+      p, restored->records, restored->from, restored->end,
+      (clock_.MonotonicNs() - start) / 1'000'000, resume);
   return resume;
 }
 

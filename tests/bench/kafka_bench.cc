@@ -5,7 +5,8 @@
 // allocators.
 //
 //   kleaf_kafka_bench BOOTSTRAP [sequential] [concurrent] [partitions] [allocators]
-// (defaults 2000, 20000, 4, 1). docs/benchmarks.md has the commands.
+// (defaults 2000, 20000, 4, 1). docs/benchmarks.md has the commands. KLEAF_BENCH_DEBUG=eos,protocol
+// sets librdkafka's `debug` (every broker request with its rtt, on stderr).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -29,7 +30,8 @@ using std::chrono::milliseconds;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s BOOTSTRAP [sequential] [concurrent] [partitions] [allocators]\n",
+    std::fprintf(stderr,
+                 "usage: %s BOOTSTRAP [sequential] [concurrent] [partitions] [allocators]\n",
                  argv[0]);
     return 2;
   }
@@ -98,7 +100,8 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < 200; ++i) {
     bool ok = true;
-    for (int t = 0; t < 4 * partitions; ++t) ok = ok && allocate("warm" + std::to_string(t)).has_value();
+    for (int t = 0; t < 4 * partitions; ++t)
+      ok = ok && allocate("warm" + std::to_string(t)).has_value();
     if (ok) break;
   }
   std::printf("%d partitions over %d allocators (%zu served)\n", partitions, allocators, served());

@@ -300,7 +300,6 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   node.Stop();
 }
 
-
 // Where a takeover resumes reading requests: right after the last committed batch, as that batch
 // recorded it in the state topic (kafka_node.cc, RunTransaction), not as the group's committed
 // offset says. The second allocator belongs to another group (its committed offsets are none:
@@ -374,9 +373,8 @@ TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommitte
   allocator::AllocatorNode second(node_options, **store, clock);
   ASSERT_TRUE(second.Start());
   ASSERT_TRUE(serve_all(second)) << "the second allocator does not serve 4 partitions in 60 s";
-  auto s = Await<allocator::Segment>(call_bound, "no answer", [&](auto done) {
-    c.AllocateSegment(tag, 0, done);
-  });
+  auto s = Await<allocator::Segment>(call_bound, "no answer",
+                                     [&](auto done) { c.AllocateSegment(tag, 0, done); });
   ASSERT_TRUE(s) << s.error().message;
   std::cout << "resume: " << batches << " segments up to " << end_before
             << " from the first allocator; the second one's first segment starts at " << s->start
