@@ -259,8 +259,11 @@ void AllocatorNode::RetryPending() {
       continue;
     }
     it = pending_.erase(it);
-    // Whatever the consumer fetched of p so far (from the group's offset, possibly behind) was
-    // dropped while p was pending: read on from where the last committed batch ended.
+    // Whatever the consumer fetched of p so far was dropped while p was pending: read on from
+    // where the last committed batch ended. The seek can be overtaken by the consumer's own start
+    // of the assignment (from the group's offset, or the beginning when the group has none: never
+    // past the resume point), so the floor drops whatever arrives below it as well.
+    floor_[p] = std::max<int64_t>(*resume, 0);
     Rewind(p, *resume);
   }
 }
@@ -333,6 +336,7 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   MetricsOf(p).serving.Set(0);
   it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
+  floor_.erase(p);
   std::lock_guard lock(serving_mu_);
   std::erase(serving_snapshot_, p);
 }
@@ -372,6 +376,19 @@ void AllocatorNode::Rewind(int32_t p, int64_t offset) {
 void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch) {
   auto it = serving_.find(p);
   if (it == serving_.end()) return;  // re-read from the recorded position once taken over
+  const int64_t floor = floor_[p];
+  if (batch.front().offset < floor) {
+    // Requests a committed batch already answered (the consumer started below the resume
+    // point): running them again would apply them twice.
+    std::vector<kafka::Message> fresh;
+    for (const auto& m : batch) {
+      if (m.offset >= floor) fresh.push_back(m);
+    }
+    spdlog::info("[allocator] partition {}: {} requests below offset {} skipped (answered)", p,
+                 batch.size() - fresh.size(), floor);
+    if (!fresh.empty()) ProcessBatch(p, fresh);
+    return;
+  }
   kafka::TxnProducer& producer = *it->second;
   BatchReader reader(store_, options_.topics, p);
   int64_t segments = 0;
@@ -471,6 +488,7 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Ou
 void AllocatorNode::OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
                                 BatchReader& reader, int64_t segments) {
   if (segments > 0) SegmentsAllocated(p).Inc(static_cast<uint64_t>(segments));
+  floor_[p] = next_offset;
   // The group's offset follows for the operators' lag view (consumer-groups --describe), never
   // ahead of a commit; nothing waits for it (the state topic holds the position that counts).
   if (auto c = consumer_->StartCommit({{options_.topics.requests, p, next_offset}}); !c) {

@@ -113,6 +113,9 @@ class AllocatorNode {
   std::unique_ptr<kafka::PartitionReader> reader_;
   std::map<int32_t, std::unique_ptr<kafka::TxnProducer>> serving_;  // loop thread only
   std::set<int32_t> pending_;  // assigned but not yet taken over; loop thread only
+  // Per served partition, the offset after the last committed batch: requests below it were
+  // answered and are never run again, whatever the consumer fetches. Loop thread only.
+  std::map<int32_t, int64_t> floor_;
   int64_t next_retry_ns_ = 0;
   mutable std::mutex serving_mu_;
   std::vector<int32_t> serving_snapshot_;  // guarded by serving_mu_
