@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -375,6 +377,17 @@ Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& nam
 
 std::string AppliedOffsetKey(int32_t p) { return "state_offset/" + std::to_string(p); }
 
+std::string RequestsOffsetKey(int32_t p) { return "requests_offset/" + std::to_string(p); }
+
+std::string EncodeRequestsOffset(int64_t next) { return std::to_string(next); }
+
+std::optional<int64_t> DecodeRequestsOffset(std::string_view value) {
+  int64_t next = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), next);
+  if (ec != std::errc() || end != value.data() + value.size() || next < 0) return std::nullopt;
+  return next;
+}
+
 state::TagRecord MergeRestored(const std::optional<state::TagRecord>& existing,
                                state::TagRecord incoming) {
   if (existing && existing->max_id > incoming.max_id) incoming.max_id = existing->max_id;
@@ -388,12 +401,22 @@ namespace {
 struct RestoredPartition {
   std::map<std::string, state::TagRecord> tags;
   std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
+  std::optional<int64_t> requests_offset;          // the highest RequestsOffsetKey record
+  std::string requests_offset_key;
   int64_t records = 0;
   int64_t skipped = 0;               // unreadable
   std::optional<Error> store_error;  // reading the store's record of a tag failed
 
   void Add(const kafka::Message& m, state::Store& store) {
     if (!m.value) return;
+    if (m.key == requests_offset_key) {
+      if (auto next = DecodeRequestsOffset(*m.value)) {
+        requests_offset = std::max(requests_offset.value_or(0), *next);
+      } else {
+        ++skipped;
+      }
+      return;
+    }
     if (m.key.starts_with("wrk/")) {
       if (auto w = state::DecodeWorker(*m.value)) {
         workers[w->worker_id] = std::move(*w);
@@ -445,6 +468,7 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
                     "state from an export (docs/operations.md, \"Layout refusals\")");
   }
   RestoredPartition restored;
+  restored.requests_offset_key = RequestsOffsetKey(p);
   auto end = reader.ReadToEnd(
       topics.state, p, result.from, [&](const kafka::Message& m) { restored.Add(m, store); },
       timeout);
@@ -458,9 +482,19 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
   for (auto& [tag, r] : restored.tags) batch.tags.push_back(std::move(r));
   for (auto& [id, w] : restored.workers) batch.workers.push_back(std::move(w));
   batch.values.emplace_back(AppliedOffsetKey(p), *end);
+  auto stored_offset = store.GetValue(RequestsOffsetKey(p));
+  if (!stored_offset) return std::unexpected(stored_offset.error());
+  if (*stored_offset &&
+      (!restored.requests_offset || **stored_offset > *restored.requests_offset)) {
+    restored.requests_offset = **stored_offset;
+  }
+  if (restored.requests_offset) {
+    batch.values.emplace_back(RequestsOffsetKey(p), *restored.requests_offset);
+  }
   if (auto w = store.Write(batch, /*sync=*/true); !w) {
     return std::unexpected(w.error());
   }
+  result.requests_offset = restored.requests_offset;
   result.records = restored.records;
   result.end = *end;
   return result;

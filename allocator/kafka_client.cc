@@ -94,6 +94,7 @@ void KafkaAllocatorClient::Stop() {
   {
     std::lock_guard lock(mu_);
     left.swap(pending_);
+    deadlines_.clear();
   }
   for (auto& [id, p] : left) p.done(Fail(Code::kUnavailable, "shutting down"));
 }
@@ -135,6 +136,7 @@ void KafkaAllocatorClient::SendLocked(Pending p) {
     spdlog::warn("[kafka-client] sending a request failed: {}", sent.error().message);
     // Left pending: the deadline retries it or fails it.
   }
+  deadlines_.emplace_back(p.deadline_ns, id);
   pending_.emplace(std::move(id), std::move(p));
 }
 
@@ -162,8 +164,11 @@ void KafkaAllocatorClient::Run() {
       std::lock_guard lock(mu_);
       const int64_t now = clock_.MonotonicNs();
       std::vector<std::string> expired;
-      for (const auto& [id, p] : pending_) {
-        if (p.deadline_ns <= now) expired.push_back(id);
+      while (!deadlines_.empty() && deadlines_.front().first <= now) {
+        if (pending_.contains(deadlines_.front().second)) {
+          expired.push_back(std::move(deadlines_.front().second));
+        }
+        deadlines_.pop_front();
       }
       for (const auto& id : expired) {
         auto node = pending_.extract(id);

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -93,6 +94,12 @@ class KafkaAllocatorClient final : public Allocator {
   std::atomic<uint64_t> next_id_{0};
   std::mutex mu_;
   std::unordered_map<std::string, Pending> pending_;  // by correlation id; guarded by mu_
+  // (deadline, correlation id) of every attempt sent, in sending order, which is deadline order
+  // (one timeout for all): the reply thread looks only at the front for expired attempts instead
+  // of scanning every pending one after each reply (with 20,000 in flight that scan took 3/4 of
+  // the process's CPU). Ids answered meanwhile are skipped when they reach the front. Guarded
+  // by mu_.
+  std::deque<std::pair<int64_t, std::string>> deadlines_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::array<metrics::Histogram*, kOpCount> latency_{};

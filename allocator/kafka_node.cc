@@ -219,7 +219,6 @@ void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitio
   revoked_events_.Inc();
   for (const auto& tp : partitions) {
     pending_.erase(tp.partition);
-    must_rewind_.erase(tp.partition);
     Release(tp.partition, kRevoked);
   }
 }
@@ -242,7 +241,6 @@ void AllocatorNode::RetryPending() {
                     "layout: partitions were added to a live topic; not serving it (see "
                     "docs/operations.md, \"Layout refusals\")",
                     p, options_.topics.requests, options_.topics.partitions);
-      must_rewind_.erase(p);
       it = pending_.erase(it);
       continue;
     }
@@ -250,26 +248,27 @@ void AllocatorNode::RetryPending() {
       // A queued assignment event that a later rebalance already overtook: taking p over now
       // would fence its real owner.
       spdlog::info("[allocator] partition {} no longer assigned here; not taking it over", p);
-      must_rewind_.erase(p);
       it = pending_.erase(it);
       continue;
     }
-    if (auto r = TakeOver(p); !r) {
-      spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, r.error().message);
+    auto resume = TakeOver(p);
+    if (!resume) {
+      spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, resume.error().message);
       next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
       ++it;
       continue;
     }
     it = pending_.erase(it);
-    if (must_rewind_.erase(p)) {
-      auto committed = consumer_->Committed({{options_.topics.requests, p}}, milliseconds(5000));
-      int64_t offset = committed && committed->front().offset >= 0 ? committed->front().offset : -2;
-      Rewind(p, offset);
-    }
+    // Whatever the consumer fetched of p so far was dropped while p was pending: read on from
+    // where the last committed batch ended. The seek can be overtaken by the consumer's own start
+    // of the assignment (from the group's offset, or the beginning when the group has none: never
+    // past the resume point), so the floor drops whatever arrives below it as well.
+    floor_[p] = std::max<int64_t>(*resume, 0);
+    Rewind(p, *resume);
   }
 }
 
-Result<void> AllocatorNode::TakeOver(int32_t p) {
+Result<int64_t> AllocatorNode::TakeOver(int32_t p) {
   const auto start = clock_.MonotonicNs();
   auto producer = kafka::TxnProducer::Create(
       [&] {
@@ -296,6 +295,19 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
   }
   auto restored = RestorePartition(*reader_, store_, options_.topics, p, milliseconds(60000));
   if (!restored) return std::unexpected(restored.error());
+  // Where to resume: the position the last committed batch recorded in the state topic, read by
+  // the restore after the fence, so it covers exactly the batches whose replies are visible. The
+  // group's committed offset is only ever set after a commit (OnCommitted), so it is never ahead
+  // of that position, except in a cluster upgraded from a version that committed it in the
+  // transaction instead: the higher of the two is where the last committed batch ended.
+  auto committed = consumer_->Committed({{options_.topics.requests, p}}, milliseconds(5000));
+  if (!committed && !restored->requests_offset) {
+    return Fail(Code::kUnavailable, "no consumed position for requests partition " +
+                                        std::to_string(p) + ": " + committed.error().message);
+  }
+  int64_t resume = restored->requests_offset.value_or(-1);
+  if (committed) resume = std::max(resume, committed->front().offset);
+  if (resume < 0) resume = -2;  // nothing ever committed on p: librdkafka's "beginning"
   serving_[p] = std::move(*producer);
   takeovers_.fetch_add(1);
   MetricsOf(p).takeovers.Inc();
@@ -305,10 +317,12 @@ Result<void> AllocatorNode::TakeOver(int32_t p) {
     serving_snapshot_.clear();
     for (const auto& [q, unused] : serving_) serving_snapshot_.push_back(q);
   }
-  spdlog::info("[allocator] partition {} restored ({} records, offsets {} to {}) in {} ms; serving",
-               p, restored->records, restored->from, restored->end,
-               (clock_.MonotonicNs() - start) / 1'000'000);
-  return {};
+  spdlog::info(
+      "[allocator] partition {} restored ({} records, offsets {} to {}) in {} ms; serving "
+      "requests from offset {}",
+      p, restored->records, restored->from, restored->end,
+      (clock_.MonotonicNs() - start) / 1'000'000, resume);
+  return resume;
 }
 
 void AllocatorNode::Release(int32_t p, const std::string& why) {
@@ -322,6 +336,7 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   MetricsOf(p).serving.Set(0);
   it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
+  floor_.erase(p);
   std::lock_guard lock(serving_mu_);
   std::erase(serving_snapshot_, p);
 }
@@ -355,14 +370,23 @@ void AllocatorNode::Rewind(int32_t p, int64_t offset) {
     spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset, r.error().message);
     Release(p, "rewind failed");
     pending_.insert(p);
-    must_rewind_.insert(p);
   }
 }
 
 void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch) {
   auto it = serving_.find(p);
-  if (it == serving_.end()) {
-    if (pending_.contains(p)) must_rewind_.insert(p);  // re-read once taken over
+  if (it == serving_.end()) return;  // re-read from the recorded position once taken over
+  const int64_t floor = floor_[p];
+  if (batch.front().offset < floor) {
+    // Requests a committed batch already answered (the consumer started below the resume
+    // point): running them again would apply them twice.
+    std::vector<kafka::Message> fresh;
+    for (const auto& m : batch) {
+      if (m.offset >= floor) fresh.push_back(m);
+    }
+    spdlog::info("[allocator] partition {}: {} requests below offset {} skipped (answered)", p,
+                 batch.size() - fresh.size(), floor);
+    if (!fresh.empty()) ProcessBatch(p, fresh);
     return;
   }
   kafka::TxnProducer& producer = *it->second;
@@ -372,7 +396,7 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
   transactions_[static_cast<size_t>(end.outcome)]->Inc();
   switch (end.outcome) {
     case kafka::TxnOutcome::kCommitted:
-      return OnCommitted(p, producer, reader, segments);
+      return OnCommitted(p, batch.back().offset + 1, producer, reader, segments);
     case kafka::TxnOutcome::kAborted:
       return OnAborted(p, batch.front().offset, end.error);
     case kafka::TxnOutcome::kUnknown:
@@ -395,12 +419,18 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
           kAbortTimeout);
     }
   }
-  std::vector<kafka::TopicPartition> offsets = {
-      {options_.topics.requests, p, batch.back().offset + 1}};
-  const int64_t commit_start = clock_.MonotonicNs();
-  if (auto o = producer.SendOffsets(offsets, *consumer_, milliseconds(10000)); !o) {
-    return kafka::EndFailedTransaction(producer, o.error(), clock_, kAbortTimeout);
+  // The consumed position, in the state partition beside the batch's records: it commits with
+  // them and the replies or not at all (I1), and a takeover restores it after the fence. (It
+  // replaced send_offsets_to_transaction, whose AddOffsetsToTxn and TxnOffsetCommit were two
+  // more round trips in series on every batch.)
+  if (auto sent = producer.Send(options_.topics.state, p, RequestsOffsetKey(p),
+                                EncodeRequestsOffset(batch.back().offset + 1), {});
+      !sent) {
+    return kafka::EndFailedTransaction(
+        producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
+        kAbortTimeout);
   }
+  const int64_t commit_start = clock_.MonotonicNs();
   // Half the transaction timeout, as the ids producer: a commit still unanswered by then is
   // settled by the next owner's init_transactions before the coordinator would expire it.
   kafka::TxnEnd end =
@@ -455,11 +485,18 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Ou
                        {{kCorrelationHeader, *correlation}});
 }
 
-void AllocatorNode::OnCommitted(int32_t p, kafka::TxnProducer& producer, BatchReader& reader,
-                                int64_t segments) {
+void AllocatorNode::OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
+                                BatchReader& reader, int64_t segments) {
   if (segments > 0) SegmentsAllocated(p).Inc(static_cast<uint64_t>(segments));
+  floor_[p] = next_offset;
+  // The group's offset follows for the operators' lag view (consumer-groups --describe), never
+  // ahead of a commit; nothing waits for it (the state topic holds the position that counts).
+  if (auto c = consumer_->StartCommit({{options_.topics.requests, p, next_offset}}); !c) {
+    spdlog::debug("[allocator] partition {}: group offset commit: {}", p, c.error().message);
+  }
   // Only now may the local view follow.
   state::Store::Batch staged = reader.Staged();
+  staged.values.emplace_back(RequestsOffsetKey(p), next_offset);
   auto delivered = producer.TakeDeliveredOffsets();
   if (auto d = delivered.find({options_.topics.state, p}); d != delivered.end()) {
     staged.values.emplace_back(AppliedOffsetKey(p), d->second + 1);
@@ -498,7 +535,6 @@ void AllocatorNode::OnFatal(int32_t p, const kafka::TxnError& why) {
 void AllocatorNode::Retake(int32_t p, const std::string& why) {
   Release(p, why);
   pending_.insert(p);
-  must_rewind_.insert(p);
   next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
 }
 

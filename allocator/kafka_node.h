@@ -72,7 +72,8 @@ class AllocatorNode {
   void OnRevoked(const std::vector<kafka::TopicPartition>& partitions);
   static metrics::Counter& RebalanceCounter(const char* event);
   metrics::Counter& SegmentsAllocated(int32_t p);  // loop thread (and the constructor)
-  Result<void> TakeOver(int32_t p);
+  // Fences p's previous owner, restores p and returns the requests offset to serve from.
+  Result<int64_t> TakeOver(int32_t p);
   void Release(int32_t p, const std::string& why);
   void RetryPending();
   bool StillAssigned(int32_t p);
@@ -87,7 +88,8 @@ class AllocatorNode {
   Result<void> Produce(int32_t p, const kafka::Message& m, const Outcome& outcome,
                        kafka::TxnProducer& producer, BatchReader& reader);
   // The four ends of a batch's transaction (kafka/transaction.h).
-  void OnCommitted(int32_t p, kafka::TxnProducer& producer, BatchReader& reader, int64_t segments);
+  void OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
+                   BatchReader& reader, int64_t segments);
   void OnAborted(int32_t p, int64_t first_offset, const kafka::TxnError& why);
   void OnUnknown(int32_t p, const kafka::TxnError& why);
   void OnFatal(int32_t p, const kafka::TxnError& why);
@@ -110,8 +112,10 @@ class AllocatorNode {
   std::unique_ptr<kafka::GroupConsumer> consumer_;
   std::unique_ptr<kafka::PartitionReader> reader_;
   std::map<int32_t, std::unique_ptr<kafka::TxnProducer>> serving_;  // loop thread only
-  std::set<int32_t> pending_;      // assigned but not yet taken over; loop thread only
-  std::set<int32_t> must_rewind_;  // messages were dropped while pending; loop thread only
+  std::set<int32_t> pending_;  // assigned but not yet taken over; loop thread only
+  // Per served partition, the offset after the last committed batch: requests below it were
+  // answered and are never run again, whatever the consumer fetches. Loop thread only.
+  std::map<int32_t, int64_t> floor_;
   int64_t next_retry_ns_ = 0;
   mutable std::mutex serving_mu_;
   std::vector<int32_t> serving_snapshot_;  // guarded by serving_mu_

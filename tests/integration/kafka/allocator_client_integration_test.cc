@@ -300,5 +300,90 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   node.Stop();
 }
 
+// Where a takeover resumes reading requests: right after the last committed batch, as that batch
+// recorded it in the state topic (kafka_node.cc, RunTransaction), not as the group's committed
+// offset says. The second allocator belongs to another group (its committed offsets are none:
+// as after offsets.retention.minutes expired them) and has an empty store: it must resume where
+// the first one stopped. Resuming earlier would run the tag's PUT and allocations again (their
+// replies nobody waits for: each a gap); so the next segment starts exactly where the last one
+// before ended.
+TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommittedBatch) {
+  e2e::TempDir dir;
+  const std::string prefix = "kleaf-it-resume-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(SteadyClock::now().time_since_epoch().count());
+  const kafka::Properties props = {{"bootstrap.servers", broker_.bootstrap}};
+  const auto topics = allocator::ClusterTopics::For(prefix, 4, 4);
+  auto ensured = allocator::EnsureClusterTopics(props, topics, 1, seconds(30));
+  ASSERT_TRUE(ensured) << ensured.error().message;
+  Clock& clock = SystemClock::Instance();
+  allocator::AllocatorNodeOptions node_options;
+  node_options.props = props;
+  node_options.topics = topics;
+  node_options.rules.max_step = 10;
+  node_options.rules.default_step = 10;
+  auto serve_all = [&](allocator::AllocatorNode& node) {
+    return WaitUntil(
+        [&] {
+          auto s = node.status();
+          return s.member && s.pending == 0 && s.serving.size() == 4;
+        },
+        seconds(60));
+  };
+
+  allocator::KafkaClientOptions options;
+  options.props = props;
+  options.topics = topics;
+  options.node_id = "gw-in-process";
+  options.reply_partition = 0;
+  const auto call_bound = options.request_timeout * options.attempts + seconds(4);
+  auto client = allocator::KafkaAllocatorClient::Start(options, clock);
+  ASSERT_TRUE(client) << client.error().message;
+  auto& c = **client;
+  const std::string tag = "resume";
+
+  int64_t end_before = 0;
+  int batches = 0;
+  {
+    auto store = state::Store::Open((dir.path() / "first").string());
+    ASSERT_TRUE(store) << store.error().message;
+    node_options.group_id = prefix + ".first";
+    allocator::AllocatorNode first(node_options, **store, clock);
+    ASSERT_TRUE(first.Start());
+    ASSERT_TRUE(serve_all(first)) << "the first allocator does not serve 4 partitions in 60 s";
+    auto r = Await<state::TagRecord>(call_bound, "no answer", [&](auto done) {
+      c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
+    });
+    ASSERT_TRUE(r) << r.error().message;
+    // Several batches: some requests at once, some one after another.
+    for (int round = 0; round < 5; ++round) {
+      for (auto& call : AllocateSegments(c, tag, round + 1)) {
+        auto s = call.WaitFor(call_bound);
+        ASSERT_TRUE(s) << s.error().message;
+        EXPECT_EQ(s->end - s->start, 10);
+        end_before = std::max(end_before, s->end);
+        ++batches;
+      }
+    }
+    first.Stop();
+  }
+
+  auto store = state::Store::Open((dir.path() / "second").string());
+  ASSERT_TRUE(store) << store.error().message;
+  node_options.group_id = prefix + ".second";
+  allocator::AllocatorNode second(node_options, **store, clock);
+  ASSERT_TRUE(second.Start());
+  ASSERT_TRUE(serve_all(second)) << "the second allocator does not serve 4 partitions in 60 s";
+  auto s = Await<allocator::Segment>(call_bound, "no answer",
+                                     [&](auto done) { c.AllocateSegment(tag, 0, done); });
+  ASSERT_TRUE(s) << s.error().message;
+  std::cout << "resume: " << batches << " segments up to " << end_before
+            << " from the first allocator; the second one's first segment starts at " << s->start
+            << std::endl;
+  EXPECT_EQ(s->start, end_before)
+      << "the second allocator ran requests the first one had answered (or skipped some)";
+  c.Stop();
+  second.Stop();
+}
+
 }  // namespace
 }  // namespace kleaf::integration

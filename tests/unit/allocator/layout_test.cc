@@ -162,5 +162,18 @@ TEST(RouteTest, ThePartitionCountTravelsWithTheRequest) {
   EXPECT_EQ(w->previous_holder, "p1");
 }
 
+// The consumed position a batch's transaction records in the state topic: read back exactly, and
+// anything else (a record of another kind or a damaged one) is refused rather than read as an
+// offset to resume from.
+TEST(RequestsOffsetTest, RoundTripsAndRefusesWhatIsNotAnOffset) {
+  EXPECT_EQ(RequestsOffsetKey(7), "requests_offset/7");
+  for (int64_t next : {int64_t{0}, int64_t{1}, int64_t{123456789012}}) {
+    EXPECT_EQ(DecodeRequestsOffset(EncodeRequestsOffset(next)), next);
+  }
+  for (const char* bad : {"", "-1", "12x", " 12", "{\"max_id\":5}", "99999999999999999999"}) {
+    EXPECT_EQ(DecodeRequestsOffset(bad), std::nullopt) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace kleaf::allocator
