@@ -307,6 +307,22 @@ Result<int64_t> AllocatorNode::TakeOver(int32_t p) {
   }
   int64_t resume = restored->requests_offset.value_or(-1);
   if (committed) resume = std::max(resume, committed->front().offset);
+  if (resume > 0) {
+    // A position past the partition's end belongs to an earlier requests topic (deleted and
+    // created again: offsets start over) or to records a broker lost: nothing at or past the end
+    // was answered. Serving starts at the end; requests already waiting below it get no answer
+    // and are sent again by their gateways. Dropping every request below the old position, as
+    // answered, would leave the partition unserved until its offsets caught up.
+    auto marks = reader_->Watermarks(options_.topics.requests, p, milliseconds(5000));
+    if (!marks) return std::unexpected(marks.error());
+    if (resume > marks->second) {
+      spdlog::warn(
+          "[allocator] partition {}: the recorded position {} of {} is past its end {}: the "
+          "topic was recreated or lost records; serving from its end",
+          p, resume, options_.topics.requests, marks->second);
+      resume = marks->second;
+    }
+  }
   if (resume < 0) resume = -2;  // nothing ever committed on p: librdkafka's "beginning"
   serving_[p] = std::move(*producer);
   takeovers_.fetch_add(1);

@@ -632,6 +632,56 @@ TEST_F(OperatorMistakesTest, RecreatedStateTopicIsRefusedByOldAndFreshAllocators
   EXPECT_EQ(ReportSegmentDuplicates("state topic recreated", {&before, &after}, tags), 0);
 }
 
+// --- 4b. The requests topic deleted and created again ------------------------------------------
+
+// The allocators record in the state topic how far they answered each requests partition. An
+// operator who deletes the requests topic and creates it again starts its offsets over: an
+// allocator resuming at the recorded position would take every new request for an answered one
+// and drop it until the offsets caught up (dozens of requests per partition here, each costing a
+// gateway its request timeout). It serves from the new topic's end instead, says so, and no ID is
+// served twice across the recreation.
+TEST_F(OperatorMistakesTest, RecreatedRequestsTopicIsServedAtOnce) {
+  Cluster cluster(broker_, "op-requests",
+                  {{"segment.auto_create", "true"},
+                   {"segment.default_step", "10"},
+                   {"segment.max_step", "10"}});
+  auto nodes = cluster.StartNodes(1, 1);
+  ASSERT_TRUE(nodes) << nodes.error();
+  Node& alloc = *nodes->allocators.front();
+  Node& gw = *nodes->gateways.front();
+  const auto tags = SpreadTags("requests", 1);
+  // Batches of 40 from segments of 10: four requests per answer, about 40 per partition.
+  IdLoad before(SegmentLoad(gw, tags));
+  ASSERT_TRUE(WaitUntil([&] { return before.ok() >= 40; }, seconds(60))) << before.Summary();
+  before.Stop();
+  for (Node* n : {&gw, &alloc}) {
+    n->process->Terminate();
+    auto stopped = n->process->WaitExit(seconds(30));
+    ASSERT_TRUE(stopped.exited && stopped.code == 0) << n->name << ": " << stopped.ToString();
+  }
+  const std::string requests_topic = cluster.prefix() + ".requests";
+  auto deleted = TopicAdmin(broker_, {"delete", requests_topic});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
+  auto created =
+      TopicAdmin(broker_, {"create", requests_topic, std::to_string(Cluster::kPartitions)});
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+
+  ASSERT_TRUE(Spawn(alloc)) << cluster.Logs();
+  ASSERT_TRUE(WaitReady(alloc, SteadyClock::now() + seconds(60))) << cluster.Logs();
+  ASSERT_TRUE(Spawn(gw)) << cluster.Logs();
+  ASSERT_TRUE(WaitReady(gw, SteadyClock::now() + seconds(60))) << cluster.Logs();
+  IdLoad after(SegmentLoad(gw, tags));
+  const bool served = WaitUntil([&] { return after.ok() >= 40; }, seconds(20));
+  after.Stop();
+  std::cout << "[ operator ] requests topic recreated: before " << before.Summary() << "; after "
+            << after.Summary() << "\n";
+  EXPECT_TRUE(served) << "not served within 20 s of the restart: " << after.Summary() << "\n"
+                      << cluster.Logs();
+  EXPECT_FALSE(LinesWith(alloc.Log(), "is past its end").empty())
+      << "the allocator did not say its recorded positions were past the new topic's end";
+  EXPECT_EQ(ReportSegmentDuplicates("requests topic recreated", {&before, &after}, tags), 0);
+}
+
 // --- 5. An allocator with another topic prefix on a cluster allocator's state.path ---------------
 
 TEST_F(OperatorMistakesTest, AllocatorWithAnotherTopicPrefixOnAClusterStatePathRefuses) {
