@@ -217,15 +217,15 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
     // the mode hides, and consumers would take the counters for IDs. New segments are asked for
     // only once the ranges of the last one are used up, so a format covers its own range only.
     if (segment->format && s.spec.batch_size > kMaxListedSegmentBatch) {
-      return Fail(Code::kFailedPrecondition,
-                  "tag " + s.spec.tag + " is " + state::IdModeName(segment->format->mode()) +
-                      (segment->format->mode() == state::IdMode::kPlain
-                           ? " with more than one datacenter"
-                           : "") +
-                      ": its batches list every ID, so producer.streams batch_size must be at "
-                      "most " +
-                      std::to_string(kMaxListedSegmentBatch) + " (Kafka's 1 MB record limit), got " +
-                      std::to_string(s.spec.batch_size));
+      return Fail(
+          Code::kFailedPrecondition,
+          "tag " + s.spec.tag + " is " + state::IdModeName(segment->format->mode()) +
+              (segment->format->mode() == state::IdMode::kPlain ? " with more than one datacenter"
+                                                                : "") +
+              ": its batches list every ID, so producer.streams batch_size must be at "
+              "most " +
+              std::to_string(kMaxListedSegmentBatch) + " (Kafka's 1 MB record limit), got " +
+              std::to_string(s.spec.batch_size));
     }
     s.format = segment->format;
     s.ranges.emplace_back(segment->start, segment->end);
