@@ -215,6 +215,8 @@ Result<int32_t> PartitionCount(const Properties& props, const std::string& topic
 
 std::string LibraryVersion() { return rd_kafka_version_str(); }
 
+int LibraryPatchLevel() { return KLEAF_RDKAFKA_PATCH; }
+
 namespace {
 
 // The outcome of a CreateTopics request: ok when every topic was created or existed already.

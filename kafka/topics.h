@@ -50,4 +50,8 @@ Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topi
 // The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.8.0").
 std::string LibraryVersion();
 
+// kleaf's patch level of that librdkafka (scripts/install-deps.sh, patch_librdkafka): 0 for a
+// librdkafka without it, whose transactions each wait 1 ms more before registering partitions.
+int LibraryPatchLevel();
+
 }  // namespace kleaf::kafka

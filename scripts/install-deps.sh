@@ -62,11 +62,17 @@ cache=${KLEAF_DEPS_CACHE:-/var/cache/kleaf}
 venv=$cache/venv
 confluent_kafka=confluent-kafka==2.16.1     # from PyPI, into $venv (--test)
 rdkafka_prefix=$cache/librdkafka
-rdkafka_stamp=$rdkafka_prefix/kleaf-built   # holds the Debian source version once installed
+rdkafka_stamp=$rdkafka_prefix/kleaf-built   # the Debian source version, then "kleaf-patch N"
+rdkafka_patch_level=1                       # of patch_librdkafka below; a new level rebuilds
 rdkafka_suite=trixie
 rdkafka_upstream='2.8.'                     # the upstream series kleaf is written against
 
 die() { echo "install-deps: $*" >&2; exit 1; }
+
+# True when the cache holds librdkafka built with this script's patch level.
+rdkafka_current() {
+  [[ -f $rdkafka_stamp && $(sed -n 2p "$rdkafka_stamp") == "kleaf-patch $rdkafka_patch_level" ]]
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -110,12 +116,16 @@ if [[ $set_name != run ]]; then
   fi
 fi
 
-if [[ -f $rdkafka_stamp ]]; then
+if rdkafka_current; then
   exit 0
 fi
 
 # --- librdkafka 2.8 from Debian trixie's source package, built once into the cache ---
 
+if [[ -f $rdkafka_stamp ]]; then
+  [[ $(id -u) -eq 0 ]] || die "librdkafka in $rdkafka_prefix lacks kleaf's patch level $rdkafka_patch_level (run as root once to rebuild it)"
+  echo "install-deps: librdkafka in $rdkafka_prefix lacks kleaf's patch level $rdkafka_patch_level: rebuilding it"
+fi
 [[ $(id -u) -eq 0 ]] || die "librdkafka 2.8 is not built in $rdkafka_prefix yet (run as root once)"
 
 # The mirror this machine already uses for its own Debian release: the first URI of a "deb" entry
@@ -159,7 +169,7 @@ fi
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9   # two concurrent first runs build once
-if [[ -f $rdkafka_stamp ]]; then
+if rdkafka_current; then
   exit 0
 fi
 
@@ -195,6 +205,33 @@ version=$(sed -n 's/^Version: //p' "$dsc")
 [[ ${version#*:} == "$rdkafka_upstream"* ]] || die "$rdkafka_suite's librdkafka is $version, not $rdkafka_upstream*"
 dpkg-source -x "$dsc" "$work/src" >/dev/null
 
+# kleaf's one change to librdkafka (patch level 1). A transactional producer registers each
+# partition it first writes to in a transaction with the coordinator (AddPartitionsToTxn) and holds
+# the partition's messages until the answer. librdkafka 2.8 means to send that request at once:
+# rd_kafka_txn_add_partition() and the AddPartitionsToTxn answer's handler pass "1 /*immediate*/"
+# to rd_kafka_txn_schedule_register_partitions(), whose argument is a backoff in milliseconds
+# (0 is what it treats as immediate). So every transaction of an allocator waited 1 ms before its
+# registration was sent, and 1 ms more when a partition arrived while a registration was in
+# flight: about 1 of the 3 ms of a segment fetch's round trip (docs/benchmarks.md, "Kafka segment
+# fetch round trip"). Passing 0 sends it as soon as librdkafka's main thread runs. What a
+# transaction holds, and that no message is sent before its partition is registered, do not
+# change. Each edit must match exactly once, or the build stops: a new librdkafka is checked, not
+# patched blindly.
+patch_librdkafka() {
+  local src=$1 file=$2 from=$3 to=$4 count
+  count=$(grep -cF -- "$from" "$src/$file" || true)
+  [[ $count == 1 ]] \
+    || die "librdkafka's $file has $count lines with '$from' (1 expected): kleaf's patch does not fit this version"
+  FROM=$from TO=$to perl -0pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$src/$file"
+  grep -qF -- "$to" "$src/$file" || die "patching librdkafka's $file failed"
+}
+patch_librdkafka "$work/src" src/rdkafka_txnmgr.h \
+  'rd_kafka_txn_schedule_register_partitions(rk, 1 /*immediate*/);' \
+  'rd_kafka_txn_schedule_register_partitions(rk, 0 /*immediate: kleaf*/);'
+patch_librdkafka "$work/src" src/rdkafka_txnmgr.c \
+  ': 1 /*immediate*/);' \
+  ': 0 /*immediate: kleaf*/);'
+
 nice -n 5 cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_INSTALL_PREFIX="$rdkafka_prefix" -DCMAKE_INSTALL_LIBDIR=lib \
   -DRDKAFKA_BUILD_STATIC=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
@@ -205,5 +242,5 @@ nice -n 5 cmake --build "$work/build" -j"$(nproc)" >"$work/build.log" \
   || { tail -n 50 "$work/build.log" >&2; die "building librdkafka failed"; }
 rm -rf "$rdkafka_prefix"
 cmake --install "$work/build" >/dev/null
-echo "$version" >"$rdkafka_stamp"
-echo "install-deps: built librdkafka $version into $rdkafka_prefix in $(($(date +%s) - started)) s"
+printf '%s\nkleaf-patch %s\n' "$version" "$rdkafka_patch_level" >"$rdkafka_stamp"
+echo "install-deps: built librdkafka $version (kleaf patch $rdkafka_patch_level) into $rdkafka_prefix in $(($(date +%s) - started)) s"
