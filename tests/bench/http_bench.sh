@@ -13,58 +13,21 @@ duration=${1:-10}
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLEAF_BUILD_TESTS=OFF >/dev/null
 cmake --build build-bench >/dev/null
 
-work=$(mktemp -d)
-chmod 755 "$work"  # nginx's workers run as nobody: without this they answer 403
-cleanup() {
-  [[ -n "${kleaf_pid:-}" ]] && kill "$kleaf_pid" 2>/dev/null && wait "$kleaf_pid" 2>/dev/null || true
-  [[ -f "$work/nginx.pid" ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. tests/bench/http/servers.sh   # $work, $pids, the servers' configs
 threads=$(nproc)
 
 # nginx: same number of workers as kleaf has I/O threads.
 nginx_port=$(free_port)
-mkdir -p "$work/www" "$work/nginx"
-printf '1234567890123456789' > "$work/www/id.txt"
-cat > "$work/nginx.conf" <<CONF
-worker_processes $threads;
-pid $work/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx;
-  proxy_temp_path $work/nginx;
-  fastcgi_temp_path $work/nginx;
-  uwsgi_temp_path $work/nginx;
-  scgi_temp_path $work/nginx;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$nginx_port; root $work/www; }
-}
-CONF
-nginx -c "$work/nginx.conf"
+nginx_conf "$work/nginx" "$nginx_port" "$threads"
+nginx -c "$work/nginx/nginx.conf" > "$work/nginx.out" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$nginx_port/id.txt"
 
 kleaf_port=$(free_port)
-cat > "$work/kleaf.yaml" <<CONF
-http:
-  listen: 127.0.0.1:$kleaf_port
-  threads: $threads
-state:
-  path: $work/data
-admin:
-  token: bench-token-0123456789
-segment:
-  auto_create: true
-  default_step: 100000
-log:
-  level: warn
-CONF
-./build-bench/kleaf standalone --config "$work/kleaf.yaml" > "$work/kleaf.out" 2>&1 &
-kleaf_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/kleaf.out" && break; sleep 0.1; done
+kleaf_conf "$work/kleaf" "$kleaf_port" "$threads"
+./build-bench/kleaf standalone --config "$work/kleaf/kleaf.yaml" > "$work/kleaf.out" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$kleaf_port/healthz"
 curl -sf "http://127.0.0.1:$kleaf_port/api/segment/get/bench" >/dev/null
 
 run() {  # name url [extra wrk args...]

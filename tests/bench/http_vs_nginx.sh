@@ -30,18 +30,8 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
 fi
 cmake --build "$build" --target kleaf kleaf_open_loop >/dev/null
 
-work=$(mktemp -d)
-chmod 755 "$work"  # nginx's workers run as nobody: without this they answer 403
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. tests/bench/http/servers.sh   # $work, $pids, the servers' configs
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 300); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; return 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # start_nginx NAME WORKERS [taskset-prefix...]: prints the port.
@@ -50,25 +40,7 @@ start_nginx() {
   shift 2
   local port dir=$work/$name
   port=$(free_port)
-  mkdir -p "$dir/www" "$dir/tmp"
-  printf '1234567890123456789' > "$dir/www/id.txt"
-  cat > "$dir/nginx.conf" <<CONF
-daemon off;
-worker_processes $n;
-pid $dir/nginx.pid;
-error_log $dir/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $dir/tmp;
-  proxy_temp_path $dir/tmp;
-  fastcgi_temp_path $dir/tmp;
-  uwsgi_temp_path $dir/tmp;
-  scgi_temp_path $dir/tmp;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$port; root $dir/www; }
-}
-CONF
+  nginx_conf "$dir" "$port" "$n"
   "$@" nginx -c "$dir/nginx.conf" > "$dir/out" 2>&1 &
   pids+=($!)
   wait_http "http://127.0.0.1:$port/id.txt"
@@ -81,21 +53,7 @@ start_kleaf() {
   shift 2
   local port dir=$work/$name
   port=$(free_port)
-  mkdir -p "$dir"
-  cat > "$dir/kleaf.yaml" <<CONF
-http:
-  listen: 127.0.0.1:$port
-  threads: $n
-state:
-  path: $dir/data
-admin:
-  token: bench-token-0123456789
-segment:
-  auto_create: true
-  default_step: 1000000
-log:
-  level: warn
-CONF
+  kleaf_conf "$dir" "$port" "$n"
   "$@" "$build/kleaf" standalone --config "$dir/kleaf.yaml" > "$dir/out" 2>&1 &
   pids+=($!)
   wait_http "http://127.0.0.1:$port/healthz"

@@ -14,57 +14,7 @@ set -euo pipefail
 kleaf=$(realpath "$1")
 seconds=${2:-5}
 kleaf_path=${3:-/api/segment/get/bench}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 300); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; return 1; }
-
-nginx_conf() {  # port
-  mkdir -p "$work/www" "$work/nginx"
-  printf '1234567890123456789' > "$work/www/id.txt"
-  cat > "$work/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx;
-  proxy_temp_path $work/nginx;
-  fastcgi_temp_path $work/nginx;
-  uwsgi_temp_path $work/nginx;
-  scgi_temp_path $work/nginx;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$1; root $work/www; }
-}
-CONF
-}
-
-kleaf_conf() {  # port
-  cat > "$work/kleaf.yaml" <<CONF
-http:
-  listen: 127.0.0.1:$1
-  threads: 1
-state:
-  path: $work/data
-admin:
-  token: bench-token-0123456789
-segment:
-  auto_create: true
-  default_step: 1000000
-log:
-  level: warn
-CONF
-  rm -rf "$work/data"
-}
+. "$(dirname "$0")/servers.sh"   # $work, $pids, the servers' configs
 
 requests_of() { awk '/requests in/ {print $1}' <<<"$1"; }
 
@@ -112,15 +62,13 @@ measure_syscalls() {
   echo ")"
 }
 
-port=$(free_port)
-nginx_conf "$port"
-measure_callgrind nginx "http://127.0.0.1:$port/id.txt" nginx -c "$work/nginx.conf"
-port=$(free_port)
-kleaf_conf "$port"
-measure_callgrind kleaf "http://127.0.0.1:$port$kleaf_path" "$kleaf" standalone --config "$work/kleaf.yaml"
-port=$(free_port)
-nginx_conf "$port"
-measure_syscalls nginx "http://127.0.0.1:$port/id.txt" nginx -c "$work/nginx.conf"
-port=$(free_port)
-kleaf_conf "$port"
-measure_syscalls kleaf "http://127.0.0.1:$port$kleaf_path" "$kleaf" standalone --config "$work/kleaf.yaml"
+# One nginx worker without its master (valgrind follows one process) against one kleaf I/O thread,
+# first under callgrind, then under strace.
+for measure in measure_callgrind measure_syscalls; do
+  port=$(free_port)
+  nginx_conf "$work/nginx" "$port" 1 no-master
+  "$measure" nginx "http://127.0.0.1:$port/id.txt" nginx -c "$work/nginx/nginx.conf"
+  port=$(free_port)
+  kleaf_conf "$work/kleaf" "$port" 1
+  "$measure" kleaf "http://127.0.0.1:$port$kleaf_path" "$kleaf" standalone --config "$work/kleaf/kleaf.yaml"
+done

@@ -38,6 +38,19 @@ std::vector<PendingCall<allocator::Segment>> AllocateSegments(allocator::Allocat
   return calls;
 }
 
+// Allocates `n` segments of `tag` at once and waits for them all; the first failure if any.
+Result<std::vector<allocator::Segment>> AllocateAll(allocator::Allocator& allocator,
+                                                    const std::string& tag, int n,
+                                                    milliseconds bound) {
+  std::vector<allocator::Segment> segments;
+  for (auto& call : AllocateSegments(allocator, tag, n)) {
+    auto s = call.WaitFor(bound);
+    if (!s) return std::unexpected(s.error());
+    segments.push_back(*s);
+  }
+  return segments;
+}
+
 // Sorted by start, each segment ends before the next begins; the number of overlaps (each one
 // reported as a failure).
 int Overlaps(std::vector<allocator::Segment> segments) {
@@ -53,6 +66,66 @@ int Overlaps(std::vector<allocator::Segment> segments) {
   return overlaps;
 }
 
+// A gateway's client in this process, for the cluster whose topics are `topics`, reading its
+// replies from `reply_partition`.
+allocator::KafkaClientOptions InProcessClientOptions(const kafka::Properties& props,
+                                                     const allocator::ClusterTopics& topics,
+                                                     int32_t reply_partition) {
+  allocator::KafkaClientOptions options;
+  options.props = props;
+  options.topics = topics;
+  options.node_id = "gw-in-process";
+  options.reply_partition = reply_partition;
+  return options;
+}
+
+// How long one call of such a client may take: every attempt, plus a margin.
+milliseconds CallBound(const allocator::KafkaClientOptions& options) {
+  return options.request_timeout * options.attempts + seconds(4);
+}
+
+// The fresh topics of a 4-partition cluster that only this test's in-process allocators serve,
+// with steps of 10.
+struct InProcessCluster {
+  std::string prefix;
+  kafka::Properties props;
+  allocator::ClusterTopics topics;
+
+  allocator::AllocatorNodeOptions NodeOptions(const std::string& group) const {
+    allocator::AllocatorNodeOptions options;
+    options.props = props;
+    options.topics = topics;
+    options.rules.max_step = 10;
+    options.rules.default_step = 10;
+    options.group_id = prefix + "." + group;
+    return options;
+  }
+};
+
+Result<InProcessCluster> MakeInProcessCluster(const std::string& bootstrap,
+                                              const std::string& name) {
+  InProcessCluster cluster;
+  cluster.prefix = "kleaf-it-" + name + "-" + std::to_string(::getpid()) + "-" +
+                   std::to_string(SteadyClock::now().time_since_epoch().count());
+  cluster.props = {{"bootstrap.servers", bootstrap}};
+  cluster.topics = allocator::ClusterTopics::For(cluster.prefix, 4, 4);
+  if (auto ensured = allocator::EnsureClusterTopics(cluster.props, cluster.topics, 1, seconds(30));
+      !ensured) {
+    return std::unexpected(ensured.error());
+  }
+  return cluster;
+}
+
+// Whether `node` joined its group and serves all 4 partitions within 60 s.
+bool ServesAllWithinAMinute(allocator::AllocatorNode& node) {
+  return WaitUntil(
+      [&] {
+        auto s = node.status();
+        return s.member && s.pending == 0 && s.serving.size() == 4;
+      },
+      seconds(60));
+}
+
 class AllocatorClientIntegrationTest : public KafkaTest {};
 
 TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRequestsGoOn) {
@@ -65,14 +138,12 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   ASSERT_TRUE(balanced) << balanced.error();
 
   Clock& clock = SystemClock::Instance();
-  allocator::KafkaClientOptions options;
-  options.props = {{"bootstrap.servers", broker_.bootstrap}};
-  options.topics = allocator::ClusterTopics::For(cluster.prefix(), Cluster::kPartitions,
-                                                 Cluster::kReplyPartitions);
-  options.node_id = "gw-in-process";
-  options.reply_partition = Cluster::kReplyPartitions - 1;  // no gateway process reads it
-  // request_timeout 2 s per attempt, 3 attempts: the bound of one call is about 6 s.
-  const auto call_bound = options.request_timeout * options.attempts + seconds(4);
+  const auto options =
+      InProcessClientOptions({{"bootstrap.servers", broker_.bootstrap}},
+                             allocator::ClusterTopics::For(cluster.prefix(), Cluster::kPartitions,
+                                                           Cluster::kReplyPartitions),
+                             Cluster::kReplyPartitions - 1);  // no gateway process reads it
+  const auto call_bound = CallBound(options);
   auto client = allocator::KafkaAllocatorClient::Start(options, clock);
   ASSERT_TRUE(client) << client.error().message;
   auto& c = **client;
@@ -95,13 +166,10 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
     worker_id = r->worker_id;
     lease_until = r->lease_until_ms;
   }
-  std::vector<allocator::Segment> segments;
   auto allocate = [&](int n) { return AllocateSegments(c, tag, n); };
-  for (auto& call : allocate(3)) {
-    auto s = call.WaitFor(call_bound);
-    ASSERT_TRUE(s) << s.error().message;
-    segments.push_back(*s);
-  }
+  auto first = AllocateAll(c, tag, 3, call_bound);
+  ASSERT_TRUE(first) << first.error().message;
+  std::vector<allocator::Segment> segments = std::move(*first);
   const int64_t end_before =
       std::max_element(segments.begin(), segments.end(), [](auto& a, auto& b) {
         return a.end < b.end;
@@ -181,38 +249,20 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
 // failed batch, and every request is answered, no segment twice.
 TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOver) {
   e2e::TempDir dir;
-  const std::string prefix = "kleaf-it-txn-fatal-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(SteadyClock::now().time_since_epoch().count());
-  const kafka::Properties props = {{"bootstrap.servers", broker_.bootstrap}};
-  const auto topics = allocator::ClusterTopics::For(prefix, 4, 4);
-  auto ensured = allocator::EnsureClusterTopics(props, topics, 1, seconds(30));
-  ASSERT_TRUE(ensured) << ensured.error().message;
+  auto cluster = MakeInProcessCluster(broker_.bootstrap, "txn-fatal");
+  ASSERT_TRUE(cluster) << cluster.error().message;
+  const auto& topics = cluster->topics;
   auto store = state::Store::Open((dir.path() / "state").string());
   ASSERT_TRUE(store) << store.error().message;
 
   Clock& clock = SystemClock::Instance();
-  allocator::AllocatorNodeOptions node_options;
-  node_options.props = props;
-  node_options.topics = topics;
-  node_options.rules.max_step = 10;
-  node_options.rules.default_step = 10;
-  node_options.group_id = prefix + ".allocators";
-  allocator::AllocatorNode node(node_options, **store, clock);
+  allocator::AllocatorNode node(cluster->NodeOptions("allocators"), **store, clock);
   ASSERT_TRUE(node.Start());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto s = node.status();
-        return s.member && s.pending == 0 && s.serving.size() == 4;
-      },
-      seconds(60)))
+  ASSERT_TRUE(ServesAllWithinAMinute(node))
       << "the allocator does not serve the 4 partitions within 60 s";
 
-  allocator::KafkaClientOptions options;
-  options.props = props;
-  options.topics = topics;
-  options.node_id = "gw-in-process";
-  options.reply_partition = 0;
-  const auto call_bound = options.request_timeout * options.attempts + seconds(4);
+  const auto options = InProcessClientOptions(cluster->props, topics, 0);
+  const auto call_bound = CallBound(options);
   auto client = allocator::KafkaAllocatorClient::Start(options, clock);
   ASSERT_TRUE(client) << client.error().message;
   auto& c = **client;
@@ -225,13 +275,10 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
     });
     ASSERT_TRUE(r) << r.error().message;
   }
-  std::vector<allocator::Segment> segments;
   auto allocate = [&](int n) { return AllocateSegments(c, tag, n); };
-  for (auto& call : allocate(3)) {
-    auto s = call.WaitFor(call_bound);
-    ASSERT_TRUE(s) << s.error().message;
-    segments.push_back(*s);
-  }
+  auto first = AllocateAll(c, tag, 3, call_bound);
+  ASSERT_TRUE(first) << first.error().message;
+  std::vector<allocator::Segment> segments = std::move(*first);
   int64_t end_before = 0;
   for (const auto& s : segments) end_before = std::max(end_before, s.end);
 
@@ -309,33 +356,12 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
 // before ended.
 TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommittedBatch) {
   e2e::TempDir dir;
-  const std::string prefix = "kleaf-it-resume-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(SteadyClock::now().time_since_epoch().count());
-  const kafka::Properties props = {{"bootstrap.servers", broker_.bootstrap}};
-  const auto topics = allocator::ClusterTopics::For(prefix, 4, 4);
-  auto ensured = allocator::EnsureClusterTopics(props, topics, 1, seconds(30));
-  ASSERT_TRUE(ensured) << ensured.error().message;
+  auto cluster = MakeInProcessCluster(broker_.bootstrap, "resume");
+  ASSERT_TRUE(cluster) << cluster.error().message;
   Clock& clock = SystemClock::Instance();
-  allocator::AllocatorNodeOptions node_options;
-  node_options.props = props;
-  node_options.topics = topics;
-  node_options.rules.max_step = 10;
-  node_options.rules.default_step = 10;
-  auto serve_all = [&](allocator::AllocatorNode& node) {
-    return WaitUntil(
-        [&] {
-          auto s = node.status();
-          return s.member && s.pending == 0 && s.serving.size() == 4;
-        },
-        seconds(60));
-  };
 
-  allocator::KafkaClientOptions options;
-  options.props = props;
-  options.topics = topics;
-  options.node_id = "gw-in-process";
-  options.reply_partition = 0;
-  const auto call_bound = options.request_timeout * options.attempts + seconds(4);
+  const auto options = InProcessClientOptions(cluster->props, cluster->topics, 0);
+  const auto call_bound = CallBound(options);
   auto client = allocator::KafkaAllocatorClient::Start(options, clock);
   ASSERT_TRUE(client) << client.error().message;
   auto& c = **client;
@@ -346,10 +372,10 @@ TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommitte
   {
     auto store = state::Store::Open((dir.path() / "first").string());
     ASSERT_TRUE(store) << store.error().message;
-    node_options.group_id = prefix + ".first";
-    allocator::AllocatorNode first(node_options, **store, clock);
+    allocator::AllocatorNode first(cluster->NodeOptions("first"), **store, clock);
     ASSERT_TRUE(first.Start());
-    ASSERT_TRUE(serve_all(first)) << "the first allocator does not serve 4 partitions in 60 s";
+    ASSERT_TRUE(ServesAllWithinAMinute(first))
+        << "the first allocator does not serve 4 partitions in 60 s";
     auto r = Await<state::TagRecord>(call_bound, "no answer", [&](auto done) {
       c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
     });
@@ -369,10 +395,10 @@ TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommitte
 
   auto store = state::Store::Open((dir.path() / "second").string());
   ASSERT_TRUE(store) << store.error().message;
-  node_options.group_id = prefix + ".second";
-  allocator::AllocatorNode second(node_options, **store, clock);
+  allocator::AllocatorNode second(cluster->NodeOptions("second"), **store, clock);
   ASSERT_TRUE(second.Start());
-  ASSERT_TRUE(serve_all(second)) << "the second allocator does not serve 4 partitions in 60 s";
+  ASSERT_TRUE(ServesAllWithinAMinute(second))
+      << "the second allocator does not serve 4 partitions in 60 s";
   auto s = Await<allocator::Segment>(call_bound, "no answer",
                                      [&](auto done) { c.AllocateSegment(tag, 0, done); });
   ASSERT_TRUE(s) << s.error().message;
