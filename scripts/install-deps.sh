@@ -63,11 +63,16 @@ venv=$cache/venv
 confluent_kafka=confluent-kafka==2.16.1     # from PyPI, into $venv (--test)
 rdkafka_prefix=$cache/librdkafka
 rdkafka_stamp=$rdkafka_prefix/kleaf-built   # the Debian source version, then "kleaf-patch N"
-rdkafka_patch_level=1                       # of patch_librdkafka below; a new level rebuilds
+# kleaf's patch level of librdkafka (patch_librdkafka below; a new level rebuilds the cache).
+# KLEAF_RDKAFKA_PATCH=0 builds it without the patch, to measure what the patch does
+# (docs/benchmarks.md): give that build a KLEAF_DEPS_CACHE of its own.
+rdkafka_patch_level=${KLEAF_RDKAFKA_PATCH:-1}
 rdkafka_suite=trixie
 rdkafka_upstream='2.8.'                     # the upstream series kleaf is written against
 
 die() { echo "install-deps: $*" >&2; exit 1; }
+[[ $rdkafka_patch_level == 0 || $rdkafka_patch_level == 1 ]] \
+  || die "KLEAF_RDKAFKA_PATCH is '$rdkafka_patch_level': 1 (kleaf's patch, the default) or 0 (none)"
 
 # True when the cache holds librdkafka built with this script's patch level.
 rdkafka_current() {
@@ -229,12 +234,14 @@ patch_librdkafka() {
   FROM=$from TO=$to perl -0pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$src/$file"
   grep -qF -- "$to" "$src/$file" || die "patching librdkafka's $file failed"
 }
-patch_librdkafka "$work/src" src/rdkafka_txnmgr.h \
-  'rd_kafka_txn_schedule_register_partitions(rk, 1 /*immediate*/);' \
-  'rd_kafka_txn_schedule_register_partitions(rk, 0 /*immediate: kleaf*/);'
-patch_librdkafka "$work/src" src/rdkafka_txnmgr.c \
-  ': 1 /*immediate*/);' \
-  ': 0 /*immediate: kleaf*/);'
+if ((rdkafka_patch_level >= 1)); then
+  patch_librdkafka "$work/src" src/rdkafka_txnmgr.h \
+    'rd_kafka_txn_schedule_register_partitions(rk, 1 /*immediate*/);' \
+    'rd_kafka_txn_schedule_register_partitions(rk, 0 /*immediate: kleaf*/);'
+  patch_librdkafka "$work/src" src/rdkafka_txnmgr.c \
+    ': 1 /*immediate*/);' \
+    ': 0 /*immediate: kleaf*/);'
+fi
 
 nice -n 5 cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_INSTALL_PREFIX="$rdkafka_prefix" -DCMAKE_INSTALL_LIBDIR=lib \
