@@ -73,6 +73,8 @@ rdkafka_upstream='2.8.'                     # the upstream series kleaf is writt
 die() { echo "install-deps: $*" >&2; exit 1; }
 [[ $rdkafka_patch_level == 0 || $rdkafka_patch_level == 1 ]] \
   || die "KLEAF_RDKAFKA_PATCH is '$rdkafka_patch_level': 1 (kleaf's patch, the default) or 0 (none)"
+[[ $rdkafka_patch_level == 1 || -n ${KLEAF_DEPS_CACHE:-} ]] \
+  || die "KLEAF_RDKAFKA_PATCH=0 needs a KLEAF_DEPS_CACHE of its own (it would replace kleaf's librdkafka in $cache)"
 
 # True when the cache holds librdkafka built with this script's patch level.
 rdkafka_current() {
