@@ -1,21 +1,28 @@
 // Two datacenters (issue 17): two kleaf clusters on two Kafka brokers of this machine, datacenter
 // 0 and 1 of 2, issuing the same tags at once in segment, snowflake and uuid7 modes never hand out
 // the same ID; a client preferring datacenter 0 keeps getting IDs from datacenter 1 when datacenter
-// 0's gateway dies; and the operator who gets the datacenter keys wrong is refused at start.
+// 0's gateway dies; the operator who gets the datacenter keys wrong is refused at start; and a
+// `kleaf producer` in each datacenter publishes only its datacenter's IDs.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "kleaf/batch_consumer.h"
 #include "kleaf/http_client.h"
 #include "tests/integration/cluster_env.h"
+#include "tests/integration/producer/producer_env.h"
 
 namespace kleaf::integration {
 namespace {
 
+using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // A second broker on a free port, started by compose/kafka.sh for this test and removed with
@@ -69,32 +76,51 @@ std::expected<std::vector<std::string>, std::string> Fetch(uint16_t port, const 
   return ids;
 }
 
-TEST(DatacenterIntegrationTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOverBetweenThem) {
-  auto first = KafkaBroker::FromEnvironment();
-  if (!first) GTEST_SKIP() << kNoBrokerMessage;
-  const auto began = SteadyClock::now();
-  SecondBroker second(*first);
-  ASSERT_TRUE(second.Start()) << "second broker";
-  std::cout << "[ datacenter ] second broker on " << second.broker().bootstrap << " after "
-            << SecondsSince(began) << " s\n";
+// Datacenter 0 and 1 of 2: a second broker beside the first, and one cluster per broker, not
+// started, on one topic prefix (the peer check reads the other side's layout topic), each
+// listing the other's broker as its peer.
+class DatacenterTest : public KafkaTest {
+ protected:
+  void SetUp() override {
+    KafkaTest::SetUp();
+    if (IsSkipped()) return;
+    began_ = SteadyClock::now();
+    second_ = std::make_unique<SecondBroker>(broker_);
+    auto started = second_->Start();
+    ASSERT_TRUE(started) << "second broker: " << started.error();
+    std::cout << "[ datacenter ] second broker on " << second().bootstrap << " after "
+              << SecondsSince(began_) << " s\n";
+    prefix_ =
+        "kleaf-it-dc-" + std::to_string(::getpid()) + "-" + std::to_string(e2e::WallClockMs());
+    auto config = [&](int index, const std::string& peer) {
+      return std::map<std::string, std::string>{{"kafka.topic_prefix", prefix_},
+                                                {"datacenter.count", "2"},
+                                                {"datacenter.index", std::to_string(index)},
+                                                {"datacenter.peers", "[\"" + peer + "\"]"},
+                                                {"segment.auto_create", "true"},
+                                                {"segment.default_step", "100"}};
+    };
+    dc_[0] = std::make_unique<Cluster>(broker_, "dc0", config(0, second().bootstrap));
+    dc_[1] = std::make_unique<Cluster>(second(), "dc1", config(1, broker_.bootstrap));
+  }
 
-  // One topic prefix on both brokers: the peer check reads the other side's layout topic.
-  const std::string prefix =
-      "kleaf-it-dc-" + std::to_string(::getpid()) + "-" + std::to_string(e2e::WallClockMs());
-  const std::map<std::string, std::string> common = {{"kafka.topic_prefix", prefix},
-                                                     {"datacenter.count", "2"},
-                                                     {"segment.auto_create", "true"},
-                                                     {"segment.default_step", "100"}};
-  auto with = [&](std::map<std::string, std::string> m) {
-    m.insert(common.begin(), common.end());
-    return m;
-  };
-  Cluster dc0(*first, "dc0",
-              with({{"datacenter.index", "0"},
-                    {"datacenter.peers", "[\"" + second.broker().bootstrap + "\"]"}}));
-  Cluster dc1(
-      second.broker(), "dc1",
-      with({{"datacenter.index", "1"}, {"datacenter.peers", "[\"" + first->bootstrap + "\"]"}}));
+  Cluster& dc(int index) { return *dc_[index]; }
+  const KafkaBroker& second() const { return second_->broker(); }
+  // The broker of datacenter `index`.
+  const KafkaBroker& broker_of(int index) const { return index == 0 ? broker_ : second(); }
+
+  SteadyClock::time_point began_;
+  // kafka.topic_prefix of both clusters (not Cluster::prefix(): the key overrides it).
+  std::string prefix_;
+  // Declared before the clusters, so that their nodes are gone before the broker stops.
+  std::unique_ptr<SecondBroker> second_;
+  std::array<std::unique_ptr<Cluster>, 2> dc_;
+};
+
+TEST_F(DatacenterTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOverBetweenThem) {
+  const auto began = began_;
+  Cluster& dc0 = dc(0);
+  Cluster& dc1 = dc(1);
 
   // The tired operator copies datacenter 0's config to datacenter 1's first node: the peer check
   // sees datacenter 0's layout on the first broker and refuses before anything is recorded.
@@ -215,6 +241,129 @@ TEST(DatacenterIntegrationTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOve
   EXPECT_NE(said.find("set datacenter.index: 1 and datacenter.count: 2"), std::string::npos)
       << said;
   std::cout << "[ datacenter ] done after " << SecondsSince(began) << " s\n";
+}
+
+// `kleaf producer` in two datacenters: a producer in each publishes a segment stream and a
+// snowflake stream of one tag, and a BatchConsumer in each takes a few thousand IDs of both. Every
+// segment batch lists its IDs (counter c as c * 2 + d in datacenter d, datacenter.h), so every
+// segment ID of datacenter d is d modulo 2 and every snowflake ID carries a worker id of d's half
+// of 0-1023; no ID is taken twice in or across the datacenters, and each was published there.
+TEST_F(DatacenterTest, ProducersOfBothDatacentersPublishOnlyTheirOwnIds) {
+  for (int d : {0, 1}) {
+    auto nodes = dc(d).StartNodes(1, 0);
+    ASSERT_TRUE(nodes) << "datacenter " << d << ": " << nodes.error();
+  }
+  constexpr int64_t kBatch = 100;
+  // Per datacenter and mode: more than the producer keeps ahead (2 x 4 partitions x 100), so it
+  // tops up meanwhile.
+  constexpr size_t kEach = 1500;
+  const std::array<IdBatch::Mode, 2> modes{IdBatch::Mode::kSegment, IdBatch::Mode::kSnowflake};
+  std::array<std::unique_ptr<ProducerNode>, 2> producers;
+  std::array<std::unique_ptr<BatchConsumer>, 2> consumers;
+  for (int d : {0, 1}) {
+    producers[d] = std::make_unique<ProducerNode>(
+        dc(d), "prod-dc" + std::to_string(d), 2,
+        "[{tag: order, mode: segment, batch_size: " + std::to_string(kBatch) +
+            "}, {tag: order, mode: snowflake, batch_size: " + std::to_string(kBatch) + "}]");
+    auto started = producers[d]->Start();
+    ASSERT_TRUE(started) << "datacenter " << d << ": " << started.error();
+    const auto worker = producers[d]->WorkerId();
+    ASSERT_TRUE(worker.has_value()) << producers[d]->Logs();
+    EXPECT_EQ(*worker / 512, d) << "the producer of datacenter " << d << " leased worker id "
+                                << *worker;
+    BatchConsumer::Options options;
+    options.bootstrap = broker_of(d).bootstrap;
+    options.topic = prefix_ + ".ids";
+    options.group_id = options.topic + ".consumers";
+    options.streams = {{"order", modes[0]}, {"order", modes[1]}};
+    auto consumer = BatchConsumer::Create(options);
+    ASSERT_TRUE(consumer) << consumer.error().message;
+    consumers[d] = std::move(*consumer);
+  }
+  std::cout << "[ datacenter ] a producer and a consumer in each datacenter after "
+            << SecondsSince(began_) << " s\n";
+
+  std::array<std::array<std::vector<int64_t>, 2>, 2> taken;  // [datacenter][mode]
+  auto done = [&] {
+    for (const auto& by_mode : taken) {
+      for (const auto& ids : by_mode) {
+        if (ids.size() < kEach) return false;
+      }
+    }
+    return true;
+  };
+  for (const auto deadline = SteadyClock::now() + seconds(90);
+       !done() && SteadyClock::now() < deadline;) {
+    for (int d : {0, 1}) {
+      for (size_t m = 0; m < modes.size(); ++m) {
+        if (taken[d][m].size() >= kEach) continue;
+        auto ids = consumers[d]->Take("order", modes[m], kBatch, milliseconds(100));
+        if (ids) taken[d][m].insert(taken[d][m].end(), ids->begin(), ids->end());
+      }
+    }
+  }
+  for (int d : {0, 1}) {
+    std::cout << "[ datacenter ] datacenter " << d << " took " << taken[d][0].size()
+              << " segment and " << taken[d][1].size() << " snowflake IDs\n";
+    EXPECT_EQ(consumers[d]->stats().malformed_batches, 0) << "datacenter " << d;
+  }
+  ASSERT_TRUE(done()) << consumers[0]->stats().last_error << " / "
+                      << consumers[1]->stats().last_error;
+  for (int d : {0, 1}) {
+    consumers[d]->Close();
+    EXPECT_TRUE(producers[d]->Stop()) << "datacenter " << d;
+  }
+
+  // What each producer published, read_committed (as the consumers read).
+  std::array<std::array<std::set<int64_t>, 2>, 2> published;  // [datacenter][mode]
+  for (int d : {0, 1}) {
+    const std::string ids_topic = prefix_ + ".ids";
+    for (const auto& p : ReadAll(broker_of(d).bootstrap,
+                                 StreamTopics(ids_topic, {"order/segment", "order/snowflake"}),
+                                 Cluster::kPartitions)) {
+      const bool segment = p.batch.mode == IdBatch::Mode::kSegment;
+      if (segment) {
+        EXPECT_EQ(p.batch.start, 0) << "a range, not a listed batch: " << p.value;
+        EXPECT_EQ(p.batch.end, 0) << "a range, not a listed batch: " << p.value;
+        EXPECT_LE(p.batch.size(), kBatch) << p.value;
+      }
+      EXPECT_FALSE(p.batch.ids.empty()) << p.value;
+      published[d][segment ? 0 : 1].insert(p.batch.ids.begin(), p.batch.ids.end());
+    }
+  }
+
+  // Each ID taken once over both datacenters, from its datacenter's residue class or worker
+  // ids, and published there. Counted, with the first few shown.
+  std::array<std::map<int64_t, int>, 2> taken_by;  // per mode: ID -> datacenter
+  int twice = 0, foreign = 0, unpublished = 0;
+  for (int d : {0, 1}) {
+    for (size_t m = 0; m < modes.size(); ++m) {
+      for (int64_t id : taken[d][m]) {
+        const auto [it, fresh] = taken_by[m].emplace(id, d);
+        if (!fresh && ++twice <= 5) {
+          ADD_FAILURE() << ModeName(modes[m]) << " ID " << id << " taken by datacenter "
+                        << it->second << " and " << d;
+        }
+        const int64_t of = m == 0 ? id % 2 : e2e::SplitDefaultSnowflake(id).worker_id / 512;
+        if (of != d && ++foreign <= 5) {
+          ADD_FAILURE() << ModeName(modes[m]) << " ID " << id << " of datacenter " << of
+                        << " taken in datacenter " << d;
+        }
+        if (!published[d][m].contains(id) && ++unpublished <= 5) {
+          ADD_FAILURE() << ModeName(modes[m]) << " ID " << id << " never published in datacenter "
+                        << d;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(twice, 0);
+  EXPECT_EQ(foreign, 0);
+  EXPECT_EQ(unpublished, 0);
+  EXPECT_GE(taken_by[0].size() + taken_by[1].size(), 4 * kEach);
+  std::cout << "[ datacenter ] " << taken_by[0].size() + taken_by[1].size()
+            << " distinct IDs taken (" << taken_by[0].size() << " segment, " << taken_by[1].size()
+            << " snowflake): " << twice << " twice, " << foreign << " of the other datacenter, "
+            << unpublished << " unpublished; done after " << SecondsSince(began_) << " s\n";
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // concurrently in ONE group; one member of each language is killed with SIGKILL and restarted
 // mid-run. Every ID printed by any of them is
 // unique, checked over all of them, and each member got batches of the tag.
-// Issue 17: the C++ example and the Python consumer take uuid7 and ulid streams too.
+// Issue 17: the three take uuid7 and ulid streams too, and the listed segment batches of an
+// obfuscated tag (ids without start and end).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +20,6 @@
 #include <iterator>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -27,6 +27,7 @@
 
 #include "tests/e2e/kleaf_process.h"
 #include "tests/integration/cluster_env.h"
+#include "tests/integration/producer/producer_env.h"
 
 namespace kleaf::integration {
 namespace {
@@ -66,6 +67,30 @@ std::string Program(Lang lang) {
   return {};
 }
 
+// Starts the reference consumer in `lang` on stream (tag, mode) of `ids_topic` in `group`: it
+// prints `count` IDs (0: until stopped, or idle for `idle_ms`), one per line, and exits.
+// `properties`: property=value arguments for its Kafka client.
+std::expected<std::unique_ptr<e2e::KleafProcess>, std::string> StartConsumer(
+    Lang lang, const std::string& bootstrap, const std::string& ids_topic, const std::string& group,
+    const std::string& tag, const std::string& mode, int64_t count, int64_t idle_ms,
+    const std::string& properties = "") {
+  const std::string args = " " + bootstrap + " " + ids_topic + " " + group + " " + tag + " " +
+                           mode + " " + std::to_string(count) + " " + std::to_string(idle_ms) +
+                           (properties.empty() ? "" : " " + properties);
+  e2e::ProcessOptions options;
+  // `sh -c CMD` takes the kleaf binary KleafProcess appends as its $0 and ignores it.
+  options.prefix = {"/bin/sh", "-c", "exec " + Program(lang) + args};
+  return e2e::KleafProcess::Start(std::move(options));
+}
+
+// Fails the test (fatally) when the Python or the Java consumer cannot run here.
+void RequirePythonAndJava() {
+  ASSERT_TRUE(std::filesystem::exists(KLEAF_PYTHON))
+      << KLEAF_PYTHON << " is missing: run scripts/install-deps.sh --test";
+  ASSERT_TRUE(std::filesystem::exists(KLEAF_JAVA_CONSUMER_JAR))
+      << KLEAF_JAVA_CONSUMER_JAR << " is missing: the build makes it with mvn (examples/java)";
+}
+
 // One consumer process of the group, C++, Python or Java; each run (a restart is a new run) is
 // kept so that what a killed run printed is checked too.
 class Member {
@@ -82,12 +107,8 @@ class Member {
   std::expected<void, std::string> Start() {
     // COUNT 0 with a long idle timeout: it runs until stopped. 6 s sessions (the defaults of
     // both) so that a killed member's partitions move soon.
-    const std::string args = " " + bootstrap_ + " " + ids_topic_ + " " + group_ + " " + kTag +
-                             " segment 0 120000 session.timeout.ms=6000 heartbeat.interval.ms=500";
-    e2e::ProcessOptions options;
-    // `sh -c CMD` takes the kleaf binary KleafProcess appends as its $0 and ignores it.
-    options.prefix = {"/bin/sh", "-c", "exec " + Program(kind_) + args};
-    auto p = e2e::KleafProcess::Start(std::move(options));
+    auto p = StartConsumer(kind_, bootstrap_, ids_topic_, group_, kTag, "segment", 0, 120000,
+                           "session.timeout.ms=6000 heartbeat.interval.ms=500");
     if (!p) return std::unexpected(p.error());
     runs_.push_back(std::move(*p));
     return {};
@@ -121,40 +142,20 @@ class Member {
   std::vector<std::unique_ptr<e2e::KleafProcess>> runs_;
 };
 
-// Starts `kleaf producer` on `cluster` with `streams` (the YAML of producer.streams), keeping
-// `batches_ahead` batches on each partition and topping up every 100 ms, and waits until it runs.
-std::expected<std::unique_ptr<e2e::KleafProcess>, std::string> StartProducer(
-    Cluster& cluster, const std::string& streams, int batches_ahead) {
-  auto config = cluster.Config("prod-1", cluster.dir() / "prod-1-state");
-  config.Set("producer.batches_ahead", std::to_string(batches_ahead))
-      .Set("producer.check_interval_ms", "100")
-      .Set("producer.streams", streams);
-  auto producer = e2e::KleafProcess::Start(
-      {{"producer", "--config", cluster.WriteConfig("prod-1.yaml", config).string()}, {}, {}});
-  if (!producer) return std::unexpected(producer.error());
-  if (!WaitUntil(
-          [&] { return (*producer)->Stdout().find("kleaf producer running") != std::string::npos; },
-          seconds(60))) {
-    return std::unexpected("the producer did not start within 60 s: " + (*producer)->Stderr());
-  }
-  return producer;
-}
-
 class MixedConsumersTest : public KafkaTest {};
 
 TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwice) {
-  ASSERT_TRUE(std::filesystem::exists(KLEAF_PYTHON))
-      << KLEAF_PYTHON << " is missing: run scripts/install-deps.sh --test";
-  ASSERT_TRUE(std::filesystem::exists(KLEAF_JAVA_CONSUMER_JAR))
-      << KLEAF_JAVA_CONSUMER_JAR << " is missing: the build makes it with mvn (examples/java)";
+  ASSERT_NO_FATAL_FAILURE(RequirePythonAndJava());
   const auto began = SteadyClock::now();
   Cluster cluster(broker_, "mixed-consumers", {{"segment.auto_create", "true"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
 
   // The producer: one segment stream, 4 batches of 50 ahead on each of its topic's partitions.
-  auto producer = StartProducer(
-      cluster, "[{tag: mixed, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]", 4);
-  ASSERT_TRUE(producer.has_value()) << producer.error();
+  ProducerNode producer(
+      cluster, "prod-1", 4,
+      "[{tag: mixed, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]");
+  auto started = producer.Start();
+  ASSERT_TRUE(started.has_value()) << started.error();
 
   // Four members for the four partitions of the stream's topic: every language, C++ twice.
   const std::string ids_topic = cluster.prefix() + ".ids";
@@ -167,7 +168,7 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwic
     ASSERT_TRUE(members.back()->Start().has_value());
   }
   auto dump_logs = [&] {
-    std::string out = "----- producer -----\n" + (*producer)->Stderr();
+    std::string out;
     for (const auto& m : members) out += m->Logs();
     return out;
   };
@@ -206,8 +207,7 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaInOneGroupWithKillsNeverPrintAnIdTwic
     auto status = m->current().WaitExit(seconds(20));
     EXPECT_TRUE(status.exited && status.code == 0) << m->name() << ": " << status.ToString();
   }
-  (*producer)->Terminate();
-  EXPECT_TRUE((*producer)->WaitExit(seconds(20)).exited);
+  EXPECT_TRUE(producer.Stop());
 
   // No ID twice over every run of every member.
   std::map<int64_t, std::string> by_id;
@@ -239,61 +239,72 @@ std::vector<std::string> PrintedLines(const std::string& out) {
   return lines;
 }
 
+// One run of a reference consumer that takes a number of IDs of one stream and exits.
+struct ConsumerRun {
+  std::string name, mode;
+  std::unique_ptr<e2e::KleafProcess> process;
+  std::vector<std::string> lines = {};  // what it printed, once it exited (AwaitRuns)
+};
+
+// Starts the C++ example and the Python and Java consumers on stream (tag, mode), "cpp-MODE",
+// "py-MODE" and "java-MODE", each to print `count` IDs (60 s idle timeout).
+std::expected<void, std::string> StartEveryLanguage(
+    std::vector<ConsumerRun>& runs, const std::string& bootstrap, const std::string& ids_topic,
+    const std::string& group, const std::string& tag, const std::string& mode, int count) {
+  for (auto [name, lang] : {std::pair{"cpp", Lang::kCpp}, std::pair{"py", Lang::kPython},
+                            std::pair{"java", Lang::kJava}}) {
+    auto p = StartConsumer(lang, bootstrap, ids_topic, group, tag, mode, count, 60000);
+    if (!p) return std::unexpected(std::string(name) + ": " + p.error());
+    runs.push_back({std::string(name) + "-" + mode, mode, std::move(*p)});
+  }
+  return {};
+}
+
+// Waits for every run to exit, which must be with code 0 after printing `count` lines; fills
+// their `lines`. The lines printed per mode: a line printed twice for one mode fails the test.
+std::map<std::string, std::set<std::string>> AwaitRuns(std::vector<ConsumerRun>& runs, int count) {
+  std::map<std::string, std::set<std::string>> by_mode;
+  for (auto& r : runs) {
+    auto status = r.process->WaitExit(seconds(90));
+    EXPECT_TRUE(status.exited && status.code == 0) << r.name << ": " << status.ToString() << "\n"
+                                                   << r.process->Stderr();
+    r.lines = PrintedLines(r.process->Stdout());
+    EXPECT_EQ(r.lines.size(), static_cast<size_t>(count)) << r.name << "\n" << r.process->Stderr();
+    for (const auto& id : r.lines) {
+      EXPECT_TRUE(by_mode[r.mode].insert(id).second) << id << " printed twice (" << r.name << ")";
+    }
+  }
+  return by_mode;
+}
+
 // Issue 17: the C++ example (BatchConsumer::NextText) and the Python and Java reference consumers
 // take the uuid7 and ulid streams of the producer, one member of each per stream in one group; what
 // they print is unique per stream and read right by Python's `uuid` module and a Crockford decoder
 // (tests/e2e/check_uuid7_ulid.py: version 7, RFC 9562 variant, timestamps of this run, the
 // producer's worker id).
 TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeUuid7AndUlidStreams) {
-  ASSERT_TRUE(std::filesystem::exists(KLEAF_PYTHON))
-      << KLEAF_PYTHON << " is missing: run scripts/install-deps.sh --test";
-  ASSERT_TRUE(std::filesystem::exists(KLEAF_JAVA_CONSUMER_JAR))
-      << KLEAF_JAVA_CONSUMER_JAR << " is missing: the build makes it with mvn (examples/java)";
+  ASSERT_NO_FATAL_FAILURE(RequirePythonAndJava());
   const int64_t from_ms = e2e::WallClockMs();
   Cluster cluster(broker_, "id128-consumers", {{"segment.auto_create", "true"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
-  auto producer = StartProducer(
-      cluster, "[{tag: ev, mode: uuid7, batch_size: 50}, {tag: ev, mode: ulid, batch_size: 50}]",
-      2);
-  ASSERT_TRUE(producer.has_value()) << producer.error();
-  std::smatch worker;
-  const std::string producer_log = (*producer)->Stderr();
-  ASSERT_TRUE(std::regex_search(producer_log, worker, std::regex(R"(worker id (\d+)\))")))
-      << producer_log;
+  ProducerNode producer(
+      cluster, "prod-1", 2,
+      "[{tag: ev, mode: uuid7, batch_size: 50}, {tag: ev, mode: ulid, batch_size: 50}]");
+  auto started = producer.Start();
+  ASSERT_TRUE(started.has_value()) << started.error();
+  const auto worker = producer.WorkerId();
+  ASSERT_TRUE(worker.has_value()) << producer.Logs();
 
   const std::string ids_topic = cluster.prefix() + ".ids";
   const std::string group = ids_topic + ".consumers";
   constexpr int kCount = 150;  // three batches each
-  struct Run {
-    std::string name, mode;
-    std::unique_ptr<e2e::KleafProcess> process;
-  };
-  std::vector<Run> runs;
+  std::vector<ConsumerRun> runs;
   for (std::string mode : {"uuid7", "ulid"}) {
-    for (auto [name, lang] : {std::pair{"cpp", Lang::kCpp}, std::pair{"py", Lang::kPython},
-                              std::pair{"java", Lang::kJava}}) {
-      e2e::ProcessOptions options;
-      options.prefix = {"/bin/sh", "-c",
-                        "exec " + Program(lang) + " " + broker_.bootstrap + " " + ids_topic + " " +
-                            group + " ev " + mode + " " + std::to_string(kCount) + " 60000"};
-      auto p = e2e::KleafProcess::Start(std::move(options));
-      ASSERT_TRUE(p.has_value()) << p.error();
-      runs.push_back({std::string(name) + "-" + mode, mode, std::move(*p)});
-    }
+    auto r = StartEveryLanguage(runs, broker_.bootstrap, ids_topic, group, "ev", mode, kCount);
+    ASSERT_TRUE(r.has_value()) << r.error();
   }
-  std::map<std::string, std::set<std::string>> by_mode;
-  for (auto& r : runs) {
-    auto status = r.process->WaitExit(seconds(90));
-    EXPECT_TRUE(status.exited && status.code == 0) << r.name << ": " << status.ToString() << "\n"
-                                                   << r.process->Stderr();
-    const auto lines = PrintedLines(r.process->Stdout());
-    EXPECT_EQ(lines.size(), static_cast<size_t>(kCount)) << r.name << "\n" << r.process->Stderr();
-    for (const auto& id : lines) {
-      EXPECT_TRUE(by_mode[r.mode].insert(id).second) << id << " printed twice (" << r.name << ")";
-    }
-  }
-  (*producer)->Terminate();
-  EXPECT_TRUE((*producer)->WaitExit(seconds(20)).exited);
+  auto by_mode = AwaitRuns(runs, kCount);
+  EXPECT_TRUE(producer.Stop());
   const int64_t to_ms = e2e::WallClockMs();
 
   // Sorted, so the checker's order check is a uniqueness check here (the members printed batches
@@ -308,7 +319,7 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeUuid7AndUlidStreams) {
       std::string(KLEAF_PYTHON) + " '" + KLEAF_SOURCE_DIR + "/tests/e2e/check_uuid7_ulid.py'" +
       " --uuid7 '" + (dir / "uuid7.txt").string() + "' --ulid '" + (dir / "ulid.txt").string() +
       "' --from-ms " + std::to_string(from_ms) + " --to-ms " + std::to_string(to_ms) +
-      " --worker " + worker[1].str() + " > '" + output.string() + "' 2>&1";
+      " --worker " + std::to_string(*worker) + " > '" + output.string() + "' 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream in(output);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -317,7 +328,91 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeUuid7AndUlidStreams) {
                       std::to_string(3 * kCount) + " ULIDs: 0 problems"),
             std::string::npos)
       << text;
-  if (HasFailure()) std::cerr << "----- producer -----\n" << (*producer)->Stderr();
+}
+
+// Issue 17 (listed segment batches): an obfuscated tag's segment batches list their IDs, a keyed
+// permutation of its counters, with no start and end (docs/ids-topic.md). The C++ example and the
+// Python and Java reference consumers take such a stream in one group: each prints whole published
+// batches, each in its published order (the last one possibly cut by COUNT); every ID is printed
+// once over the three, and every one was published.
+TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeTheListedIdsOfAnObfuscatedTag) {
+  ASSERT_NO_FATAL_FAILURE(RequirePythonAndJava());
+  Cluster cluster(broker_, "listed-consumers",
+                  {{"segment.auto_create", "true"}, {"segment.default_id_mode", "obfuscated"}});
+  ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
+  ProducerNode producer(
+      cluster, "prod-1", 2,
+      "[{tag: obf, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]");
+  auto started = producer.Start();
+  ASSERT_TRUE(started.has_value()) << started.error();
+
+  const std::string ids_topic = cluster.prefix() + ".ids";
+  // Three batches each: more than the producer keeps ahead (2 x 4 partitions), so it tops up.
+  constexpr int kCount = 3 * kBatchSize;
+  std::vector<ConsumerRun> runs;
+  auto r = StartEveryLanguage(runs, broker_.bootstrap, ids_topic, ids_topic + ".consumers", "obf",
+                              "segment", kCount);
+  ASSERT_TRUE(r.has_value()) << r.error();
+  auto by_mode = AwaitRuns(runs, kCount);
+  const std::set<std::string>& printed = by_mode["segment"];
+  EXPECT_TRUE(producer.Stop());
+  EXPECT_EQ(printed.size(), 3u * kCount);
+
+  // What the producer published (read_committed, as the consumers read): listed batches only,
+  // none of them a run of counters, no ID twice.
+  const auto published =
+      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"obf/segment"}), Cluster::kPartitions);
+  std::map<std::string, const IdBatch*> by_first_id;
+  std::set<std::string> published_ids;
+  for (const auto& p : published) {
+    const IdBatch& b = p.batch;
+    EXPECT_EQ(b.start, 0) << p.value;
+    EXPECT_EQ(b.end, 0) << p.value;
+    ASSERT_FALSE(b.ids.empty()) << "not a listed batch: " << p.value;
+    EXPECT_LE(b.ids.size(), static_cast<size_t>(kBatchSize)) << p.value;
+    bool consecutive = true;
+    for (size_t i = 1; i < b.ids.size(); ++i) consecutive &= b.ids[i] == b.ids[i - 1] + 1;
+    EXPECT_FALSE(consecutive && b.ids.size() > 1) << "counters, not obfuscated: " << p.value;
+    by_first_id[std::to_string(b.ids.front())] = &b;
+    for (int64_t id : b.ids) {
+      EXPECT_GT(id, 0) << p.value;
+      EXPECT_TRUE(published_ids.insert(std::to_string(id)).second) << id << " published twice";
+    }
+  }
+  EXPECT_GE(published.size(), 9u) << "the consumers took 9 batches at least";
+
+  // Every run printed whole batches, one after the other, each in its published order.
+  for (const auto& run : runs) {
+    size_t line = 0;
+    int batches = 0;
+    while (line < run.lines.size()) {
+      auto batch = by_first_id.find(run.lines[line]);
+      if (batch == by_first_id.end()) {
+        ADD_FAILURE() << run.name << " line " << line + 1 << ": " << run.lines[line]
+                      << " begins no published batch ("
+                      << (published_ids.contains(run.lines[line]) ? "published in another place"
+                                                                  : "never published")
+                      << ")";
+        break;
+      }
+      ++batches;
+      const std::vector<int64_t>& ids = batch->second->ids;
+      size_t i = 0;
+      for (; i < ids.size() && line < run.lines.size(); ++i, ++line) {
+        if (run.lines[line] != std::to_string(ids[i])) break;
+      }
+      if (i < ids.size() && line < run.lines.size()) {
+        ADD_FAILURE() << run.name << " line " << line + 1 << ": " << run.lines[line]
+                      << " where the batch that begins with " << batch->first << " has " << ids[i]
+                      << " (its ID " << i + 1 << " of " << ids.size() << ")";
+        break;
+      }
+    }
+    std::cerr << "[listed] " << run.name << " printed " << run.lines.size() << " IDs of " << batches
+              << " batches\n";
+  }
+  std::cerr << "[listed] " << printed.size() << " distinct IDs printed of " << published_ids.size()
+            << " published in " << published.size() << " batches\n";
 }
 
 }  // namespace

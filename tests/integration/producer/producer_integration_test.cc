@@ -28,6 +28,7 @@
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/kleaf_process.h"
 #include "tests/integration/cluster_env.h"
+#include "tests/integration/producer/producer_env.h"
 
 namespace kleaf::integration {
 namespace {
@@ -38,60 +39,10 @@ using std::chrono::seconds;
 constexpr milliseconds kKafkaTimeout{20000};
 constexpr char kCrashHook[] = "KLEAF_PRODUCER_TEST_CRASH_BEFORE_COMMIT";
 
-// A batch as it sits on its stream's topic.
-struct Published {
-  std::string topic;
-  int32_t partition = 0;
-  int64_t offset = 0;
-  std::string value;
-  IdBatch batch;
-};
-
 // One partition of one stream topic.
 using Queue = std::pair<std::string, int32_t>;
 
 std::string StreamName(const IdBatch& b) { return b.tag + "/" + std::string(ModeName(b.mode)); }
-
-// The topics of `streams` ("tag/mode") on the ids topic `ids_topic`.
-std::vector<std::string> StreamTopics(const std::string& ids_topic,
-                                      const std::vector<std::string>& streams) {
-  std::vector<std::string> topics;
-  for (const auto& s : streams) {
-    const auto slash = s.find('/');
-    IdBatch::Mode mode = IdBatch::Mode::kSegment;
-    EXPECT_TRUE(ParseMode(s.substr(slash + 1), mode)) << s;
-    topics.push_back(StreamTopic(ids_topic, s.substr(0, slash), mode));
-  }
-  return topics;
-}
-
-// Every batch of `topics`, read_committed (what consumers see) or read_uncommitted (also what open
-// or aborted transactions wrote), in (topic, partition, offset) order.
-std::vector<Published> ReadAll(const std::string& bootstrap, const std::vector<std::string>& topics,
-                               int32_t partitions, bool committed = true) {
-  kafka::Properties props{{"bootstrap.servers", bootstrap}};
-  if (!committed) props["isolation.level"] = "read_uncommitted";
-  auto reader = kafka::PartitionReader::Create(props);
-  EXPECT_TRUE(reader.has_value()) << reader.error().message;
-  std::vector<Published> out;
-  if (!reader) return out;
-  for (const auto& topic : topics) {
-    for (int32_t p = 0; p < partitions; ++p) {
-      auto end = (*reader)->ReadToEnd(
-          topic, p, 0,
-          [&](const kafka::Message& m) {
-            ASSERT_TRUE(m.value.has_value());
-            auto batch = DecodeBatch(*m.value);
-            ASSERT_TRUE(batch.has_value()) << batch.error() << ": " << *m.value;
-            EXPECT_EQ(m.key, batch->tag);
-            out.push_back({topic, p, m.offset, *m.value, std::move(*batch)});
-          },
-          kKafkaTimeout);
-      EXPECT_TRUE(end.has_value()) << end.error().message;
-    }
-  }
-  return out;
-}
 
 // The consumer group's committed offsets of `topics` (-1001: none), and commits for it.
 class Group {
@@ -194,74 +145,6 @@ std::vector<int64_t> SnowflakesOf(const std::vector<Published>& all, const std::
   std::sort(ids.begin(), ids.end());
   return ids;
 }
-
-// One `kleaf producer` node of a cluster, restartable on the same config and state.
-class ProducerNode {
- public:
-  ProducerNode(Cluster& cluster, const std::string& name, int batches_ahead,
-               const std::string& streams)
-      : cluster_(cluster), name_(name) {
-    auto c = cluster.Config(name, cluster.dir() / (name + "-state"));
-    c.Set("log.level", "debug")
-        .Set("producer.batches_ahead", std::to_string(batches_ahead))
-        .Set("producer.check_interval_ms", "100")
-        .Set("producer.streams", streams);
-    config_ = cluster.WriteConfig(name + ".yaml", c);
-  }
-  ~ProducerNode() {
-    if (::testing::Test::HasFailure())
-      std::cerr << "===== producer " << name_ << " =====\n" << Logs();
-  }
-
-  // Starts (again) and waits for the ready line; `env` e.g. the crash hook.
-  std::expected<void, std::string> Start(
-      std::vector<std::pair<std::string, std::string>> env = {}) {
-    if (process_) earlier_logs_ += process_->Stderr();
-    auto p =
-        e2e::KleafProcess::Start({{"producer", "--config", config_.string()}, {}, std::move(env)});
-    if (!p) return std::unexpected(p.error());
-    process_ = std::move(*p);
-    const auto deadline = SteadyClock::now() + seconds(90);
-    while (process_->Stdout().find("kleaf producer running") == std::string::npos) {
-      if (SteadyClock::now() > deadline) {
-        return std::unexpected("producer not ready in time:\n" + process_->Stderr());
-      }
-      if (auto s = process_->WaitExit(milliseconds(50)); !s.timed_out) {
-        return std::unexpected("producer exited (" + s.ToString() + "):\n" + process_->Stderr());
-      }
-    }
-    return {};
-  }
-
-  e2e::KleafProcess& process() { return *process_; }
-
-  // Waits until the current run logged `rounds` more finished rounds than it had when called.
-  bool WaitRounds(int rounds, milliseconds timeout) {
-    const int target = Count(process_->Stderr(), "[producer] checked:") + rounds;
-    return WaitUntil([&] { return Count(process_->Stderr(), "[producer] checked:") >= target; },
-                     timeout);
-  }
-
-  // The worker id the current run logged ("worker id N").
-  std::optional<int64_t> WorkerId() const {
-    std::smatch m;
-    std::string log = process_->Stderr();
-    static const std::regex kLine(R"(\[producer\] node \S+ running \(.*worker id (\d+)\))");
-    if (!std::regex_search(log, m, kLine)) return std::nullopt;
-    return std::stoll(m[1].str());
-  }
-
-  std::string Logs() const {
-    return earlier_logs_ + (process_ ? process_->Stderr() : std::string());
-  }
-
- private:
-  Cluster& cluster_;
-  std::string name_;
-  std::filesystem::path config_;
-  std::unique_ptr<e2e::KleafProcess> process_;
-  std::string earlier_logs_;
-};
 
 class ProducerTest : public KafkaTest {};
 
