@@ -112,7 +112,7 @@ def parse_batch(key, value, tag, mode):
             return None
         return range(start, end)
     if mode == "segment" and ("start" in batch or "end" in batch):
-        return None  # a listed segment batch (more than one datacenter) has ids only
+        return None  # a listed segment batch (an obfuscated tag, or more than one datacenter) has ids only
     ids = batch.get("ids")
     if not isinstance(ids, list) or not ids:
         return None

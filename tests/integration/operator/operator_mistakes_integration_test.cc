@@ -27,6 +27,7 @@
 #include "tests/e2e/http_client.h"
 #include "tests/integration/cluster_env.h"
 #include "tests/integration/operator/operator_env.h"
+#include "tests/integration/producer/producer_env.h"
 
 namespace kleaf::integration::mistakes {
 namespace {
@@ -188,27 +189,15 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnGatewayAndProducerLeasesTwoWorkerIds) {
   Rewrite(cluster, g, cluster.Config("host-1", g.state).Set("kafka.reply_partition", "0"));
   ASSERT_TRUE(StartNode(g)) << cluster.Logs();
 
-  const auto producer_config = cluster.WriteConfig(
-      "producer.yaml", cluster.Config("host-1", cluster.dir() / "producer-state")
-                           .Set("kafka.reply_partition", "1")
-                           .Set("producer.batches_ahead", "10")
-                           .Set("producer.check_interval_ms", "50")
-                           .Set("producer.streams", "[{tag: sf, mode: snowflake, batch_size: 1000}]"));
-  auto producer = e2e::KleafProcess::Start({{"producer", "--config", producer_config.string()}, {}, {}});
-  ASSERT_TRUE(producer) << producer.error();
-  std::string producer_exit;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        if ((*producer)->Stdout().find("kleaf producer running") != std::string::npos) return true;
-        if (auto s = (*producer)->WaitExit(milliseconds(0)); !s.timed_out) {
-          producer_exit = s.ToString();
-          return true;
-        }
-        return false;
-      },
-      seconds(60)));
-  ASSERT_TRUE(producer_exit.empty()) << "producer exited (" << producer_exit << "):\n"
-                                     << (*producer)->Stderr();
+  ProducerNode producer(
+      cluster, "producer",
+      cluster.Config("host-1", cluster.dir() / "producer-state")
+          .Set("kafka.reply_partition", "1")
+          .Set("producer.batches_ahead", "10")
+          .Set("producer.check_interval_ms", "50")
+          .Set("producer.streams", "[{tag: sf, mode: snowflake, batch_size: 1000}]"));
+  auto started = producer.Start();
+  ASSERT_TRUE(started) << started.error();
   // The producer's worker id shows in the snowflake IDs it publishes (checked below).
   auto gateway_worker = WorkerIdOf(g.port);
   ASSERT_TRUE(gateway_worker) << gateway_worker.error();
@@ -243,8 +232,7 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnGatewayAndProducerLeasesTwoWorkerIds) {
     gateway_ids = load.Ids();
     std::cout << "[ operator ] " << load.Summary() << "; " << commits << " group commits\n";
   }
-  (*producer)->Terminate();
-  EXPECT_TRUE((*producer)->WaitExit(seconds(20)).exited);
+  EXPECT_TRUE(producer.Stop()) << "the producer did not exit 0 on SIGTERM";
 
   std::vector<int64_t> producer_ids;
   for (int32_t p = 0; p < Cluster::kPartitions; ++p) {
@@ -259,7 +247,7 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnGatewayAndProducerLeasesTwoWorkerIds) {
         kKafkaTimeout);
     ASSERT_TRUE(end) << end.error().message;
   }
-  ASSERT_FALSE(producer_ids.empty()) << (*producer)->Stderr();
+  ASSERT_FALSE(producer_ids.empty()) << producer.Logs();
   ASSERT_FALSE(gateway_ids.empty());
   std::set<int64_t> gateway_workers = WorkersOf(gateway_ids);
   std::set<int64_t> producer_workers = WorkersOf(producer_ids);
@@ -277,7 +265,6 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnGatewayAndProducerLeasesTwoWorkerIds) {
   std::vector<int64_t> all = gateway_ids;
   Append(all, producer_ids);
   EXPECT_EQ(ReportDuplicates("same node.id, gateway + producer", all), 0);
-  if (::testing::Test::HasFailure()) std::cerr << "producer log:\n" << (*producer)->Stderr();
 }
 
 // --- 2. A wrong partition count -----------------------------------------------------------------

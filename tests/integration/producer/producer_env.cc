@@ -56,14 +56,15 @@ std::vector<Published> ReadAll(const std::string& bootstrap, const std::vector<s
 
 ProducerNode::ProducerNode(Cluster& cluster, const std::string& name, int batches_ahead,
                            const std::string& streams)
-    : name_(name) {
-  auto c = cluster.Config(name, cluster.dir() / (name + "-state"));
-  c.Set("log.level", "debug")
-      .Set("producer.batches_ahead", std::to_string(batches_ahead))
-      .Set("producer.check_interval_ms", "100")
-      .Set("producer.streams", streams);
-  config_ = cluster.WriteConfig(name + ".yaml", c);
-}
+    : ProducerNode(cluster, name,
+                   cluster.Config(name, cluster.dir() / (name + "-state"))
+                       .Set("log.level", "debug")
+                       .Set("producer.batches_ahead", std::to_string(batches_ahead))
+                       .Set("producer.check_interval_ms", "100")
+                       .Set("producer.streams", streams)) {}
+
+ProducerNode::ProducerNode(Cluster& cluster, const std::string& name, const e2e::TestConfig& config)
+    : name_(name), config_(cluster.WriteConfig(name + ".yaml", config)) {}
 
 ProducerNode::~ProducerNode() {
   if (::testing::Test::HasFailure())

@@ -46,6 +46,8 @@ class ProducerNode {
  public:
   ProducerNode(Cluster& cluster, const std::string& name, int batches_ahead,
                const std::string& streams);
+  // A producer run on `config` as it is (written as `name`.yaml in the cluster's directory).
+  ProducerNode(Cluster& cluster, const std::string& name, const e2e::TestConfig& config);
   ~ProducerNode();
   ProducerNode(const ProducerNode&) = delete;
   ProducerNode& operator=(const ProducerNode&) = delete;

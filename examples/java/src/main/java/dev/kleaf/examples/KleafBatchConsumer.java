@@ -121,7 +121,7 @@ public final class KleafBatchConsumer {
       for (int i = 0; i < ids.length; ++i) ids[i] = Long.toString(start + i);
       return ids;
     }
-    // A listed segment batch (more than one datacenter) has ids only.
+    // A listed segment batch (an obfuscated tag, or more than one datacenter) has ids only.
     if (mode.equals("segment") && (b.has("start") || b.has("end"))) return null;
     JsonNode list = b.get("ids");
     if (list == null || !list.isArray() || list.isEmpty()) return null;
