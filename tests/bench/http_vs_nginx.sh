@@ -34,31 +34,31 @@ cmake --build "$build" --target kleaf kleaf_open_loop >/dev/null
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# start_nginx NAME WORKERS [taskset-prefix...]: prints the port.
+# start_nginx NAME WORKERS [taskset-prefix...]: sets $port. Called in this shell, never in
+# $(...): a subshell's pids+= would not reach the cleanup, and the server would outlive the run.
 start_nginx() {
   local name=$1 n=$2
   shift 2
-  local port dir=$work/$name
+  local dir=$work/$name
   port=$(free_port)
   nginx_conf "$dir" "$port" "$n"
   "$@" nginx -c "$dir/nginx.conf" > "$dir/out" 2>&1 &
   pids+=($!)
   wait_http "http://127.0.0.1:$port/id.txt"
-  echo "$port"
 }
 
-# start_kleaf NAME THREADS [taskset-prefix...]: prints the port.
+# start_kleaf NAME THREADS [taskset-prefix...]: sets $port. Called in this shell, never in
+# $(...): a subshell's pids+= would not reach the cleanup, and the server would outlive the run.
 start_kleaf() {
   local name=$1 n=$2
   shift 2
-  local port dir=$work/$name
+  local dir=$work/$name
   port=$(free_port)
   kleaf_conf "$dir" "$port" "$n"
   "$@" "$build/kleaf" standalone --config "$dir/kleaf.yaml" > "$dir/out" 2>&1 &
   pids+=($!)
   wait_http "http://127.0.0.1:$port/healthz"
   curl -sf "http://127.0.0.1:$port/api/segment/get/bench" >/dev/null
-  echo "$port"
 }
 
 # Requests/s of a wrk run; fails on any answer that is not 2xx (e.g. nginx's 403 when its
@@ -74,8 +74,10 @@ rps() {
 
 echo "## Throughput: $workers nginx workers, $workers kleaf I/O threads, wrk ${duration} s per run"
 echo "load average before: $(load)"
-nginx_port=$(start_nginx nginx "$workers")
-kleaf_port=$(start_kleaf kleaf "$workers")
+start_nginx nginx "$workers"
+nginx_port=$port
+start_kleaf kleaf "$workers"
+kleaf_port=$port
 nginx_url="http://127.0.0.1:$nginx_port/id.txt"
 segment_url="http://127.0.0.1:$kleaf_port/api/segment/get/bench"
 snowflake_url="http://127.0.0.1:$kleaf_port/api/snowflake/get/bench"
@@ -113,8 +115,10 @@ fi
 echo
 echo "## Tail at half of kleaf's maximum rate: server on CPU 0 (1 worker / 1 I/O thread), load on CPU 1"
 echo "load average before: $(load)"
-nginx_port=$(start_nginx nginx1 1 taskset -c 0)
-kleaf_port=$(start_kleaf kleaf1 1 taskset -c 0)
+start_nginx nginx1 1 taskset -c 0
+nginx_port=$port
+start_kleaf kleaf1 1 taskset -c 0
+kleaf_port=$port
 max=$(rps "$(taskset -c 1 wrk -t1 -c32 -d"${duration}s" "http://127.0.0.1:$kleaf_port/api/segment/get/bench")")
 half=$(printf '%.0f' "$(bc -l <<<"$max/2")")
 echo "kleaf's maximum (wrk -t1 -c32, ${duration} s): $max req/s; offered below: $half req/s over $connections connections"
