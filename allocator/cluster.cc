@@ -50,11 +50,16 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
        replication_factor,
        {{"cleanup.policy", "compact"},
         {"min.insync.replicas", min_isr},
+        // Explicit, so a broker whose default is true cannot give it to kleaf's state topic
+        // (CheckLayout refuses that).
+        {"unclean.leader.election.enable", "false"},
         // Deletions must outlive the longest restore; segments roll often so compaction runs.
         {"delete.retention.ms", "86400000"},
         {"segment.ms", "3600000"},
         {"min.cleanable.dirty.ratio", "0.1"}}},
-      {t.replies, t.reply_partitions, replication_factor,
+      {t.replies,
+       t.reply_partitions,
+       replication_factor,
        {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
   };
   if (!t.ids.empty()) {
@@ -129,6 +134,18 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
                     "--entity-name " +
                     names.state +
                     " --add-config cleanup.policy=compact "
+                    "(compose/kafka.sh tool configs ... runs it)");
+  }
+  if (now.state_unclean_leader_election == "true") {
+    return Fail(Code::kInvalidArgument,
+                "topic " + names.state +
+                    " has unclean.leader.election.enable=true, but kleaf's state topic must keep "
+                    "every record it committed: an unclean election makes a replica that fell "
+                    "behind the leader and drops what it lacks, among it max_id records the "
+                    "allocators committed and answered, so IDs could repeat. Fix: kafka-configs.sh "
+                    "--bootstrap-server B --alter --entity-type topics --entity-name " +
+                    names.state +
+                    " --add-config unclean.leader.election.enable=false "
                     "(compose/kafka.sh tool configs ... runs it)");
   }
   if (now.requests_partitions != now.state_partitions) {
@@ -241,9 +258,12 @@ Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterT
   if (!requests) return std::unexpected(requests.error());
   auto state = kafka::DescribeTopic(props, names.state, TimeLeft(start + timeout));
   if (!state) return std::unexpected(state.error());
-  auto policy = kafka::TopicConfig(props, names.state, "cleanup.policy", TimeLeft(start + timeout));
-  if (!policy) return std::unexpected(policy.error());
-  return TopicFacts{requests->partitions, state->partitions, state->id, *policy};
+  auto configs =
+      kafka::TopicConfigs(props, names.state, {"cleanup.policy", "unclean.leader.election.enable"},
+                          TimeLeft(start + timeout));
+  if (!configs) return std::unexpected(configs.error());
+  return TopicFacts{requests->partitions, state->partitions, state->id,
+                    (*configs)["cleanup.policy"], (*configs)["unclean.leader.election.enable"]};
 }
 
 Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,

@@ -65,6 +65,9 @@ struct TopicFacts {
   // The state topic's cleanup.policy as the broker describes it (empty: not described, as in
   // tests of the other facts). Anything but "compact" lets Kafka delete tag records by age.
   std::string state_cleanup_policy = {};
+  // Its unclean.leader.election.enable (empty: not described). "true" lets a replica that fell
+  // behind become leader and drop records the cluster committed.
+  std::string state_unclean_leader_election = {};
 };
 
 // Pure: the layout to run with, or the refusal that names what is wrong and what to do.

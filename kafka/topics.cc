@@ -136,8 +136,9 @@ Result<TopicInfo> ReadTopicDescription(rd_kafka_event_t* event, const std::strin
                    .id = id != nullptr ? KafkaUuidText(rd_kafka_Uuid_base64str(id)) : ""};
 }
 
-Result<std::string> ReadTopicConfig(rd_kafka_event_t* event, const std::string& name,
-                                    const std::string& what) {
+Result<std::map<std::string, std::string>> ReadTopicConfigs(rd_kafka_event_t* event,
+                                                            const std::vector<std::string>& names,
+                                                            const std::string& what) {
   if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return std::unexpected(KafkaError(rd_kafka_event_error(event), what));
   }
@@ -150,13 +151,14 @@ Result<std::string> ReadTopicConfig(rd_kafka_event_t* event, const std::string& 
   }
   size_t count = 0;
   const rd_kafka_ConfigEntry_t** entries = rd_kafka_ConfigResource_configs(described[0], &count);
+  std::map<std::string, std::string> out;
   for (size_t i = 0; i < count; ++i) {
-    if (name == rd_kafka_ConfigEntry_name(entries[i])) {
-      const char* value = rd_kafka_ConfigEntry_value(entries[i]);
-      return std::string(value != nullptr ? value : "");
-    }
+    const std::string name = rd_kafka_ConfigEntry_name(entries[i]);
+    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+    const char* value = rd_kafka_ConfigEntry_value(entries[i]);
+    out[name] = value != nullptr ? value : "";
   }
-  return Fail(Code::kNotFound, what + ": no config " + name);
+  return out;
 }
 
 }  // namespace
@@ -182,8 +184,10 @@ Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topi
   return result;
 }
 
-Result<std::string> TopicConfig(const Properties& props, const std::string& topic,
-                                const std::string& name, milliseconds timeout) {
+Result<std::map<std::string, std::string>> TopicConfigs(const Properties& props,
+                                                        const std::string& topic,
+                                                        const std::vector<std::string>& names,
+                                                        milliseconds timeout) {
   rd_kafka_ConfigResource_t* resource =
       rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
   const std::string what = "describing the configs of topic " + topic;
@@ -195,8 +199,8 @@ Result<std::string> TopicConfig(const Properties& props, const std::string& topi
                                      rd_kafka_queue_t* queue) {
                    rd_kafka_DescribeConfigs(rk, &resource, 1, options, queue);
                  }};
-  auto result = AdminRequest<std::string>(
-      props, call, [&](rd_kafka_event_t* e) { return ReadTopicConfig(e, name, what); });
+  auto result = AdminRequest<std::map<std::string, std::string>>(
+      props, call, [&](rd_kafka_event_t* e) { return ReadTopicConfigs(e, names, what); });
   rd_kafka_ConfigResource_destroy(resource);
   return result;
 }

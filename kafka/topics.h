@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,11 +37,13 @@ struct TopicInfo {
                    // topic gets a new one
 };
 
-// The value of one topic-level config of `topic` (DescribeConfigs), e.g. "cleanup.policy":
-// "compact"; the broker's default when the topic does not set it. kNotFound when the topic does
-// not exist.
-Result<std::string> TopicConfig(const Properties& props, const std::string& topic,
-                                const std::string& name, std::chrono::milliseconds timeout);
+// The values of topic-level configs of `topic`, in one DescribeConfigs request, e.g.
+// {"cleanup.policy": "compact"}: the broker's default where the topic does not set one. A name the
+// broker does not describe is left out. kNotFound when the topic does not exist.
+Result<std::map<std::string, std::string>> TopicConfigs(const Properties& props,
+                                                        const std::string& topic,
+                                                        const std::vector<std::string>& names,
+                                                        std::chrono::milliseconds timeout);
 
 // Describes `topic` with the admin API (DescribeTopics): kNotFound when it does not exist,
 // kUnavailable when Kafka does not answer within `timeout`.

@@ -41,6 +41,25 @@ TEST(LayoutTest, AStateTopicThatIsNotCompactedIsAConfigErrorSayingHowToFixIt) {
   }
 }
 
+// A state topic (or a broker default) that allows unclean leader elections: a replica that fell
+// behind could become leader and drop committed max_id records.
+TEST(LayoutTest, AStateTopicWithUncleanElectionsIsAConfigErrorSayingHowToFixIt) {
+  TopicFacts facts = Facts(12, 12);
+  facts.state_cleanup_policy = "compact";
+  facts.state_unclean_leader_election = "true";
+  auto l = CheckLayout(kNames, facts, 0, {});
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.error().code, Code::kInvalidArgument);  // exit 2: restarting does not help
+  EXPECT_TRUE(Says(l, "topic kleaf.state has unclean.leader.election.enable=true"))
+      << l.error().message;
+  EXPECT_TRUE(
+      Says(l, "--entity-name kleaf.state --add-config unclean.leader.election.enable=false"));
+  for (const char* fine : {"false", ""}) {
+    facts.state_unclean_leader_election = fine;
+    EXPECT_TRUE(CheckLayout(kNames, facts, 0, {})) << "unclean.leader.election.enable=" << fine;
+  }
+}
+
 TEST(LayoutTest, AConfiguredCountThatDisagreesWithTheTopicsIsAConfigErrorNamingBoth) {
   auto l = CheckLayout(kNames, Facts(12, 12), 5, {});
   ASSERT_FALSE(l.has_value());
