@@ -1,5 +1,7 @@
 #include "gateway/segment_cache.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <mutex>
 
@@ -7,9 +9,40 @@
 
 namespace kleaf::gateway {
 
+struct SegmentCache::Received {
+  std::mutex mu;
+  std::unordered_map<std::string, int64_t> end;  // guarded by mu
+  metrics::Counter& regressions = metrics::Registry::Default().GetCounter(
+      "kleaf_segment_regressions_total",
+      "Segments an allocator handed out that start below the end of an earlier segment of the "
+      "same tag this gateway received: the cluster's state went back, IDs may repeat. Never "
+      "served.");
+
+  // kInternal when `s` starts below what this gateway already received of its tag.
+  Result<void> Admit(const allocator::Segment& s) {
+    std::lock_guard lock(mu);
+    int64_t& high = end[s.tag];
+    if (s.start < high) {
+      regressions.Inc();
+      return Fail(Code::kInternal,
+                  "the allocators handed out IDs [" + std::to_string(s.start) + ", " +
+                      std::to_string(s.end) + ") of tag '" + s.tag + "', below " +
+                      std::to_string(high) +
+                      ", the end of what this gateway already received: the cluster's state went "
+                      "back (state-topic records lost?), so IDs may repeat; not serving them (see "
+                      "docs/operations.md, \"Segment regressions\")");
+    }
+    high = s.end;
+    return {};
+  }
+};
+
 SegmentCache::SegmentCache(allocator::Allocator& allocator, Clock& clock,
                            SegmentBuffer::Options options)
-    : allocator_(allocator), clock_(clock), options_(options) {}
+    : allocator_(allocator),
+      clock_(clock),
+      options_(options),
+      received_(std::make_shared<Received>()) {}
 
 std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
   {
@@ -28,13 +61,20 @@ std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
         "Time from asking the allocator for a segment to the segment (or an error) arriving.");
     slot = SegmentBuffer::Create(
         tag,
-        [allocator, clock, latency, tag](int64_t step,
-                                         allocator::Callback<allocator::Segment> done) {
+        [allocator, clock, latency, tag, received = received_](
+            int64_t step, allocator::Callback<allocator::Segment> done) {
           const int64_t asked = clock->MonotonicNs();
           allocator->AllocateSegment(
               tag, step,
-              [clock, latency, asked, done = std::move(done)](Result<allocator::Segment> r) {
+              [clock, latency, asked, received,
+               done = std::move(done)](Result<allocator::Segment> r) {
                 latency->Observe(static_cast<double>(clock->MonotonicNs() - asked) / 1e9);
+                if (r) {
+                  if (auto admitted = received->Admit(*r); !admitted) {
+                    spdlog::error("[gateway] {}", admitted.error().message);
+                    r = std::unexpected(admitted.error());
+                  }
+                }
                 done(std::move(r));
               });
         },

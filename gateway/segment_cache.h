@@ -14,6 +14,14 @@ namespace kleaf::gateway {
 
 // Thread-safe map tag -> SegmentBuffer. Buffers of tags the allocator does not know are dropped
 // again (Forget) so that requests for made-up tags cannot grow it.
+//
+// It also checks what I1 promises it: an allocator never hands out a segment of a tag that starts
+// below the end of one it handed out before (max_id only grows; it cannot even be lowered by an
+// admin). A segment that does is never served: the fetch fails with kInternal, naming both
+// ranges, an error is logged and kleaf_segment_regressions_total counts it. It means the
+// cluster's state went back (state-topic records lost, an allocator restored from an old copy),
+// and other gateways may be handing out IDs this one already served. The check covers the
+// segments this process received (it keeps the highest end per tag, also across Forget).
 class SegmentCache {
  public:
   SegmentCache(allocator::Allocator& allocator, Clock& clock, SegmentBuffer::Options options);
@@ -34,6 +42,8 @@ class SegmentCache {
   const SegmentBuffer::Options options_;
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<SegmentBuffer>> buffers_;  // guarded by mu_
+  struct Received;  // the end of the highest segment received per tag, shared with the fetches
+  std::shared_ptr<Received> received_;
 };
 
 }  // namespace kleaf::gateway
