@@ -38,6 +38,14 @@ std::vector<PendingCall<allocator::Segment>> AllocateSegments(allocator::Allocat
   return calls;
 }
 
+// Creates `tag` (or sets its step) with a step of 10, through `allocator`.
+Result<state::TagRecord> PutStepOf10(allocator::Allocator& allocator, const std::string& tag,
+                                     milliseconds bound) {
+  return Await<state::TagRecord>(bound, "no answer", [&](auto done) {
+    allocator.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
+  });
+}
+
 // Allocates `n` segments of `tag` at once and waits for them all; the first failure if any.
 Result<std::vector<allocator::Segment>> AllocateAll(allocator::Allocator& allocator,
                                                     const std::string& tag, int n,
@@ -150,9 +158,7 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
 
   const std::string tag = "fatal-producer";
   {
-    auto r = Await<state::TagRecord>(call_bound, "no answer", [&](auto done) {
-      c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
-    });
+    auto r = PutStepOf10(c, tag, call_bound);
     ASSERT_TRUE(r) << r.error().message;
   }
   const allocator::Claimant me{
@@ -270,9 +276,7 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   const std::string tag = "fatal-txn";
   const int32_t p = topics.PartitionOf(tag);
   {
-    auto r = Await<state::TagRecord>(call_bound, "no answer", [&](auto done) {
-      c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
-    });
+    auto r = PutStepOf10(c, tag, call_bound);
     ASSERT_TRUE(r) << r.error().message;
   }
   auto allocate = [&](int n) { return AllocateSegments(c, tag, n); };
@@ -376,9 +380,7 @@ TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommitte
     ASSERT_TRUE(first.Start());
     ASSERT_TRUE(ServesAllWithinAMinute(first))
         << "the first allocator does not serve 4 partitions in 60 s";
-    auto r = Await<state::TagRecord>(call_bound, "no answer", [&](auto done) {
-      c.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
-    });
+    auto r = PutStepOf10(c, tag, call_bound);
     ASSERT_TRUE(r) << r.error().message;
     // Several batches: some requests at once, some one after another.
     for (int round = 0; round < 5; ++round) {
