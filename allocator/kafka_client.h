@@ -85,6 +85,11 @@ class KafkaAllocatorClient final : public Allocator {
   // Sends `pending` under a new correlation id (requires mu_).
   void SendLocked(Pending pending);
   void Run();
+  // After kReplyStall with attempts timing out and no reply at all, replaces the reply reader by
+  // a new handle (assigned at the partition's end: whatever was missed is asked again) and
+  // refreshes the request producer's metadata, so that a handle left with stale metadata by a
+  // broker that froze or restarted cannot keep the gateway from its allocators. Reply thread.
+  void HealIfStalled(int64_t now_ns);
 
   const KafkaClientOptions options_;
   Clock& clock_;
@@ -107,6 +112,10 @@ class KafkaAllocatorClient final : public Allocator {
   metrics::Counter* given_up_ = nullptr;
   std::atomic<int64_t> last_reply_ns_{-1};
   std::atomic<int64_t> last_give_up_ns_{-1};
+  // Reply thread only: when an attempt last timed out, and the stall clock's start (the last
+  // reply or heal, or the start).
+  int64_t last_timeout_ns_ = -1;
+  int64_t stall_since_ns_ = 0;
 };
 
 }  // namespace kleaf::allocator
