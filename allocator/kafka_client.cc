@@ -52,8 +52,8 @@ KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& cl
                                    "Requests given up after every attempt timed out.");
 }
 
-Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaClientOptions options,
-                                                                          Clock& clock) {
+Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(
+    KafkaClientOptions options, Clock& clock) {
   std::unique_ptr<KafkaAllocatorClient> c(new KafkaAllocatorClient(std::move(options), clock));
   kafka::Properties producer_props = c->options_.props;
   // A request not delivered within one attempt is dropped, not delivered late.
@@ -192,7 +192,8 @@ void KafkaAllocatorClient::Run() {
       last_give_up_ns_.store(clock_.MonotonicNs());
     }
     for (auto& done : failed) {
-      done(Fail(Code::kUnavailable, "no answer from the allocators (Kafka down or partition moving); retry"));
+      done(Fail(Code::kUnavailable,
+                "no answer from the allocators (Kafka down or partition moving); retry"));
     }
     HealIfStalled(clock_.MonotonicNs());
   }
@@ -218,9 +219,10 @@ void KafkaAllocatorClient::HealIfStalled(int64_t now_ns) {
   if (auto a = (*fresh)->Assign({{t.replies, options_.reply_partition, marks->second}}); !a) return;
   replies_ = std::move(*fresh);
   kafka::CountRecovery("gateway_replies", "rebuilt");
-  spdlog::warn("[kafka-client] no reply for {} s while Kafka answers: the reply reader was "
-               "replaced by a new handle, reading from offset {}",
-               kReplyStallNs / 1'000'000'000, marks->second);
+  spdlog::warn(
+      "[kafka-client] no reply for {} s while Kafka answers: the reply reader was "
+      "replaced by a new handle, reading from offset {}",
+      kReplyStallNs / 1'000'000'000, marks->second);
 }
 
 void KafkaAllocatorClient::AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) {
@@ -242,7 +244,8 @@ void KafkaAllocatorClient::GetTag(std::string tag, Callback<state::TagRecord> do
   Call(p, tag, MakeRequest(Request::Op::kGetTag, tag), Picking(&Reply::tag, std::move(done)));
 }
 
-void KafkaAllocatorClient::PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) {
+void KafkaAllocatorClient::PutTag(std::string tag, TagUpdate update,
+                                  Callback<state::TagRecord> done) {
   int32_t p = options_.topics.PartitionOf(tag);
   Call(p, tag, MakeRequest(Request::Op::kPutTag, tag, 0, std::move(update)),
        Picking(&Reply::tag, std::move(done)));
@@ -300,7 +303,8 @@ void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done
       if (--g->left > 0) return;
       lock.unlock();
       if (g->error) return g->done(std::unexpected(*g->error));
-      std::sort(g->tags.begin(), g->tags.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
+      std::sort(g->tags.begin(), g->tags.end(),
+                [](const auto& a, const auto& b) { return a.tag < b.tag; });
       g->done(std::move(g->tags));
     });
   }

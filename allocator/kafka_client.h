@@ -25,7 +25,7 @@ struct KafkaClientOptions {
   kafka::Properties props;
   ClusterTopics topics;
   std::string node_id;
-  int32_t reply_partition = 0;  // this node's partition of the replies topic
+  int32_t reply_partition = 0;                      // this node's partition of the replies topic
   std::chrono::milliseconds request_timeout{2000};  // per attempt
   int attempts = 3;
   // The layout's datacenter: every segment is handed on through ApplyDatacenter (allocation.h).
@@ -40,7 +40,8 @@ struct KafkaClientOptions {
 // each answered attempt (kleaf_kafka_request_seconds{op}), attempts timed out, calls given up.
 class KafkaAllocatorClient final : public Allocator {
  public:
-  static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options, Clock& clock);
+  static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options,
+                                                             Clock& clock);
   ~KafkaAllocatorClient() override;
 
   void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) override;

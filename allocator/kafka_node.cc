@@ -164,7 +164,8 @@ void AllocatorNode::Run() {
     auto event = consumer_->Poll(milliseconds(50));
     // Gather a batch: this message and whatever else is already fetched.
     // Up to batch_max requests per served partition: each partition is its own transaction.
-    const size_t limit = static_cast<size_t>(options_.batch_max) * std::max<size_t>(1, serving_.size());
+    const size_t limit =
+        static_cast<size_t>(options_.batch_max) * std::max<size_t>(1, serving_.size());
     while (event.kind == kafka::GroupConsumer::Event::Kind::kMessage && batch.size() < limit) {
       batch.push_back(std::move(event.message));
       event = consumer_->Poll(milliseconds(0));
@@ -236,15 +237,15 @@ void AllocatorNode::RetryPending() {
     if (p >= options_.topics.partitions) {
       // The group hands out every partition the topic has: these were added after the layout
       // was recorded. Tags that map to them under the new count have their state elsewhere.
-      spdlog::error("[allocator] partition {} of {} is beyond the {} partitions of this cluster's "
-                    "layout: partitions were added to a live topic; not serving it (see "
-                    "docs/operations.md, \"Layout refusals\")",
-                    p, options_.topics.requests, options_.topics.partitions);
+      spdlog::error(
+          "[allocator] partition {} of {} is beyond the {} partitions of this cluster's "
+          "layout: partitions were added to a live topic; not serving it (see "
+          "docs/operations.md, \"Layout refusals\")",
+          p, options_.topics.requests, options_.topics.partitions);
       it = pending_.erase(it);
       continue;
     }
-    if (takeovers_in_flight_.contains(p) ||
-        (retry_at_ns_.contains(p) && now < retry_at_ns_[p])) {
+    if (takeovers_in_flight_.contains(p) || (retry_at_ns_.contains(p) && now < retry_at_ns_[p])) {
       ++it;
       continue;
     }
@@ -255,9 +256,8 @@ void AllocatorNode::RetryPending() {
       it = pending_.erase(it);
       continue;
     }
-    takeovers_in_flight_.emplace(p, std::async(std::launch::async, [this, p] {
-                                   return FenceAndRestore(p);
-                                 }));
+    takeovers_in_flight_.emplace(
+        p, std::async(std::launch::async, [this, p] { return FenceAndRestore(p); }));
     ++it;
   }
 }
@@ -277,7 +277,8 @@ void AllocatorNode::FinishTakeovers() {
       pending_.erase(p);
       continue;
     }
-    auto resume = fenced ? Serve(p, std::move(*fenced)) : Result<int64_t>(std::unexpected(fenced.error()));
+    auto resume =
+        fenced ? Serve(p, std::move(*fenced)) : Result<int64_t>(std::unexpected(fenced.error()));
     if (!resume) {
       spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, resume.error().message);
       retry_at_ns_[p] = clock_.MonotonicNs() + 1'000'000'000;
@@ -419,7 +420,8 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
 void AllocatorNode::Rewind(int32_t p, int64_t offset) {
   if (auto r = consumer_->Seek({options_.topics.requests, p, offset}, milliseconds(5000)); !r) {
     // Cannot re-read the batch: give the partition up so the group hands it out again.
-    spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset, r.error().message);
+    spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset,
+                  r.error().message);
     Release(p, "rewind failed");
     pending_.insert(p);
   }

@@ -29,8 +29,8 @@ struct AllocatorNodeOptions {
   kafka::Properties props;  // bootstrap.servers and client settings
   ClusterTopics topics;
   Rules rules;
-  std::string group_id;                 // consumer group of all allocators
-  int batch_max = 256;                  // requests per transaction (per partition) at most
+  std::string group_id;  // consumer group of all allocators
+  int batch_max = 256;   // requests per transaction (per partition) at most
   std::chrono::milliseconds txn_timeout{10000};
   std::chrono::milliseconds session_timeout{6000};  // group membership: bounds failover time
 };

@@ -23,7 +23,7 @@ PartitionReader::~PartitionReader() {
 }
 
 Result<std::unique_ptr<PartitionReader>> PartitionReader::Create(const Properties& props,
-                                                                std::string name) {
+                                                                 std::string name) {
   Properties p = props;
   p.emplace("enable.auto.commit", "false");
   p.emplace("enable.auto.offset.store", "false");
@@ -80,10 +80,10 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
     }
     // Right after a topic is created or while leadership moves, brokers answer "not leader" or
     // "unknown partition" for a moment: ask again until the deadline.
-    const bool no_leader =
-        err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
-        err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
-        err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+    const bool no_leader = err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+                           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                           err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                           err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
     const bool transient = no_leader || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
                            err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
                            err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE;
@@ -95,7 +95,8 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
       // The cached "no leader" stays until a metadata answer replaces it (librdkafka's periodic
       // refresh may be minutes away): ask for one now. Its failure is the next try's to report.
       left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      (void)PrepareTopic(impl_->rk.get(), topic, std::clamp(left, milliseconds(1), milliseconds(2000)));
+      (void)PrepareTopic(impl_->rk.get(), topic,
+                         std::clamp(left, milliseconds(1), milliseconds(2000)));
       refreshed = true;
     }
     std::this_thread::sleep_for(milliseconds(200));

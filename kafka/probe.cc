@@ -25,8 +25,8 @@ BrokerProbe::~BrokerProbe() { Stop(); }
 Result<void> BrokerProbe::AskMetadata() {
   if (!handle_) {
     Properties props = props_;
-    props.emplace("socket.timeout.ms", std::to_string(std::max<int64_t>(
-                                           options_.timeout.count() * 2, 1000)));
+    props.emplace("socket.timeout.ms",
+                  std::to_string(std::max<int64_t>(options_.timeout.count() * 2, 1000)));
     auto rk = NewHandle(RD_KAFKA_PRODUCER, props);
     if (!rk) return std::unexpected(rk.error());
     handle_ = std::make_unique<Handle>(Handle{std::move(*rk)});
