@@ -199,5 +199,19 @@ int main(int argc, char** argv) {
   std::printf("\nduplicates: %lld\n", static_cast<long long>(duplicates));
   for (auto& l : segment) std::printf("%s\n", l->Summary().c_str());
   for (auto& l : snowflake) std::printf("%s\n", l->Summary().c_str());
+  // What the gateways said of their leases and the allocators of their takeovers: the reasons
+  // behind any 503 in the table.
+  for (Node* gw : nodes->gateways) {
+    for (const auto& line : LinesWith(gw->Log(), "[lease]")) {
+      std::printf("%s: %s\n", gw->name.c_str(), line.c_str());
+    }
+  }
+  for (Node* a : nodes->allocators) {
+    for (const auto& what : {"cannot take over", "restored", "no longer served"}) {
+      for (const auto& line : LinesWith(a->Log(), what)) {
+        std::printf("%s: %s\n", a->name.c_str(), line.c_str());
+      }
+    }
+  }
   return duplicates == 0 ? 0 : 1;
 }
