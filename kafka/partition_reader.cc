@@ -91,9 +91,10 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
       return std::unexpected(
           KafkaError(err, "watermarks of " + topic + "/" + std::to_string(partition)));
     }
-    if (no_leader) {
-      // The cached "no leader" stays until a metadata answer replaces it (librdkafka's periodic
-      // refresh may be minutes away): ask for one now. Its failure is the next try's to report.
+    {
+      // The cached "no leader" (or a leader that is gone) stays until a metadata answer replaces
+      // it, and librdkafka's periodic refresh may be minutes away: ask for one now. Its failure
+      // is the next try's to report.
       left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       (void)PrepareTopic(impl_->rk.get(), topic,
                          std::clamp(left, milliseconds(1), milliseconds(2000)));
