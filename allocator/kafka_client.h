@@ -59,6 +59,8 @@ class KafkaAllocatorClient final : public Allocator {
   // Monotonic times of the last reply received and of the last call given up (-1: never), for
   // readiness: the allocators are unreachable when a call was given up after the last reply.
   int64_t last_reply_mono_ns() const { return last_reply_ns_.load(); }
+  // Monotonic nanoseconds now, on the clock of the two above.
+  int64_t now_mono_ns() const { return clock_.MonotonicNs(); }
   int64_t last_give_up_mono_ns() const { return last_give_up_ns_.load(); }
 
   // How many times a fatal error replaced the request producer (kafka::Producer rebuilds it on

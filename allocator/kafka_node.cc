@@ -147,6 +147,9 @@ std::vector<int32_t> AllocatorNode::Serving() const {
 AllocatorNode::Status AllocatorNode::status() const {
   Status s;
   s.member = member_.load();
+  if (const int64_t left = left_group_ns_.load(); !s.member && left >= 0) {
+    s.left_group_ms_ago = (clock_.MonotonicNs() - left) / 1'000'000;
+  }
   s.pending = pending_count_.load();
   s.serving = Serving();
   s.takeovers = takeovers_.load();
@@ -185,7 +188,7 @@ void AllocatorNode::Run() {
         OnAssigned(event.partitions);
         break;
       case kafka::GroupConsumer::Event::Kind::kRevoked:
-        member_.store(false);
+        if (member_.exchange(false)) left_group_ns_.store(clock_.MonotonicNs());
         OnRevoked(event.partitions);
         break;
       case kafka::GroupConsumer::Event::Kind::kError:

@@ -57,6 +57,9 @@ class AllocatorNode {
   // how many assigned partitions are not restored yet. Safe from any thread.
   struct Status {
     bool member = false;
+    // How long ago this node stopped being a member after it was one (a rebalance under way, e.g.
+    // while Kafka moves the group coordinator off a dead broker); -1 while a member or never one.
+    int64_t left_group_ms_ago = -1;
     int pending = 0;
     std::vector<int32_t> serving;
     int64_t takeovers = 0;  // partitions taken over (fenced and restored) since Start
@@ -141,6 +144,7 @@ class AllocatorNode {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::atomic<bool> member_{false};
+  std::atomic<int64_t> left_group_ns_{-1};  // when member_ last went from true to false; -1: never
   std::atomic<int> pending_count_{0};
   std::atomic<int64_t> takeovers_{0};
   std::atomic<int32_t> inject_fatal_{-1};  // a partition, or -1: see InjectFatalErrorForTesting

@@ -7,9 +7,16 @@ namespace kleaf::allocator {
 std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::BrokerProbe& probe) {
   auto s = node.status();
   std::vector<ReadyCheck> checks = {probe.Check()};
-  checks.push_back({"group", s.member,
-                    s.member ? "member of the allocators' consumer group"
-                             : "not (or no longer) assigned partitions by the consumer group"});
+  // A rebalance after the node was a member (an allocator joined or left, or Kafka moves the group
+  // coordinator off a dead broker: its session timeout, then the rejoin) is not a reason to take
+  // the node out of service; one that lasts longer than this is.
+  constexpr int64_t kRebalanceGraceMs = 30'000;
+  const bool rebalancing = s.left_group_ms_ago >= 0 && s.left_group_ms_ago < kRebalanceGraceMs;
+  checks.push_back({"group", s.member || rebalancing,
+                    s.member      ? "member of the allocators' consumer group"
+                    : rebalancing ? "rejoining the consumer group (a rebalance for " +
+                                        std::to_string(s.left_group_ms_ago) + " ms)"
+                                  : "not (or no longer) assigned partitions by the consumer group"});
   std::string serving;
   for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
   checks.push_back({"partitions", s.pending == 0,
@@ -20,13 +27,21 @@ std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::Br
 
 std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
                                         const kafka::BrokerProbe& probe) {
+  // While a broker dies and Kafka moves its leaders (its session timeout, 9 s by default, then an
+  // election), requests to the partitions it led are given up and sent again; the gateway serves
+  // from its buffers meanwhile, so it stays ready unless no reply came for this long.
+  constexpr int64_t kLeaderMoveGraceNs = 20'000'000'000;
   std::vector<ReadyCheck> checks = {probe.Check()};
   const int64_t reply = client.last_reply_mono_ns();
-  const bool answering = reply >= 0 && client.last_give_up_mono_ns() < reply;
+  const bool given_up = reply >= 0 && client.last_give_up_mono_ns() > reply;
+  const bool answering =
+      reply >= 0 && (!given_up || client.now_mono_ns() - reply < kLeaderMoveGraceNs);
   checks.push_back({"allocators", answering,
-                    answering   ? "the last request was answered"
-                    : reply < 0 ? "no allocator has answered yet"
-                                : "a request got no answer after every attempt"});
+                    reply < 0   ? "no allocator has answered yet"
+                    : given_up  ? (answering ? "a request got no answer after every attempt, but "
+                                               "the allocators answered in the last 20 s"
+                                             : "no answer from the allocators for 20 s and more")
+                                : "the last request was answered"});
   return checks;
 }
 
