@@ -10,6 +10,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// No reply at all for this long while attempts time out: the reply reader is replaced. Above a
+// leader move's few seconds and a request's 3 attempts, so that an ordinary outage only retries.
+constexpr int64_t kReplyStallNs = 20'000'000'000;
+
 std::string Nonce() {
   std::random_device rd;
   static constexpr char kHex[] = "0123456789abcdef";
@@ -48,8 +52,8 @@ KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& cl
                                    "Requests given up after every attempt timed out.");
 }
 
-Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaClientOptions options,
-                                                                          Clock& clock) {
+Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(
+    KafkaClientOptions options, Clock& clock) {
   std::unique_ptr<KafkaAllocatorClient> c(new KafkaAllocatorClient(std::move(options), clock));
   kafka::Properties producer_props = c->options_.props;
   // A request not delivered within one attempt is dropped, not delivered late.
@@ -70,7 +74,7 @@ Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaC
   if (auto ready = (*producer)->Prepare(c->options_.topics.requests, milliseconds(5000)); !ready) {
     spdlog::warn("[kafka-client] {}", ready.error().message);
   }
-  auto replies = kafka::PartitionReader::Create(c->options_.props);
+  auto replies = kafka::PartitionReader::Create(c->options_.props, "gateway_replies");
   if (!replies) return std::unexpected(replies.error());
   c->producer_ = std::move(*producer);
   c->replies_ = std::move(*replies);
@@ -81,6 +85,7 @@ Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(KafkaC
   if (auto a = c->replies_->Assign({{t.replies, c->options_.reply_partition, marks->second}}); !a) {
     return std::unexpected(a.error());
   }
+  c->stall_since_ns_ = clock.MonotonicNs();
   c->thread_ = std::thread([raw = c.get()] { raw->Run(); });
   return c;
 }
@@ -152,6 +157,7 @@ void KafkaAllocatorClient::Run() {
           latency_[static_cast<int>(it->second.op)]->Observe(
               static_cast<double>(now - it->second.sent_ns) / 1e9);
           last_reply_ns_.store(now);
+          stall_since_ns_ = now;
           done = std::move(it->second.done);
           pending_.erase(it);
         }
@@ -170,6 +176,7 @@ void KafkaAllocatorClient::Run() {
         }
         deadlines_.pop_front();
       }
+      if (!expired.empty()) last_timeout_ns_ = now;
       for (const auto& id : expired) {
         auto node = pending_.extract(id);
         attempts_timed_out_->Inc();
@@ -185,9 +192,37 @@ void KafkaAllocatorClient::Run() {
       last_give_up_ns_.store(clock_.MonotonicNs());
     }
     for (auto& done : failed) {
-      done(Fail(Code::kUnavailable, "no answer from the allocators (Kafka down or partition moving); retry"));
+      done(Fail(Code::kUnavailable,
+                "no answer from the allocators (Kafka down or partition moving); retry"));
     }
+    HealIfStalled(clock_.MonotonicNs());
   }
+}
+
+void KafkaAllocatorClient::HealIfStalled(int64_t now_ns) {
+  if (last_timeout_ns_ < stall_since_ns_ || now_ns - stall_since_ns_ < kReplyStallNs) return;
+  stall_since_ns_ = now_ns;  // one try per stall period, whatever comes of it
+  const auto& t = options_.topics;
+  if (auto ready = producer_->Prepare(t.requests, milliseconds(2000)); !ready) {
+    spdlog::warn("[kafka-client] no reply for {} s: {}", kReplyStallNs / 1'000'000'000,
+                 ready.error().message);
+  }
+  auto fresh = kafka::PartitionReader::Create(options_.props, "gateway_replies");
+  if (!fresh) return;
+  auto marks = (*fresh)->Watermarks(t.replies, options_.reply_partition, milliseconds(2000));
+  if (!marks) {
+    // Kafka does not answer a new handle either: an outage, not a stale handle. Try again later.
+    spdlog::warn("[kafka-client] no reply for {} s and Kafka does not answer: {}",
+                 kReplyStallNs / 1'000'000'000, marks.error().message);
+    return;
+  }
+  if (auto a = (*fresh)->Assign({{t.replies, options_.reply_partition, marks->second}}); !a) return;
+  replies_ = std::move(*fresh);
+  kafka::CountRecovery("gateway_replies", "rebuilt");
+  spdlog::warn(
+      "[kafka-client] no reply for {} s while Kafka answers: the reply reader was "
+      "replaced by a new handle, reading from offset {}",
+      kReplyStallNs / 1'000'000'000, marks->second);
 }
 
 void KafkaAllocatorClient::AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) {
@@ -209,7 +244,8 @@ void KafkaAllocatorClient::GetTag(std::string tag, Callback<state::TagRecord> do
   Call(p, tag, MakeRequest(Request::Op::kGetTag, tag), Picking(&Reply::tag, std::move(done)));
 }
 
-void KafkaAllocatorClient::PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) {
+void KafkaAllocatorClient::PutTag(std::string tag, TagUpdate update,
+                                  Callback<state::TagRecord> done) {
   int32_t p = options_.topics.PartitionOf(tag);
   Call(p, tag, MakeRequest(Request::Op::kPutTag, tag, 0, std::move(update)),
        Picking(&Reply::tag, std::move(done)));
@@ -267,7 +303,8 @@ void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done
       if (--g->left > 0) return;
       lock.unlock();
       if (g->error) return g->done(std::unexpected(*g->error));
-      std::sort(g->tags.begin(), g->tags.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
+      std::sort(g->tags.begin(), g->tags.end(),
+                [](const auto& a, const auto& b) { return a.tag < b.tag; });
       g->done(std::move(g->tags));
     });
   }

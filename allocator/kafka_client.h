@@ -25,7 +25,7 @@ struct KafkaClientOptions {
   kafka::Properties props;
   ClusterTopics topics;
   std::string node_id;
-  int32_t reply_partition = 0;  // this node's partition of the replies topic
+  int32_t reply_partition = 0;                      // this node's partition of the replies topic
   std::chrono::milliseconds request_timeout{2000};  // per attempt
   int attempts = 3;
   // The layout's datacenter: every segment is handed on through ApplyDatacenter (allocation.h).
@@ -40,7 +40,8 @@ struct KafkaClientOptions {
 // each answered attempt (kleaf_kafka_request_seconds{op}), attempts timed out, calls given up.
 class KafkaAllocatorClient final : public Allocator {
  public:
-  static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options, Clock& clock);
+  static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options,
+                                                             Clock& clock);
   ~KafkaAllocatorClient() override;
 
   void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) override;
@@ -85,6 +86,11 @@ class KafkaAllocatorClient final : public Allocator {
   // Sends `pending` under a new correlation id (requires mu_).
   void SendLocked(Pending pending);
   void Run();
+  // After kReplyStall with attempts timing out and no reply at all, replaces the reply reader by
+  // a new handle (assigned at the partition's end: whatever was missed is asked again) and
+  // refreshes the request producer's metadata, so that a handle left with stale metadata by a
+  // broker that froze or restarted cannot keep the gateway from its allocators. Reply thread.
+  void HealIfStalled(int64_t now_ns);
 
   const KafkaClientOptions options_;
   Clock& clock_;
@@ -107,6 +113,10 @@ class KafkaAllocatorClient final : public Allocator {
   metrics::Counter* given_up_ = nullptr;
   std::atomic<int64_t> last_reply_ns_{-1};
   std::atomic<int64_t> last_give_up_ns_{-1};
+  // Reply thread only: when an attempt last timed out, and the stall clock's start (the last
+  // reply or heal, or the start).
+  int64_t last_timeout_ns_ = -1;
+  int64_t stall_since_ns_ = 0;
 };
 
 }  // namespace kleaf::allocator

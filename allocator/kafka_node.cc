@@ -129,10 +129,7 @@ Result<void> AllocatorNode::Start() {
       std::to_string(std::max<int64_t>(options_.session_timeout.count() / 6, 100));
   auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests});
   if (!consumer) return std::unexpected(consumer.error());
-  auto reader = kafka::PartitionReader::Create(options_.props);
-  if (!reader) return std::unexpected(reader.error());
   consumer_ = std::move(*consumer);
-  reader_ = std::move(*reader);
   thread_ = std::thread([this] { Run(); });
   return {};
 }
@@ -167,7 +164,8 @@ void AllocatorNode::Run() {
     auto event = consumer_->Poll(milliseconds(50));
     // Gather a batch: this message and whatever else is already fetched.
     // Up to batch_max requests per served partition: each partition is its own transaction.
-    const size_t limit = static_cast<size_t>(options_.batch_max) * std::max<size_t>(1, serving_.size());
+    const size_t limit =
+        static_cast<size_t>(options_.batch_max) * std::max<size_t>(1, serving_.size());
     while (event.kind == kafka::GroupConsumer::Event::Kind::kMessage && batch.size() < limit) {
       batch.push_back(std::move(event.message));
       event = consumer_->Poll(milliseconds(0));
@@ -201,6 +199,7 @@ void AllocatorNode::Run() {
   }
   for (auto& [p, producer] : serving_) producer->Abort(milliseconds(2000));
   serving_.clear();
+  takeovers_in_flight_.clear();  // waits for each: bounded, and they see stop_ between steps
   consumer_->Close();
 }
 
@@ -210,8 +209,8 @@ void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partiti
     spdlog::info("[allocator] partition {} assigned", tp.partition);
     MetricsOf(tp.partition).assignments.Inc();
     pending_.insert(tp.partition);
+    retry_at_ns_.erase(tp.partition);
   }
-  next_retry_ns_ = 0;
   RetryPending();
 }
 
@@ -231,17 +230,23 @@ bool AllocatorNode::StillAssigned(int32_t p) {
 }
 
 void AllocatorNode::RetryPending() {
-  if (pending_.empty() || clock_.MonotonicNs() < next_retry_ns_) return;
+  FinishTakeovers();
+  const int64_t now = clock_.MonotonicNs();
   for (auto it = pending_.begin(); it != pending_.end();) {
     int32_t p = *it;
     if (p >= options_.topics.partitions) {
       // The group hands out every partition the topic has: these were added after the layout
       // was recorded. Tags that map to them under the new count have their state elsewhere.
-      spdlog::error("[allocator] partition {} of {} is beyond the {} partitions of this cluster's "
-                    "layout: partitions were added to a live topic; not serving it (see "
-                    "docs/operations.md, \"Layout refusals\")",
-                    p, options_.topics.requests, options_.topics.partitions);
+      spdlog::error(
+          "[allocator] partition {} of {} is beyond the {} partitions of this cluster's "
+          "layout: partitions were added to a live topic; not serving it (see "
+          "docs/operations.md, \"Layout refusals\")",
+          p, options_.topics.requests, options_.topics.partitions);
       it = pending_.erase(it);
+      continue;
+    }
+    if (takeovers_in_flight_.contains(p) || (retry_at_ns_.contains(p) && now < retry_at_ns_[p])) {
+      ++it;
       continue;
     }
     if (!StillAssigned(p)) {
@@ -251,14 +256,36 @@ void AllocatorNode::RetryPending() {
       it = pending_.erase(it);
       continue;
     }
-    auto resume = TakeOver(p);
-    if (!resume) {
-      spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, resume.error().message);
-      next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
+    takeovers_in_flight_.emplace(
+        p, std::async(std::launch::async, [this, p] { return FenceAndRestore(p); }));
+    ++it;
+  }
+}
+
+void AllocatorNode::FinishTakeovers() {
+  for (auto it = takeovers_in_flight_.begin(); it != takeovers_in_flight_.end();) {
+    if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       ++it;
       continue;
     }
-    it = pending_.erase(it);
+    const int32_t p = it->first;
+    auto fenced = it->second.get();
+    it = takeovers_in_flight_.erase(it);
+    if (!pending_.contains(p)) continue;  // revoked meanwhile: its producer goes unused
+    if (!StillAssigned(p)) {
+      spdlog::info("[allocator] partition {} no longer assigned here; not serving it", p);
+      pending_.erase(p);
+      continue;
+    }
+    auto resume =
+        fenced ? Serve(p, std::move(*fenced)) : Result<int64_t>(std::unexpected(fenced.error()));
+    if (!resume) {
+      spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, resume.error().message);
+      retry_at_ns_[p] = clock_.MonotonicNs() + 1'000'000'000;
+      continue;
+    }
+    pending_.erase(p);
+    retry_at_ns_.erase(p);
     // Whatever the consumer fetched of p so far was dropped while p was pending: read on from
     // where the last committed batch ended. The seek can be overtaken by the consumer's own start
     // of the assignment (from the group's offset, or the beginning when the group has none: never
@@ -268,8 +295,9 @@ void AllocatorNode::RetryPending() {
   }
 }
 
-Result<int64_t> AllocatorNode::TakeOver(int32_t p) {
-  const auto start = clock_.MonotonicNs();
+Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
+  Fenced out;
+  out.started_ns = clock_.MonotonicNs();
   auto producer = kafka::TxnProducer::Create(
       [&] {
         kafka::Properties props = options_.props;
@@ -283,7 +311,7 @@ Result<int64_t> AllocatorNode::TakeOver(int32_t p) {
   for (int attempt = 0;; ++attempt) {
     auto init = (*producer)->Init(milliseconds(10000));
     if (init) break;
-    if (init.error().kind != Kind::kRetriable || attempt >= 3) {
+    if (init.error().kind != Kind::kRetriable || attempt >= 3 || stop_.load()) {
       return Fail(Code::kUnavailable, "init_transactions: " + init.error().message);
     }
   }
@@ -293,38 +321,47 @@ Result<int64_t> AllocatorNode::TakeOver(int32_t p) {
       spdlog::warn("[allocator] {}", ready.error().message);
     }
   }
-  auto restored = RestorePartition(*reader_, store_, options_.topics, p, milliseconds(60000));
+  if (stop_.load()) return Fail(Code::kUnavailable, "stopping");
+  auto reader = kafka::PartitionReader::Create(options_.props, "allocator_restore");
+  if (!reader) return std::unexpected(reader.error());
+  auto restored = RestorePartition(**reader, store_, options_.topics, p, milliseconds(60000));
   if (!restored) return std::unexpected(restored.error());
+  auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
+  if (!marks) return std::unexpected(marks.error());
+  out.producer = std::move(*producer);
+  out.restored = std::move(*restored);
+  out.requests_end = marks->second;
+  return out;
+}
+
+Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
+  const RestoreResult& restored = fenced.restored;
   // Where to resume: the position the last committed batch recorded in the state topic, read by
   // the restore after the fence, so it covers exactly the batches whose replies are visible. The
   // group's committed offset is only ever set after a commit (OnCommitted), so it is never ahead
   // of that position, except in a cluster upgraded from a version that committed it in the
   // transaction instead: the higher of the two is where the last committed batch ended.
   auto committed = consumer_->Committed({{options_.topics.requests, p}}, milliseconds(5000));
-  if (!committed && !restored->requests_offset) {
+  if (!committed && !restored.requests_offset) {
     return Fail(Code::kUnavailable, "no consumed position for requests partition " +
                                         std::to_string(p) + ": " + committed.error().message);
   }
-  int64_t resume = restored->requests_offset.value_or(-1);
+  int64_t resume = restored.requests_offset.value_or(-1);
   if (committed) resume = std::max(resume, committed->front().offset);
-  if (resume > 0) {
+  if (resume > fenced.requests_end) {
     // A position past the partition's end belongs to an earlier requests topic (deleted and
     // created again: offsets start over) or to records a broker lost: nothing at or past the end
     // was answered. Serving starts at the end; requests already waiting below it get no answer
     // and are sent again by their gateways. Dropping every request below the old position, as
     // answered, would leave the partition unserved until its offsets caught up.
-    auto marks = reader_->Watermarks(options_.topics.requests, p, milliseconds(5000));
-    if (!marks) return std::unexpected(marks.error());
-    if (resume > marks->second) {
-      spdlog::warn(
-          "[allocator] partition {}: the recorded position {} of {} is past its end {}: the "
-          "topic was recreated or lost records; serving from its end",
-          p, resume, options_.topics.requests, marks->second);
-      resume = marks->second;
-    }
+    spdlog::warn(
+        "[allocator] partition {}: the recorded position {} of {} is past its end {}: the "
+        "topic was recreated or lost records; serving from its end",
+        p, resume, options_.topics.requests, fenced.requests_end);
+    resume = fenced.requests_end;
   }
   if (resume < 0) resume = -2;  // nothing ever committed on p: librdkafka's "beginning"
-  serving_[p] = std::move(*producer);
+  serving_[p] = std::move(fenced.producer);
   takeovers_.fetch_add(1);
   MetricsOf(p).takeovers.Inc();
   MetricsOf(p).serving.Set(1);
@@ -336,8 +373,8 @@ Result<int64_t> AllocatorNode::TakeOver(int32_t p) {
   spdlog::info(
       "[allocator] partition {} restored ({} records, offsets {} to {}) in {} ms; serving "
       "requests from offset {}",
-      p, restored->records, restored->from, restored->end,
-      (clock_.MonotonicNs() - start) / 1'000'000, resume);
+      p, restored.records, restored.from, restored.end,
+      (clock_.MonotonicNs() - fenced.started_ns) / 1'000'000, resume);
   return resume;
 }
 
@@ -383,7 +420,8 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
 void AllocatorNode::Rewind(int32_t p, int64_t offset) {
   if (auto r = consumer_->Seek({options_.topics.requests, p, offset}, milliseconds(5000)); !r) {
     // Cannot re-read the batch: give the partition up so the group hands it out again.
-    spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset, r.error().message);
+    spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset,
+                  r.error().message);
     Release(p, "rewind failed");
     pending_.insert(p);
   }
@@ -551,7 +589,7 @@ void AllocatorNode::OnFatal(int32_t p, const kafka::TxnError& why) {
 void AllocatorNode::Retake(int32_t p, const std::string& why) {
   Release(p, why);
   pending_.insert(p);
-  next_retry_ns_ = clock_.MonotonicNs() + 1'000'000'000;
+  retry_at_ns_[p] = clock_.MonotonicNs() + 1'000'000'000;
 }
 
 }  // namespace kleaf::allocator

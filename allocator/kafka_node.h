@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,8 +29,8 @@ struct AllocatorNodeOptions {
   kafka::Properties props;  // bootstrap.servers and client settings
   ClusterTopics topics;
   Rules rules;
-  std::string group_id;                 // consumer group of all allocators
-  int batch_max = 256;                  // requests per transaction (per partition) at most
+  std::string group_id;  // consumer group of all allocators
+  int batch_max = 256;   // requests per transaction (per partition) at most
   std::chrono::milliseconds txn_timeout{10000};
   std::chrono::milliseconds session_timeout{6000};  // group membership: bounds failover time
 };
@@ -72,10 +73,26 @@ class AllocatorNode {
   void OnRevoked(const std::vector<kafka::TopicPartition>& partitions);
   static metrics::Counter& RebalanceCounter(const char* event);
   metrics::Counter& SegmentsAllocated(int32_t p);  // loop thread (and the constructor)
-  // Fences p's previous owner, restores p and returns the requests offset to serve from.
-  Result<int64_t> TakeOver(int32_t p);
+  // A takeover's result: p's new producer, whose init_transactions fenced every earlier one, and
+  // p's state restored after that fence.
+  struct Fenced {
+    std::unique_ptr<kafka::TxnProducer> producer;
+    RestoreResult restored;
+    int64_t requests_end = 0;  // the end of requests partition p, read after the fence
+    int64_t started_ns = 0;
+  };
+  // Fences p's previous owner and restores p, on a thread of its own with Kafka handles of its
+  // own: a partition whose transaction coordinator or leader is on a broker that is away does not
+  // hold up the takeover of the others, and a fresh reader never carries metadata cached before
+  // a broker's outage. Touches no member but the options, the store and the clock.
+  Result<Fenced> FenceAndRestore(int32_t p) const;
+  // Serves p from its takeover's result; returns the requests offset to read on from.
+  Result<int64_t> Serve(int32_t p, Fenced fenced);
   void Release(int32_t p, const std::string& why);
+  // Starts a takeover for each pending partition that has none in flight and whose retry time
+  // has come, and serves the partitions whose takeover finished.
   void RetryPending();
+  void FinishTakeovers();
   bool StillAssigned(int32_t p);
   // One batch of p's requests, one transaction: run it, then handle how it ended.
   void ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch);
@@ -110,13 +127,15 @@ class AllocatorNode {
   state::Store& store_;
   Clock& clock_;
   std::unique_ptr<kafka::GroupConsumer> consumer_;
-  std::unique_ptr<kafka::PartitionReader> reader_;
   std::map<int32_t, std::unique_ptr<kafka::TxnProducer>> serving_;  // loop thread only
   std::set<int32_t> pending_;  // assigned but not yet taken over; loop thread only
   // Per served partition, the offset after the last committed batch: requests below it were
   // answered and are never run again, whatever the consumer fetches. Loop thread only.
   std::map<int32_t, int64_t> floor_;
-  int64_t next_retry_ns_ = 0;
+  // Takeovers under way, one thread each, and when a pending partition whose takeover failed may
+  // be tried again. Loop thread only.
+  std::map<int32_t, std::future<Result<Fenced>>> takeovers_in_flight_;
+  std::map<int32_t, int64_t> retry_at_ns_;
   mutable std::mutex serving_mu_;
   std::vector<int32_t> serving_snapshot_;  // guarded by serving_mu_
   std::atomic<bool> stop_{false};

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs a real single-node Apache Kafka 3.9 broker (KRaft, broker+controller in one JVM) for
-# kleaf's development, tests and CI, without Docker: the broker jars come from Maven Central
-# through compose/pom.xml. See compose/README.md.
+# Runs a real single-node Apache Kafka 3.9 broker (KRaft, broker+controller in one JVM), or a
+# cluster of such nodes, for kleaf's development, tests and CI, without Docker: the broker jars
+# come from Maven Central through compose/pom.xml. See compose/README.md.
 #
 #   kafka.sh fetch
 #   kafka.sh start --port P [--dir D] [--controller-port C] [--timeout S] [--prop k=v]...
@@ -11,8 +11,18 @@
 #   kafka.sh free-port
 #   kafka.sh libs
 #   kafka.sh tool NAME [ARGS...]   Kafka's CLI tools: topics, consumer-groups, get-offsets,
-#                                  console-consumer, configs, transactions, delete-records
+#                                  console-consumer, configs, transactions, delete-records,
+#                                  metadata-quorum
 #                                  (ARGS as for kafka-NAME.sh, e.g. --bootstrap-server H:P --list)
+#
+# A KRaft cluster of N broker+controller nodes (default 3: RF 3, min ISR 2) under one dir D:
+#   kafka.sh cluster-start --dir D [--nodes N] [--timeout S] [--prop k=v]...   prints the bootstrap
+#   kafka.sh cluster-stop --dir D [--timeout S] [--kill] [--clean]
+#   kafka.sh cluster-status --dir D
+#   kafka.sh cluster-bootstrap --dir D
+#   kafka.sh cluster-node --dir D N start|stop|kill|freeze|thaw|pid|port|state [--timeout S]
+#   kafka.sh cluster-leader --dir D TOPIC PARTITION   the node leading it (-1: none)
+#   kafka.sh cluster-controller --dir D               the active KRaft controller's node id
 set -euo pipefail
 
 COMPOSE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,6 +36,7 @@ MARKER="$CACHE_DIR/.complete"
 # The marker records pom.xml's hash: a changed pom (a jar added) fetches again.
 POM_SUM="$(sha256sum "$POM" | cut -d' ' -f1)"
 RUN_ROOT="${KLEAF_KAFKA_RUN:-$COMPOSE_DIR/.run}"
+PROBE="$COMPOSE_DIR/kafka_probe.py"
 DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 JVM_OPTS="${KLEAF_KAFKA_JVM_OPTS:--Xms512m -Xmx1g -XX:+UseG1GC}"
 NODE_ID=1
@@ -126,45 +137,11 @@ PY
 }
 
 # Readiness probe: sends a Kafka Metadata request (v1, no topics) over a plain socket and
-# succeeds when the response lists broker $NODE_ID at 127.0.0.1:$port. Takes milliseconds,
-# needs nothing but python3 (a JVM tool would take seconds per call on this machine).
+# succeeds when the response lists broker $2 (default $NODE_ID) at 127.0.0.1:$1, and with $3 that
+# many brokers in all. Takes milliseconds, needs nothing but python3 (a JVM tool would take seconds
+# per call on this machine).
 metadata_ok() {
-  python3 - "$1" "$NODE_ID" <<'PY'
-import socket, struct, sys
-port, node = int(sys.argv[1]), int(sys.argv[2])
-client = b"kleaf-probe"
-# header v1: api_key=3 (Metadata), api_version=1, correlation_id, client_id; body: topics=[] (none)
-req = struct.pack(">hhih", 3, 1, 7, len(client)) + client + struct.pack(">i", 0)
-try:
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-        s.settimeout(2)
-        s.sendall(struct.pack(">i", len(req)) + req)
-        def read(n):
-            buf = b""
-            while len(buf) < n:
-                chunk = s.recv(n - len(buf))
-                if not chunk:
-                    raise OSError("connection closed")
-                buf += chunk
-            return buf
-        size, = struct.unpack(">i", read(4))
-        data = read(size)
-    corr, nbrokers = struct.unpack_from(">ii", data, 0)
-    off = 8
-    if corr != 7:
-        sys.exit(1)
-    for _ in range(nbrokers):
-        node_id, hlen = struct.unpack_from(">ih", data, off); off += 6
-        host = data[off:off + hlen].decode(); off += hlen
-        bport, rlen = struct.unpack_from(">ih", data, off); off += 6
-        if rlen > 0:
-            off += rlen
-        if node_id == node and host == "127.0.0.1" and bport == port:
-            sys.exit(0)
-except (OSError, struct.error, UnicodeDecodeError):
-    pass
-sys.exit(1)
-PY
+  python3 "$PROBE" ready "$1" "${2:-$NODE_ID}" ${3:+"$3"}
 }
 
 # Pid of the broker running from run dir $1, or nothing (stale pid files are ignored).
@@ -199,9 +176,12 @@ tail_log() {
   fi
 }
 
-# Polls the metadata probe until it succeeds, the broker dies or the deadline passes.
+# Polls the metadata probe until it succeeds, the broker dies or the deadline passes. Arguments:
+# port, timeout in seconds, and optionally the run dir and pid (to notice an exit), the node id
+# (default $NODE_ID) and how many brokers the metadata must list (default: any number).
 wait_ready() {
-  local port="$1" timeout="$2" dir="${3:-}" pid="${4:-}" deadline
+  local port="$1" timeout="$2" dir="${3:-}" pid="${4:-}" node="${5:-$NODE_ID}" brokers="${6:-}"
+  local deadline
   deadline=$(( $(now_ms) + timeout * 1000 ))
   while :; do
     if [[ -n "$pid" ]] && ! alive "$pid"; then
@@ -209,9 +189,9 @@ wait_ready() {
       [[ -n "$dir" ]] && tail_log "$dir"
       return 1
     fi
-    if metadata_ok "$port"; then return 0; fi
+    if metadata_ok "$port" "$node" "$brokers"; then return 0; fi
     if (( $(now_ms) >= deadline )); then
-      log "broker on 127.0.0.1:$port not ready after ${timeout}s"
+      log "broker on 127.0.0.1:$port not ready after ${timeout}s${brokers:+ (metadata did not list $brokers brokers)}"
       [[ -n "$dir" ]] && tail_log "$dir"
       return 1
     fi
@@ -221,13 +201,17 @@ wait_ready() {
 
 # ---------------------------------------------------------------- config files
 
+# Arguments: run dir, port, controller port, node id, controller.quorum.voters, the replication
+# factor of new topics and Kafka's internal topics, min.insync.replicas (also of the transaction
+# state), the partitions of the offsets and transaction-state topics; then the --prop overrides.
 write_config() {
-  local dir="$1" port="$2" cport="$3"; shift 3
+  local dir="$1" port="$2" cport="$3" node="$4" voters="$5" rf="$6" min_isr="$7" internal="$8"
+  shift 8
   cat >"$dir/server.properties" <<EOF
 # Written by compose/kafka.sh; rewritten on every start.
 process.roles=broker,controller
-node.id=$NODE_ID
-controller.quorum.voters=$NODE_ID@127.0.0.1:$cport
+node.id=$node
+controller.quorum.voters=$voters
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
@@ -235,13 +219,13 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$dir/data
 num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
-offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-transaction.state.log.num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$min_isr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=$internal
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$min_isr
+transaction.state.log.num.partitions=$internal
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.cleaner.backoff.ms=1000
@@ -254,6 +238,11 @@ num.network.threads=2
 num.io.threads=4
 background.threads=4
 EOF
+  if ((rf > 1)); then
+    # Kafka's default, written out: a replica that was not in sync never becomes leader (it would
+    # drop records acknowledged with acks=all).
+    echo "unclean.leader.election.enable=false" >>"$dir/server.properties"
+  fi
   if (($# > 0)); then
     echo "# --prop overrides" >>"$dir/server.properties"
     printf '%s\n' "$@" >>"$dir/server.properties"
@@ -273,6 +262,27 @@ log4j.logger.org.apache.kafka.common.utils.AppInfoParser=WARN
 log4j.logger.org.apache.kafka.common.config.AbstractConfig=WARN
 log4j.logger.kafka.server.KafkaConfig=WARN
 EOF
+}
+
+# ---------------------------------------------------------------- launching
+
+# Launches the broker of run dir $1 (formatted, config written) with JVM options $2 and sets
+# LAUNCHED_PID; does not wait for it to answer.
+LAUNCHED_PID=""
+launch_broker() {
+  local dir="$1" jvm_opts="$2"
+  local cp="$LIBS/*" log4j="-Dlog4j.configuration=file:$dir/log4j.properties"
+  rm -f "$dir/kafka.pid"
+  # setsid: the broker outlives the calling shell and gets none of its terminal signals.
+  # All three standard streams are redirected so that $(kafka.sh start ...) returns.
+  # shellcheck disable=SC2086,SC2016
+  setsid bash -c 'echo $$ >"$1/kafka.pid"; shift; exec "$@"' _ "$dir" \
+    java $jvm_opts -Djava.awt.headless=true "$log4j" -cp "$cp" kafka.Kafka "$dir/server.properties" \
+    </dev/null >>"$dir/kafka.log" 2>&1 &
+  local _
+  for _ in $(seq 1 50); do [[ -s "$dir/kafka.pid" ]] && break; sleep 0.1; done
+  LAUNCHED_PID="$(cat "$dir/kafka.pid" 2>/dev/null || true)"
+  [[ -n "$LAUNCHED_PID" ]] || { tail_log "$dir"; die "broker did not start"; }
 }
 
 # ---------------------------------------------------------------- commands
@@ -319,7 +329,8 @@ cmd_start() {
   port_in_use "$cport" && die "controller port 127.0.0.1:$cport is already in use"
 
   mkdir -p "$dir/data"
-  write_config "$dir" "$port" "$cport" "${props[@]+"${props[@]}"}"
+  write_config "$dir" "$port" "$cport" "$NODE_ID" "$NODE_ID@127.0.0.1:$cport" 1 1 1 \
+    "${props[@]+"${props[@]}"}"
   echo "$port" >"$dir/port"
   echo "$cport" >"$dir/controller.port"
 
@@ -344,17 +355,8 @@ cmd_start() {
   fi
 
   echo "===== $(date -u +%FT%TZ) kafka.sh start: port $port, controller $cport, kafka $KAFKA_VERSION =====" >>"$dir/kafka.log"
-  rm -f "$dir/kafka.pid"
-  # setsid: the broker outlives the calling shell and gets none of its terminal signals.
-  # All three standard streams are redirected so that $(kafka.sh start ...) returns.
-  # shellcheck disable=SC2086,SC2016
-  setsid bash -c 'echo $$ >"$1/kafka.pid"; shift; exec "$@"' _ "$dir" \
-    java $JVM_OPTS -Djava.awt.headless=true "$log4j" -cp "$cp" kafka.Kafka "$dir/server.properties" \
-    </dev/null >>"$dir/kafka.log" 2>&1 &
-  local _
-  for _ in $(seq 1 50); do [[ -s "$dir/kafka.pid" ]] && break; sleep 0.1; done
-  pid="$(cat "$dir/kafka.pid" 2>/dev/null || true)"
-  [[ -n "$pid" ]] || { tail_log "$dir"; die "broker did not start"; }
+  launch_broker "$dir" "$JVM_OPTS"
+  pid="$LAUNCHED_PID"
 
   if ! wait_ready "$port" "$timeout" "$dir" "$pid"; then
     kill -KILL "$pid" 2>/dev/null || true
@@ -467,6 +469,321 @@ cmd_wait() {
   wait_ready "$port" "$timeout"
 }
 
+# ---------------------------------------------------------------- cluster
+
+# A KRaft cluster of N combined broker+controller nodes (default 3) under one cluster dir D:
+#   D/nodes             N
+#   D/cluster.id        formatted on every node
+#   D/node-K/           node K's run dir, as a single broker's: server.properties, data/, kafka.log,
+#                       kafka.pid, port, controller.port (ports chosen at the first start, kept)
+# Replication factor min(N, 3), min.insync.replicas 2 from 3 nodes on (1 below), for new topics
+# and Kafka's offsets and transaction-state topics (N partitions each); unclean leader election off.
+# C1 only (TieredStopAtLevel=1): a node restarted under test load is ready about 30 % sooner on two
+# cores (10 s instead of 14 s after kill -9), where C2's compiler threads would compete with the
+# other two nodes and the tests.
+CLUSTER_JVM_OPTS="${KLEAF_KAFKA3_JVM_OPTS:--Xms256m -Xmx512m -XX:+UseG1GC -XX:TieredStopAtLevel=1}"
+
+node_dir() { echo "$1/node-$2"; }
+cluster_size() {
+  local n; n="$(cat "$1/nodes" 2>/dev/null || true)"
+  [[ "$n" =~ ^[0-9]+$ ]] || die "$1 is not a kafka.sh cluster dir (no nodes file; see cluster-start)"
+  echo "$n"
+}
+cluster_port() { cat "$(node_dir "$1" "$2")/port"; }
+cluster_cport() { cat "$(node_dir "$1" "$2")/controller.port"; }
+cluster_bootstrap() {
+  local dir="$1" n out=""
+  for ((n = 1; n <= $(cluster_size "$dir"); n++)); do
+    out+="${out:+,}127.0.0.1:$(cluster_port "$dir" "$n")"
+  done
+  echo "$out"
+}
+
+# running, frozen (SIGSTOP) or stopped.
+node_state() {
+  local pid; pid="$(broker_pid "$(node_dir "$1" "$2")")"
+  if [[ -z "$pid" ]] || ! alive "$pid"; then echo stopped; return; fi
+  [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == T ]] && echo frozen || echo running
+}
+
+# The ports (field $3: port or controller.port) of the nodes that run and are not frozen: a frozen
+# node accepts connections and answers nothing, so a probe would wait out its timeout on it.
+answering_ports() {
+  local dir="$1" file="$2" n out=()
+  for ((n = 1; n <= $(cluster_size "$dir"); n++)); do
+    [[ "$(node_state "$dir" "$n")" == running ]] && out+=("$(cat "$(node_dir "$dir" "$n")/$file")")
+  done
+  echo "${out[*]}"
+}
+
+cluster_dir_arg() {  # the --dir argument, made absolute; it must exist
+  [[ -n "$1" ]] || die "give --dir D (the cluster dir)"
+  [[ -d "$1" ]] || die "no cluster dir $1"
+  (cd "$1" && pwd)
+}
+
+cmd_cluster_start() {
+  local dir="" nodes="" timeout=90 props=()
+  while (($#)); do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      --nodes) nodes="$2"; shift 2 ;;
+      --timeout) timeout="$2"; shift 2 ;;
+      --prop) props+=("$2"); shift 2 ;;
+      *) die "cluster-start: unknown argument $1" ;;
+    esac
+  done
+  [[ -n "$dir" ]] || die "cluster-start needs --dir D (e.g. a fresh mktemp -d)"
+  [[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
+  local t0; t0=$(now_ms)
+  fetch
+  need_tools java python3
+  dir="$(abs_dir "$dir")"
+  local n
+  if [[ -f "$dir/nodes" ]]; then
+    local had; had="$(cluster_size "$dir")"
+    [[ -z "$nodes" || "$nodes" == "$had" ]] || die "$dir holds a cluster of $had nodes, not $nodes"
+    nodes="$had"
+  else
+    nodes="${nodes:-3}"
+    [[ "$nodes" =~ ^[1-9]$ ]] || die "--nodes takes 1 to 9"
+    compgen -G "$dir/node-*" >/dev/null && die "$dir has node dirs but no nodes file: not a cluster dir of kafka.sh"
+    # Ports for good: controller.quorum.voters names them on every node.
+    local used=" " p
+    for ((n = 1; n <= nodes; n++)); do
+      mkdir -p "$(node_dir "$dir" "$n")/data"
+      for f in port controller.port; do
+        p="$(free_port)"
+        while [[ "$used" == *" $p "* ]]; do p="$(free_port)"; done
+        used+="$p "
+        echo "$p" >"$(node_dir "$dir" "$n")/$f"
+      done
+    done
+    echo "$nodes" >"$dir/nodes"
+  fi
+
+  local voters="" rf=$((nodes < 3 ? nodes : 3)) min_isr=$((nodes < 3 ? 1 : 2))
+  for ((n = 1; n <= nodes; n++)); do
+    voters+="${voters:+,}$n@127.0.0.1:$(cluster_cport "$dir" "$n")"
+  done
+  local ndir
+  for ((n = 1; n <= nodes; n++)); do
+    ndir="$(node_dir "$dir" "$n")"
+    write_config "$ndir" "$(cluster_port "$dir" "$n")" "$(cluster_cport "$dir" "$n")" "$n" \
+      "$voters" "$rf" "$min_isr" "$nodes" "${props[@]+"${props[@]}"}"
+  done
+
+  # One cluster id, formatted on every node (in parallel: a JVM each).
+  local cp="$LIBS/*" log4j="-Dlog4j.configuration=file:$(node_dir "$dir" 1)/log4j.properties"
+  local cid; cid="$(cat "$dir/cluster.id" 2>/dev/null || true)"
+  if [[ -z "$cid" ]]; then
+    cid="$(java "$log4j" -cp "$cp" kafka.tools.StorageTool random-uuid 2>>"$dir/format.log" | tail -n1)"
+    [[ -n "$cid" ]] || { cat "$dir/format.log" >&2; die "kafka.tools.StorageTool random-uuid failed"; }
+    echo "$cid" >"$dir/cluster.id"
+  fi
+  local formats=()
+  for ((n = 1; n <= nodes; n++)); do
+    ndir="$(node_dir "$dir" "$n")"
+    [[ -f "$ndir/data/meta.properties" ]] && continue
+    java "$log4j" -cp "$cp" kafka.tools.StorageTool format -t "$cid" -c "$ndir/server.properties" \
+      --ignore-formatted >>"$ndir/kafka.log" 2>&1 &
+    formats+=("$!:$n")
+  done
+  local f
+  for f in "${formats[@]+"${formats[@]}"}"; do
+    wait "${f%%:*}" || { tail_log "$(node_dir "$dir" "${f#*:}")"; die "kafka.tools.StorageTool format of node ${f#*:} failed"; }
+  done
+
+  local pids=()
+  for ((n = 1; n <= nodes; n++)); do
+    ndir="$(node_dir "$dir" "$n")"
+    local pid; pid="$(broker_pid "$ndir")"
+    if [[ -z "$pid" ]]; then
+      port_in_use "$(cluster_port "$dir" "$n")" && die "node $n's port 127.0.0.1:$(cluster_port "$dir" "$n") is in use by another process"
+      port_in_use "$(cluster_cport "$dir" "$n")" && die "node $n's controller port 127.0.0.1:$(cluster_cport "$dir" "$n") is in use by another process"
+      echo "===== $(date -u +%FT%TZ) kafka.sh cluster-start: node $n of $nodes, port $(cluster_port "$dir" "$n"), controller $(cluster_cport "$dir" "$n"), kafka $KAFKA_VERSION =====" >>"$ndir/kafka.log"
+      launch_broker "$ndir" "$CLUSTER_JVM_OPTS"
+      pid="$LAUNCHED_PID"
+    else
+      kill -CONT "$pid" 2>/dev/null || true  # a frozen node would never answer
+    fi
+    pids+=("$pid")
+  done
+  # Ready: every node answers a metadata request that lists all the nodes as brokers.
+  local deadline=$((t0 + timeout * 1000)) left
+  for ((n = 1; n <= nodes; n++)); do
+    left=$(((deadline - $(now_ms) + 999) / 1000))
+    ((left > 0)) || left=1
+    if ! wait_ready "$(cluster_port "$dir" "$n")" "$left" "$(node_dir "$dir" "$n")" "${pids[n - 1]}" "$n" "$nodes"; then
+      for f in "${pids[@]}"; do kill -KILL "$f" 2>/dev/null || true; done
+      die "cluster in $dir failed to start (node $n not ready; every node killed)"
+    fi
+  done
+  log "kafka $KAFKA_VERSION cluster of $nodes ready on $(cluster_bootstrap "$dir") (dir $dir) in $(secs_since "$t0") s"
+  cluster_bootstrap "$dir"
+}
+
+# Stops node $2 of cluster $1: SIGCONT (a frozen node cannot exit), then SIGTERM or with $3=1
+# SIGKILL, SIGKILL after $4 seconds.
+stop_node() {
+  local dir="$1" n="$2" hard="$3" timeout="$4" pid t0
+  pid="$(broker_pid "$(node_dir "$dir" "$n")")"
+  [[ -n "$pid" ]] || { log "node $n is not running"; return 0; }
+  t0=$(now_ms)
+  if ((hard)); then
+    kill -KILL "$pid" 2>/dev/null || true
+  else
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+  fi
+  local deadline=$((t0 + timeout * 1000))
+  while alive "$pid" && (($(now_ms) < deadline)); do sleep 0.1; done
+  if alive "$pid"; then
+    log "node $n (pid $pid) still running after ${timeout}s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    while alive "$pid"; do sleep 0.1; done
+  fi
+  rm -f "$(node_dir "$dir" "$n")/kafka.pid"
+  log "stopped node $n (pid $pid, $( ((hard)) && echo SIGKILL || echo SIGTERM )) in $(secs_since "$t0") s"
+}
+
+cmd_cluster_stop() {
+  local dir="" timeout=30 clean=0 hard=0
+  while (($#)); do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      --timeout) timeout="$2"; shift 2 ;;
+      --clean) clean=1; shift ;;
+      --kill) hard=1; shift ;;
+      *) die "cluster-stop: unknown argument $1" ;;
+    esac
+  done
+  dir="$(cluster_dir_arg "$dir")"
+  local nodes n pids=()
+  nodes="$(cluster_size "$dir")"
+  # All at once: a node stopped last would wait for a controller quorum that is gone.
+  for ((n = 1; n <= nodes; n++)); do
+    stop_node "$dir" "$n" "$hard" "$timeout" &
+    pids+=("$!")
+  done
+  for n in "${pids[@]}"; do wait "$n" || true; done
+  if ((clean)); then
+    [[ "$dir" != / && -f "$dir/nodes" ]] || die "refusing to delete $dir: not a kafka.sh cluster dir"
+    rm -rf "$dir"
+    log "removed $dir"
+  fi
+}
+
+cmd_cluster_status() {
+  local dir=""
+  while (($#)); do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      *) die "cluster-status: unknown argument $1" ;;
+    esac
+  done
+  dir="$(cluster_dir_arg "$dir")"
+  need_tools python3
+  local nodes n state rc=0 ndir
+  nodes="$(cluster_size "$dir")"
+  for ((n = 1; n <= nodes; n++)); do
+    ndir="$(node_dir "$dir" "$n")"
+    state="$(node_state "$dir" "$n")"
+    if [[ "$state" == running ]] && ! metadata_ok "$(cluster_port "$dir" "$n")" "$n"; then
+      state="starting"
+    fi
+    [[ "$state" == running ]] || rc=3
+    echo "node $n $state port=$(cluster_port "$dir" "$n") controller=$(cluster_cport "$dir" "$n") pid=$(broker_pid "$ndir") dir=$ndir"
+  done
+  local ports; ports="$(answering_ports "$dir" controller.port)"
+  # shellcheck disable=SC2086
+  echo "active controller: $( [[ -n "$ports" ]] && python3 "$PROBE" controller $ports || echo none)"
+  return "$rc"
+}
+
+# cluster-node --dir D N ACTION [--timeout S]
+cmd_cluster_node() {
+  local dir="" timeout=60 args=()
+  while (($#)); do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      --timeout) timeout="$2"; shift 2 ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  ((${#args[@]} == 2)) || die "cluster-node --dir D N start|stop|kill|freeze|thaw|pid|port|state"
+  dir="$(cluster_dir_arg "$dir")"
+  local n="${args[0]}" action="${args[1]}" nodes ndir pid
+  nodes="$(cluster_size "$dir")"
+  [[ "$n" =~ ^[0-9]+$ ]] && ((n >= 1 && n <= nodes)) || die "no node $n in a cluster of $nodes"
+  ndir="$(node_dir "$dir" "$n")"
+  pid="$(broker_pid "$ndir")"
+  case "$action" in
+    start)
+      local t0; t0=$(now_ms)
+      fetch
+      need_tools java python3
+      if [[ -z "$pid" ]]; then
+        port_in_use "$(cluster_port "$dir" "$n")" && die "node $n's port is in use by another process"
+        echo "===== $(date -u +%FT%TZ) kafka.sh cluster-node $n start =====" >>"$ndir/kafka.log"
+        launch_broker "$ndir" "$CLUSTER_JVM_OPTS"
+        pid="$LAUNCHED_PID"
+      else
+        kill -CONT "$pid" 2>/dev/null || true
+      fi
+      # Ready: it answers a metadata request that lists it (it registered and is unfenced); the
+      # other nodes may be down.
+      wait_ready "$(cluster_port "$dir" "$n")" "$timeout" "$ndir" "$pid" "$n" || die "node $n did not start"
+      log "node $n ready on 127.0.0.1:$(cluster_port "$dir" "$n") (pid $pid) in $(secs_since "$t0") s"
+      echo "$pid" ;;
+    stop) stop_node "$dir" "$n" 0 "$timeout" ;;
+    kill) stop_node "$dir" "$n" 1 "$timeout" ;;
+    freeze) [[ -n "$pid" ]] || die "node $n is not running"; kill -STOP "$pid"; log "node $n (pid $pid) frozen" ;;
+    thaw) [[ -n "$pid" ]] || die "node $n is not running"; kill -CONT "$pid"; log "node $n (pid $pid) thawed" ;;
+    pid) [[ -n "$pid" ]] || die "node $n is not running"; echo "$pid" ;;
+    port) cluster_port "$dir" "$n" ;;
+    state) node_state "$dir" "$n" ;;
+    *) die "cluster-node: unknown action $action (start, stop, kill, freeze, thaw, pid, port, state)" ;;
+  esac
+}
+
+# cluster-leader --dir D TOPIC PARTITION: the node leading it, as the first answering node sees it
+# (-1: no leader).
+cmd_cluster_leader() {
+  local dir="" args=()
+  while (($#)); do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  ((${#args[@]} == 2)) || die "cluster-leader --dir D TOPIC PARTITION"
+  dir="$(cluster_dir_arg "$dir")"
+  need_tools python3
+  local ports; ports="$(answering_ports "$dir" port)"
+  [[ -n "$ports" ]] || die "no node of $dir is running"
+  # shellcheck disable=SC2086
+  python3 "$PROBE" leader "${args[0]}" "${args[1]}" $ports || die "no running node knows ${args[0]}/${args[1]}"
+}
+
+# cluster-controller --dir D: the active KRaft controller (the quorum leader, from DescribeQuorum on
+# the controller listeners). Not Metadata's controller_id: in KRaft that is a random broker.
+cmd_cluster_controller() {
+  local dir=""
+  while (($#)); do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      *) die "cluster-controller: unknown argument $1" ;;
+    esac
+  done
+  dir="$(cluster_dir_arg "$dir")"
+  need_tools python3
+  local ports; ports="$(answering_ports "$dir" controller.port)"
+  [[ -n "$ports" ]] || die "no node of $dir is running"
+  # shellcheck disable=SC2086
+  python3 "$PROBE" controller $ports || die "no controller of $dir named a quorum leader"
+}
+
 # ---------------------------------------------------------------- tool
 
 # Kafka's CLI tools, as kafka-NAME.sh of a Kafka distribution runs them: the main class on the
@@ -481,7 +798,8 @@ cmd_tool() {
     configs) main=kafka.admin.ConfigCommand ;;
     transactions) main=org.apache.kafka.tools.TransactionsCommand ;;
     delete-records) main=org.apache.kafka.tools.DeleteRecordsCommand ;;
-    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records)" ;;
+    metadata-quorum) main=org.apache.kafka.tools.MetadataQuorumCommand ;;
+    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records, metadata-quorum)" ;;
   esac
   shift
   fetch
@@ -503,6 +821,13 @@ case "${1:-}" in
   stop) shift; cmd_stop "$@" ;;
   status) shift; cmd_status "$@" ;;
   wait) shift; cmd_wait "$@" ;;
+  cluster-start) shift; cmd_cluster_start "$@" ;;
+  cluster-stop) shift; cmd_cluster_stop "$@" ;;
+  cluster-status) shift; cmd_cluster_status "$@" ;;
+  cluster-node) shift; cmd_cluster_node "$@" ;;
+  cluster-leader) shift; cmd_cluster_leader "$@" ;;
+  cluster-controller) shift; cmd_cluster_controller "$@" ;;
+  cluster-bootstrap) shift; [[ "${1:-}" == --dir ]] || die "cluster-bootstrap --dir D"; cluster_bootstrap "$(cluster_dir_arg "${2:-}")" ;;
   free-port) shift; free_port ;;
   version) echo "$KAFKA_VERSION" ;;
   -h|--help|help|"") usage ;;

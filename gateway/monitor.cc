@@ -166,11 +166,14 @@ std::vector<ReadyCheck> Monitor::Readiness() {
   std::vector<ReadyCheck> checks;
   if (options_.lease) {
     auto s = options_.lease();
-    ReadyCheck c{"worker_lease", s.valid_for_ms > 0 && s.last_error.empty(), ""};
+    // A failed renewal while the lease still holds (a leader moving, a broker restarting) does
+    // not stop snowflake IDs: the node stays ready until the lease itself runs out.
+    ReadyCheck c{"worker_lease", s.valid_for_ms > 0, ""};
     if (s.valid_for_ms <= 0) {
       c.detail = "worker id " + std::to_string(s.worker_id) + " not leased (snowflake IDs refused)";
     } else if (!s.last_error.empty()) {
-      c.detail = "renewing worker id " + std::to_string(s.worker_id) + " failed: " + s.last_error;
+      c.detail = "worker id " + std::to_string(s.worker_id) + ", valid for " +
+                 std::to_string(s.valid_for_ms) + " ms; the last renewal failed: " + s.last_error;
     } else {
       c.detail = "worker id " + std::to_string(s.worker_id) + ", valid for " +
                  std::to_string(s.valid_for_ms) + " ms";

@@ -7,5 +7,6 @@
 #include "kafka/message.h"
 #include "kafka/partition_reader.h"
 #include "kafka/producer.h"
+#include "kafka/recovery.h"
 #include "kafka/topics.h"
 #include "kafka/txn_producer.h"

@@ -17,6 +17,7 @@
 
 #include "kafka/group_consumer.h"
 #include "kafka/message.h"
+#include "kafka/recovery.h"
 #include "kafka/txn_producer.h"
 
 namespace kleaf::kafka {

@@ -13,6 +13,7 @@ using std::chrono::milliseconds;
 
 struct PartitionReader::Impl {
   KafkaHandle rk;
+  std::string name;
 };
 
 PartitionReader::PartitionReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -21,7 +22,8 @@ PartitionReader::~PartitionReader() {
   if (impl_->rk) rd_kafka_consumer_close(impl_->rk.get());
 }
 
-Result<std::unique_ptr<PartitionReader>> PartitionReader::Create(const Properties& props) {
+Result<std::unique_ptr<PartitionReader>> PartitionReader::Create(const Properties& props,
+                                                                 std::string name) {
   Properties p = props;
   p.emplace("enable.auto.commit", "false");
   p.emplace("enable.auto.offset.store", "false");
@@ -35,6 +37,7 @@ Result<std::unique_ptr<PartitionReader>> PartitionReader::Create(const Propertie
   if (!rk) return std::unexpected(rk.error());
   auto impl = std::make_unique<Impl>();
   impl->rk = std::move(*rk);
+  impl->name = std::move(name);
   rd_kafka_poll_set_consumer(impl->rk.get());
   return std::unique_ptr<PartitionReader>(new PartitionReader(std::move(impl)));
 }
@@ -61,6 +64,7 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
                                                                 milliseconds timeout) {
   int64_t low = 0, high = 0;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool refreshed = false;
   for (;;) {
     auto left =
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -70,18 +74,30 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
     auto err = rd_kafka_query_watermark_offsets(
         impl_->rk.get(), topic.c_str(), partition, &low, &high,
         static_cast<int>(std::clamp<int64_t>(left.count(), 1, 2000)));
-    if (!err) return std::make_pair(low, high);
+    if (!err) {
+      if (refreshed) CountRecovery(impl_->name, "metadata_refresh");
+      return std::make_pair(low, high);
+    }
     // Right after a topic is created or while leadership moves, brokers answer "not leader" or
     // "unknown partition" for a moment: ask again until the deadline.
-    const bool transient =
-        err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
-        err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
-        err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-        err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-        err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE;
+    const bool no_leader = err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+                           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                           err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                           err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+    const bool transient = no_leader || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+                           err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+                           err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE;
     if (!transient || std::chrono::steady_clock::now() + milliseconds(200) > deadline) {
       return std::unexpected(
           KafkaError(err, "watermarks of " + topic + "/" + std::to_string(partition)));
+    }
+    if (no_leader) {
+      // The cached "no leader" stays until a metadata answer replaces it (librdkafka's periodic
+      // refresh may be minutes away): ask for one now. Its failure is the next try's to report.
+      left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      (void)PrepareTopic(impl_->rk.get(), topic,
+                         std::clamp(left, milliseconds(1), milliseconds(2000)));
+      refreshed = true;
     }
     std::this_thread::sleep_for(milliseconds(200));
   }

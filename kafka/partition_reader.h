@@ -18,7 +18,9 @@ namespace kleaf::kafka {
 // Reads partitions by assign() (no group): for restoring state and for reply partitions.
 class PartitionReader {
  public:
-  static Result<std::unique_ptr<PartitionReader>> Create(const Properties& props);
+  // `name` labels the handle's recoveries (kleaf_kafka_handle_recoveries_total{handle}).
+  static Result<std::unique_ptr<PartitionReader>> Create(const Properties& props,
+                                                         std::string name = "partition_reader");
   ~PartitionReader();
 
   // Starts reading `partitions` at their offsets (replaces any previous assignment).
@@ -26,6 +28,9 @@ class PartitionReader {
   // The next message, or nullopt after `timeout`.
   std::optional<Message> Poll(std::chrono::milliseconds timeout);
   // Low and high watermarks; with isolation.level=read_committed, high is the last stable offset.
+  // librdkafka answers these from its metadata cache, and takes a cached partition without a
+  // leader (as every partition is for a moment after a broker froze or restarted) for a permanent
+  // error that nothing refreshes: every retry here first asks the brokers for the topic's metadata.
   Result<std::pair<int64_t, int64_t>> Watermarks(const std::string& topic, int32_t partition,
                                                  std::chrono::milliseconds timeout);
   // Reads `topic`/`partition` from `from` up to its end (high watermark / last stable offset at

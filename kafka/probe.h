@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -24,7 +25,7 @@ class BrokerProbe {
     std::chrono::milliseconds fresh{5000};    // Check() is ok after a success this recent
   };
   struct Status {
-    bool ok = false;           // the last probe succeeded
+    bool ok = false;           // a probe succeeded within `fresh`
     int64_t since_ok_ms = -1;  // age of the last success (-1: none yet)
     std::string last_error;    // of the last probe, empty when it succeeded
   };
@@ -35,11 +36,18 @@ class BrokerProbe {
   void Start();
   void Stop();
   Status status() const;
-  // "kafka": ok when a probe succeeded within `fresh`.
+  // "kafka": ok when a probe succeeded within `fresh`. One failed probe does not make it fail:
+  // with a broker of three down or frozen, a metadata request sent to it fails while the others
+  // serve, and a load balancer must not take a node that can serve out of service for it.
   ReadyCheck Check() const;
+
+  struct Handle;  // probe.cc: the long-lived librdkafka handle the probes go through
 
  private:
   void ProbeOnce();
+  // One metadata request for the topic through the probe's handle (made at the first probe, and
+  // made again after kRebuildAfter failures in a row: kleaf_kafka_handle_recoveries_total).
+  Result<void> AskMetadata();
 
   const Properties props_;
   const Options options_;
@@ -48,6 +56,8 @@ class BrokerProbe {
   bool ok_ = false;                            // guarded by mu_
   int64_t last_ok_ns_ = -1;                    // guarded by mu_
   std::string last_error_ = "not probed yet";  // guarded by mu_
+  std::unique_ptr<Handle> handle_;             // the probing thread's only
+  int failures_in_a_row_ = 0;                  // the probing thread's only
   PeriodicTask probing_;
 };
 

@@ -3,7 +3,8 @@
 # clang-tidy (scripts/check-style.sh), builds kleaf with warnings as errors, builds the clang
 # sanitizer build and runs the unit tests under ASan+UBSan and the HTTP fuzzer for a minute in it
 # (tests/fuzz), starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e
-# against the real binary, integration against the broker), and stops the broker again.
+# against the real binary, integration against the broker), and stops the broker again; then starts
+# a cluster of three brokers (compose/kafka.sh cluster-start) for the tests labelled cluster3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
@@ -27,7 +28,13 @@ UBSAN_OPTIONS=print_stacktrace=1 \
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)
-stop_kafka() { compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null 2>&1 || true; }
+kafka3_dir=""
+stop_kafka() {
+  compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null 2>&1 || true
+  if [[ -n "$kafka3_dir" ]]; then
+    compose/kafka.sh cluster-stop --dir "$kafka3_dir" --kill --clean >/dev/null 2>&1 || true
+  fi
+}
 trap stop_kafka EXIT
 compose/kafka.sh start --port "$kafka_port" --dir "$kafka_dir" >/dev/null
 export KLEAF_TEST_KAFKA_BOOTSTRAP="127.0.0.1:$kafka_port"
@@ -35,4 +42,17 @@ export KLEAF_TEST_KAFKA_PORT="$kafka_port"
 export KLEAF_TEST_KAFKA_DIR="$kafka_dir"
 export KLEAF_TEST_KAFKA_SCRIPT="$PWD/compose/kafka.sh"
 
-ctest --test-dir "$build" --output-on-failure --timeout 600 -j2
+# Everything but the three-broker tests, on the one broker. A failure here still runs them below.
+status=0
+ctest --test-dir "$build" --output-on-failure --timeout 600 -j2 -LE cluster3 || status=$?
+compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null
+
+# The tests labelled cluster3 on a KRaft cluster of three brokers (RF 3, min ISR 2), each broker
+# killed, paused and restarted by the tests (tests/integration/cluster3).
+kafka3_dir=$(mktemp -d /tmp/kleaf-test-kafka3.XXXXXX)
+KLEAF_TEST_KAFKA3_BOOTSTRAP=$(compose/kafka.sh cluster-start --dir "$kafka3_dir")
+export KLEAF_TEST_KAFKA3_BOOTSTRAP
+export KLEAF_TEST_KAFKA3_DIR="$kafka3_dir"
+export KLEAF_TEST_KAFKA3_SCRIPT="$PWD/compose/kafka.sh"
+ctest --test-dir "$build" --output-on-failure --timeout 600 -L cluster3 || status=$?
+exit "$status"

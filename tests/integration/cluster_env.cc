@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -39,8 +40,11 @@ std::string Env(const char* name) {
 // --- The broker ----------------------------------------------------------------------------------
 
 std::optional<KafkaBroker> KafkaBroker::FromEnvironment() {
-  KafkaBroker b{Env("KLEAF_TEST_KAFKA_BOOTSTRAP"), Env("KLEAF_TEST_KAFKA_PORT"),
-                Env("KLEAF_TEST_KAFKA_DIR"), Env("KLEAF_TEST_KAFKA_SCRIPT")};
+  KafkaBroker b;
+  b.bootstrap = Env("KLEAF_TEST_KAFKA_BOOTSTRAP");
+  b.port = Env("KLEAF_TEST_KAFKA_PORT");
+  b.dir = Env("KLEAF_TEST_KAFKA_DIR");
+  b.script = Env("KLEAF_TEST_KAFKA_SCRIPT");
   if (b.bootstrap.empty()) return std::nullopt;
   return b;
 }
@@ -104,7 +108,144 @@ void BrokerFreeze::Thaw() {
     ready = kafka::EnsureTopics({{"bootstrap.servers", broker_.bootstrap}}, {{probe, 1, 1, {}}},
                                 std::chrono::seconds(10));
   }
-  if (!ready) ADD_FAILURE() << "the broker did not recover after a freeze: " << ready.error().message;
+  if (!ready)
+    ADD_FAILURE() << "the broker did not recover after a freeze: " << ready.error().message;
+}
+
+// --- The three-broker cluster --------------------------------------------------------------------
+
+std::optional<KafkaCluster3> KafkaCluster3::FromEnvironment() {
+  KafkaCluster3 k{Env("KLEAF_TEST_KAFKA3_BOOTSTRAP"), Env("KLEAF_TEST_KAFKA3_DIR"),
+                  Env("KLEAF_TEST_KAFKA3_SCRIPT")};
+  if (k.bootstrap.empty()) return std::nullopt;
+  return k;
+}
+
+KafkaBroker KafkaCluster3::AsBroker() const {
+  KafkaBroker b;
+  b.bootstrap = bootstrap;
+  b.script = script;
+  b.replication_factor = kNodes;
+  return b;
+}
+
+std::expected<std::string, std::string> KafkaCluster3::Call(const std::vector<std::string>& args,
+                                                            std::chrono::seconds timeout) const {
+  if (script.empty() || dir.empty()) {
+    return std::unexpected("KLEAF_TEST_KAFKA3_SCRIPT and KLEAF_TEST_KAFKA3_DIR are needed for " +
+                           args.front());
+  }
+  std::vector<std::string> argv = {script, args.front(), "--dir", dir};
+  argv.insert(argv.end(), args.begin() + 1, args.end());
+  auto r = RunScript(argv, timeout);
+  if (r.exit_code != 0) {
+    std::string command = "kafka.sh";
+    for (const auto& a : args) command += " " + a;
+    return std::unexpected(command + ": exit " + std::to_string(r.exit_code) + ":\n" + r.output);
+  }
+  return r.output;
+}
+
+namespace {
+
+// The last line of kafka.sh's output that is not one of its own "kafka.sh: ..." messages (they go
+// to stderr, which RunScript mixes in): what it printed on stdout.
+std::string Answer(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.rfind("kafka.sh:", 0) != 0) last = line;
+  }
+  return last;
+}
+
+std::expected<int, std::string> NodeIdIn(const std::expected<std::string, std::string>& output) {
+  if (!output) return std::unexpected(output.error());
+  const std::string answer = Answer(*output);
+  int id = 0;
+  auto [ptr, ec] = std::from_chars(answer.data(), answer.data() + answer.size(), id);
+  if (answer.empty() || ec != std::errc() || ptr != answer.data() + answer.size()) {
+    return std::unexpected("not a node id: " + *output);
+  }
+  return id;
+}
+
+std::expected<void, std::string> Done(const std::expected<std::string, std::string>& output) {
+  if (!output) return std::unexpected(output.error());
+  return {};
+}
+
+}  // namespace
+
+std::expected<void, std::string> KafkaCluster3::Kill(int node) const {
+  return Done(Call({"cluster-node", std::to_string(node), "kill"}, std::chrono::seconds(30)));
+}
+
+std::expected<void, std::string> KafkaCluster3::Stop(int node) const {
+  return Done(Call({"cluster-node", std::to_string(node), "stop", "--timeout", "30"},
+                   std::chrono::seconds(60)));
+}
+
+std::expected<void, std::string> KafkaCluster3::Start(int node) const {
+  return Done(Call({"cluster-node", std::to_string(node), "start", "--timeout", "90"},
+                   std::chrono::seconds(120)));
+}
+
+std::expected<void, std::string> KafkaCluster3::StartAll() const {
+  return Done(Call({"cluster-start", "--timeout", "120"}, std::chrono::seconds(150)));
+}
+
+std::expected<void, std::string> KafkaCluster3::Freeze(int node) const {
+  return Done(Call({"cluster-node", std::to_string(node), "freeze"}, std::chrono::seconds(30)));
+}
+
+std::expected<void, std::string> KafkaCluster3::Thaw(int node) const {
+  return Done(Call({"cluster-node", std::to_string(node), "thaw"}, std::chrono::seconds(30)));
+}
+
+std::expected<int, std::string> KafkaCluster3::LeaderOf(const std::string& topic,
+                                                        int32_t partition) const {
+  return NodeIdIn(
+      Call({"cluster-leader", topic, std::to_string(partition)}, std::chrono::seconds(30)));
+}
+
+std::expected<int, std::string> KafkaCluster3::ActiveController() const {
+  return NodeIdIn(Call({"cluster-controller"}, std::chrono::seconds(30)));
+}
+
+std::string KafkaCluster3::Status() const {
+  auto r = RunScript({script, "cluster-status", "--dir", dir}, std::chrono::seconds(30));
+  return r.output;
+}
+
+std::string KafkaCluster3::NodeLog(int node, int lines) const {
+  std::ifstream in(dir + "/node-" + std::to_string(node) + "/kafka.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  return LastLines(text.str(), lines);
+}
+
+ClusterRestartGuard::~ClusterRestartGuard() {
+  if (auto r = kafka_.StartAll(); !r) {
+    ADD_FAILURE() << "could not bring the Kafka cluster back for the next tests: " << r.error();
+  }
+}
+
+std::expected<void, std::string> NodeFreeze::Freeze() {
+  auto r = kafka_.Freeze(node_);
+  frozen_ = r.has_value();
+  return r;
+}
+
+void NodeFreeze::Thaw() {
+  if (!frozen_) return;
+  frozen_ = false;
+  if (auto r = kafka_.Thaw(node_); !r) ADD_FAILURE() << "could not thaw Kafka node " << node_;
+  // The frozen node missed its heartbeats: it is fenced until it registers again. The rest of the
+  // test and the next tests need all three.
+  if (auto r = kafka_.StartAll(); !r) {
+    ADD_FAILURE() << "Kafka node " << node_ << " did not rejoin after a freeze: " << r.error();
+  }
 }
 
 ScriptResult RunScript(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
@@ -569,6 +710,9 @@ e2e::TestConfig Cluster::Config(const std::string& node_id,
       .Set("kafka.partitions", std::to_string(kPartitions))
       .Set("kafka.reply_partitions", std::to_string(kReplyPartitions))
       .Set("kafka.session_timeout_ms", "6000");
+  if (broker_.replication_factor > 0) {
+    c.Set("kafka.replication_factor", std::to_string(broker_.replication_factor));
+  }
   for (const auto& [key, value] : overrides_) c.Set(key, value);
   return c;
 }
@@ -715,6 +859,13 @@ void KafkaTest::SetUp() {
   auto broker = KafkaBroker::FromEnvironment();
   if (!broker) GTEST_SKIP() << kNoBrokerMessage;
   broker_ = *broker;
+}
+
+void Kafka3Test::SetUp() {
+  auto kafka = KafkaCluster3::FromEnvironment();
+  if (!kafka) GTEST_SKIP() << kNoCluster3Message;
+  kafka_ = *kafka;
+  broker_ = kafka_.AsBroker();
 }
 
 }  // namespace kleaf::integration

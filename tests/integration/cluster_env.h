@@ -43,6 +43,8 @@ struct KafkaBroker {
   std::string port;       // KLEAF_TEST_KAFKA_PORT
   std::string dir;        // KLEAF_TEST_KAFKA_DIR: the run directory of compose/kafka.sh
   std::string script;     // KLEAF_TEST_KAFKA_SCRIPT: compose/kafka.sh
+  // kafka.replication_factor of the kleaf nodes' configs (Cluster::Config); 0: kleaf's default.
+  int replication_factor = 0;
 
   // nullopt when KLEAF_TEST_KAFKA_BOOTSTRAP is unset.
   static std::optional<KafkaBroker> FromEnvironment();
@@ -82,6 +84,88 @@ class BrokerFreeze {
  private:
   const KafkaBroker& broker_;
   int pid_ = 0;
+  bool frozen_ = false;
+};
+
+// --- The three-broker cluster --------------------------------------------------------------------
+
+inline constexpr char kNoCluster3Message[] =
+    "KLEAF_TEST_KAFKA3_BOOTSTRAP is not set: the cluster3 tests need a three-broker Kafka cluster; "
+    "run them through scripts/test.sh (it starts one with compose/kafka.sh cluster-start and "
+    "exports KLEAF_TEST_KAFKA3_BOOTSTRAP, _DIR and _SCRIPT)";
+
+// The KRaft cluster of three broker+controller nodes (1, 2, 3) that scripts/test.sh started with
+// `kafka.sh cluster-start` (replication factor 3, min.insync.replicas 2), as its environment
+// variables describe it. Every call runs kafka.sh and returns when it is done.
+struct KafkaCluster3 {
+  static constexpr int kNodes = 3;
+  std::string bootstrap;  // KLEAF_TEST_KAFKA3_BOOTSTRAP: the three host:port, comma-separated
+  std::string dir;        // KLEAF_TEST_KAFKA3_DIR: the cluster dir of kafka.sh
+  std::string script;     // KLEAF_TEST_KAFKA3_SCRIPT: compose/kafka.sh
+
+  // nullopt when KLEAF_TEST_KAFKA3_BOOTSTRAP is unset.
+  static std::optional<KafkaCluster3> FromEnvironment();
+
+  // What Cluster needs: every node's address, and replication factor 3 for kleaf's topics. It has
+  // no dir, so the single broker's Stop, Start and BrokerFreeze refuse it.
+  KafkaBroker AsBroker() const;
+
+  // SIGKILL of node `node` (1..3), waiting until it is gone.
+  std::expected<void, std::string> Kill(int node) const;
+  // SIGTERM (a clean, controlled shutdown), waiting until it is gone.
+  std::expected<void, std::string> Stop(int node) const;
+  // Starts node `node` if it is down; returns once it answers a metadata request listing itself.
+  std::expected<void, std::string> Start(int node) const;
+  // Starts every node that is down (and thaws a frozen one); returns once each answers a metadata
+  // request that lists all three. Needed after two nodes went down: neither can start alone.
+  std::expected<void, std::string> StartAll() const;
+  // SIGSTOP / SIGCONT.
+  std::expected<void, std::string> Freeze(int node) const;
+  std::expected<void, std::string> Thaw(int node) const;
+  // The node leading `topic`/`partition` as the first answering node sees it (-1: none).
+  std::expected<int, std::string> LeaderOf(const std::string& topic, int32_t partition) const;
+  // The active KRaft controller (the metadata quorum's leader). Not Metadata's controller_id,
+  // which in KRaft names a random broker.
+  std::expected<int, std::string> ActiveController() const;
+  // `kafka.sh cluster-status`: one line per node and the active controller, for messages.
+  std::string Status() const;
+  // kafka.log of node `node`: its last `lines` lines.
+  std::string NodeLog(int node, int lines = 40) const;
+
+ private:
+  std::expected<std::string, std::string> Call(const std::vector<std::string>& args,
+                                               std::chrono::seconds timeout) const;
+};
+
+// Starts every stopped node of the cluster when it goes out of scope, whatever happened in
+// between (kafka.sh cluster-start): later tests need all three.
+class ClusterRestartGuard {
+ public:
+  explicit ClusterRestartGuard(const KafkaCluster3& kafka) : kafka_(kafka) {}
+  ~ClusterRestartGuard();
+  ClusterRestartGuard(const ClusterRestartGuard&) = delete;
+  ClusterRestartGuard& operator=(const ClusterRestartGuard&) = delete;
+
+ private:
+  const KafkaCluster3& kafka_;
+};
+
+// Freezes node `node` with SIGSTOP (a long GC pause, a stalled disk): its connections stay open and
+// nothing is answered. Thaws it (SIGCONT) at Thaw() or when it goes out of scope, whatever happened
+// in between, and waits until all three nodes are listed as brokers again (it was fenced
+// meanwhile).
+class NodeFreeze {
+ public:
+  NodeFreeze(const KafkaCluster3& kafka, int node) : kafka_(kafka), node_(node) {}
+  ~NodeFreeze() { Thaw(); }
+  NodeFreeze(const NodeFreeze&) = delete;
+  NodeFreeze& operator=(const NodeFreeze&) = delete;
+  std::expected<void, std::string> Freeze();
+  void Thaw();  // once; then a no-op
+
+ private:
+  const KafkaCluster3& kafka_;
+  const int node_;
   bool frozen_ = false;
 };
 
@@ -178,7 +262,7 @@ struct Node {
   std::filesystem::path state;
   std::map<std::string, std::string> overrides;  // its own config keys (Cluster::Reconfigure)
   std::unique_ptr<e2e::KleafProcess> process;    // the current run
-  uint16_t port = 0;  // HTTP port of the current run (allocators: ops routes)
+  uint16_t port = 0;         // HTTP port of the current run (allocators: ops routes)
   std::string earlier_logs;  // stderr of the runs before the current one
 
   std::string Log() const { return process ? process->Stderr() : std::string(); }
@@ -262,7 +346,8 @@ class Cluster {
   const std::filesystem::path& dir() const { return dir_.path(); }
 
   // A config of this cluster for node `node_id` with state at `state`: bootstrap, prefix,
-  // partition counts, session timeout 6 s, info logs, and the cluster's overrides.
+  // partition counts, the broker's replication factor (if it sets one), session timeout 6 s, info
+  // logs, and the cluster's overrides.
   e2e::TestConfig Config(const std::string& node_id, const std::filesystem::path& state) const;
   // Writes `config` as dir()/file and returns its path.
   std::filesystem::path WriteConfig(const std::string& file, const e2e::TestConfig& config) const;
@@ -321,6 +406,15 @@ class Cluster {
 class KafkaTest : public ::testing::Test {
  protected:
   void SetUp() override;
+  KafkaBroker broker_;
+};
+
+// Fixture base of the cluster3 tests: skips every test when no three-broker cluster is configured;
+// `broker_` is the cluster as Cluster takes it (KafkaCluster3::AsBroker).
+class Kafka3Test : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  KafkaCluster3 kafka_;
   KafkaBroker broker_;
 };
 

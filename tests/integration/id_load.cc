@@ -87,6 +87,7 @@ void Load::Client(int index) {
   std::vector<std::vector<ServedReply>> replies(tags);
   const int batch_min = std::max(2, options_.batch_max / 2);
   const int batch_max = std::max(batch_min, options_.batch_max);
+  const std::string kind = options_.kind == LoadOptions::Kind::kSnowflake ? "snowflake" : "segment";
 
   for (int64_t i = 0; i < options_.max_requests && !stop_.load(); ++i) {
     if (i > 0 && options_.pause.count() > 0) {
@@ -101,8 +102,9 @@ void Load::Client(int index) {
         plain ? 1
               : batch_min +
                     static_cast<int>(rng() % static_cast<unsigned>(batch_max - batch_min + 1));
-    const std::string target = plain ? "/api/segment/get/" + tag
-                                     : "/api/v1/segment/" + tag + "?count=" + std::to_string(count);
+    const std::string target =
+        plain ? "/api/" + kind + "/get/" + tag
+              : "/api/v1/" + kind + "/" + tag + "?count=" + std::to_string(count);
     const int64_t sent = NowNs();
     auto reply = client.Get(target);
     const int64_t done = NowNs();

@@ -1,6 +1,6 @@
-// Integration test support: paced client threads that fetch segment IDs from one gateway, check
-// each reply as it arrives, and keep every reply with its send and receive times, so that tests
-// can check uniqueness across gateways and real-time order per gateway afterwards.
+// Integration test support: paced client threads that fetch segment (or snowflake) IDs from one
+// gateway, check each reply as it arrives, and keep every reply with its send and receive times, so
+// that tests can check uniqueness across gateways and real-time order per gateway afterwards.
 #pragma once
 
 #include <atomic>
@@ -20,7 +20,12 @@ struct LoadOptions {
   std::string name;               // for messages, e.g. the gateway's name
   uint16_t port = 0;              // the gateway's HTTP port on 127.0.0.1
   std::vector<std::string> tags;  // each client cycles through them
-  int threads = 1;                // clients, one keep-alive connection each
+  enum class Kind {
+    kSegment,    // /api/segment/get/T and /api/v1/segment/T?count=N
+    kSnowflake,  // /api/snowflake/get/T and /api/v1/snowflake/T?count=N
+  };
+  Kind kind = Kind::kSegment;
+  int threads = 1;  // clients, one keep-alive connection each
   enum class Mix {
     kAlternate,  // single-ID (Leaf-compatible) and batch requests in turn
     kBatches,    // batch requests only

@@ -215,10 +215,12 @@ TEST_F(MonitorTest, StatusAndReadinessFollowTheLease) {
     std::lock_guard lock(mu);
     lease.last_error = "no answer from the worker registry";
   }
+  // A failed renewal while the lease still holds (a leader moving, a broker restarting): the node
+  // still issues snowflake IDs, so it stays ready and says why the renewal failed.
   HttpResponse r = Get("/readyz");
-  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.status, 200);
   json body = json::parse(r.body);
-  EXPECT_EQ(body["ready"], false);
+  EXPECT_EQ(body["ready"], true);
   ASSERT_EQ(body["checks"].size(), 1u);
   EXPECT_EQ(body["checks"][0]["name"], "worker_lease");
   EXPECT_NE(body["checks"][0]["detail"].get<std::string>().find("no answer"), std::string::npos);

@@ -1,0 +1,14 @@
+// Counting the times a long-lived Kafka client handle healed itself.
+#pragma once
+
+#include <string>
+
+namespace kleaf::kafka {
+
+// Counts one recovery of a long-lived handle from stale metadata or a broker that froze or
+// restarted (kleaf_kafka_handle_recoveries_total{handle, how}): `how` is "metadata_refresh" (a
+// metadata request replaced librdkafka's cached "no leader" for a partition) or "rebuilt" (the
+// handle was replaced after a bounded time without progress).
+void CountRecovery(const std::string& handle, const std::string& how);
+
+}  // namespace kleaf::kafka
