@@ -31,7 +31,16 @@ ClusterTopics ClusterTopics::For(const std::string& prefix, int32_t partitions,
 
 Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& t,
                                  int16_t replication_factor, std::chrono::milliseconds timeout) {
-  std::string min_isr = replication_factor >= 3 ? "2" : "1";
+  // Where kleaf chose 3 replicas or more it also asks for 2 in sync. Otherwise the brokers'
+  // min.insync.replicas stands: a topic-level 1 would override a broker's 2.
+  const int16_t replicas =
+      replication_factor > 0 ? replication_factor : kafka::kBrokerDefaultReplication;
+  std::map<std::string, std::string> durability;
+  if (replicas >= 3) durability["min.insync.replicas"] = "2";
+  auto with = [&durability](std::map<std::string, std::string> configs) {
+    configs.insert(durability.begin(), durability.end());
+    return configs;
+  };
   int32_t partitions = t.partitions > 0 ? t.partitions : kDefaultPartitions;
   // Existing topics decide: a missing sibling gets the requests topic's count, and a configured
   // count that disagrees with it is reported by CheckLayout, naming the key.
@@ -44,23 +53,17 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
     return std::unexpected(existing.error());
   }
   std::vector<kafka::TopicSpec> specs{
-      {t.requests, partitions, replication_factor, {{"min.insync.replicas", min_isr}}},
-      {t.state,
-       partitions,
-       replication_factor,
-       {{"cleanup.policy", "compact"},
-        {"min.insync.replicas", min_isr},
-        // Explicit, so a broker whose default is true cannot give it to kleaf's state topic
-        // (CheckLayout refuses that).
-        {"unclean.leader.election.enable", "false"},
-        // Deletions must outlive the longest restore; segments roll often so compaction runs.
-        {"delete.retention.ms", "86400000"},
-        {"segment.ms", "3600000"},
-        {"min.cleanable.dirty.ratio", "0.1"}}},
-      {t.replies,
-       t.reply_partitions,
-       replication_factor,
-       {{"retention.ms", "3600000"}, {"min.insync.replicas", min_isr}}},
+      {t.requests, partitions, replicas, with({})},
+      {t.state, partitions, replicas,
+       with({{"cleanup.policy", "compact"},
+             // Explicit, so a broker whose default is true cannot give it to kleaf's state topic
+             // (CheckLayout refuses that).
+             {"unclean.leader.election.enable", "false"},
+             // Deletions must outlive the longest restore; segments roll often so compaction runs.
+             {"delete.retention.ms", "86400000"},
+             {"segment.ms", "3600000"},
+             {"min.cleanable.dirty.ratio", "0.1"}})},
+      {t.replies, t.reply_partitions, replicas, with({{"retention.ms", "3600000"}})},
   };
   if (!t.ids.empty()) {
     // The ids topic routes nothing the allocators own: an existing one keeps its own count (the
@@ -71,11 +74,22 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
     } else if (existing.error().code != Code::kNotFound) {
       return std::unexpected(existing.error());
     }
-    specs.push_back({t.ids, ids_partitions, replication_factor, {{"min.insync.replicas", min_isr}}});
+    specs.push_back({t.ids, ids_partitions, replicas, with({})});
   }
-  specs.push_back({t.layout, 1, replication_factor,
-                   {{"cleanup.policy", "compact"}, {"min.insync.replicas", min_isr}}});
-  return kafka::EnsureTopics(props, specs, TimeLeft(deadline));
+  specs.push_back({t.layout, 1, replicas, with({{"cleanup.policy", "compact"}})});
+  auto ensured = kafka::EnsureTopics(props, specs, TimeLeft(deadline));
+  // kInvalidArgument: the brokers refused the replication factor (the handle's properties were
+  // accepted by the first lookup above).
+  if (!ensured && ensured.error().code == Code::kInvalidArgument) {
+    return Fail(Code::kInvalidArgument,
+                replication_factor > 0
+                    ? "kafka.replication_factor: " + std::to_string(replication_factor) +
+                          " is configured, but " + ensured.error().message
+                    : ensured.error().message +
+                          " (kafka.replication_factor is not set: the brokers' "
+                          "default.replication.factor applies; set kafka.replication_factor)");
+  }
+  return ensured;
 }
 
 std::string EncodeLayout(const ClusterLayout& l) {
@@ -221,6 +235,83 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
   return l;
 }
 
+namespace {
+
+// What is wrong with `t` on a cluster of `brokers`, or nothing when it survives the loss of a
+// broker (or is not described).
+std::optional<std::string> ReplicationShortfall(const TopicReplication& t, int32_t brokers) {
+  const int32_t rf = t.replication_factor;
+  const int32_t isr = t.min_insync_replicas;
+  if (rf <= 0) return std::nullopt;
+  const bool one_copy = isr > 0 && isr < 2;
+  const bool stops = isr > 0 && isr >= rf;
+  if (rf >= 3 && !one_copy && !stops) return std::nullopt;
+  std::string text = "topic " + t.topic + " has replication factor " + std::to_string(rf) +
+                     " and min.insync.replicas " + (isr > 0 ? std::to_string(isr) : "unknown") +
+                     " on a cluster of " + std::to_string(brokers) + " brokers: ";
+  if (one_copy) {
+    text += "a write is acknowledged once one broker has it and is lost with that broker's disk";
+  } else if (stops) {
+    text += "writes stop while any one of its brokers is down";
+  } else {
+    text += "it cannot keep two copies of every write while a broker is down";
+  }
+  return text;
+}
+
+// The commands that give `t` 3 replicas and min.insync.replicas 2.
+std::string ReplicationFix(const TopicReplication& t) {
+  const std::string min_isr =
+      "kafka-configs.sh --bootstrap-server B --alter --entity-type topics --entity-name " +
+      t.topic + " --add-config min.insync.replicas=2";
+  if (t.replication_factor >= 3) return "Fix: " + min_isr;
+  std::string fix =
+      "Fix: give each of its " + std::to_string(t.partitions) +
+      " partitions 3 replicas with kafka-reassign-partitions.sh --bootstrap-server B "
+      "--reassignment-json-file plan.json --execute (plan.json lists 3 brokers per partition; "
+      "docs/operations.md, \"Replication\")";
+  if (t.min_insync_replicas != 2) fix += ", then " + min_isr;
+  return fix;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
+                                                  bool allow_unreplicated) {
+  // A broker that is down drops out of the count the cluster reports, but not out of the replica
+  // lists of the topics it holds.
+  int32_t brokers = facts.brokers;
+  for (const auto* list : {&facts.guarded, &facts.others}) {
+    for (const auto& t : *list) brokers = std::max(brokers, t.replication_factor);
+  }
+  std::vector<std::string> warnings;
+  if (brokers <= 1) return warnings;
+  std::string refusal;
+  for (const auto& t : facts.guarded) {
+    auto shortfall = ReplicationShortfall(t, brokers);
+    if (!shortfall) continue;
+    if (brokers >= 3 && !allow_unreplicated) {
+      refusal += (refusal.empty() ? "" : "; ") + *shortfall + ". " + ReplicationFix(t);
+    } else if (brokers >= 3) {
+      warnings.push_back(*shortfall + " (running anyway: kafka.allow_unreplicated is set). " +
+                         ReplicationFix(t));
+    } else {
+      warnings.push_back(*shortfall + " (a cluster of 3 brokers or more can lose one)");
+    }
+  }
+  if (!refusal.empty()) {
+    return Fail(Code::kInvalidArgument,
+                refusal +
+                    ". kleaf refuses topics that cannot lose a broker: the state topic holds the "
+                    "max_id of every tag, and a lost record means IDs handed out again. To run on "
+                    "them on purpose, set kafka.allow_unreplicated: true");
+  }
+  for (const auto& t : facts.others) {
+    if (auto shortfall = ReplicationShortfall(t, brokers)) warnings.push_back(*shortfall);
+  }
+  return warnings;
+}
+
 Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& peer, size_t i,
                              const std::string& bootstrap) {
   const std::string at = "datacenter.peers[" + std::to_string(i) + "] (" + bootstrap + ")";
@@ -251,19 +342,62 @@ Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& pee
 
 namespace {
 
-Result<TopicFacts> DescribeTopics(const kafka::Properties& props, const ClusterTopics& names,
-                                  std::chrono::milliseconds timeout) {
-  const auto start = std::chrono::steady_clock::now();
-  auto requests = kafka::DescribeTopic(props, names.requests, timeout);
-  if (!requests) return std::unexpected(requests.error());
-  auto state = kafka::DescribeTopic(props, names.state, TimeLeft(start + timeout));
-  if (!state) return std::unexpected(state.error());
-  auto configs =
-      kafka::TopicConfigs(props, names.state, {"cleanup.policy", "unclean.leader.election.enable"},
-                          TimeLeft(start + timeout));
-  if (!configs) return std::unexpected(configs.error());
-  return TopicFacts{requests->partitions, state->partitions, state->id,
-                    (*configs)["cleanup.policy"], (*configs)["unclean.leader.election.enable"]};
+// What ResolveLayout checks, in one look at the cluster.
+struct ClusterFacts {
+  TopicFacts layout;
+  ReplicationFacts replication;
+};
+
+// Kafka's own topics kleaf's guarantees also rest on (transactions, group offsets): their
+// replication is warned about, never refused (kleaf does not create them).
+constexpr const char* kKafkaInternalTopics[] = {"__transaction_state", "__consumer_offsets"};
+
+Result<ClusterFacts> DescribeTopics(const kafka::Properties& props, const ClusterTopics& names,
+                                    std::chrono::milliseconds timeout) {
+  std::vector<std::string> guarded{names.state, names.requests, names.layout};
+  std::vector<std::string> others{names.replies};
+  if (!names.ids.empty()) others.push_back(names.ids);
+  for (const char* internal : kKafkaInternalTopics) others.emplace_back(internal);
+  std::vector<std::string> all = guarded;
+  all.insert(all.end(), others.begin(), others.end());
+  auto cluster = kafka::DescribeCluster(
+      props, all, {"cleanup.policy", "unclean.leader.election.enable", "min.insync.replicas"},
+      timeout);
+  if (!cluster) return std::unexpected(cluster.error());
+  auto replication = [](const std::string& topic, const kafka::DescribedTopic& d) {
+    TopicReplication r{topic, d.info.partitions, d.info.replication_factor, 0};
+    if (auto it = d.configs.find("min.insync.replicas"); it != d.configs.end()) {
+      int32_t v = 0;
+      if (std::from_chars(it->second.data(), it->second.data() + it->second.size(), v).ec ==
+          std::errc()) {
+        r.min_insync_replicas = v;
+      }
+    }
+    return r;
+  };
+  ClusterFacts facts;
+  facts.replication.brokers = cluster->brokers;
+  for (const auto& topic : guarded) {
+    const auto& d = cluster->topics.at(topic);
+    if (!d) return std::unexpected(d.error());
+    facts.replication.guarded.push_back(replication(topic, *d));
+  }
+  // The others only where the brokers describe them: the replies topic of a gateway that has not
+  // made it yet, Kafka's topics before their first use or without the right to describe them.
+  for (const auto& topic : others) {
+    if (const auto& d = cluster->topics.at(topic); d) {
+      facts.replication.others.push_back(replication(topic, *d));
+    }
+  }
+  const auto& requests = *cluster->topics.at(names.requests);
+  const auto& state = *cluster->topics.at(names.state);
+  auto config = [&state](const char* name) {
+    auto it = state.configs.find(name);
+    return it != state.configs.end() ? it->second : std::string();
+  };
+  facts.layout = TopicFacts{requests.info.partitions, state.info.partitions, state.info.id,
+                            config("cleanup.policy"), config("unclean.leader.election.enable")};
+  return facts;
 }
 
 Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
@@ -294,16 +428,20 @@ Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
 
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
                                     int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout, const Datacenter& dc) {
+                                    std::chrono::milliseconds timeout, const Datacenter& dc,
+                                    bool allow_unreplicated) {
   // One deadline for the whole check: a node that cannot reach Kafka gives up within `timeout`.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto facts = DescribeTopics(props, names, TimeLeft(deadline));
   if (!facts) return std::unexpected(facts.error());
+  auto warnings = CheckReplication(facts->replication, allow_unreplicated);
+  if (!warnings) return std::unexpected(warnings.error());
+  for (const auto& w : *warnings) spdlog::warn("[replication] {}", w);
   auto reader = kafka::PartitionReader::Create(props);
   if (!reader) return std::unexpected(reader.error());
   auto recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
   if (!recorded) return std::unexpected(recorded.error());
-  auto layout = CheckLayout(names, *facts, configured, *recorded, dc);
+  auto layout = CheckLayout(names, facts->layout, configured, *recorded, dc);
   if (!layout || !recorded->empty()) return layout;
   // The first node of this cluster: record what every later node must find. Two first nodes may
   // race; both write what the broker described, and the re-read below sees any disagreement.
@@ -328,7 +466,7 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
                names.layout);
   recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
   if (!recorded) return std::unexpected(recorded.error());
-  return CheckLayout(names, *facts, configured, *recorded, dc);
+  return CheckLayout(names, facts->layout, configured, *recorded, dc);
 }
 
 Result<void> CheckPeers(const kafka::Properties& props, const ClusterTopics& names,

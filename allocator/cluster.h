@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "allocator/datacenter.h"
 #include "base/error.h"
@@ -34,6 +35,8 @@ struct ClusterTopics {
 
 // Creates the missing topics (state and layout compacted; ids only when named), requests and state
 // with `topics.partitions`, or 12 when it is 0. Existing topics are left as they are.
+// `replication_factor` 0 (or less) leaves replicas and min.insync.replicas to the brokers'
+// defaults; 3 or more sets min.insync.replicas=2 on the topics; 1 or 2 only the replicas.
 Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& topics,
                                  int16_t replication_factor, std::chrono::milliseconds timeout);
 
@@ -79,11 +82,44 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
                                   int32_t configured, const std::vector<ClusterLayout>& recorded,
                                   const Datacenter& dc = {});
 
+// How one topic is replicated, as the brokers describe it.
+struct TopicReplication {
+  std::string topic;
+  int32_t partitions = 0;
+  int32_t replication_factor = 0;   // the fewest replicas of any partition; 0: not described
+  int32_t min_insync_replicas = 0;  // the topic's, else the brokers' default; 0: not described
+};
+
+// The replication of a cluster's topics (DESIGN.md: every assumption is checked). I1 (a committed
+// max_id is never lost) rests on the state topic keeping what it acknowledged through the loss of
+// a broker, and on the cluster still taking writes then.
+struct ReplicationFacts {
+  int32_t brokers = 0;  // the brokers the cluster reports (a broker that is down drops out)
+  // The state, requests and layout topics: what uniqueness rests on.
+  std::vector<TopicReplication> guarded = {};
+  // The replies and ids topics and Kafka's __transaction_state and __consumer_offsets (those the
+  // brokers described): only warned about.
+  std::vector<TopicReplication> others = {};
+};
+
+// Pure: whether each topic survives the loss of one broker: 3 replicas or more, and
+// min.insync.replicas at least 2 (else a write is acknowledged with one copy) and below the
+// replicas (else writes stop while one broker is down). A cluster has as many brokers as it reports
+// or as the most replicas any topic has, whichever is more. With one broker there is nothing to
+// check. On 3 or more, a guarded topic that fails is refused (kInvalidArgument, naming each topic,
+// its values and the command that fixes it) unless `allow_unreplicated`. Returns the warnings to
+// log: the topics that fail and are not refused.
+Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
+                                                  bool allow_unreplicated);
+
 // Reads the topics' facts and the layout topic, writes the layout record when there is none, and
-// returns CheckLayout's verdict. Every node calls it before it routes, serves or reads state.
+// returns CheckLayout's verdict. Every node calls it before it routes, serves or reads state. It
+// refuses topics CheckReplication refuses (`allow_unreplicated`: kafka.allow_unreplicated) and logs
+// its warnings.
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
                                     int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout, const Datacenter& dc = {});
+                                    std::chrono::milliseconds timeout, const Datacenter& dc = {},
+                                    bool allow_unreplicated = false);
 
 // Pure: whether the layout `peer` recorded by the cluster of datacenter.peers[`i`] (`bootstrap`)
 // fits ours: the same datacenter count, another index, another state topic (not our own Kafka

@@ -57,7 +57,8 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c) {
   }
   const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(peers_start - start);
   auto layout = ResolveLayout(*props, topics, c.kafka.partitions, c.node.id,
-                              std::max(std::chrono::milliseconds(1000), kSetupTimeout - spent), dc);
+                              std::max(std::chrono::milliseconds(1000), kSetupTimeout - spent), dc,
+                              c.kafka.allow_unreplicated);
   if (!layout) return std::unexpected(layout.error());
   topics.partitions = layout->partitions;
   return ClusterSetup{std::move(*props), std::move(topics), std::move(*layout)};

@@ -346,8 +346,11 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.kafka.reply_partitions = static_cast<int>(v); }));
   f.push_back(IntField("kafka.reply_partition", -1, 9999,
                        [](Config& c, int64_t v) { c.kafka.reply_partition = static_cast<int>(v); }));
-  f.push_back(IntField("kafka.replication_factor", 1, 16,
-                       [](Config& c, int64_t v) { c.kafka.replication_factor = static_cast<int>(v); }));
+  f.push_back(IntField("kafka.replication_factor", 0, 16, [](Config& c, int64_t v) {
+    c.kafka.replication_factor = static_cast<int>(v);
+  }));
+  f.push_back(BoolField("kafka.allow_unreplicated",
+                        [](Config& c, bool v) { c.kafka.allow_unreplicated = v; }));
   f.push_back(IntField("kafka.request_timeout_ms", 50, 600000,
                        [](Config& c, int64_t v) { c.kafka.request_timeout_ms = v; }));
   f.push_back(IntField("kafka.request_attempts", 1, 100,

@@ -74,7 +74,13 @@ struct Kafka {
   int partitions = 0;
   int reply_partitions = 12;
   int reply_partition = -1;            // this node's reply partition; -1: derived from node.id
-  int replication_factor = 1;          // for topics kleaf creates
+  // Replicas of the topics kleaf creates; 0: the brokers' default.replication.factor (kleaf then
+  // leaves min.insync.replicas to the brokers too).
+  int replication_factor = 0;
+  // Lets the cluster roles start on topics that cannot survive the loss of a broker (fewer than
+  // 3 replicas, min.insync.replicas below 2 or not below the replicas) on a cluster of 3 or more
+  // brokers: warned about instead of refused.
+  bool allow_unreplicated = false;
   int64_t request_timeout_ms = 2000;   // per attempt of a gateway's request to the allocators
   int request_attempts = 3;
   int64_t session_timeout_ms = 6000;   // allocator group membership: failover takes about this long

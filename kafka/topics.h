@@ -1,7 +1,9 @@
-// Topic administration: creating topics, their partition counts and ids, and the version of
-// librdkafka kleaf runs with. Each call ends as soon as the brokers refuse the client's SASL
-// credentials or TLS handshake (kUnauthenticated, naming the kafka.properties to check), not at
-// its timeout.
+// Topic administration: creating topics, their partition counts, ids, replication and configs, and
+// the version of librdkafka kleaf runs with. Each call ends as soon as the brokers refuse the
+// client's SASL credentials or TLS handshake (kUnauthenticated, naming the kafka.properties to
+// check), not at its timeout. Each call sends its admin requests to a broker that has just
+// answered it, not to the controller librdkafka would pick (which may be a broker that died), and
+// starts over with a new handle when an attempt gets no answer, until its timeout.
 #pragma once
 
 #include <chrono>
@@ -15,10 +17,13 @@
 
 namespace kleaf::kafka {
 
+// The replication factor that leaves the choice to the brokers (default.replication.factor).
+inline constexpr int16_t kBrokerDefaultReplication = -1;
+
 struct TopicSpec {
   std::string name;
   int32_t partitions = 1;
-  int16_t replication_factor = 1;
+  int16_t replication_factor = kBrokerDefaultReplication;
   std::map<std::string, std::string> configs;
 };
 
@@ -35,6 +40,9 @@ struct TopicInfo {
   int32_t partitions = 0;
   std::string id;  // Kafka's topic id (URL-safe base64, as Kafka's tools print it): a recreated
                    // topic gets a new one
+  // The fewest replicas any partition has: the topic's replication factor (a reassignment in
+  // progress lists more for a while).
+  int32_t replication_factor = 0;
 };
 
 // The values of topic-level configs of `topic`, in one DescribeConfigs request, e.g.
@@ -49,6 +57,31 @@ Result<std::map<std::string, std::string>> TopicConfigs(const Properties& props,
 // kUnavailable when Kafka does not answer within `timeout`.
 Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,
                                 std::chrono::milliseconds timeout);
+
+// A topic as DescribeCluster found it.
+struct DescribedTopic {
+  TopicInfo info;
+  // The configs asked for, as TopicConfigs returns them.
+  std::map<std::string, std::string> configs;
+};
+
+// What DescribeCluster found.
+struct ClusterDescription {
+  // The brokers the cluster reports: those the controller counts as alive (a broker that stopped is
+  // left out once its session with the controller expired).
+  int32_t brokers = 0;
+  // Every topic asked for: kNotFound when it does not exist, another error when the brokers would
+  // not describe it (e.g. not authorized).
+  std::map<std::string, Result<DescribedTopic>> topics;
+};
+
+// The brokers, `topics` (DescribeTopics) and the configs `config_names` of those that exist (one
+// DescribeConfigs), through one handle within `timeout`. Fails as a whole only when Kafka does not
+// answer (kUnavailable) or refuses the client (kUnauthenticated).
+Result<ClusterDescription> DescribeCluster(const Properties& props,
+                                           const std::vector<std::string>& topics,
+                                           const std::vector<std::string>& config_names,
+                                           std::chrono::milliseconds timeout);
 
 // The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.8.0").
 std::string LibraryVersion();

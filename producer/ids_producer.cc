@@ -92,16 +92,18 @@ Result<void> IdsProducer::NewTransactionalProducer(std::chrono::milliseconds tim
 Result<void> IdsProducer::Init() {
   // One topic per stream, as many partitions as the ids topic (docs/architecture.md).
   std::vector<kafka::TopicSpec> specs;
-  const std::string min_isr = options_.replication_factor >= 3 ? "2" : "1";
+  // As the cluster's topics (allocator::EnsureClusterTopics): 0 leaves replicas and
+  // min.insync.replicas to the brokers, and only a chosen 3 or more sets min.insync.replicas=2.
+  const int16_t replicas = options_.replication_factor > 0 ? options_.replication_factor
+                                                           : kafka::kBrokerDefaultReplication;
+  std::map<std::string, std::string> configs;
+  if (replicas >= 3) configs["min.insync.replicas"] = "2";
   for (const auto& s : streams_) {
     if (s.topic.size() > kMaxTopicName) {
       return Fail(Code::kInvalidArgument, "producer.streams: the topic of " + s.spec.tag +
                                               " would be longer than 249 characters: " + s.topic);
     }
-    specs.push_back({s.topic,
-                     options_.partitions,
-                     options_.replication_factor,
-                     {{"min.insync.replicas", min_isr}}});
+    specs.push_back({s.topic, options_.partitions, replicas, configs});
   }
   if (stream_of_topic_.size() != streams_.size()) {
     return Fail(Code::kInvalidArgument, "producer.streams: a (tag, mode) is listed twice");

@@ -46,7 +46,7 @@ struct IdsProducerOptions {
   std::string topic;  // <prefix>.ids: the stream topics are StreamTopic(topic, tag, mode)
   std::string group;             // the consumers' group, whose committed offsets count
   int32_t partitions = 12;       // of the ids topic, and of each stream topic created here
-  int16_t replication_factor = 1;  // of the stream topics created here
+  int16_t replication_factor = 0;  // of the stream topics created here; 0: the brokers' default
   std::string transactional_id;  // "<prefix>.producer.<node.id>"
   int64_t batches_ahead = 4;     // K, on every partition of every stream topic
   std::chrono::milliseconds check_interval{200};

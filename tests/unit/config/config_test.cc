@@ -212,6 +212,24 @@ TEST(ConfigKeysTest, ClusterKeysAreChecked) {
   ExpectKeyError("allocator:\n  bogus: 1\n", "allocator.bogus");
 }
 
+// Unset, the brokers choose the replicas of kleaf's topics (default.replication.factor) and their
+// min.insync.replicas; a smaller cluster on purpose is a key of its own.
+TEST(ConfigKeysTest, ReplicationIsTheBrokersUnlessSetAndUnreplicatedTopicsAreOptIn) {
+  auto defaults = ParseConfig("kafka:\n  bootstrap: k1:9092\n");
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_EQ(defaults->kafka.replication_factor, 0);
+  EXPECT_FALSE(defaults->kafka.allow_unreplicated);
+  auto set = ParseConfig(
+      "kafka:\n  bootstrap: k1:9092\n  replication_factor: 1\n  allow_unreplicated: true\n");
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ(set->kafka.replication_factor, 1);
+  EXPECT_TRUE(set->kafka.allow_unreplicated);
+  EXPECT_TRUE(ParseConfig("kafka:\n  replication_factor: 0\n"));
+  ExpectKeyError("kafka:\n  replication_factor: -1\n", "kafka.replication_factor");
+  ExpectKeyError("kafka:\n  replication_factor: 17\n", "kafka.replication_factor");
+  ExpectKeyError("kafka:\n  allow_unreplicated: yes\n", "kafka.allow_unreplicated");
+}
+
 TEST(ConfigUnknownKeyTest, TopLevelUnknownKeyIsNamed) {
   ExpectKeyError("bogus: 1\n", "bogus");
   ExpectKeyError("http:\n  listen: 127.0.0.1:1\nsnowflak:\n  worker_id: 1\n", "snowflak");
