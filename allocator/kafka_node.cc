@@ -151,6 +151,10 @@ AllocatorNode::Status AllocatorNode::status() const {
     s.left_group_ms_ago = (clock_.MonotonicNs() - left) / 1'000'000;
   }
   s.pending = pending_count_.load();
+  if (const int64_t since = pending_since_ns_.load(); s.pending > 0 && since >= 0) {
+    s.pending_for_ms = (clock_.MonotonicNs() - since) / 1'000'000;
+  }
+  s.served_all_once = served_all_once_.load();
   s.serving = Serving();
   s.takeovers = takeovers_.load();
   return s;
@@ -198,6 +202,12 @@ void AllocatorNode::Run() {
         break;
     }
     pending_count_.store(static_cast<int>(pending_.size()));
+    if (pending_.empty()) {
+      pending_since_ns_.store(-1);
+      if (member_.load()) served_all_once_.store(true);
+    } else if (pending_since_ns_.load() < 0) {
+      pending_since_ns_.store(clock_.MonotonicNs());
+    }
     serving_gauge_.Set(static_cast<double>(serving_.size()));
   }
   for (auto& [p, producer] : serving_) producer->Abort(milliseconds(2000));

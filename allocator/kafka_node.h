@@ -61,6 +61,10 @@ class AllocatorNode {
     // while Kafka moves the group coordinator off a dead broker); -1 while a member or never one.
     int64_t left_group_ms_ago = -1;
     int pending = 0;
+    // How long some assigned partition has been waiting for its takeover (-1: none waits), and
+    // whether every assigned partition was served at some point since Start.
+    int64_t pending_for_ms = -1;
+    bool served_all_once = false;
     std::vector<int32_t> serving;
     int64_t takeovers = 0;  // partitions taken over (fenced and restored) since Start
   };
@@ -146,6 +150,8 @@ class AllocatorNode {
   std::atomic<bool> member_{false};
   std::atomic<int64_t> left_group_ns_{-1};  // when member_ last went from true to false; -1: never
   std::atomic<int> pending_count_{0};
+  std::atomic<int64_t> pending_since_ns_{-1};  // since when pending_ is not empty; -1: it is
+  std::atomic<bool> served_all_once_{false};
   std::atomic<int64_t> takeovers_{0};
   std::atomic<int32_t> inject_fatal_{-1};  // a partition, or -1: see InjectFatalErrorForTesting
   // Metrics, looked up once; the per-partition counters by the loop thread only.

@@ -19,7 +19,12 @@ std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::Br
                                   : "not (or no longer) assigned partitions by the consumer group"});
   std::string serving;
   for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
-  checks.push_back({"partitions", s.pending == 0,
+  // Partitions taken over after the node served all of its own (a rebalance, an allocator or a
+  // broker lost): the takeover waits for Kafka to move the dead broker's leaders and coordinators,
+  // and is not a reason to take the node out of service unless it lasts longer than this.
+  const bool taking_over =
+      s.served_all_once && s.pending_for_ms >= 0 && s.pending_for_ms < kRebalanceGraceMs;
+  checks.push_back({"partitions", s.pending == 0 || taking_over,
                     std::to_string(s.pending) +
                         " assigned partition(s) not restored yet; serving {" + serving + "}"});
   return checks;
