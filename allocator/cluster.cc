@@ -251,6 +251,8 @@ std::optional<std::string> ReplicationShortfall(const TopicReplication& t, int32
                      " on a cluster of " + std::to_string(brokers) + " brokers: ";
   if (one_copy) {
     text += "a write is acknowledged once one broker has it and is lost with that broker's disk";
+  } else if (isr > rf) {
+    text += "no write is ever acknowledged (min.insync.replicas exceeds the replicas)";
   } else if (stops) {
     text += "writes stop while any one of its brokers is down";
   } else {
@@ -302,9 +304,10 @@ Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
   if (!refusal.empty()) {
     return Fail(Code::kInvalidArgument,
                 refusal +
-                    ". kleaf refuses topics that cannot lose a broker: the state topic holds the "
-                    "max_id of every tag, and a lost record means IDs handed out again. To run on "
-                    "them on purpose, set kafka.allow_unreplicated: true");
+                    ". kleaf's state, requests and layout topics must survive the loss of a "
+                    "broker: the state topic holds the max_id of every tag, and a lost record "
+                    "means IDs handed out again. To run on them on purpose, set "
+                    "kafka.allow_unreplicated: true");
   }
   for (const auto& t : facts.others) {
     if (auto shortfall = ReplicationShortfall(t, brokers)) warnings.push_back(*shortfall);
@@ -360,9 +363,26 @@ Result<ClusterFacts> DescribeTopics(const kafka::Properties& props, const Cluste
   for (const char* internal : kKafkaInternalTopics) others.emplace_back(internal);
   std::vector<std::string> all = guarded;
   all.insert(all.end(), others.begin(), others.end());
-  auto cluster = kafka::DescribeCluster(
-      props, all, {"cleanup.policy", "unclean.leader.election.enable", "min.insync.replicas"},
-      timeout);
+  // The topics exist (EnsureClusterTopics made them), but a broker that has not caught up with a
+  // topic just created answers "unknown topic": ask again until the deadline.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto describe = [&] {
+    return kafka::DescribeCluster(
+        props, all, {"cleanup.policy", "unclean.leader.election.enable", "min.insync.replicas"},
+        TimeLeft(deadline));
+  };
+  auto lagging = [&guarded](const kafka::ClusterDescription& c) {
+    return std::any_of(guarded.begin(), guarded.end(), [&c](const std::string& t) {
+      const auto& d = c.topics.at(t);
+      return !d && d.error().code == Code::kNotFound;
+    });
+  };
+  auto cluster = describe();
+  while (cluster && lagging(*cluster) &&
+         std::chrono::steady_clock::now() + std::chrono::milliseconds(200) < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cluster = describe();
+  }
   if (!cluster) return std::unexpected(cluster.error());
   auto replication = [](const std::string& topic, const kafka::DescribedTopic& d) {
     TopicReplication r{topic, d.info.partitions, d.info.replication_factor, 0};
@@ -424,6 +444,29 @@ Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
   return out;
 }
 
+// ReadLayouts in attempts of at most 5 s, each with a new reader, until `deadline`. A reader's
+// handle that learned the layout partition's leader just before that broker died keeps asking the
+// dead broker (connections refused) after Kafka elected another leader; a new handle asks the
+// cluster who leads it now.
+Result<std::vector<ClusterLayout>> ReadLayoutsUntil(
+    const kafka::Properties& props, const ClusterTopics& names,
+    std::chrono::steady_clock::time_point deadline) {
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  while (true) {
+    const auto attempt_end = std::min(deadline, steady_clock::now() + milliseconds(5000));
+    auto reader = kafka::PartitionReader::Create(props);
+    if (!reader) return std::unexpected(reader.error());
+    auto recorded = ReadLayouts(**reader, names,
+                                std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
+                                                              attempt_end - steady_clock::now())));
+    if (recorded || recorded.error().code != Code::kUnavailable ||
+        steady_clock::now() + milliseconds(200) >= deadline) {
+      return recorded;
+    }
+  }
+}
+
 }  // namespace
 
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
@@ -437,9 +480,7 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
   auto warnings = CheckReplication(facts->replication, allow_unreplicated);
   if (!warnings) return std::unexpected(warnings.error());
   for (const auto& w : *warnings) spdlog::warn("[replication] {}", w);
-  auto reader = kafka::PartitionReader::Create(props);
-  if (!reader) return std::unexpected(reader.error());
-  auto recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
+  auto recorded = ReadLayoutsUntil(props, names, deadline);
   if (!recorded) return std::unexpected(recorded.error());
   auto layout = CheckLayout(names, facts->layout, configured, *recorded, dc);
   if (!layout || !recorded->empty()) return layout;
@@ -464,7 +505,7 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
   spdlog::info("[layout] recorded {} partitions, state topic id '{}' and {} in {}",
                layout->partitions, layout->state_topic_id, layout->datacenter.Describe(),
                names.layout);
-  recorded = ReadLayouts(**reader, names, TimeLeft(deadline));
+  recorded = ReadLayoutsUntil(props, names, deadline);
   if (!recorded) return std::unexpected(recorded.error());
   return CheckLayout(names, facts->layout, configured, *recorded, dc);
 }

@@ -12,7 +12,7 @@
 #   kafka.sh libs
 #   kafka.sh tool NAME [ARGS...]   Kafka's CLI tools: topics, consumer-groups, get-offsets,
 #                                  console-consumer, configs, transactions, delete-records,
-#                                  metadata-quorum
+#                                  metadata-quorum, reassign-partitions
 #                                  (ARGS as for kafka-NAME.sh, e.g. --bootstrap-server H:P --list)
 #
 # A KRaft cluster of N broker+controller nodes (default 3: RF 3, min ISR 2) under one dir D:
@@ -799,7 +799,8 @@ cmd_tool() {
     transactions) main=org.apache.kafka.tools.TransactionsCommand ;;
     delete-records) main=org.apache.kafka.tools.DeleteRecordsCommand ;;
     metadata-quorum) main=org.apache.kafka.tools.MetadataQuorumCommand ;;
-    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records, metadata-quorum)" ;;
+    reassign-partitions) main=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
+    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records, metadata-quorum, reassign-partitions)" ;;
   esac
   shift
   fetch
