@@ -342,7 +342,7 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
   auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
   if (!marks) return std::unexpected(marks.error());
   out.producer = std::move(*producer);
-  out.restored = std::move(*restored);
+  out.restored = *restored;
   out.requests_end = marks->second;
   return out;
 }

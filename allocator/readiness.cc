@@ -13,10 +13,11 @@ std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::Br
   constexpr int64_t kRebalanceGraceMs = 30'000;
   const bool rebalancing = s.left_group_ms_ago >= 0 && s.left_group_ms_ago < kRebalanceGraceMs;
   checks.push_back({"group", s.member || rebalancing,
-                    s.member      ? "member of the allocators' consumer group"
-                    : rebalancing ? "rejoining the consumer group (a rebalance for " +
-                                        std::to_string(s.left_group_ms_ago) + " ms)"
-                                  : "not (or no longer) assigned partitions by the consumer group"});
+                    s.member ? "member of the allocators' consumer group"
+                    : rebalancing
+                        ? "rejoining the consumer group (a rebalance for " +
+                              std::to_string(s.left_group_ms_ago) + " ms)"
+                        : "not (or no longer) assigned partitions by the consumer group"});
   std::string serving;
   for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
   // Partitions taken over after the node served all of its own (a rebalance, an allocator or a
@@ -42,11 +43,11 @@ std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
   const bool answering =
       reply >= 0 && (!given_up || client.now_mono_ns() - reply < kLeaderMoveGraceNs);
   checks.push_back({"allocators", answering,
-                    reply < 0   ? "no allocator has answered yet"
-                    : given_up  ? (answering ? "a request got no answer after every attempt, but "
-                                               "the allocators answered in the last 20 s"
-                                             : "no answer from the allocators for 20 s and more")
-                                : "the last request was answered"});
+                    reply < 0  ? "no allocator has answered yet"
+                    : given_up ? (answering ? "a request got no answer after every attempt, but "
+                                              "the allocators answered in the last 20 s"
+                                            : "no answer from the allocators for 20 s and more")
+                               : "the last request was answered"});
   return checks;
 }
 
