@@ -14,6 +14,7 @@ using std::chrono::milliseconds;
 struct PartitionReader::Impl {
   KafkaHandle rk;
   std::string name;
+  bool failing = false;  // the last Watermarks call failed: the next success is a recovery
 };
 
 PartitionReader::PartitionReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -75,7 +76,8 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
         impl_->rk.get(), topic.c_str(), partition, &low, &high,
         static_cast<int>(std::clamp<int64_t>(left.count(), 1, 2000)));
     if (!err) {
-      if (refreshed) CountRecovery(impl_->name, "metadata_refresh");
+      if (refreshed || impl_->failing) CountRecovery(impl_->name, "metadata_refresh");
+      impl_->failing = false;
       return std::make_pair(low, high);
     }
     // Right after a topic is created or while leadership moves, brokers answer "not leader" or
@@ -88,6 +90,7 @@ Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::strin
                            err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
                            err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE;
     if (!transient || std::chrono::steady_clock::now() + milliseconds(200) > deadline) {
+      impl_->failing = true;
       return std::unexpected(
           KafkaError(err, "watermarks of " + topic + "/" + std::to_string(partition)));
     }
