@@ -12,7 +12,11 @@ Result<kafka::Properties> KafkaProperties(const config::Config& c) {
   if (auto r = config::CheckKafkaBootstrap(c); !r) return std::unexpected(r.error());
   kafka::Properties props{{"bootstrap.servers", c.kafka.bootstrap},
                           {"client.id", "kleaf-" + c.node.id},
-                          {"reconnect.backoff.max.ms", "1000"}};
+                          {"reconnect.backoff.max.ms", "1000"},
+                          // Every 5 s, not librdkafka's 5 minutes: a handle whose first metadata
+                          // named a leader that had just died (a broker it never reached, so no
+                          // disconnect makes it ask again) follows the new leader within seconds.
+                          {"topic.metadata.refresh.interval.ms", "5000"}};
   // kafka.properties holds only keys none of the above is (config::AllowedKafkaProperty).
   props.insert(c.kafka.properties.begin(), c.kafka.properties.end());
   return props;

@@ -124,7 +124,7 @@ Result<void> AllocatorNode::Start() {
   consumer_props["session.timeout.ms"] = std::to_string(options_.session_timeout.count());
   // Partitions added to the requests topic reach the group (and RetryPending's refusal, logged
   // for the operator) within seconds instead of librdkafka's default five minutes.
-  consumer_props["topic.metadata.refresh.interval.ms"] = "10000";
+  consumer_props.emplace("topic.metadata.refresh.interval.ms", "10000");
   consumer_props["heartbeat.interval.ms"] =
       std::to_string(std::max<int64_t>(options_.session_timeout.count() / 6, 100));
   auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests});

@@ -21,8 +21,10 @@ class BrokerProbe {
   struct Options {
     std::string topic;  // whose metadata is asked for (it must exist)
     std::chrono::milliseconds interval{1000};
-    std::chrono::milliseconds timeout{1000};  // per metadata request
-    std::chrono::milliseconds fresh{5000};    // Check() is ok after a success this recent
+    // Per metadata request: 2 s, so that a broker slowed by load (or the first request after one
+    // of three died) is not read as "Kafka unreachable"; a stopped cluster still fails at once.
+    std::chrono::milliseconds timeout{2000};
+    std::chrono::milliseconds fresh{5000};  // Check() is ok after a success this recent
   };
   struct Status {
     bool ok = false;           // a probe succeeded within `fresh`
