@@ -11,7 +11,7 @@ namespace {
 using std::chrono::milliseconds;
 
 // No reply at all for this long while attempts time out: the reply reader is replaced. Beyond one
-// request's 3 attempts of 2 s, and below the 20 s after which /readyz calls the allocators gone; a
+// request's 3 attempts of 2 s, and below the 30 s after which /readyz calls the allocators gone; a
 // leader move of a dead broker's partitions takes 9-13 s, so one heal may come during it (harmless:
 // the new reader starts at the end, and what it skips is asked again).
 constexpr int64_t kReplyStallNs = 10'000'000'000;

@@ -34,9 +34,10 @@ std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::Br
 std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
                                         const kafka::BrokerProbe& probe) {
   // While a broker dies and Kafka moves its leaders (its session timeout, 9 s by default, then an
-  // election), requests to the partitions it led are given up and sent again; the gateway serves
-  // from its buffers meanwhile, so it stays ready unless no reply came for this long.
-  constexpr int64_t kLeaderMoveGraceNs = 20'000'000'000;
+  // election), and the allocators rebalance and take partitions over (up to the allocators' own
+  // 30 s grace), requests are given up and sent again; the gateway serves from its buffers
+  // meanwhile, so it stays ready unless no reply came for this long.
+  constexpr int64_t kLeaderMoveGraceNs = 30'000'000'000;
   std::vector<ReadyCheck> checks = {probe.Check()};
   const int64_t reply = client.last_reply_mono_ns();
   const bool given_up = reply >= 0 && client.last_give_up_mono_ns() > reply;
@@ -45,8 +46,8 @@ std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
   checks.push_back({"allocators", answering,
                     reply < 0  ? "no allocator has answered yet"
                     : given_up ? (answering ? "a request got no answer after every attempt, but "
-                                              "the allocators answered in the last 20 s"
-                                            : "no answer from the allocators for 20 s and more")
+                                              "the allocators answered in the last 30 s"
+                                            : "no answer from the allocators for 30 s and more")
                                : "the last request was answered"});
   return checks;
 }
