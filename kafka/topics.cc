@@ -131,8 +131,8 @@ class AdminClient {
   static Attempt<std::unique_ptr<AdminClient>> Open(const Properties& props,
                                                     const std::string& what, TimePoint deadline);
 
-  // The brokers the answer listed.
-  int32_t brokers() const { return brokers_; }
+  // How many brokers the cluster has: those the metadata answer listed, or a DescribeCluster's.
+  Attempt<int32_t> BrokerCount(const std::string& what, TimePoint deadline);
 
   // Sends `call` and waits for its answer until `deadline`; an answer with a whole-request error
   // after which another attempt may succeed is a Failure with `again`.
@@ -146,7 +146,7 @@ class AdminClient {
   Refusal refusal_;  // the handle's error callback writes it: declared before the handle
   KafkaHandle rk_;
   int32_t broker_ = -1;  // where requests go; -1: the controller librdkafka picks
-  int32_t brokers_ = 0;
+  int32_t brokers_ = 0;  // -1: not known from the metadata answer
 };
 
 std::optional<Error> AdminClient::Refused(const std::string& what) {
@@ -176,15 +176,27 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
   milliseconds slice{250};
   for (int answers = 0;;) {
     const rd_kafka_metadata_t* raw = nullptr;
-    const rd_kafka_resp_err_t err =
-        rd_kafka_metadata(client->rk_.get(), 0, nullptr, &raw,
-                          static_cast<int>(std::min(slice, Left(deadline)).count()));
+    const milliseconds wait = std::min(slice, Left(deadline));
+    const TimePoint asked = SteadyClock::now();
+    const rd_kafka_resp_err_t err = rd_kafka_metadata(client->rk_.get(), 0, nullptr, &raw,
+                                                      static_cast<int>(wait.count()));
     std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR && metadata) {
       client->brokers_ = metadata->broker_cnt;
       client->broker_ = metadata->orig_broker_id;
       if (client->broker_ >= 0 || ++answers == 2) return client;
       continue;
+    }
+    if (err == RD_KAFKA_RESP_ERR__TIMED_OUT && SteadyClock::now() - asked < wait / 2) {
+      // librdkafka ends a timed wait by the wall clock, its deadline computed from
+      // gettimeofday(): a wait that ended before its time means the two disagree (a clock stepped
+      // forward, or one faked for this process only). A synchronous request cannot be waited for
+      // then, and asking again at once would queue requests without end (thousands, which the
+      // handle's destruction then waits for): the requests go to librdkafka's pick, and the
+      // brokers are counted by an asynchronous DescribeCluster (BrokerCount).
+      client->broker_ = -1;
+      client->brokers_ = -1;
+      return client;
     }
     if (auto refused = client->Refused(what)) return Final(*refused);
     if (SteadyClock::now() >= deadline) return Again({Code::kUnavailable, TimedOut(what)});
@@ -224,6 +236,28 @@ Attempt<Event> AdminClient::Request(const AdminCall& call, TimePoint deadline) {
     if (auto refused = Refused(call.what)) return Final(*refused);
     if (SteadyClock::now() >= give_up) return Again({Code::kUnavailable, TimedOut(call.what)});
   }
+}
+
+Attempt<int32_t> AdminClient::BrokerCount(const std::string& what, TimePoint deadline) {
+  if (brokers_ >= 0) return brokers_;
+  auto event = Request({.op = RD_KAFKA_ADMIN_OP_DESCRIBECLUSTER,
+                        .what = what,
+                        .send = [](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options,
+                                   rd_kafka_queue_t* queue) {
+                          rd_kafka_DescribeCluster(rk, options, queue);
+                        }},
+                       deadline);
+  if (!event) return std::unexpected(event.error());
+  const auto* result = rd_kafka_event_DescribeCluster_result(event->get());
+  if (result == nullptr || rd_kafka_event_error(event->get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    const char* reason = rd_kafka_event_error_string(event->get());
+    return Again({Code::kUnavailable,
+                  what + ": DescribeCluster: " + (reason != nullptr ? reason : "no result")});
+  }
+  size_t count = 0;
+  rd_kafka_DescribeCluster_result_nodes(result, &count);
+  brokers_ = static_cast<int32_t>(count);
+  return brokers_;
 }
 
 // Runs `attempt` on a new AdminClient until it succeeds, fails for good, or `deadline` passes:
@@ -431,7 +465,9 @@ Result<ClusterDescription> DescribeCluster(const Properties& props,
       [&](AdminClient& client, TimePoint deadline) -> Attempt<ClusterDescription> {
         auto described = DescribeTopicsWith(client, topics, what, deadline);
         if (!described) return std::unexpected(described.error());
-        ClusterDescription out{.brokers = client.brokers(), .topics = {}};
+        auto brokers = client.BrokerCount(what, deadline);
+        if (!brokers) return std::unexpected(brokers.error());
+        ClusterDescription out{.brokers = *brokers, .topics = {}};
         std::vector<std::string> existing;
         for (const auto& t : topics) {
           auto it = described->find(t);
