@@ -178,8 +178,8 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
     const rd_kafka_metadata_t* raw = nullptr;
     const milliseconds wait = std::min(slice, Left(deadline));
     const TimePoint asked = SteadyClock::now();
-    const rd_kafka_resp_err_t err = rd_kafka_metadata(client->rk_.get(), 0, nullptr, &raw,
-                                                      static_cast<int>(wait.count()));
+    const rd_kafka_resp_err_t err =
+        rd_kafka_metadata(client->rk_.get(), 0, nullptr, &raw, static_cast<int>(wait.count()));
     std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR && metadata) {
       client->brokers_ = metadata->broker_cnt;
@@ -240,13 +240,12 @@ Attempt<Event> AdminClient::Request(const AdminCall& call, TimePoint deadline) {
 
 Attempt<int32_t> AdminClient::BrokerCount(const std::string& what, TimePoint deadline) {
   if (brokers_ >= 0) return brokers_;
-  auto event = Request({.op = RD_KAFKA_ADMIN_OP_DESCRIBECLUSTER,
-                        .what = what,
-                        .send = [](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options,
-                                   rd_kafka_queue_t* queue) {
-                          rd_kafka_DescribeCluster(rk, options, queue);
-                        }},
-                       deadline);
+  auto event = Request(
+      {.op = RD_KAFKA_ADMIN_OP_DESCRIBECLUSTER,
+       .what = what,
+       .send = [](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options,
+                  rd_kafka_queue_t* queue) { rd_kafka_DescribeCluster(rk, options, queue); }},
+      deadline);
   if (!event) return std::unexpected(event.error());
   const auto* result = rd_kafka_event_DescribeCluster_result(event->get());
   if (result == nullptr || rd_kafka_event_error(event->get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
