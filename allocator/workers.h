@@ -21,7 +21,7 @@ using state::WorkerRecord;
 // space of this cluster's datacenter (datacenter.h WorkerRangeOf; all ids with one datacenter).
 struct WorkerRules {
   int64_t max_worker_id = 1023;  // from the snowflake layout and the datacenter's slice
-  int64_t lease_ttl_ms = 30000;
+  int64_t lease_ttl_ms = 60000;
   int64_t max_clock_skew_ms = 1000;  // a claim whose clock differs more is refused
   int64_t min_worker_id = 0;         // the datacenter's slice starts here
 };

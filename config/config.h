@@ -100,7 +100,7 @@ struct Allocator {
 
 // The snowflake worker-id registry of the cluster shape (gateways lease their worker id).
 struct Workers {
-  int64_t lease_ttl_ms = 30000;       // allocator: a lease not renewed for this long expires
+  int64_t lease_ttl_ms = 60000;       // allocator: a lease not renewed for this long expires
   int64_t renew_interval_ms = 3000;   // gateway: how often it renews
   int64_t safety_margin_ms = 5000;    // gateway: stops issuing at ttl - margin without a renewal
   int64_t max_clock_skew_ms = 1000;   // allocator: refuses a claim from a clock this far off

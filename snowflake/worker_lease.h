@@ -33,7 +33,7 @@ class WorkerLease {
     std::string node_id;
     std::string holder = {};           // this process's random token
     std::string previous_holder = {};  // the previous process's on this state directory (it is gone)
-    int64_t lease_ttl_ms = 30000;
+    int64_t lease_ttl_ms = 60000;
     int64_t renew_interval_ms = 3000;
     int64_t safety_margin_ms = 5000;
     int64_t claim_timeout_ms = 30000;
