@@ -34,11 +34,13 @@ class Session;
 // one timer per worker ticks every `tick` and closes the connections whose deadline (counted in
 // ticks) has passed, instead of a timer armed and cancelled per request.
 struct Worker {
-  explicit Worker(std::chrono::milliseconds t) : tick(t) {}
+  Worker(std::chrono::milliseconds t, std::chrono::milliseconds idle_timeout)
+      : tick(t), idle_ticks(TicksFor(idle_timeout)) {}
   net::io_context ioc{1};
   net::steady_timer sweep{ioc};
   const std::chrono::milliseconds tick;
-  uint64_t ticks = 0;  // ticks since start; only this worker's thread touches it
+  const uint64_t idle_ticks;  // TicksFor(the server's idle timeout), computed once
+  uint64_t ticks = 0;         // ticks since start; only this worker's thread touches it
   // This worker's connections, for the sweep; expired entries are dropped by the sweep.
   std::vector<std::weak_ptr<Session>> sessions;
   // Keeps run() going while no connection has an operation pending: a request waiting for a
@@ -48,8 +50,12 @@ struct Worker {
 
   // The deadline, in ticks, `timeout` from now: at least `timeout` and at most two ticks more.
   uint64_t DeadlineAfter(std::chrono::milliseconds timeout) const {
-    return ticks + static_cast<uint64_t>((timeout + tick - std::chrono::milliseconds(1)) / tick) +
-           1;
+    return ticks + TicksFor(timeout);
+  }
+  // DeadlineAfter(the server's idle timeout), without a division: once per request.
+  uint64_t IdleDeadline() const { return ticks + idle_ticks; }
+  uint64_t TicksFor(std::chrono::milliseconds timeout) const {
+    return static_cast<uint64_t>((timeout + tick - std::chrono::milliseconds(1)) / tick) + 1;
   }
   void Sweep();
 };
@@ -126,34 +132,38 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
-  // One deadline for the whole of the next request, however slowly its bytes trickle in.
+  // Reads and answers requests until one has to wait (for bytes, for its answer, for the socket to
+  // drain). The one place a request's deadline starts: when the connection is ready for it
+  // (accepted, or the previous answer written whole), for the whole request however slowly its
+  // bytes trickle in. An answer written at once loops back here, not to Pump, so a keep-alive
+  // connection that goes silent after it is closed like any other.
   void NextRequest() {
-    deadline_ = worker_.DeadlineAfter(server_.options.idle_timeout);
-    Pump();
+    do {
+      deadline_ = worker_.IdleDeadline();
+    } while (Pump());
   }
 
-  // Answers the requests already read while they can be answered at once, then waits for bytes or
-  // for an answer.
-  void Pump() {
-    while (true) {
-      ReadOutcome outcome = reader_.Next();
-      switch (outcome.kind) {
-        case ReadOutcome::Kind::kNeedMore:
-          return ReadMore();
-        case ReadOutcome::Kind::kReject:
-          started_ = std::chrono::steady_clock::now();
-          method_.assign(std::string_view(outcome.request.method).substr(0, kLoggedBytes));
-          target_.assign(std::string_view(outcome.request.target).substr(0, kLoggedBytes));
-          keep_alive_ = false;
-          version_ = 11;
-          head_request_ = false;
-          Write(std::move(outcome.rejection));
-          return;
-        case ReadOutcome::Kind::kRequest:
-          if (!Dispatch(outcome)) return;
-          break;
-      }
+  // Takes the current request as far as the bytes read allow. True when it was answered at once
+  // and whole and the connection goes on: the caller starts the next request.
+  bool Pump() {
+    ReadOutcome outcome = reader_.Next();
+    switch (outcome.kind) {
+      case ReadOutcome::Kind::kNeedMore:
+        ReadMore();
+        return false;
+      case ReadOutcome::Kind::kReject:
+        started_ = std::chrono::steady_clock::now();
+        method_.assign(std::string_view(outcome.request.method).substr(0, kLoggedBytes));
+        target_.assign(std::string_view(outcome.request.target).substr(0, kLoggedBytes));
+        keep_alive_ = false;
+        version_ = 11;
+        head_request_ = false;
+        Write(std::move(outcome.rejection));
+        return false;
+      case ReadOutcome::Kind::kRequest:
+        return Dispatch(outcome);
     }
+    return false;
   }
 
   void ReadMore() {
@@ -164,12 +174,12 @@ class Session : public std::enable_shared_from_this<Session> {
                               // the peer cannot be answered either).
                               if (ec) return self->Close();
                               self->reader_.CommitRead(n);
-                              self->Pump();
+                              if (self->Pump()) self->NextRequest();
                             });
   }
 
   // Hands the request to the handler. True when its answer came at once and went out whole,
-  // and the connection goes on: the caller reads the next request.
+  // and the connection goes on: the caller starts the next request (NextRequest).
   bool Dispatch(ReadOutcome& outcome) {
     started_ = std::chrono::steady_clock::now();
     if (outcome.head) {
@@ -195,7 +205,7 @@ class Session : public std::enable_shared_from_this<Session> {
       net::post(self->worker_.ioc, [self, r = std::move(r)]() mutable {
         const bool sent = self->Write(std::move(r));
         self->server_.RequestDone();
-        if (sent) self->AfterWrite();
+        if (sent) self->NextRequest();
       });
     });
     in_dispatch_ = false;
@@ -208,7 +218,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Serializes the answer to the current request and sends it. True when it went out whole at
-  // once (the caller goes on), false when the rest is sent asynchronously (AfterWrite follows) or
+  // once (the caller goes on), false when the rest is sent asynchronously (NextRequest follows) or
   // the connection failed.
   //
   // `head_request_`: the answer to a HEAD request: the GET's status and headers, Content-Length
@@ -225,7 +235,6 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string_view body =
         head_request_ || !HasBody(r.status) ? std::string_view() : std::string_view(body_);
     out_ = {net::buffer(head_), net::buffer(body.data(), body.size())};
-    deadline_ = worker_.DeadlineAfter(server_.options.idle_timeout);
     boost::system::error_code ec;
     const size_t sent = socket_.write_some(out_, ec);
     if (ec && ec != net::error::would_block && ec != net::error::try_again) {
@@ -237,10 +246,11 @@ class Session : public std::enable_shared_from_this<Session> {
         LingeringClose();
         return false;
       }
-      deadline_ = kNoDeadline;  // NextRequest sets the next one
-      return true;
+      return true;  // the caller goes on with NextRequest, which starts the next deadline
     }
-    // The socket's send buffer is full: the rest goes out when it drains.
+    // The socket's send buffer is full: the rest goes out when it drains, and a client that does
+    // not read it is closed like a silent one.
+    deadline_ = worker_.IdleDeadline();
     if (sent < head_.size()) {
       out_[0] += sent;
     } else {
@@ -251,14 +261,9 @@ class Session : public std::enable_shared_from_this<Session> {
                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
                        if (ec) return self->Close();
                        if (!self->keep_alive_) return self->LingeringClose();
-                       self->AfterWrite();
+                       self->NextRequest();
                      });
     return false;
-  }
-
-  // The answer went out and the connection stays: on to the next request.
-  void AfterWrite() {
-    if (keep_alive_) NextRequest();
   }
 
   static bool HasBody(int status) { return status >= 200 && status != 204 && status != 304; }
@@ -325,7 +330,11 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   Worker& worker_;
   RequestReader reader_;
-  uint64_t deadline_ = kNoDeadline;  // in the worker's ticks
+  // In the worker's ticks. Set whenever the connection waits on its client: from NextRequest
+  // (for the bytes of a request) and from a write the socket did not take whole (for the client
+  // to read); kNoDeadline only while the handler has the request (bounded by the handler) and
+  // once the connection is closed.
+  uint64_t deadline_ = kNoDeadline;
   // The request being answered (one at a time).
   bool keep_alive_ = false;
   unsigned version_ = 11;
@@ -401,7 +410,7 @@ Result<uint16_t> HttpServer::Start() {
   const auto tick = std::clamp(o.idle_timeout / 8, std::chrono::milliseconds(10),
                                std::chrono::milliseconds(1000));
   for (int i = 0; i < std::max(1, o.threads); ++i) {
-    impl_->workers.push_back(std::make_unique<Worker>(tick));
+    impl_->workers.push_back(std::make_unique<Worker>(tick, o.idle_timeout));
   }
   net::io_context& first = impl_->workers.front()->ioc;
   impl_->acceptor.emplace(first);

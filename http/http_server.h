@@ -28,9 +28,11 @@ struct HttpServerOptions {
   int threads = 2;
   uint32_t header_limit_bytes = 8192;
   uint64_t body_limit_bytes = 65536;
-  // The deadline of each request from its first byte awaited to its last byte read, and of each
-  // answer's write. Checked every idle_timeout / 8 (10 ms to 1 s): a connection past it is closed
-  // within a check or two.
+  // The deadline of each request from the moment the connection awaits it (accepted, or the
+  // previous answer written) to its last byte read, so also how long a keep-alive connection may
+  // stay silent between requests; and of each answer's write the socket does not take at once (a
+  // client that does not read). Checked every idle_timeout / 8 (10 ms to 1 s): a connection past
+  // it is closed within a check or two.
   std::chrono::milliseconds idle_timeout{30000};
   int max_connections = 10000;
   // Called with every answer of status >= 400 (the handler's and the server's own 400/413/431),
