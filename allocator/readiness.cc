@@ -1,16 +1,25 @@
 #include "allocator/readiness.h"
 
+#include <chrono>
 #include <string>
 
 namespace kleaf::allocator {
+namespace {
+
+// How long a node stays ready while Kafka moves things under it: a dead broker's leaders and group
+// coordinators (its session timeout, 9 s by default, then an election), and the allocators'
+// rebalance and takeovers after it. One that lasts longer takes the node out of service.
+constexpr std::chrono::milliseconds kKafkaMoveGrace{30'000};
+
+}  // namespace
 
 std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::BrokerProbe& probe) {
   auto s = node.status();
   std::vector<ReadyCheck> checks = {probe.Check()};
   // A rebalance after the node was a member (an allocator joined or left, or Kafka moves the group
   // coordinator off a dead broker: its session timeout, then the rejoin) is not a reason to take
-  // the node out of service; one that lasts longer than this is.
-  constexpr int64_t kRebalanceGraceMs = 30'000;
+  // the node out of service; one that lasts longer than kKafkaMoveGrace is.
+  constexpr int64_t kRebalanceGraceMs = kKafkaMoveGrace.count();
   const bool rebalancing = s.left_group_ms_ago >= 0 && s.left_group_ms_ago < kRebalanceGraceMs;
   checks.push_back({"group", s.member || rebalancing,
                     s.member ? "member of the allocators' consumer group"
@@ -22,7 +31,8 @@ std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::Br
   for (int32_t p : s.serving) serving += (serving.empty() ? "" : ",") + std::to_string(p);
   // Partitions taken over after the node served all of its own (a rebalance, an allocator or a
   // broker lost): the takeover waits for Kafka to move the dead broker's leaders and coordinators,
-  // and is not a reason to take the node out of service unless it lasts longer than this.
+  // and is not a reason to take the node out of service unless it lasts longer than
+  // kKafkaMoveGrace.
   const bool taking_over =
       s.served_all_once && s.pending_for_ms >= 0 && s.pending_for_ms < kRebalanceGraceMs;
   checks.push_back({"partitions", s.pending == 0 || taking_over,
@@ -34,10 +44,11 @@ std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::Br
 std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
                                         const kafka::BrokerProbe& probe) {
   // While a broker dies and Kafka moves its leaders (its session timeout, 9 s by default, then an
-  // election), and the allocators rebalance and take partitions over (up to the allocators' own
-  // 30 s grace), requests are given up and sent again; the gateway serves from its buffers
-  // meanwhile, so it stays ready unless no reply came for this long.
-  constexpr int64_t kLeaderMoveGraceNs = 30'000'000'000;
+  // election), and the allocators rebalance and take partitions over, requests are given up and
+  // sent again; the gateway serves from its buffers meanwhile, so it stays ready unless no reply
+  // came for kKafkaMoveGrace (the allocators' own grace for the same moves).
+  constexpr int64_t kLeaderMoveGraceNs =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kKafkaMoveGrace).count();
   std::vector<ReadyCheck> checks = {probe.Check()};
   const int64_t reply = client.last_reply_mono_ns();
   const bool given_up = reply >= 0 && client.last_give_up_mono_ns() > reply;

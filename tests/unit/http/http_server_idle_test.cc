@@ -234,6 +234,23 @@ class HttpServerIdleTest : public ::testing::Test {
     return client;
   }
 
+  // A request's deadline runs from the end of the previous answer (or the connect) to its last
+  // byte, however the bytes trickle in: sends `part` of a request, as the first one and after an
+  // answer, and expects the close in time.
+  void ExpectClosedWhenSilentAfter(const std::string& part) {
+    for (bool after_an_answer : {false, true}) {
+      SCOPED_TRACE(after_an_answer ? "after an answer" : "first request");
+      const auto since = Clock::now();
+      Client client = Connect();
+      if (after_an_answer) {
+        ASSERT_TRUE(client.Send(kGet));
+        ASSERT_EQ(client.ReadAnswer(), 200);
+      }
+      ASSERT_TRUE(client.Send(part));
+      ExpectClosedForIdleness(client, since);
+    }
+  }
+
   std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
   std::mutex mu_;
@@ -277,38 +294,15 @@ TEST_F(HttpServerIdleTest, ClosesAKeepAliveConnectionSilentAfterPipelinedAnswers
   ExpectClosedForIdleness(client, since);
 }
 
-// A request's deadline runs from the end of the previous answer (or the connect) to its last byte,
-// however the bytes trickle in: for its first request and for a later one.
 TEST_F(HttpServerIdleTest, ClosesAConnectionSilentHalfwayThroughItsHeaders) {
   Start();
-  for (bool after_an_answer : {false, true}) {
-    SCOPED_TRACE(after_an_answer ? "after an answer" : "first request");
-    const auto since = Clock::now();
-    Client client = Connect();
-    if (after_an_answer) {
-      ASSERT_TRUE(client.Send(kGet));
-      ASSERT_EQ(client.ReadAnswer(), 200);
-    }
-    ASSERT_TRUE(client.Send("GET /now HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half"));
-    ExpectClosedForIdleness(client, since);
-  }
+  ExpectClosedWhenSilentAfter("GET /now HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half");
 }
 
 TEST_F(HttpServerIdleTest, ClosesAConnectionSilentHalfwayThroughItsBody) {
   Start();
-  for (bool after_an_answer : {false, true}) {
-    SCOPED_TRACE(after_an_answer ? "after an answer" : "first request");
-    const auto since = Clock::now();
-    Client client = Connect();
-    if (after_an_answer) {
-      ASSERT_TRUE(client.Send(kGet));
-      ASSERT_EQ(client.ReadAnswer(), 200);
-    }
-    ASSERT_TRUE(
-        client.Send("PUT /now HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"
-                    "{\"half\":"));
-    ExpectClosedForIdleness(client, since);
-  }
+  ExpectClosedWhenSilentAfter(
+      "PUT /now HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"half\":");
 }
 
 // The answer's write has the same deadline. The client reads the first bytes of a large answer,
