@@ -478,6 +478,18 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
   auto facts = DescribeTopics(props, names, TimeLeft(deadline));
   if (!facts) return std::unexpected(facts.error());
   auto warnings = CheckReplication(facts->replication, allow_unreplicated);
+  // A broker applies a topic's new settings (kafka-configs.sh --alter) a moment after the
+  // controller committed them, and the describe may ask one that has not yet: an operator who
+  // fixed the topic and started the node at once was refused for a setting already fixed
+  // (ReplicationCluster3Test, 3 runs of 3 on one machine). So a refusal is read again once,
+  // after the brokers had time to catch up, before it stands.
+  constexpr std::chrono::milliseconds kSettingsSettle{3000};
+  if (!warnings && std::chrono::steady_clock::now() + kSettingsSettle < deadline) {
+    std::this_thread::sleep_for(kSettingsSettle);
+    facts = DescribeTopics(props, names, TimeLeft(deadline));
+    if (!facts) return std::unexpected(facts.error());
+    warnings = CheckReplication(facts->replication, allow_unreplicated);
+  }
   if (!warnings) return std::unexpected(warnings.error());
   for (const auto& w : *warnings) spdlog::warn("[replication] {}", w);
   auto recorded = ReadLayoutsUntil(props, names, deadline);
