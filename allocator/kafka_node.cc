@@ -123,7 +123,8 @@ Result<void> AllocatorNode::Start() {
   consumer_props["group.id"] = options_.group_id;
   consumer_props["session.timeout.ms"] = std::to_string(options_.session_timeout.count());
   // Partitions added to the requests topic reach the group (and RetryPending's refusal, logged
-  // for the operator) within seconds instead of librdkafka's default five minutes.
+  // for the operator) within seconds instead of librdkafka's default five minutes. Unless the
+  // caller chose already: KafkaProperties sets 5 s for every handle of a node.
   consumer_props.emplace("topic.metadata.refresh.interval.ms", "10000");
   consumer_props["heartbeat.interval.ms"] =
       std::to_string(std::max<int64_t>(options_.session_timeout.count() / 6, 100));

@@ -11,6 +11,11 @@ namespace {
 // rebalance and takeovers after it. One that lasts longer takes the node out of service.
 constexpr std::chrono::milliseconds kKafkaMoveGrace{30'000};
 
+std::string GraceText() {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kKafkaMoveGrace).count()) +
+         " s";
+}
+
 }  // namespace
 
 std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::BrokerProbe& probe) {
@@ -54,12 +59,14 @@ std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
   const bool given_up = reply >= 0 && client.last_give_up_mono_ns() > reply;
   const bool answering =
       reply >= 0 && (!given_up || client.now_mono_ns() - reply < kLeaderMoveGraceNs);
-  checks.push_back({"allocators", answering,
-                    reply < 0  ? "no allocator has answered yet"
-                    : given_up ? (answering ? "a request got no answer after every attempt, but "
-                                              "the allocators answered in the last 30 s"
-                                            : "no answer from the allocators for 30 s and more")
-                               : "the last request was answered"});
+  checks.push_back(
+      {"allocators", answering,
+       reply < 0  ? "no allocator has answered yet"
+       : given_up ? (answering ? "a request got no answer after every attempt, but "
+                                 "the allocators answered in the last " +
+                                     GraceText()
+                               : "no answer from the allocators for " + GraceText() + " and more")
+                  : "the last request was answered"});
   return checks;
 }
 
