@@ -1,6 +1,6 @@
 // The asynchronous interface between gateways (and producers) and allocators: get a segment of a
 // tag, administer tags, lease a snowflake worker id. Implemented in-process (LocalAllocator) and,
-// in the cluster shape, over Kafka; the wire format stays behind it (service.h).
+// in the cluster shape, over Kafka (cluster/allocator_client.h); the wire format stays behind it.
 #pragma once
 
 #include <functional>
@@ -8,20 +8,18 @@
 #include <vector>
 
 #include "allocator/allocation.h"
+#include "allocator/worker_registry.h"
 #include "allocator/workers.h"
 #include "base/error.h"
 #include "state/records.h"
 
 namespace kleaf::allocator {
 
-template <typename T>
-using Callback = std::function<void(Result<T>)>;
-
 // Every method returns at once and completes `done` exactly once, on a thread of the
-// implementation's choosing (never the caller's I/O thread for blocking work).
-class Allocator {
+// implementation's choosing (never the caller's I/O thread for blocking work). The worker
+// registry's four methods come from WorkerRegistry.
+class Allocator : public WorkerRegistry {
  public:
-  virtual ~Allocator() = default;
   // A new segment of `tag`; `step` is the size the caller would like (0: the tag's own step).
   virtual void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) = 0;
   // Live (not deleted) tags, ordered by name.
@@ -31,18 +29,6 @@ class Allocator {
   virtual void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) = 0;
   // Marks the tag deleted (its max_id is kept); answers the record as it was.
   virtual void DeleteTag(std::string tag, Callback<state::TagRecord> done) = 0;
-
-  // The snowflake worker-id registry (rules in workers.h): its requests are serialized with each
-  // other by the owner of the `__workers__` partition.
-
-  // A worker id for `claim.claimant`, leased until the answer's lease_until_ms.
-  virtual void ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) = 0;
-  // Extends the holder's lease; kFailedPrecondition when another process holds the id now.
-  virtual void RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) = 0;
-  // Ends the holder's lease now (at shutdown).
-  virtual void ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) = 0;
-  // How many ids are leased and free.
-  virtual void WorkerStatus(Callback<WorkerCounts> done) = 0;
 };
 
 }  // namespace kleaf::allocator

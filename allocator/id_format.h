@@ -74,8 +74,8 @@ inline constexpr int64_t kTimeCounterCapacity = (int64_t{1} << kTimeCounterBits)
 //    [0, 2^43 - 1). Unique because P is (the hour does not matter); refused when it would not be
 //    above id_base (a clock before the switch from plain), before 2020-01-01T01:00Z or after 2139.
 //  - kPlain in datacenter `dc` of more than one (PlainIn): ID = counter * dc.count + dc.index
-//    (datacenter.h), the datacenter's own residue class. Made by the gateway or producer that
-//    hands the segment out, never by an allocator: a tag's record does not hold it.
+//    (datacenter.h), the datacenter's own residue class. Attached by the rules when they reserve
+//    the segment (ApplyDatacenter): a tag's record does not hold it.
 class IdFormat {
  public:
   // The format of `record`'s segments; null for kPlain. kInternal for a malformed key.

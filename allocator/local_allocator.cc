@@ -16,100 +16,77 @@ class StoreReader final : public StateReader {
   state::Store& store_;
 };
 
-template <typename T>
-Result<T> Pick(Reply reply, std::optional<T> Reply::*field) {
-  if (reply.error) return std::unexpected(std::move(*reply.error));
-  if (!(reply.*field)) return Fail(Code::kInternal, "allocator reply without a result");
-  return std::move(*(reply.*field));
+Rules RulesOf(const LocalAllocatorOptions& o) {
+  return Rules{o.max_step, o.default_step, o.auto_create, o.workers, o.default_id_mode};
 }
 
 }  // namespace
 
 LocalAllocator::LocalAllocator(state::Store& store, Clock& clock, LocalAllocatorOptions options)
-    : store_(store), clock_(clock), options_(options), pool_(options.threads, "kleaf-alloc") {}
+    : store_(store),
+      clock_(clock),
+      rules_(RulesOf(options)),
+      pool_(options.threads, "kleaf-alloc") {}
 
 LocalAllocator::~LocalAllocator() { pool_.Stop(); }
 
-Reply LocalAllocator::ExecuteNow(const Request& request) {
+template <typename Op>
+Result<typename Op::Result> LocalAllocator::Run(const Op& op) {
   std::lock_guard lock(mu_);
   StoreReader reader(store_);
-  Outcome outcome = Execute(request, reader,
-                            {options_.max_step, options_.default_step, options_.auto_create,
-                             options_.workers, options_.default_id_mode},
-                            clock_.NowMs());
-  if (!outcome.writes.empty() || !outcome.worker_writes.empty()) {
-    if (auto put = store_.Write({outcome.writes, outcome.worker_writes, {}}, /*sync=*/true); !put) {
-      Reply failed;
-      failed.error = put.error();
-      return failed;
+  Outcome<Op> outcome = Execute(op, reader, rules_, clock_.NowMs());
+  if (!outcome.effects.empty()) {
+    if (auto put = store_.Write({outcome.effects.writes, outcome.effects.worker_writes, {}},
+                                /*sync=*/true);
+        !put) {
+      return std::unexpected(put.error());
     }
   }
-  return std::move(outcome.reply);
+  return std::move(outcome.result);
 }
 
-Result<Segment> LocalAllocator::AllocateSegmentNow(const std::string& tag, int64_t step) {
-  return Pick(ExecuteNow(MakeRequest(Request::Op::kAllocate, tag, step)), &Reply::segment);
-}
+template Result<Segment> LocalAllocator::Run(const op::Allocate&);
+template Result<state::TagRecord> LocalAllocator::Run(const op::PutTag&);
 
-Result<state::TagRecord> LocalAllocator::PutTagNow(const std::string& tag, const TagUpdate& update) {
-  return Pick(ExecuteNow(MakeRequest(Request::Op::kPutTag, tag, 0, update)), &Reply::tag);
+template <typename Op>
+void LocalAllocator::Post(Op op, Callback<typename Op::Result> done) {
+  pool_.Post([this, op = std::move(op), done = std::move(done)] { done(Run(op)); });
 }
 
 void LocalAllocator::AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) {
-  pool_.Post([this, tag = std::move(tag), step, done = std::move(done)] {
-    done(AllocateSegmentNow(tag, step));
-  });
+  Post(op::Allocate{std::move(tag), step}, std::move(done));
 }
 
 void LocalAllocator::ListTags(Callback<std::vector<state::TagRecord>> done) {
-  pool_.Post([this, done = std::move(done)] {
-    Reply reply = ExecuteNow(MakeRequest(Request::Op::kListTags));
-    if (reply.error) return done(std::unexpected(std::move(*reply.error)));
-    done(std::move(reply.tags));
-  });
+  Post(op::ListTags{}, std::move(done));
 }
 
 void LocalAllocator::GetTag(std::string tag, Callback<state::TagRecord> done) {
-  pool_.Post([this, tag = std::move(tag), done = std::move(done)] {
-    done(Pick(ExecuteNow(MakeRequest(Request::Op::kGetTag, tag)), &Reply::tag));
-  });
+  Post(op::GetTag{std::move(tag)}, std::move(done));
 }
 
 void LocalAllocator::PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) {
-  pool_.Post([this, tag = std::move(tag), update = std::move(update), done = std::move(done)] {
-    done(PutTagNow(tag, update));
-  });
+  Post(op::PutTag{std::move(tag), std::move(update)}, std::move(done));
 }
 
 void LocalAllocator::DeleteTag(std::string tag, Callback<state::TagRecord> done) {
-  pool_.Post([this, tag = std::move(tag), done = std::move(done)] {
-    done(Pick(ExecuteNow(MakeRequest(Request::Op::kDeleteTag, tag)), &Reply::tag));
-  });
+  Post(op::DeleteTag{std::move(tag)}, std::move(done));
 }
 
 void LocalAllocator::ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) {
-  pool_.Post([this, claim = std::move(claim), done = std::move(done)] {
-    done(Pick(ExecuteNow(ClaimRequest(claim)), &Reply::lease));
-  });
+  Post(op::ClaimWorker{std::move(claim)}, std::move(done));
 }
 
 void LocalAllocator::RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
-  pool_.Post([this, report = std::move(report), done = std::move(done)] {
-    done(Pick(ExecuteNow(ReportRequest(Request::Op::kRenewWorker, report)), &Reply::lease));
-  });
+  Post(op::RenewWorker{std::move(report)}, std::move(done));
 }
 
 void LocalAllocator::ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
-  pool_.Post([this, report = std::move(report), done = std::move(done)] {
-    done(Pick(ExecuteNow(ReportRequest(Request::Op::kReleaseWorker, report)), &Reply::lease));
-  });
+  Post(op::ReleaseWorker{std::move(report)}, std::move(done));
 }
 
 void LocalAllocator::WorkerStatus(Callback<WorkerCounts> done) {
-  pool_.Post([this, done = std::move(done)] {
-    done(Pick(ExecuteNow(MakeWorkerRequest(Request::Op::kWorkerStatus, Claimant{})),
-              &Reply::workers));
-  });
+  Post(op::WorkerStatus{}, std::move(done));
 }
 
 }  // namespace kleaf::allocator

@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "allocator/allocator.h"
-#include "allocator/service.h"
+#include "allocator/operations.h"
 #include "base/clock.h"
 #include "base/worker_pool.h"
 #include "state/store.h"
@@ -21,8 +21,9 @@ struct LocalAllocatorOptions {
   state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
 };
 
-// Thread-safe. Owns its worker threads; callbacks run on them. Invariant (DESIGN.md I2): the
-// record holding a segment's new max_id is synced to the store before the callback sees it.
+// Thread-safe. Owns its worker threads; callbacks run on them. Invariant (docs/architecture.md,
+// I2): the record holding a segment's new max_id is synced to the store before the callback sees
+// it.
 class LocalAllocator final : public Allocator {
  public:
   LocalAllocator(state::Store& store, Clock& clock, LocalAllocatorOptions options);
@@ -38,20 +39,29 @@ class LocalAllocator final : public Allocator {
   void ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
   void WorkerStatus(Callback<WorkerCounts> done) override;
 
-  // Executes one request, blocking the caller: the writes it implies are synced to the store
-  // before the reply is returned. The callbacks above run it on the worker threads.
-  Reply ExecuteNow(const Request& request);
-  Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step);
-  Result<state::TagRecord> PutTagNow(const std::string& tag, const TagUpdate& update);
+  // Runs one operation, blocking the caller: the writes it implies are synced to the store
+  // before its result is returned. The methods above run it on the worker threads.
+  template <typename Op>
+  Result<typename Op::Result> Run(const Op& op);
+  Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step) {
+    return Run(op::Allocate{tag, step});
+  }
+  Result<state::TagRecord> PutTagNow(const std::string& tag, const TagUpdate& update) {
+    return Run(op::PutTag{tag, update});
+  }
 
   // Drains queued work and joins the worker threads.
   void Stop() { pool_.Stop(); }
 
  private:
+  // Runs `op` on a worker thread and completes `done` with its result there.
+  template <typename Op>
+  void Post(Op op, Callback<typename Op::Result> done);
+
   state::Store& store_;
   Clock& clock_;
-  LocalAllocatorOptions options_;
-  std::mutex mu_;  // serializes every request: read, decide, synced write
+  const Rules rules_;
+  std::mutex mu_;  // serializes every operation: read, decide, synced write
   WorkerPool pool_;
 };
 

@@ -5,15 +5,15 @@
 #include <fstream>
 #include <iostream>
 
-#include "allocator/cluster_setup.h"
-#include "allocator/kafka_client.h"
-#include "allocator/kafka_node.h"
-#include "allocator/readiness.h"
-#include "allocator/state_export.h"
 #include "app/common.h"
 #include "app/serve.h"
 #include "app/standalone.h"
 #include "base/clock.h"
+#include "cluster/allocator_client.h"
+#include "cluster/allocator_node.h"
+#include "cluster/readiness.h"
+#include "cluster/setup.h"
+#include "cluster/state_export.h"
 #include "http/http_server.h"
 #include "http/ops_routes.h"
 #include "kafka/probe.h"
@@ -27,7 +27,7 @@ namespace {
 using std::chrono::milliseconds;
 
 // A metadata request for the cluster's requests topic every second, for /readyz.
-kafka::BrokerProbe::Options ProbeOptions(const allocator::ClusterSetup& setup) {
+kafka::BrokerProbe::Options ProbeOptions(const cluster::ClusterSetup& setup) {
   kafka::BrokerProbe::Options o;
   o.topic = setup.topics.requests;
   return o;
@@ -36,16 +36,17 @@ kafka::BrokerProbe::Options ProbeOptions(const allocator::ClusterSetup& setup) {
 }  // namespace
 
 int RunAllocator(const config::Config& c) {
-  auto setup = allocator::PrepareCluster(c);
+  auto setup = cluster::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
-  if (auto bound = allocator::BindStoreToStateTopic(**store, setup->topics, setup->layout, c.state.path);
+  if (auto bound =
+          cluster::BindStoreToStateTopic(**store, setup->topics, setup->layout, c.state.path);
       !bound) {
     return StartupError(bound.error().message);
   }
   const kafka::Properties& props = setup->props;
-  allocator::AllocatorNodeOptions options;
+  cluster::AllocatorNodeOptions options;
   options.props = props;
   options.topics = setup->topics;
   // The registry hands out only the worker ids of the datacenter the layout records.
@@ -57,12 +58,12 @@ int RunAllocator(const config::Config& c) {
       c.segment.auto_create,
       {workers.last, c.workers.lease_ttl_ms, c.workers.max_clock_skew_ms, workers.first},
       state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain),
-      setup->layout.datacenter.count};
+      setup->layout.datacenter};
   options.group_id = c.kafka.topic_prefix + ".allocators";
   options.batch_max = c.allocator.batch_max;
   options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
-  allocator::AllocatorNode node(options, **store, SystemClock::Instance());
+  cluster::AllocatorNode node(options, **store, SystemClock::Instance());
   if (auto r = node.Start(); !r) return StartupError(r.error().message);
   kafka::BrokerProbe probe(props, ProbeOptions(*setup), SystemClock::Instance());
   probe.Start();
@@ -75,7 +76,7 @@ int RunAllocator(const config::Config& c) {
     if (!listen) return StartupError("http.listen: " + listen.error().message);
     server.emplace(OpsHttpOptions(c, listen->first, listen->second),
                    http::OpsRoutes("allocators", [&node, &probe] {
-                     return allocator::NodeReadiness(node, probe);
+                     return cluster::NodeReadiness(node, probe);
                    }));
     auto port = server->Start();
     if (!port) return StartupError(port.error().message);
@@ -95,7 +96,7 @@ int RunAllocator(const config::Config& c) {
 }
 
 int RunGateway(const config::Config& c) {
-  auto setup = allocator::PrepareCluster(c);
+  auto setup = cluster::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
@@ -103,9 +104,9 @@ int RunGateway(const config::Config& c) {
   if (!client) return StartupError(client.error().message);
   kafka::BrokerProbe probe(setup->props, ProbeOptions(*setup), SystemClock::Instance());
   probe.Start();
-  allocator::KafkaAllocatorClient* allocators = client->get();
+  cluster::KafkaAllocatorClient* allocators = client->get();
   int code = ServeIds(c, **store, **client, "gateway", /*use_registry=*/true, [&probe, allocators] {
-    return allocator::ClientReadiness(*allocators, probe);
+    return cluster::ClientReadiness(*allocators, probe);
   });
   probe.Stop();
   (*client)->Stop();
@@ -113,11 +114,12 @@ int RunGateway(const config::Config& c) {
 }
 
 int RunStateReplay(const config::Config& c) {
-  auto setup = allocator::PrepareCluster(c);
+  auto setup = cluster::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   auto store = OpenStore(c);
   if (!store) return StartupError(store.error().message);
-  if (auto bound = allocator::BindStoreToStateTopic(**store, setup->topics, setup->layout, c.state.path);
+  if (auto bound =
+          cluster::BindStoreToStateTopic(**store, setup->topics, setup->layout, c.state.path);
       !bound) {
     return StartupError(bound.error().message);
   }
@@ -126,8 +128,9 @@ int RunStateReplay(const config::Config& c) {
   const auto& topics = setup->topics;
   int64_t total = 0;
   for (int32_t p = 0; p < topics.partitions; ++p) {
-    auto r = allocator::RestorePartition(**reader, **store, topics, p, milliseconds(120000));
-    if (!r) return StartupError("replaying partition " + std::to_string(p) + ": " + r.error().message);
+    auto r = cluster::RestorePartition(**reader, **store, topics, p, milliseconds(120000));
+    if (!r)
+      return StartupError("replaying partition " + std::to_string(p) + ": " + r.error().message);
     total += r->records;
   }
   std::cout << "replayed " << total << " state records of " << topics.state << " into "
@@ -136,9 +139,9 @@ int RunStateReplay(const config::Config& c) {
 }
 
 int RunStateExport(const config::Config& c, const std::string& file) {
-  auto setup = allocator::PrepareCluster(c);
+  auto setup = cluster::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
-  auto tags = allocator::ReadAllTags(setup->props, setup->topics);
+  auto tags = cluster::ReadAllTags(setup->props, setup->topics);
   if (!tags) return StartupError(tags.error().message);
   std::vector<state::TagRecord> records;
   for (const auto& [tag, r] : *tags) records.push_back(r);
@@ -169,7 +172,7 @@ int RunStateImport(const config::Config& c, const StateImportOptions& options) {
     if (!imported) return StartupError(imported.error().message);
     counts = *imported;
   } else {
-    auto setup = allocator::PrepareCluster(c);
+    auto setup = cluster::PrepareCluster(c);
     if (!setup) return ClusterSetupError(setup.error());
     auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
     if (!client) return StartupError(client.error().message);

@@ -69,7 +69,9 @@ int StartupError(const std::string& message) {
 Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c) {
   std::error_code ec;
   std::filesystem::create_directories(c.state.path, ec);
-  if (ec) return Fail(Code::kFailedPrecondition, "state.path: cannot create '" + c.state.path + "': " + ec.message());
+  if (ec)
+    return Fail(Code::kFailedPrecondition,
+                "state.path: cannot create '" + c.state.path + "': " + ec.message());
   return state::Store::Open(c.state.path);
 }
 
@@ -78,12 +80,12 @@ int ClusterSetupError(const Error& error) {
   return error.code == Code::kInvalidArgument ? 2 : code;
 }
 
-Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartAllocatorClient(
-    const config::Config& c, const allocator::ClusterSetup& setup, Clock& clock) {
+Result<std::unique_ptr<cluster::KafkaAllocatorClient>> StartAllocatorClient(
+    const config::Config& c, const cluster::ClusterSetup& setup, Clock& clock) {
   int32_t reply_partition = c.kafka.reply_partition >= 0
                                 ? c.kafka.reply_partition
                                 : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
-  return allocator::KafkaAllocatorClient::Start(
+  return cluster::KafkaAllocatorClient::Start(
       {setup.props, setup.topics, c.node.id, reply_partition,
        std::chrono::milliseconds(c.kafka.request_timeout_ms), c.kafka.request_attempts,
        setup.layout.datacenter},
@@ -116,6 +118,28 @@ http::HttpServerOptions OpsHttpOptions(const config::Config& c, const std::strin
 std::string HttpUrl(const std::string& host, uint16_t port) {
   return "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
          std::to_string(port);
+}
+
+snowflake::LayoutOptions SnowflakeLayoutOptions(const config::Snowflake& s) {
+  return {s.timestamp_bits, s.worker_bits, s.sequence_bits, s.epoch_ms, s.time_unit_ms};
+}
+
+snowflake::SnowflakeNode::Options SnowflakeNodeOptions(const config::Config& c, bool use_registry) {
+  const config::Snowflake& s = c.snowflake;
+  snowflake::SnowflakeNode::Options o{
+      .layout = SnowflakeLayoutOptions(s),
+      .generator = {s.worker_id, s.random_sequence_start, s.max_backward_ms},
+      .guard = {s.persist_interval_ms, s.reserve_ms, s.max_startup_wait_ms},
+      .lease = std::nullopt,
+      .datacenter = {c.datacenter.index, c.datacenter.count}};
+  if (use_registry) {
+    o.lease = snowflake::WorkerLease::Options{.node_id = c.node.id,
+                                              .lease_ttl_ms = c.workers.lease_ttl_ms,
+                                              .renew_interval_ms = c.workers.renew_interval_ms,
+                                              .safety_margin_ms = c.workers.safety_margin_ms,
+                                              .claim_timeout_ms = c.workers.claim_timeout_ms};
+  }
+  return o;
 }
 
 }  // namespace kleaf::app

@@ -5,11 +5,12 @@
 #include <memory>
 #include <string>
 
-#include "allocator/cluster_setup.h"
-#include "allocator/kafka_client.h"
 #include "base/clock.h"
+#include "cluster/allocator_client.h"
+#include "cluster/setup.h"
 #include "config/config.h"
 #include "http/http_server.h"
+#include "snowflake/snowflake_node.h"
 #include "state/store.h"
 
 namespace kleaf::app {
@@ -27,14 +28,14 @@ int StartupError(const std::string& message);
 
 // Creates state.path if missing and opens the store in it.
 Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c);
-// StartupError for a failed allocator::PrepareCluster: exit 2 when the configuration is at fault
+// StartupError for a failed cluster::PrepareCluster: exit 2 when the configuration is at fault
 // (kInvalidArgument: e.g. kafka.partitions disagrees with the topics), else 1.
 int ClusterSetupError(const Error& error);
 // The Kafka allocator client of gateways, producers and `state import`: requests on the cluster's
 // topics, replies on kafka.reply_partition (or the node's own by default), the configured timeout
 // and attempts.
-Result<std::unique_ptr<allocator::KafkaAllocatorClient>> StartAllocatorClient(
-    const config::Config& c, const allocator::ClusterSetup& setup, Clock& clock);
+Result<std::unique_ptr<cluster::KafkaAllocatorClient>> StartAllocatorClient(
+    const config::Config& c, const cluster::ClusterSetup& setup, Clock& clock);
 // The HTTP server settings of the http.* keys, listening on `host`:`port`.
 http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
                                     uint16_t port);
@@ -44,5 +45,10 @@ http::HttpServerOptions OpsHttpOptions(const config::Config& c, const std::strin
                                        uint16_t port);
 // "http://HOST:PORT", with an IPv6 host in brackets.
 std::string HttpUrl(const std::string& host, uint16_t port);
+
+// The snowflake keys of `c` as the snowflake node takes them; `use_registry`: the worker id is
+// leased (gateway, producer) instead of snowflake.worker_id (standalone).
+snowflake::LayoutOptions SnowflakeLayoutOptions(const config::Snowflake& s);
+snowflake::SnowflakeNode::Options SnowflakeNodeOptions(const config::Config& c, bool use_registry);
 
 }  // namespace kleaf::app

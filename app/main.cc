@@ -65,7 +65,8 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
 kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role, const kleaf::config::Config& config) {
   if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
   if (!kleaf::config::IssuesSnowflakeIds(role)) return {};
-  return kleaf::snowflake::CheckLayoutAt(config.snowflake, kleaf::SystemClock::Instance().NowMs());
+  return kleaf::snowflake::CheckLayoutAt(kleaf::app::SnowflakeLayoutOptions(config.snowflake),
+                                         kleaf::SystemClock::Instance().NowMs());
 }
 
 }  // namespace
@@ -79,22 +80,28 @@ int main(int argc, char** argv) {
     sub->add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");
   };
 
-  auto* standalone = app.add_subcommand("standalone", "allocator and gateway in one process, state in RocksDB");
+  auto* standalone =
+      app.add_subcommand("standalone", "allocator and gateway in one process, state in RocksDB");
   add_config(standalone);
-  auto* allocator = app.add_subcommand("allocator", "serve segment allocations from Kafka (cluster)");
+  auto* allocator =
+      app.add_subcommand("allocator", "serve segment allocations from Kafka (cluster)");
   add_config(allocator);
-  auto* gateway = app.add_subcommand("gateway", "serve IDs over HTTP, segments from the allocators (cluster)");
+  auto* gateway =
+      app.add_subcommand("gateway", "serve IDs over HTTP, segments from the allocators (cluster)");
   add_config(gateway);
 
-  auto* producer = app.add_subcommand("producer", "keep ID batches on the ids topic ahead of its consumers (cluster)");
+  auto* producer = app.add_subcommand(
+      "producer", "keep ID batches on the ids topic ahead of its consumers (cluster)");
   add_config(producer);
 
   auto* state = app.add_subcommand("state", "disaster recovery of the state topic");
   state->require_subcommand(1);
-  auto* replay = state->add_subcommand("replay", "rebuild the RocksDB at state.path from the state topic");
+  auto* replay =
+      state->add_subcommand("replay", "rebuild the RocksDB at state.path from the state topic");
   add_config(replay);
   std::string file;
-  auto* exporter = state->add_subcommand("export", "write every tag record of the state topic to FILE");
+  auto* exporter =
+      state->add_subcommand("export", "write every tag record of the state topic to FILE");
   exporter->add_option("file", file, "output JSON file")->required();
   add_config(exporter);
   kleaf::app::StateImportOptions import_options;

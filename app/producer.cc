@@ -10,10 +10,10 @@
 #include <memory>
 #include <optional>
 
-#include "allocator/cluster_setup.h"
-#include "allocator/kafka_client.h"
 #include "app/common.h"
 #include "base/clock.h"
+#include "cluster/allocator_client.h"
+#include "cluster/setup.h"
 #include "http/http.h"
 #include "http/http_server.h"
 #include "http/ops_routes.h"
@@ -90,7 +90,7 @@ producer::IdsProducerOptions Options(const config::Config& c, const kafka::Prope
 // stopped in reverse on every way out of it: the HTTP server, the probe, the round thread, the
 // worker lease, the allocator client.
 struct ProducerNode {
-  std::unique_ptr<allocator::KafkaAllocatorClient> client;
+  std::unique_ptr<cluster::KafkaAllocatorClient> client;
   std::unique_ptr<snowflake::SnowflakeNode> snowflake;  // with a snowflake, uuid7 or ulid stream
   std::optional<producer::IdsProducer> producer;
   std::optional<kafka::BrokerProbe> probe;
@@ -113,8 +113,8 @@ Result<void> StartSnowflake(const config::Config& c, state::Store& store, Clock&
                             ProducerNode& node) {
   for (const auto& s : c.producer.streams) {
     if (s.mode == config::ProducerStream::Mode::kSegment || node.snowflake) continue;
-    auto started =
-        snowflake::SnowflakeNode::Start(c, store, *node.client, /*use_registry=*/true, clock);
+    auto started = snowflake::SnowflakeNode::Start(SnowflakeNodeOptions(c, /*use_registry=*/true),
+                                                   store, *node.client, clock);
     if (!started) return std::unexpected(started.error());
     node.snowflake = std::move(*started);
   }
@@ -163,7 +163,7 @@ Result<std::string> StartHttp(const config::Config& c, Clock& clock, ProducerNod
 
 // Starts the node's components, serves until SIGINT or SIGTERM, and stops them: the exit code,
 // or an error when the node could not start (what had started is stopped by then).
-Result<int> ServeProducer(const config::Config& c, const allocator::ClusterSetup& setup,
+Result<int> ServeProducer(const config::Config& c, const cluster::ClusterSetup& setup,
                           int32_t ids_partitions, state::Store& store) {
   Clock& clock = SystemClock::Instance();
   ProducerNode node;
@@ -206,7 +206,7 @@ int RunProducer(const config::Config& c) {
     return StartupError(
         "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
   }
-  auto setup = allocator::PrepareCluster(c);
+  auto setup = cluster::PrepareCluster(c);
   if (!setup) return ClusterSetupError(setup.error());
   // The stream topics get the ids topic's own partition count, read from the broker.
   auto ids_partitions = kafka::PartitionCount(setup->props, setup->topics.ids, kSetupTimeout);

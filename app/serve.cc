@@ -39,7 +39,8 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   if (!token) return StartupError(token.error().message);
 
   Clock& clock = SystemClock::Instance();
-  auto snowflake = snowflake::SnowflakeNode::Start(c, store, allocator, use_registry, clock);
+  auto snowflake = snowflake::SnowflakeNode::Start(SnowflakeNodeOptions(c, use_registry), store,
+                                                   allocator, clock);
   if (!snowflake) return StartupError(snowflake.error().message);
   snowflake::SnowflakeGenerator& generator = (*snowflake)->generator();
   snowflake::WorkerLease* lease = (*snowflake)->lease();

@@ -5,7 +5,7 @@
 #include <ostream>
 #include <vector>
 
-#include "allocator/state_export.h"
+#include "allocator/import.h"
 #include "base/error.h"
 #include "config/config.h"
 #include "state/records.h"

@@ -92,7 +92,7 @@ Result<void> IdsProducer::NewTransactionalProducer(std::chrono::milliseconds tim
 Result<void> IdsProducer::Init() {
   // One topic per stream, as many partitions as the ids topic (docs/architecture.md).
   std::vector<kafka::TopicSpec> specs;
-  // As the cluster's topics (allocator::EnsureClusterTopics): 0 leaves replicas and
+  // As the cluster's topics (cluster::EnsureClusterTopics): 0 leaves replicas and
   // min.insync.replicas to the brokers, and only a chosen 3 or more sets min.insync.replicas=2.
   const int16_t replicas = options_.replication_factor > 0 ? options_.replication_factor
                                                            : kafka::kBrokerDefaultReplication;

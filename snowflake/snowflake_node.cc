@@ -37,26 +37,26 @@ Result<std::pair<std::string, std::string>> TakeHolderTokens(state::Store& store
 
 }  // namespace
 
-Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config& c,
+Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const Options& options,
                                                             state::Store& store,
-                                                            allocator::Allocator& allocator,
-                                                            bool use_registry, Clock& clock) {
-  const auto& sf = c.snowflake;
+                                                            allocator::WorkerRegistry& registry,
+                                                            Clock& clock) {
+  const LayoutOptions& sf = options.layout;
   auto layout = SnowflakeLayout::Make(sf.timestamp_bits, sf.worker_bits, sf.sequence_bits,
                                       sf.epoch_ms, sf.time_unit_ms, clock.NowMs());
   if (!layout) return std::unexpected(layout.error());
 
   std::unique_ptr<SnowflakeNode> node(new SnowflakeNode());
-  int64_t worker_id = sf.worker_id;
+  int64_t worker_id = options.generator.worker_id;
   int64_t not_before_ms = 0;
-  if (use_registry) {
+  if (options.lease) {
     auto tokens = TakeHolderTokens(store);
     if (!tokens) return std::unexpected(tokens.error());
+    WorkerLease::Options lease = *options.lease;
+    lease.holder = tokens->first;
+    lease.previous_holder = tokens->second;
     node->lease_.emplace(
-        allocator, clock,
-        WorkerLease::Options{c.node.id, tokens->first, tokens->second, c.workers.lease_ttl_ms,
-                             c.workers.renew_interval_ms, c.workers.safety_margin_ms,
-                             c.workers.claim_timeout_ms},
+        registry, clock, lease,
         [&store]() -> std::optional<WorkerLease::Cached> {
           auto id = store.GetValue(kCachedWorker);
           auto until = store.GetValue(kCachedLeaseUntil);
@@ -80,7 +80,7 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
     }
     // The registry of this datacenter's cluster hands out only its slice; a grant outside it
     // (allocators configured as another datacenter, a cached lease of another life) is refused.
-    const allocator::Datacenter dc{c.datacenter.index, c.datacenter.count};
+    const allocator::Datacenter& dc = options.datacenter;
     if (const auto range = allocator::WorkerRangeOf(dc, sf.worker_bits);
         !range.Contains(grant->worker_id)) {
       return Fail(Code::kFailedPrecondition,
@@ -94,13 +94,12 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
     worker_id = grant->worker_id;
     not_before_ms = grant->not_before_ms;
   }
-  node->generator_ = std::make_unique<SnowflakeGenerator>(
-      *layout, SnowflakeGenerator::Options{worker_id, sf.random_sequence_start, sf.max_backward_ms},
-      clock);
+  SnowflakeGenerator::Options generator = options.generator;
+  generator.worker_id = worker_id;
+  node->generator_ = std::make_unique<SnowflakeGenerator>(*layout, generator, clock);
   node->guard_ = std::make_unique<TimestampGuard>(
       *node->generator_, clock, [&store] { return store.GetValue(kSnowflakeMark); },
-      [&store](int64_t ms) { return store.PutValue(kSnowflakeMark, ms); },
-      TimestampGuard::Options{sf.persist_interval_ms, sf.reserve_ms, sf.max_startup_wait_ms});
+      [&store](int64_t ms) { return store.PutValue(kSnowflakeMark, ms); }, options.guard);
   node->guard_->SetExternalFloorMs(not_before_ms);
   if (auto r = node->guard_->Start(); !r) return std::unexpected(r.error());
   if (node->lease_) node->lease_->Start(*node->generator_);
@@ -116,7 +115,7 @@ void SnowflakeNode::Stop() {
   if (guard_) guard_->Stop();
 }
 
-Result<void> CheckLayoutAt(const config::Snowflake& s, int64_t now_ms) {
+Result<void> CheckLayoutAt(const LayoutOptions& s, int64_t now_ms) {
   auto layout = SnowflakeLayout::Make(s.timestamp_bits, s.worker_bits, s.sequence_bits, s.epoch_ms,
                                       s.time_unit_ms, now_ms);
   if (!layout) return Fail(Code::kInvalidArgument, "snowflake: " + layout.error().message);

@@ -16,9 +16,12 @@ constexpr char kNoAnswer[] = "no answer from the worker registry";
 using allocator::WorkerLeaseInfo;
 using std::chrono::milliseconds;
 
-WorkerLease::WorkerLease(allocator::Allocator& allocator, Clock& clock, Options options,
+WorkerLease::WorkerLease(allocator::WorkerRegistry& registry, Clock& clock, Options options,
                          LoadCache load, SaveCache save)
-    : allocator_(allocator), clock_(clock), options_(std::move(options)), load_(std::move(load)),
+    : registry_(registry),
+      clock_(clock),
+      options_(std::move(options)),
+      load_(std::move(load)),
       save_(std::move(save)) {}
 
 WorkerLease::~WorkerLease() { Stop(); }
@@ -26,7 +29,8 @@ WorkerLease::~WorkerLease() { Stop(); }
 void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
   // The allocator set lease_until from its clock when it handled the request, no earlier than we
   // sent it: counting the TTL from the send time is on the safe side.
-  const int64_t deadline = sent_mono_ns + (options_.lease_ttl_ms - options_.safety_margin_ms) * 1'000'000;
+  const int64_t deadline =
+      sent_mono_ns + (options_.lease_ttl_ms - options_.safety_margin_ms) * 1'000'000;
   deadline_ns_.store(deadline);
   lease_until_ms_.store(lease_until_ms);
   if (generator_ != nullptr) {
@@ -52,7 +56,7 @@ Result<WorkerLease::Grant> WorkerLease::Acquire() {
     const int64_t sent = clock_.MonotonicNs();
     const int64_t sent_ms = clock_.NowMs();
     auto reply = Await<WorkerLeaseInfo>(milliseconds(5000), kNoAnswer, [&](auto done) {
-      allocator_.ClaimWorker({.claimant = claimant(), .node_now_ms = sent_ms}, std::move(done));
+      registry_.ClaimWorker({.claimant = claimant(), .node_now_ms = sent_ms}, std::move(done));
     });
     if (reply) {
       RecordOffset(sent_ms, *reply);
@@ -104,11 +108,11 @@ void WorkerLease::Start(SnowflakeGenerator& generator) {
     // units of a second or more the tick's end would read as a clock running ahead.
     auto reply =
         Await<WorkerLeaseInfo>(milliseconds(options_.renew_interval_ms), kNoAnswer, [&](auto done) {
-          allocator_.RenewWorker({.claimant = claimant(),
-                                  .worker_id = worker_id_,
-                                  .node_now_ms = sent_ms,
-                                  .last_timestamp_ms = generator_->last_tick_ms()},
-                                 std::move(done));
+          registry_.RenewWorker({.claimant = claimant(),
+                                 .worker_id = worker_id_,
+                                 .node_now_ms = sent_ms,
+                                 .last_timestamp_ms = generator_->last_tick_ms()},
+                                std::move(done));
         });
     std::string error;
     if (reply) {
@@ -140,11 +144,11 @@ void WorkerLease::Stop() {
   // unreachable must not go on with an id that could be someone else's.
   save_({worker_id_, 0});
   auto reply = Await<WorkerLeaseInfo>(milliseconds(3000), kNoAnswer, [&](auto done) {
-    allocator_.ReleaseWorker({.claimant = claimant(),
-                              .worker_id = worker_id_,
-                              .node_now_ms = clock_.NowMs(),
-                              .last_timestamp_ms = generator_->last_tick_ms()},
-                             std::move(done));
+    registry_.ReleaseWorker({.claimant = claimant(),
+                             .worker_id = worker_id_,
+                             .node_now_ms = clock_.NowMs(),
+                             .last_timestamp_ms = generator_->last_tick_ms()},
+                            std::move(done));
   });
   if (reply) {
     spdlog::info("[lease] released worker id {}", worker_id_);

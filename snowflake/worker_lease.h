@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "allocator/allocator.h"
+#include "allocator/worker_registry.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/periodic_task.h"
@@ -31,8 +31,9 @@ class WorkerLease {
  public:
   struct Options {
     std::string node_id;
-    std::string holder = {};           // this process's random token
-    std::string previous_holder = {};  // the previous process's on this state directory (it is gone)
+    std::string holder = {};  // this process's random token
+    std::string previous_holder =
+        {};  // the previous process's on this state directory (it is gone)
     int64_t lease_ttl_ms = 60000;
     int64_t renew_interval_ms = 3000;
     int64_t safety_margin_ms = 5000;
@@ -53,7 +54,7 @@ class WorkerLease {
     bool from_cache;        // Kafka was unreachable: reusing the cached, still valid lease
   };
 
-  WorkerLease(allocator::Allocator& allocator, Clock& clock, Options options, LoadCache load,
+  WorkerLease(allocator::WorkerRegistry& registry, Clock& clock, Options options, LoadCache load,
               SaveCache save);
   ~WorkerLease();
 
@@ -86,7 +87,7 @@ class WorkerLease {
   void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
   void RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease);
 
-  allocator::Allocator& allocator_;
+  allocator::WorkerRegistry& registry_;
   Clock& clock_;
   const Options options_;
   LoadCache load_;

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "allocator/cluster.h"
-#include "allocator/kafka_client.h"
-#include "allocator/kafka_node.h"
 #include "base/await.h"
 #include "base/clock.h"
+#include "cluster/allocator_client.h"
+#include "cluster/allocator_node.h"
+#include "cluster/topics.h"
 #include "state/store.h"
 
 using namespace kleaf;
@@ -47,14 +47,14 @@ int main(int argc, char** argv) {
   kafka::Properties props{{"bootstrap.servers", argv[1]}};
   if (const char* d = std::getenv("KLEAF_BENCH_DEBUG")) props["debug"] = d;
   std::string prefix = "bench" + std::to_string(std::random_device{}());
-  auto topics = allocator::ClusterTopics::For(prefix, partitions, 4);
-  if (auto r = allocator::EnsureClusterTopics(props, topics, 1, milliseconds(30000)); !r) {
+  auto topics = cluster::ClusterTopics::For(prefix, partitions, 4);
+  if (auto r = cluster::EnsureClusterTopics(props, topics, 1, milliseconds(30000)); !r) {
     std::fprintf(stderr, "topics: %s\n", r.error().message.c_str());
     return 1;
   }
   auto dir = std::filesystem::temp_directory_path() / prefix;
   Clock& clock = SystemClock::Instance();
-  allocator::AllocatorNodeOptions options;
+  cluster::AllocatorNodeOptions options;
   options.props = props;
   options.topics = topics;
   options.rules.max_step = 1000000;
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   options.group_id = prefix + ".allocators";
   // Each allocator node has a store of its own, as separate processes would.
   std::vector<std::unique_ptr<state::Store>> stores;
-  std::vector<std::unique_ptr<allocator::AllocatorNode>> nodes;
+  std::vector<std::unique_ptr<cluster::AllocatorNode>> nodes;
   std::filesystem::create_directories(dir);
   for (int a = 0; a < allocators; ++a) {
     auto store = state::Store::Open((dir / std::to_string(a)).string());
@@ -71,13 +71,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     stores.push_back(std::move(*store));
-    nodes.push_back(std::make_unique<allocator::AllocatorNode>(options, *stores.back(), clock));
+    nodes.push_back(std::make_unique<cluster::AllocatorNode>(options, *stores.back(), clock));
     if (auto started = nodes.back()->Start(); !started) {
       std::fprintf(stderr, "allocator: %s\n", started.error().message.c_str());
       return 1;
     }
   }
-  auto client = allocator::KafkaAllocatorClient::Start({props, topics, "bench", 0, milliseconds(5000), 1}, clock);
+  auto client = cluster::KafkaAllocatorClient::Start(
+      {props, topics, "bench", 0, milliseconds(5000), 1}, clock);
   if (!client) {
     std::fprintf(stderr, "client: %s\n", client.error().message.c_str());
     return 1;
@@ -146,9 +147,13 @@ int main(int argc, char** argv) {
     ms.push_back((clock.MonotonicNs() - start) / 1e6);
   }
   std::sort(ms.begin(), ms.end());
-  auto pct = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
-  std::printf("sequential round trips: %d, failures %lld, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              sequential, static_cast<long long>(failures), pct(0.50), pct(0.90), pct(0.99), ms.back());
+  auto pct = [&](double q) {
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))];
+  };
+  std::printf(
+      "sequential round trips: %d, failures %lld, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f "
+      "ms\n",
+      sequential, static_cast<long long>(failures), pct(0.50), pct(0.90), pct(0.99), ms.back());
 
   std::atomic<int> left{concurrent};
   std::atomic<int64_t> bad{0};
@@ -156,21 +161,22 @@ int main(int argc, char** argv) {
   std::condition_variable cv;
   auto start = clock.MonotonicNs();
   for (int i = 0; i < concurrent; ++i) {
-    (*client)->AllocateSegment("tag" + std::to_string(i % 64), 1000, [&](Result<allocator::Segment> s) {
-      if (!s) bad.fetch_add(1);
-      if (left.fetch_sub(1) == 1) {
-        std::lock_guard lock(mu);
-        cv.notify_all();
-      }
-    });
+    (*client)->AllocateSegment("tag" + std::to_string(i % 64), 1000,
+                               [&](Result<allocator::Segment> s) {
+                                 if (!s) bad.fetch_add(1);
+                                 if (left.fetch_sub(1) == 1) {
+                                   std::lock_guard lock(mu);
+                                   cv.notify_all();
+                                 }
+                               });
   }
   {
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return left.load() == 0; });
   }
   double secs = (clock.MonotonicNs() - start) / 1e9;
-  std::printf("concurrent: %d allocations in %.2f s = %.0f allocations/s, failures %lld\n", concurrent,
-              secs, concurrent / secs, static_cast<long long>(bad.load()));
+  std::printf("concurrent: %d allocations in %.2f s = %.0f allocations/s, failures %lld\n",
+              concurrent, secs, concurrent / secs, static_cast<long long>(bad.load()));
   (*client)->Stop();
   for (auto& node : nodes) node->Stop();
   nodes.clear();

@@ -1,4 +1,4 @@
-// The gateway's side of request/reply (allocator::KafkaAllocatorClient, in this process) against a
+// The gateway's side of request/reply (cluster::KafkaAllocatorClient, in this process) against a
 // real `kleaf allocator` process: its idempotent request producer fails for good while requests
 // are in flight (librdkafka's fatal error, as an out-of-order sequence after a disconnect would
 // raise), is replaced by itself, and the client keeps getting segments and renewing its worker
@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "allocator/kafka_client.h"
-#include "allocator/kafka_node.h"
 #include "base/await.h"
 #include "base/clock.h"
+#include "cluster/allocator_client.h"
+#include "cluster/allocator_node.h"
 #include "state/store.h"
 #include "tests/e2e/kleaf_process.h"
 #include "tests/integration/cluster_env.h"
@@ -76,10 +76,10 @@ int Overlaps(std::vector<allocator::Segment> segments) {
 
 // A gateway's client in this process, for the cluster whose topics are `topics`, reading its
 // replies from `reply_partition`.
-allocator::KafkaClientOptions InProcessClientOptions(const kafka::Properties& props,
-                                                     const allocator::ClusterTopics& topics,
-                                                     int32_t reply_partition) {
-  allocator::KafkaClientOptions options;
+cluster::KafkaClientOptions InProcessClientOptions(const kafka::Properties& props,
+                                                   const cluster::ClusterTopics& topics,
+                                                   int32_t reply_partition) {
+  cluster::KafkaClientOptions options;
   options.props = props;
   options.topics = topics;
   options.node_id = "gw-in-process";
@@ -88,7 +88,7 @@ allocator::KafkaClientOptions InProcessClientOptions(const kafka::Properties& pr
 }
 
 // How long one call of such a client may take: every attempt, plus a margin.
-milliseconds CallBound(const allocator::KafkaClientOptions& options) {
+milliseconds CallBound(const cluster::KafkaClientOptions& options) {
   return options.request_timeout * options.attempts + seconds(4);
 }
 
@@ -97,10 +97,10 @@ milliseconds CallBound(const allocator::KafkaClientOptions& options) {
 struct InProcessCluster {
   std::string prefix;
   kafka::Properties props;
-  allocator::ClusterTopics topics;
+  cluster::ClusterTopics topics;
 
-  allocator::AllocatorNodeOptions NodeOptions(const std::string& group) const {
-    allocator::AllocatorNodeOptions options;
+  cluster::AllocatorNodeOptions NodeOptions(const std::string& group) const {
+    cluster::AllocatorNodeOptions options;
     options.props = props;
     options.topics = topics;
     options.rules.max_step = 10;
@@ -116,8 +116,8 @@ Result<InProcessCluster> MakeInProcessCluster(const std::string& bootstrap,
   cluster.prefix = "kleaf-it-" + name + "-" + std::to_string(::getpid()) + "-" +
                    std::to_string(SteadyClock::now().time_since_epoch().count());
   cluster.props = {{"bootstrap.servers", bootstrap}};
-  cluster.topics = allocator::ClusterTopics::For(cluster.prefix, 4, 4);
-  if (auto ensured = allocator::EnsureClusterTopics(cluster.props, cluster.topics, 1, seconds(30));
+  cluster.topics = cluster::ClusterTopics::For(cluster.prefix, 4, 4);
+  if (auto ensured = cluster::EnsureClusterTopics(cluster.props, cluster.topics, 1, seconds(30));
       !ensured) {
     return std::unexpected(ensured.error());
   }
@@ -125,7 +125,7 @@ Result<InProcessCluster> MakeInProcessCluster(const std::string& bootstrap,
 }
 
 // Whether `node` joined its group and serves all 4 partitions within 60 s.
-bool ServesAllWithinAMinute(allocator::AllocatorNode& node) {
+bool ServesAllWithinAMinute(cluster::AllocatorNode& node) {
   return WaitUntil(
       [&] {
         auto s = node.status();
@@ -148,11 +148,11 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
   Clock& clock = SystemClock::Instance();
   const auto options =
       InProcessClientOptions({{"bootstrap.servers", broker_.bootstrap}},
-                             allocator::ClusterTopics::For(cluster.prefix(), Cluster::kPartitions,
-                                                           Cluster::kReplyPartitions),
+                             cluster::ClusterTopics::For(cluster.prefix(), Cluster::kPartitions,
+                                                         Cluster::kReplyPartitions),
                              Cluster::kReplyPartitions - 1);  // no gateway process reads it
   const auto call_bound = CallBound(options);
-  auto client = allocator::KafkaAllocatorClient::Start(options, clock);
+  auto client = cluster::KafkaAllocatorClient::Start(options, clock);
   ASSERT_TRUE(client) << client.error().message;
   auto& c = **client;
 
@@ -249,8 +249,8 @@ TEST_F(AllocatorClientIntegrationTest, AFatalRequestProducerErrorIsRepairedAndRe
 }
 
 // A partition's transactional producer fails for good under a running allocator (librdkafka's
-// fatal error; kafka_node.cc: the next batch's begin or send sees it) with requests in flight:
-// the node releases the partition and takes it over again with a new producer (whose
+// fatal error; cluster/allocator_node.cc: the next batch's begin or send sees it) with requests in
+// flight: the node releases the partition and takes it over again with a new producer (whose
 // init_transactions fences the broken one), within the bound below, re-reads the requests of the
 // failed batch, and every request is answered, no segment twice.
 TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOver) {
@@ -262,14 +262,14 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
   ASSERT_TRUE(store) << store.error().message;
 
   Clock& clock = SystemClock::Instance();
-  allocator::AllocatorNode node(cluster->NodeOptions("allocators"), **store, clock);
+  cluster::AllocatorNode node(cluster->NodeOptions("allocators"), **store, clock);
   ASSERT_TRUE(node.Start());
   ASSERT_TRUE(ServesAllWithinAMinute(node))
       << "the allocator does not serve the 4 partitions within 60 s";
 
   const auto options = InProcessClientOptions(cluster->props, topics, 0);
   const auto call_bound = CallBound(options);
-  auto client = allocator::KafkaAllocatorClient::Start(options, clock);
+  auto client = cluster::KafkaAllocatorClient::Start(options, clock);
   ASSERT_TRUE(client) << client.error().message;
   auto& c = **client;
 
@@ -352,12 +352,12 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
 }
 
 // Where a takeover resumes reading requests: right after the last committed batch, as that batch
-// recorded it in the state topic (kafka_node.cc, RunTransaction), not as the group's committed
-// offset says. The second allocator belongs to another group (its committed offsets are none:
-// as after offsets.retention.minutes expired them) and has an empty store: it must resume where
-// the first one stopped. Resuming earlier would run the tag's PUT and allocations again (their
-// replies nobody waits for: each a gap); so the next segment starts exactly where the last one
-// before ended.
+// recorded it in the state topic (cluster/allocator_node.cc, RunTransaction), not as the group's
+// committed offset says. The second allocator belongs to another group (its committed offsets are
+// none: as after offsets.retention.minutes expired them) and has an empty store: it must resume
+// where the first one stopped. Resuming earlier would run the tag's PUT and allocations again
+// (their replies nobody waits for: each a gap); so the next segment starts exactly where the last
+// one before ended.
 TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommittedBatch) {
   e2e::TempDir dir;
   auto cluster = MakeInProcessCluster(broker_.bootstrap, "resume");
@@ -366,7 +366,7 @@ TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommitte
 
   const auto options = InProcessClientOptions(cluster->props, cluster->topics, 0);
   const auto call_bound = CallBound(options);
-  auto client = allocator::KafkaAllocatorClient::Start(options, clock);
+  auto client = cluster::KafkaAllocatorClient::Start(options, clock);
   ASSERT_TRUE(client) << client.error().message;
   auto& c = **client;
   const std::string tag = "resume";
@@ -376,7 +376,7 @@ TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommitte
   {
     auto store = state::Store::Open((dir.path() / "first").string());
     ASSERT_TRUE(store) << store.error().message;
-    allocator::AllocatorNode first(cluster->NodeOptions("first"), **store, clock);
+    cluster::AllocatorNode first(cluster->NodeOptions("first"), **store, clock);
     ASSERT_TRUE(first.Start());
     ASSERT_TRUE(ServesAllWithinAMinute(first))
         << "the first allocator does not serve 4 partitions in 60 s";
@@ -397,7 +397,7 @@ TEST_F(AllocatorClientIntegrationTest, ATakeOverResumesRightAfterTheLastCommitte
 
   auto store = state::Store::Open((dir.path() / "second").string());
   ASSERT_TRUE(store) << store.error().message;
-  allocator::AllocatorNode second(cluster->NodeOptions("second"), **store, clock);
+  cluster::AllocatorNode second(cluster->NodeOptions("second"), **store, clock);
   ASSERT_TRUE(second.Start());
   ASSERT_TRUE(ServesAllWithinAMinute(second))
       << "the second allocator does not serve 4 partitions in 60 s";

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "allocator/cluster.h"
-#include "allocator/kafka_client.h"
 #include "base/await.h"
 #include "base/clock.h"
+#include "cluster/allocator_client.h"
+#include "cluster/topics.h"
 #include "kafka/client.h"
 #include "kleaf/batch.h"
 #include "tests/e2e/e2e_env.h"
@@ -119,8 +119,7 @@ TEST_F(OperatorMistakesTest, SameNodeIdOnTwoGatewaysLeasesTwoWorkerIds) {
   Node& g2 = cluster.AddGateway("gw-same-2", 1);
   for (Node* g : {&g1, &g2}) {
     Rewrite(cluster, *g,
-            cluster.Config("gw-same", g->state).Set("kafka.reply_partition",
-                                                    g == &g1 ? "0" : "1"));
+            cluster.Config("gw-same", g->state).Set("kafka.reply_partition", g == &g1 ? "0" : "1"));
   }
   ASSERT_TRUE(StartNode(g1)) << cluster.Logs();
   ASSERT_TRUE(StartNode(g2)) << cluster.Logs();
@@ -291,7 +290,8 @@ TEST_F(OperatorMistakesTest, GatewayWithAWrongPartitionCountRefusesAndOneWithout
   EXPECT_TRUE(refused->status.exited && refused->status.code == 2) << refused->status.ToString();
   const std::string said = refused->err + refused->out;
   EXPECT_TRUE(SaysWithNumbers(said, "kafka.partitions", {3, 4}))
-      << "no line naming kafka.partitions, 3 and 4:\n" << said;
+      << "no line naming kafka.partitions, 3 and 4:\n"
+      << said;
 
   Node& unset = cluster.AddGateway("gw-unset", 2);
   Rewrite(cluster, unset,
@@ -303,10 +303,8 @@ TEST_F(OperatorMistakesTest, GatewayWithAWrongPartitionCountRefusesAndOneWithout
   const auto tags = SpreadTags("unset", 2);
   IdLoad a(SegmentLoad(gw_a, tags));
   IdLoad b(SegmentLoad(unset, tags));
-  ASSERT_TRUE(a.WaitForReplies(300, seconds(30)))
-      << a.Summary();
-  ASSERT_TRUE(b.WaitForReplies(300, seconds(30)))
-      << b.Summary();
+  ASSERT_TRUE(a.WaitForReplies(300, seconds(30))) << a.Summary();
+  ASSERT_TRUE(b.WaitForReplies(300, seconds(30))) << b.Summary();
   a.Stop();
   b.Stop();
   std::cout << "[ operator ] " << a.Summary() << "; " << b.Summary() << "\n";
@@ -326,16 +324,15 @@ TEST_F(OperatorMistakesTest, AllocatorAnswersARequestOnTheWrongPartitionWithAnEr
   const auto tags = SpreadTags("route", 3);
   IdLoad a(SegmentLoad(*nodes->gateways[0], tags));
   IdLoad b(SegmentLoad(*nodes->gateways[1], tags));
-  ASSERT_TRUE(a.WaitForReplies(200, seconds(30)))
-      << a.Summary();
+  ASSERT_TRUE(a.WaitForReplies(200, seconds(30))) << a.Summary();
 
-  allocator::KafkaClientOptions options;
+  cluster::KafkaClientOptions options;
   options.props = {{"bootstrap.servers", broker_.bootstrap}};
   options.topics =
-      allocator::ClusterTopics::For(cluster.prefix(), /*partitions=*/3, Cluster::kReplyPartitions);
+      cluster::ClusterTopics::For(cluster.prefix(), /*partitions=*/3, Cluster::kReplyPartitions);
   options.node_id = "misrouting-client";
   options.reply_partition = 3;
-  auto client = allocator::KafkaAllocatorClient::Start(options, SystemClock::Instance());
+  auto client = cluster::KafkaAllocatorClient::Start(options, SystemClock::Instance());
   ASSERT_TRUE(client) << client.error().message;
 
   struct Served {
@@ -370,8 +367,7 @@ TEST_F(OperatorMistakesTest, AllocatorAnswersARequestOnTheWrongPartitionWithAnEr
   (*client)->Stop();
   // The real gateways go on after the misrouted requests.
   const int64_t replies_before = a.ok();
-  ASSERT_TRUE(a.WaitForReplies(replies_before + 200, seconds(30)))
-      << a.Summary();
+  ASSERT_TRUE(a.WaitForReplies(replies_before + 200, seconds(30))) << a.Summary();
   a.Stop();
   b.Stop();
 
@@ -394,16 +390,16 @@ TEST_F(OperatorMistakesTest, AllocatorAnswersARequestOnTheWrongPartitionWithAnEr
             << " misrouted requests, " << refused << " refused (\"" << first_refusal << "\"), "
             << wrong_segments.size() << " answered with a segment, " << other_errors
             << " other errors" << (first_other_error.empty() ? "" : " (" + first_other_error + ")")
-            << "; " << right_segments.size() << " segments on the right partition; "
-            << a.Summary() << "; " << b.Summary() << "\n";
+            << "; " << right_segments.size() << " segments on the right partition; " << a.Summary()
+            << "; " << b.Summary() << "\n";
   std::cout << "[ operator ] misrouted client: checked " << checked << " gateway IDs against "
-            << wrong_segments.size() + right_segments.size() << " client segments: "
-            << overlapping << " IDs served twice" << std::endl;
+            << wrong_segments.size() + right_segments.size() << " client segments: " << overlapping
+            << " IDs served twice" << std::endl;
   EXPECT_GT(wrong_requests, 0);
-  EXPECT_TRUE(wrong_segments.empty()) << wrong_segments.size() << " misrouted requests got a "
-                                      << "segment, e.g. " << wrong_segments.front().tag << " ["
-                                      << wrong_segments.front().start << ", "
-                                      << wrong_segments.front().end << ")";
+  EXPECT_TRUE(wrong_segments.empty())
+      << wrong_segments.size() << " misrouted requests got a "
+      << "segment, e.g. " << wrong_segments.front().tag << " [" << wrong_segments.front().start
+      << ", " << wrong_segments.front().end << ")";
   EXPECT_EQ(refused, wrong_requests) << first_other_error;
   EXPECT_EQ(overlapping, 0);
   EXPECT_EQ(ReportSegmentDuplicates("gateways beside a misrouting client", {&a, &b}, tags), 0);
@@ -419,8 +415,7 @@ TEST_F(OperatorMistakesTest, PartitionsAddedToLiveTopicsAreNeverServedAndNewNode
   const auto tags = SpreadTags("grow", 2);
   IdLoad a(SegmentLoad(*nodes->gateways[0], tags));
   IdLoad b(SegmentLoad(*nodes->gateways[1], tags));
-  ASSERT_TRUE(a.WaitForReplies(200, seconds(30)))
-      << a.Summary();
+  ASSERT_TRUE(a.WaitForReplies(200, seconds(30))) << a.Summary();
 
   for (const std::string& topic : {cluster.prefix() + ".requests", cluster.prefix() + ".state"}) {
     auto r = TopicAdmin(broker_, {"partitions", topic, "6"});
@@ -445,18 +440,19 @@ TEST_F(OperatorMistakesTest, PartitionsAddedToLiveTopicsAreNeverServedAndNewNode
   auto alloc_refused = StartExpectingExit(late_alloc, seconds(30));
   ASSERT_TRUE(alloc_refused) << alloc_refused.error();
   const std::vector<std::pair<std::string, const Exit*>> late = {{"gateway", &*gw_refused},
-                                                                  {"allocator", &*alloc_refused}};
+                                                                 {"allocator", &*alloc_refused}};
   for (const auto& [what, exit] : late) {
     const std::string said = exit->err + exit->out;
-    std::cout << "[ operator ] " << what << " started after the change: "
-              << exit->status.ToString() << "; "
+    std::cout << "[ operator ] " << what << " started after the change: " << exit->status.ToString()
+              << "; "
               << (LinesWith(said, kPartitionsAdded).empty() ? said.substr(0, 300)
                                                             : LinesWith(said, kPartitionsAdded)[0])
               << "\n";
     EXPECT_TRUE(exit->status.exited && exit->status.code == 1)
         << what << ": " << exit->status.ToString();
     EXPECT_TRUE(SaysWithNumbers(said, kPartitionsAdded, {4, 6}))
-        << what << ": no line with \"" << kPartitionsAdded << "\", 4 and 6:\n" << said;
+        << what << ": no line with \"" << kPartitionsAdded << "\", 4 and 6:\n"
+        << said;
   }
 
   // The running allocators notice, say so, and never serve partitions 4 and 5. The consumer group
@@ -492,9 +488,7 @@ TEST_F(OperatorMistakesTest, PartitionsAddedToLiveTopicsAreNeverServedAndNewNode
   EXPECT_TRUE(noticed) << "no allocator logged \"" << kPartitionsAdded << "\", not even after a "
                        << "rebalance";
   // The running gateways keep serving.
-  EXPECT_TRUE(WaitUntil(
-      [&] { return a.ok() + b.ok() >= replies_at_alter + 400; },
-      seconds(30)))
+  EXPECT_TRUE(WaitUntil([&] { return a.ok() + b.ok() >= replies_at_alter + 400; }, seconds(30)))
       << a.Summary() << "; " << b.Summary();
   a.Stop();
   b.Stop();
@@ -510,8 +504,7 @@ TEST_F(OperatorMistakesTest, PartitionsAddedToLiveTopicsAreNeverServedAndNewNode
     }
   }
   std::cout << "[ operator ] partitions added: noticed " << how << ", " << noticed_after_s
-            << " s after the change; "
-            << a.Summary() << "; " << b.Summary() << "\n";
+            << " s after the change; " << a.Summary() << "; " << b.Summary() << "\n";
   EXPECT_EQ(a.errors(), 0) << a.Summary();
   EXPECT_EQ(b.errors(), 0) << b.Summary();
   EXPECT_EQ(ReportSegmentDuplicates("partitions added to live topics", {&a, &b}, tags), 0);
@@ -530,8 +523,7 @@ TEST_F(OperatorMistakesTest, RecreatedStateTopicIsRefusedByOldAndFreshAllocators
   Node& gw = *nodes->gateways.front();
   const auto tags = SpreadTags("phoenix", 1);
   IdLoad before(SegmentLoad(gw, tags));
-  ASSERT_TRUE(before.WaitForReplies(400, seconds(30)))
-      << before.Summary();
+  ASSERT_TRUE(before.WaitForReplies(400, seconds(30))) << before.Summary();
   before.Stop();
 
   alloc.process->Terminate();
@@ -573,8 +565,8 @@ TEST_F(OperatorMistakesTest, RecreatedStateTopicIsRefusedByOldAndFreshAllocators
     }
     auto flushed = (*producer)->Flush(kKafkaTimeout);
     ASSERT_TRUE(flushed) << flushed.error().message;
-    std::cout << "[ operator ] state topic recreated (" << described.output.substr(0, 120)
-              << " -> " << recreated.output.substr(0, 120) << "), " << produced
+    std::cout << "[ operator ] state topic recreated (" << described.output.substr(0, 120) << " -> "
+              << recreated.output.substr(0, 120) << "), " << produced
               << " filler records beyond the old end offsets\n";
   }
 
@@ -681,8 +673,7 @@ TEST_F(OperatorMistakesTest, AllocatorWithAnotherTopicPrefixOnAClusterStatePathR
   const auto tags = SpreadTags("prefix", 2);
   IdLoad a(SegmentLoad(*nodes->gateways[0], tags));
   IdLoad b(SegmentLoad(*nodes->gateways[1], tags));
-  ASSERT_TRUE(a.WaitForReplies(200, seconds(30)))
-      << a.Summary();
+  ASSERT_TRUE(a.WaitForReplies(200, seconds(30))) << a.Summary();
 
   alloc2.process->Terminate();
   auto stopped = alloc2.process->WaitExit(seconds(30));
@@ -699,15 +690,14 @@ TEST_F(OperatorMistakesTest, AllocatorWithAnotherTopicPrefixOnAClusterStatePathR
   auto lines = LinesWith(said, kHoldsStateOf);
   std::cout << "[ operator ] allocator with prefix " << cluster.prefix() << "-other on "
             << alloc2.name << "'s state.path: " << refused->status.ToString() << " after "
-            << refused->seconds << " s; "
-            << (lines.empty() ? said.substr(0, 300) : lines.front()) << "\n";
+            << refused->seconds << " s; " << (lines.empty() ? said.substr(0, 300) : lines.front())
+            << "\n";
   EXPECT_TRUE(refused->status.exited && refused->status.code == 1) << refused->status.ToString();
   EXPECT_NE(said.find(kHoldsStateOf), std::string::npos) << said;
 
   // The cluster's gateways keep serving.
   const int64_t replies = a.ok() + b.ok();
-  EXPECT_TRUE(WaitUntil(
-      [&] { return a.ok() + b.ok() >= replies + 300; }, seconds(30)))
+  EXPECT_TRUE(WaitUntil([&] { return a.ok() + b.ok() >= replies + 300; }, seconds(30)))
       << a.Summary() << "; " << b.Summary();
   a.Stop();
   b.Stop();
@@ -719,8 +709,7 @@ TEST_F(OperatorMistakesTest, AllocatorWithAnotherTopicPrefixOnAClusterStatePathR
 
 // --- 6. snowflake.time_unit_ms of a second and more --------------------------------------------
 
-class TimeUnitTest : public OperatorMistakesTest,
-                     public ::testing::WithParamInterface<int64_t> {};
+class TimeUnitTest : public OperatorMistakesTest, public ::testing::WithParamInterface<int64_t> {};
 
 // Two gateways (one of them restarted after a kill -9) serve for three renew intervals and more:
 // no lease is revoked, no request answered 503 after that, no ID twice.
@@ -757,8 +746,8 @@ TEST_P(TimeUnitTest, LeasesHoldWithALongTimeUnit) {
   l1.Stop();
   l2.Stop();
   std::cout << "[ operator ] time_unit_ms " << unit_ms << ": " << l1.Summary() << "; "
-            << l2.Summary() << "; after " << settled.count() << " ms: "
-            << l1.ok() + l2.ok() - ok_settled << " replies, "
+            << l2.Summary() << "; after " << settled.count()
+            << " ms: " << l1.ok() + l2.ok() - ok_settled << " replies, "
             << l1.unavailable() + l2.unavailable() - unavailable_settled << " 503s\n";
   for (Node* g : {&g1, &g2}) {
     auto lost = LinesWith(g->Log(), kLostLine);
@@ -774,9 +763,12 @@ TEST_P(TimeUnitTest, LeasesHoldWithALongTimeUnit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OperatorMistakes, TimeUnitTest, ::testing::Values(1000, 2000),
-                         [](const auto& info) { return "Unit" + std::to_string(info.param) + "ms"; });
+                         [](const auto& info) {
+                           return "Unit" + std::to_string(info.param) + "ms";
+                         });
 
-// --- 7. A clock jumped forward during a broker outage, kill -9, the worker id recycled ------------
+// --- 7. A clock jumped forward during a broker outage, kill -9, the worker id recycled
+// ------------
 
 TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeverRepeats) {
   if (e2e::Libfaketime().empty()) GTEST_SKIP() << "libfaketime is not installed";
@@ -888,8 +880,7 @@ TEST_F(OperatorMistakesTest, ClockJumpedForwardInAnOutageThenKillThenRecycleNeve
     WaitUntil([&] { return e2e::WallClockMs() >= from_ms; }, seconds(90));
     IdLoad load({.name = "gw-heir", .port = heir.port, .pause = milliseconds(1)});
     const bool passed = WaitUntil(
-        [&] { return e2e::WallClockMs() > jumper_max_ms + 1000 && load.ok() >= 100; },
-        seconds(90));
+        [&] { return e2e::WallClockMs() > jumper_max_ms + 1000 && load.ok() >= 100; }, seconds(90));
     load.Stop();
     EXPECT_TRUE(passed) << load.Summary();
     std::cout << "[ operator ] worker id " << x << " free " << freed_after_s

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "allocator/allocation.h"
-#include "allocator/service.h"
 
 namespace kleaf::allocator {
 namespace {
@@ -338,31 +337,6 @@ TEST(IdModeRecordTest, EncodesTheModeAndLeavesPlainRecordsAsBefore) {
   EXPECT_EQ(back->id_key, r.id_key);
   EXPECT_EQ(back->id_base, 77);
   EXPECT_FALSE(state::DecodeTag(R"({"tag":"a","max_id":1,"step":1,"id_mode":"rot13"})"));
-}
-
-TEST(IdModeRecordTest, SegmentRepliesCarryTheFormatAcrossKafka) {
-  state::TagRecord r = Obfuscated(state::IdMode::kObfuscated, 5);
-  r.step = 10;
-  auto segment = ReserveSegment(r, 0, 1000, kNow);
-  ASSERT_TRUE(segment);
-  Reply reply;
-  reply.segment = *segment;
-  auto back = DecodeReply(EncodeReply(reply));
-  ASSERT_TRUE(back) << back.error().message;
-  ASSERT_NE(back->segment->format, nullptr);
-  EXPECT_TRUE(*back->segment->format == *segment->format);
-  EXPECT_EQ(*back->segment->format->Map(7, kNow), *segment->format->Map(7, kNow));
-  Reply plain;
-  plain.segment = Segment{"order", 1, 11, 10};
-  EXPECT_EQ(DecodeReply(EncodeReply(plain))->segment->format, nullptr);
-
-  Request put = MakeRequest(Request::Op::kPutTag, "order");
-  put.update.id_mode = state::IdMode::kObfuscatedTime;
-  put.update.restore_id_format = r;
-  auto decoded = DecodeRequest(EncodeRequest(put));
-  ASSERT_TRUE(decoded) << decoded.error().message;
-  EXPECT_EQ(decoded->update.id_mode, state::IdMode::kObfuscatedTime);
-  EXPECT_EQ(decoded->update.restore_id_format->id_key, r.id_key);
 }
 
 }  // namespace

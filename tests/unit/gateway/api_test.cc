@@ -20,7 +20,7 @@
 
 #include "allocator/allocation.h"
 #include "allocator/allocator.h"
-#include "allocator/service.h"
+#include "allocator/operations.h"
 #include "base/clock.h"
 #include "base/metrics.h"
 #include "base/worker_pool.h"
@@ -337,8 +337,8 @@ class ApiTest : public ::testing::Test {
 
   ManualClock clock_{kNow};
   FakeAllocator allocator_{clock_};
-  SegmentCache cache_{allocator_, clock_, SegmentBuffer::Options{.max_step = 1'000'000,
-                                                                 .preload_percent = 10}};
+  SegmentCache cache_{allocator_, clock_,
+                      SegmentBuffer::Options{.max_step = 1'000'000, .preload_percent = 10}};
   SnowflakeGenerator snowflake_{SnowflakeLayout::Default(), SnowflakeOptions(), clock_};
   WorkerPool pool_{2, "api-test"};
   std::unique_ptr<Api> api_;
@@ -371,9 +371,9 @@ TEST_F(ApiTest, LeafSnowflakeRouteAnswersAPlainDecimalId) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.content_type.rfind("text/plain", 0), 0u);
   ASSERT_FALSE(r.body.empty());
-  EXPECT_TRUE(
-      std::all_of(r.body.begin(), r.body.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      << r.body;
+  EXPECT_TRUE(std::all_of(r.body.begin(), r.body.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  })) << r.body;
   auto p = SnowflakeLayout::Default().Decode(std::stoll(r.body));
   ASSERT_TRUE(p);
   EXPECT_EQ(p->worker_id, kWorkerId);
@@ -599,8 +599,8 @@ TEST_F(ApiTest, HealthzAnswersOk) {
 // Segment failures and waiting
 
 TEST_F(ApiTest, UnknownTagIsNotFoundAndItsBufferIsDropped) {
-  for (const std::string target : {"/api/v1/segment/nope", "/api/segment/get/nope",
-                                   "/api/v1/segment/nope?count=50"}) {
+  for (const std::string target :
+       {"/api/v1/segment/nope", "/api/segment/get/nope", "/api/v1/segment/nope?count=50"}) {
     SCOPED_TRACE(target);
     ExpectError(Get(target), 404, "not_found");
     EXPECT_EQ(cache_.size(), 0u) << "made-up tags must not grow the cache";

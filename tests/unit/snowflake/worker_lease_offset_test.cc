@@ -1,6 +1,6 @@
 // The clock offset to the allocator that lease replies let a node report
 // (kleaf_worker_clock_offset_seconds). That lease replies carry the allocator's clock is
-// tested in tests/unit/allocator/service_test.cc.
+// tested in tests/unit/allocator/operations_test.cc.
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kNow = 1'800'000'000'000;
 
 // Answers claims and renewals inline with the allocator's clock `skew_ms` ahead of the node's.
-class SkewedRegistry final : public allocator::Allocator {
+class SkewedRegistry final : public allocator::WorkerRegistry {
  public:
   SkewedRegistry(Clock& clock, int64_t skew_ms) : clock_(clock), skew_ms_(skew_ms) {}
   void ClaimWorker(allocator::WorkerClaim,
@@ -28,23 +28,6 @@ class SkewedRegistry final : public allocator::Allocator {
     done(Lease());
   }
   void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
-    done(Fail(Code::kInternal, "unused"));
-  }
-  void AllocateSegment(std::string, int64_t,
-                       allocator::Callback<allocator::Segment> done) override {
-    done(Fail(Code::kInternal, "unused"));
-  }
-  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override {
-    done(Fail(Code::kInternal, "unused"));
-  }
-  void GetTag(std::string, allocator::Callback<state::TagRecord> done) override {
-    done(Fail(Code::kInternal, "unused"));
-  }
-  void PutTag(std::string, allocator::TagUpdate,
-              allocator::Callback<state::TagRecord> done) override {
-    done(Fail(Code::kInternal, "unused"));
-  }
-  void DeleteTag(std::string, allocator::Callback<state::TagRecord> done) override {
     done(Fail(Code::kInternal, "unused"));
   }
   bool send_clock_ = true;

@@ -2,12 +2,17 @@
 // checked): one partition count, one state topic, requests routed where their tag's state lives.
 #include <gtest/gtest.h>
 
-#include "allocator/cluster.h"
-#include "allocator/service.h"
+#include "allocator/operations.h"
+#include "cluster/restore.h"
+#include "cluster/topics.h"
+#include "cluster/wire.h"
 #include "kafka/client.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 namespace {
+
+using wire::DecodeLayout;
+using wire::EncodeLayout;
 
 const ClusterTopics kNames = ClusterTopics::For("kleaf", 12, 12);
 
@@ -82,8 +87,9 @@ TEST(LayoutTest, PartitionsAddedToALiveTopicAreRefusedSayingWhatToDo) {
   auto grown = CheckLayout(kNames, Facts(16, 16), 0, {recorded});
   ASSERT_FALSE(grown.has_value());
   EXPECT_EQ(grown.error().code, Code::kFailedPrecondition);
-  EXPECT_TRUE(Says(grown, "partitions were added to a live topic: kleaf.requests has 16 "
-                          "partitions, but this cluster's layout"))
+  EXPECT_TRUE(Says(grown,
+                   "partitions were added to a live topic: kleaf.requests has 16 "
+                   "partitions, but this cluster's layout"))
       << grown.error().message;
   EXPECT_TRUE(Says(grown, "has 12")) << grown.error().message;
   EXPECT_TRUE(Says(grown, "new kafka.topic_prefix")) << grown.error().message;
@@ -135,10 +141,10 @@ TEST(LayoutTest, AStoreServesOnlyTheStateTopicItIsAViewOf) {
 }
 
 TEST(RouteTest, ARequestIsServedOnlyOnThePartitionItsTagMapsTo) {
-  Request r = MakeRequest(Request::Op::kAllocate, "t1");
+  allocator::Request r = allocator::op::Allocate{"t1"};
   const int32_t owner = kafka::PartitionFor("t1", 12);
-  EXPECT_TRUE(CheckRoute(r, owner, 12).has_value());
-  auto wrong = CheckRoute(r, (owner + 1) % 12, 12);
+  EXPECT_TRUE(CheckRoute(r, 0, owner, 12).has_value());
+  auto wrong = CheckRoute(r, 0, (owner + 1) % 12, 12);
   ASSERT_FALSE(wrong.has_value());
   EXPECT_EQ(wrong.error().code, Code::kFailedPrecondition);
   EXPECT_NE(wrong.error().message.find("tag 't1' belongs to partition " + std::to_string(owner) +
@@ -146,39 +152,35 @@ TEST(RouteTest, ARequestIsServedOnlyOnThePartitionItsTagMapsTo) {
             std::string::npos)
       << wrong.error().message;
   // Registry requests belong to the partition of the registry key.
-  Request claim = MakeWorkerRequest(Request::Op::kClaimWorker, Claimant{"n"});
-  const int32_t registry = kafka::PartitionFor(kWorkersKey, 12);
-  EXPECT_TRUE(CheckRoute(claim, registry, 12).has_value());
-  EXPECT_FALSE(CheckRoute(claim, (registry + 1) % 12, 12).has_value());
+  allocator::Request claim = allocator::op::ClaimWorker{{allocator::Claimant{"n"}}};
+  const int32_t registry = kafka::PartitionFor(allocator::kWorkersKey, 12);
+  EXPECT_TRUE(CheckRoute(claim, 0, registry, 12).has_value());
+  EXPECT_FALSE(CheckRoute(claim, 0, (registry + 1) % 12, 12).has_value());
   // Listing asks every partition for its own tags.
-  EXPECT_TRUE(CheckRoute(MakeRequest(Request::Op::kListTags), 3, 12).has_value());
+  EXPECT_TRUE(CheckRoute(allocator::op::ListTags{}, 0, 3, 12).has_value());
 }
 
 TEST(RouteTest, ASenderWithAnotherPartitionCountIsRefusedEvenOnTheRightPartition) {
-  Request r = MakeRequest(Request::Op::kAllocate, "t1");
-  r.partitions = 5;
-  auto refused = CheckRoute(r, kafka::PartitionFor("t1", 12), 12);
+  const allocator::Request r = allocator::op::Allocate{"t1"};
+  auto refused = CheckRoute(r, 5, kafka::PartitionFor("t1", 12), 12);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.error().message.find("routed for 5 partitions arrived on partition"),
             std::string::npos)
       << refused.error().message;
-  r.partitions = 12;
-  EXPECT_TRUE(CheckRoute(r, kafka::PartitionFor("t1", 12), 12).has_value());
+  EXPECT_TRUE(CheckRoute(r, 12, kafka::PartitionFor("t1", 12), 12).has_value());
 }
 
 TEST(RouteTest, ThePartitionCountTravelsWithTheRequest) {
-  Request r = MakeRequest(Request::Op::kAllocate, "t1");
-  r.partitions = 7;
-  auto decoded = DecodeRequest(EncodeRequest(r));
+  auto decoded = wire::DecodeRequest(wire::EncodeRequest({allocator::op::Allocate{"t1"}, 7}));
   ASSERT_TRUE(decoded.has_value());
   EXPECT_EQ(decoded->partitions, 7);
-  Request renew = MakeWorkerRequest(Request::Op::kRenewWorker, Claimant{"n", "p2", "p1"}, 3);
-  renew.partitions = 7;
-  auto w = DecodeRequest(EncodeRequest(renew));
+  const allocator::op::RenewWorker renew{{allocator::Claimant{"n", "p2", "p1"}, 3}};
+  auto w = wire::DecodeRequest(wire::EncodeRequest({renew, 7}));
   ASSERT_TRUE(w.has_value());
   EXPECT_EQ(w->partitions, 7);
-  EXPECT_EQ(w->holder, "p2");
-  EXPECT_EQ(w->previous_holder, "p1");
+  const auto& report = std::get<allocator::op::RenewWorker>(w->request).report;
+  EXPECT_EQ(report.claimant.holder, "p2");
+  EXPECT_EQ(report.claimant.previous_holder, "p1");
 }
 
 // The consumed position a batch's transaction records in the state topic: read back exactly, and
@@ -187,12 +189,12 @@ TEST(RouteTest, ThePartitionCountTravelsWithTheRequest) {
 TEST(RequestsOffsetTest, RoundTripsAndRefusesWhatIsNotAnOffset) {
   EXPECT_EQ(RequestsOffsetKey(7), "requests_offset/7");
   for (int64_t next : {int64_t{0}, int64_t{1}, int64_t{123456789012}}) {
-    EXPECT_EQ(DecodeRequestsOffset(EncodeRequestsOffset(next)), next);
+    EXPECT_EQ(wire::DecodeRequestsOffset(wire::EncodeRequestsOffset(next)), next);
   }
   for (const char* bad : {"", "-1", "12x", " 12", "{\"max_id\":5}", "99999999999999999999"}) {
-    EXPECT_EQ(DecodeRequestsOffset(bad), std::nullopt) << bad;
+    EXPECT_EQ(wire::DecodeRequestsOffset(bad), std::nullopt) << bad;
   }
 }
 
 }  // namespace
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

@@ -1,16 +1,17 @@
-#include "allocator/cluster.h"
+#include "cluster/topics.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <vector>
 
-namespace kleaf::allocator {
+#include "cluster/wire.h"
+
+namespace kleaf::cluster {
 
 namespace {
 
@@ -25,8 +26,31 @@ std::chrono::milliseconds TimeLeft(std::chrono::steady_clock::time_point deadlin
 
 ClusterTopics ClusterTopics::For(const std::string& prefix, int32_t partitions,
                                  int32_t reply_partitions) {
-  return ClusterTopics{prefix + ".requests", prefix + ".state",   prefix + ".replies", partitions,
-                       reply_partitions,      prefix + ".ids", prefix + ".layout"};
+  return ClusterTopics{prefix + ".requests", prefix + ".state", prefix + ".replies", partitions,
+                       reply_partitions,     prefix + ".ids",   prefix + ".layout"};
+}
+
+Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partitions,
+                        int32_t arrived_on, int32_t partitions) {
+  if (sender_partitions > 0 && sender_partitions != partitions) {
+    return Fail(Code::kFailedPrecondition,
+                "request routed for " + std::to_string(sender_partitions) +
+                    " partitions arrived on partition " + std::to_string(arrived_on) +
+                    " of an allocator whose cluster has " + std::to_string(partitions) +
+                    ": the sender's partition count is wrong; restart it without kafka.partitions");
+  }
+  const std::optional<std::string> key = allocator::RouteKey(request);
+  if (!key) return {};  // asked of every partition, each for its own tags
+  const int32_t owner = kafka::PartitionFor(*key, partitions);
+  if (owner == arrived_on) return {};
+  const bool registry = *key == allocator::kWorkersKey;
+  return Fail(Code::kFailedPrecondition,
+              (registry ? std::string("registry request") : "tag '" + *key + "'") +
+                  " belongs to partition " + std::to_string(owner) + " of " +
+                  std::to_string(partitions) + ", but the request arrived on partition " +
+                  std::to_string(arrived_on) +
+                  ": its sender routes with another partition count; refused so that no tag has "
+                  "two owners. Restart the sender without kafka.partitions");
 }
 
 Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& t,
@@ -92,44 +116,11 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
   return ensured;
 }
 
-std::string EncodeLayout(const ClusterLayout& l) {
-  return nlohmann::json{{"partitions", l.partitions},
-                        {"state_topic_id", l.state_topic_id},
-                        {"written_by", l.written_by},
-                        {"written_ms", l.written_ms},
-                        {"datacenter_index", l.datacenter.index},
-                        {"datacenter_count", l.datacenter.count}}
-      .dump();
-}
-
-Result<ClusterLayout> DecodeLayout(std::string_view json) {
-  try {
-    auto j = nlohmann::json::parse(json);
-    ClusterLayout l;
-    l.partitions = j.at("partitions").get<int32_t>();
-    l.state_topic_id = j.value("state_topic_id", std::string());
-    l.written_by = j.value("written_by", std::string());
-    l.written_ms = j.value("written_ms", int64_t{0});
-    l.datacenter.index = j.value("datacenter_index", int64_t{0});
-    l.datacenter.count = j.value("datacenter_count", int64_t{1});
-    if (l.partitions <= 0) return Fail(Code::kInternal, "layout record with no partition count");
-    if (l.datacenter.count < 1 || l.datacenter.index < 0 ||
-        l.datacenter.index >= l.datacenter.count) {
-      return Fail(Code::kInternal, "layout record with datacenter " +
-                                       std::to_string(l.datacenter.index) + " of " +
-                                       std::to_string(l.datacenter.count));
-    }
-    return l;
-  } catch (const std::exception& e) {
-    return Fail(Code::kInternal, std::string("unreadable layout record: ") + e.what());
-  }
-}
-
 // Long for its messages only: one refusal after another, in the order they are checked, each
 // telling the operator what to do; split up, the order would be harder to see.
 Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
                                   int32_t configured, const std::vector<ClusterLayout>& recorded,
-                                  const Datacenter& dc) {
+                                  const allocator::Datacenter& dc) {
   const std::string n = std::to_string(now.requests_partitions);
   if (configured > 0 && configured != now.requests_partitions) {
     return Fail(Code::kInvalidArgument,
@@ -137,7 +128,8 @@ Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& 
                     names.requests + " has " + n +
                     " partitions; this node would send tags to partitions whose allocator does not "
                     "own them. Remove kafka.partitions (nodes take the count from the topics) or "
-                    "set it to " + n);
+                    "set it to " +
+                    n);
   }
   if (!now.state_cleanup_policy.empty() && now.state_cleanup_policy != "compact") {
     return Fail(Code::kInvalidArgument,
@@ -429,7 +421,7 @@ Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
       names.layout, 0, 0,
       [&](const kafka::Message& m) {
         if (!m.value) return;
-        auto l = DecodeLayout(*m.value);
+        auto l = wire::DecodeLayout(*m.value);
         if (l) {
           out.push_back(std::move(*l));
         } else {
@@ -471,8 +463,8 @@ Result<std::vector<ClusterLayout>> ReadLayoutsUntil(
 
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
                                     int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout, const Datacenter& dc,
-                                    bool allow_unreplicated) {
+                                    std::chrono::milliseconds timeout,
+                                    const allocator::Datacenter& dc, bool allow_unreplicated) {
   // One deadline for the whole check: a node that cannot reach Kafka gives up within `timeout`.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto facts = DescribeTopics(props, names, TimeLeft(deadline));
@@ -505,7 +497,7 @@ Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const Cluste
   auto producer = kafka::Producer::Create(props);
   if (!producer) return std::unexpected(producer.error());
   std::optional<Error> failed;
-  if (auto sent = (*producer)->Send(names.layout, 0, "layout", EncodeLayout(*layout), {},
+  if (auto sent = (*producer)->Send(names.layout, 0, "layout", wire::EncodeLayout(*layout), {},
                                     [&failed](Result<int64_t> r) {
                                       if (!r) failed = r.error();
                                     });
@@ -561,7 +553,8 @@ Result<void> CheckStoreTopic(const std::optional<std::string>& stored, const std
   if (stored_name != name) {
     return Fail(Code::kFailedPrecondition,
                 "state.path " + state_path + " holds the state of topic " + stored_name + ", not " +
-                    name + " (is kafka.topic_prefix right?). An allocator's store is a view of one "
+                    name +
+                    " (is kafka.topic_prefix right?). An allocator's store is a view of one "
                     "state topic; give this node its own state.path");
   }
   if (!stored_id.empty() && !id.empty() && stored_id != id) {
@@ -586,129 +579,4 @@ Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& nam
   return store.PutText(kStateTopicText, now);
 }
 
-std::string AppliedOffsetKey(int32_t p) { return "state_offset/" + std::to_string(p); }
-
-std::string RequestsOffsetKey(int32_t p) { return "requests_offset/" + std::to_string(p); }
-
-std::string EncodeRequestsOffset(int64_t next) { return std::to_string(next); }
-
-std::optional<int64_t> DecodeRequestsOffset(std::string_view value) {
-  int64_t next = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), next);
-  if (ec != std::errc() || end != value.data() + value.size() || next < 0) return std::nullopt;
-  return next;
-}
-
-state::TagRecord MergeRestored(const std::optional<state::TagRecord>& existing,
-                               state::TagRecord incoming) {
-  if (existing && existing->max_id > incoming.max_id) incoming.max_id = existing->max_id;
-  return incoming;
-}
-
-namespace {
-
-// The records of one state partition read back, folded as RestorePartition writes them: per tag
-// the highest max_id (of the records read and what the store holds), per worker id the last.
-struct RestoredPartition {
-  std::map<std::string, state::TagRecord> tags;
-  std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
-  std::optional<int64_t> requests_offset;          // the highest RequestsOffsetKey record
-  std::string requests_offset_key;
-  int64_t records = 0;
-  int64_t skipped = 0;               // unreadable
-  std::optional<Error> store_error;  // reading the store's record of a tag failed
-
-  void Add(const kafka::Message& m, state::Store& store) {
-    if (!m.value) return;
-    if (m.key == requests_offset_key) {
-      if (auto next = DecodeRequestsOffset(*m.value)) {
-        requests_offset = std::max(requests_offset.value_or(0), *next);
-      } else {
-        ++skipped;
-      }
-      return;
-    }
-    if (m.key.starts_with("wrk/")) {
-      if (auto w = state::DecodeWorker(*m.value)) {
-        workers[w->worker_id] = std::move(*w);
-        ++records;
-      } else {
-        ++skipped;
-      }
-      return;
-    }
-    if (!m.key.starts_with("seg/")) return;
-    auto r = state::DecodeTag(*m.value);
-    if (!r) {
-      ++skipped;
-      return;
-    }
-    std::optional<state::TagRecord> existing;
-    if (auto it = tags.find(r->tag); it != tags.end()) {
-      existing = it->second;
-    } else if (auto stored = store.GetTag(r->tag); stored) {
-      existing = *stored;
-    } else {
-      store_error = stored.error();
-    }
-    std::string tag = r->tag;  // read before the record is moved from
-    tags[tag] = MergeRestored(existing, std::move(*r));
-    ++records;
-  }
-};
-
-}  // namespace
-
-Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::Store& store,
-                                       const ClusterTopics& topics, int32_t p,
-                                       std::chrono::milliseconds timeout) {
-  auto applied = store.GetValue(AppliedOffsetKey(p));
-  if (!applied) return std::unexpected(applied.error());
-  RestoreResult result;
-  result.from = applied->value_or(0);
-  auto marks = reader.Watermarks(topics.state, p, timeout);
-  if (!marks) return std::unexpected(marks.error());
-  if (result.from > marks->second) {
-    // Records this store applied are gone from the topic: a node without this store would
-    // restore less than was committed and serve IDs again.
-    return Fail(Code::kFailedPrecondition,
-                "state partition " + std::to_string(p) + " of " + topics.state + " ends at offset " +
-                    std::to_string(marks->second) + " but this store applied records up to " +
-                    std::to_string(result.from) +
-                    ": the topic was recreated or truncated and lost committed state. Restore the "
-                    "state from an export (docs/operations.md, \"Layout refusals\")");
-  }
-  RestoredPartition restored;
-  restored.requests_offset_key = RequestsOffsetKey(p);
-  auto end = reader.ReadToEnd(
-      topics.state, p, result.from, [&](const kafka::Message& m) { restored.Add(m, store); },
-      timeout);
-  if (!end) return std::unexpected(end.error());
-  if (restored.store_error) return std::unexpected(*restored.store_error);
-  if (restored.skipped > 0) {
-    spdlog::error("[restore] state partition {}: {} unreadable records skipped", p,
-                  restored.skipped);
-  }
-  state::Store::Batch batch;
-  for (auto& [tag, r] : restored.tags) batch.tags.push_back(std::move(r));
-  for (auto& [id, w] : restored.workers) batch.workers.push_back(std::move(w));
-  batch.values.emplace_back(AppliedOffsetKey(p), *end);
-  auto stored_offset = store.GetValue(RequestsOffsetKey(p));
-  if (!stored_offset) return std::unexpected(stored_offset.error());
-  if (*stored_offset &&
-      (!restored.requests_offset || **stored_offset > *restored.requests_offset)) {
-    restored.requests_offset = **stored_offset;
-  }
-  if (restored.requests_offset) {
-    batch.values.emplace_back(RequestsOffsetKey(p), *restored.requests_offset);
-  }
-  if (auto w = store.Write(batch, /*sync=*/true); !w) {
-    return std::unexpected(w.error());
-  }
-  result.requests_offset = restored.requests_offset;
-  result.records = restored.records;
-  result.end = *end;
-  return result;
-}
-
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "allocator/datacenter.h"
+#include "allocator/operations.h"
 #include "base/error.h"
 #include "kafka/client.h"
 #include "state/store.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 
 inline constexpr char kCorrelationHeader[] = "kleaf-correlation-id";
 inline constexpr char kReplyPartitionHeader[] = "kleaf-reply-partition";
@@ -23,8 +24,8 @@ struct ClusterTopics {
   std::string replies;   // key = node id; R partitions
   int32_t partitions = 12;
   int32_t reply_partitions = 12;
-  std::string ids;       // key = tag; ID batches for event-driven consumers; P partitions
-  std::string layout;    // key = "layout"; one partition, compacted: the ClusterLayout record
+  std::string ids;     // key = tag; ID batches for event-driven consumers; P partitions
+  std::string layout;  // key = "layout"; one partition, compacted: the ClusterLayout record
 
   static ClusterTopics For(const std::string& prefix, int32_t partitions, int32_t reply_partitions);
   // The requests/state partition that owns `tag`.
@@ -32,6 +33,13 @@ struct ClusterTopics {
   // transactional.id of the owner of partition `p`.
   std::string TransactionalId(int32_t p) const { return requests + ".owner." + std::to_string(p); }
 };
+
+// Whether `request` may be served by the owner of partition `arrived_on` of a requests topic of
+// `partitions` partitions: its route key (allocator::RouteKey) must map there, and a sender that
+// said its partition count (`sender_partitions` > 0) must have the same one. An error names both
+// partitions.
+Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partitions,
+                        int32_t arrived_on, int32_t partitions);
 
 // Creates the missing topics (state and layout compacted; ids only when named), requests and state
 // with `topics.partitions`, or 12 when it is 0. Existing topics are left as they are.
@@ -55,10 +63,8 @@ struct ClusterLayout {
   std::string written_by;      // node id, for the operator
   int64_t written_ms = 0;
   // Records written before datacenters existed have none: they are datacenter 0 of 1.
-  Datacenter datacenter = {};
+  allocator::Datacenter datacenter = {};
 };
-std::string EncodeLayout(const ClusterLayout& layout);
-Result<ClusterLayout> DecodeLayout(std::string_view json);
 
 // The topics as the broker describes them now.
 struct TopicFacts {
@@ -80,7 +86,7 @@ struct TopicFacts {
 // kFailedPrecondition: the topics changed under a live cluster.
 Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
                                   int32_t configured, const std::vector<ClusterLayout>& recorded,
-                                  const Datacenter& dc = {});
+                                  const allocator::Datacenter& dc = {});
 
 // How one topic is replicated, as the brokers describe it.
 struct TopicReplication {
@@ -118,7 +124,8 @@ Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
 // its warnings.
 Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
                                     int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout, const Datacenter& dc = {},
+                                    std::chrono::milliseconds timeout,
+                                    const allocator::Datacenter& dc = {},
                                     bool allow_unreplicated = false);
 
 // Pure: whether the layout `peer` recorded by the cluster of datacenter.peers[`i`] (`bootstrap`)
@@ -145,36 +152,4 @@ Result<void> CheckStoreTopic(const std::optional<std::string>& stored, const std
 Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& names,
                                    const ClusterLayout& layout, const std::string& state_path);
 
-// A record restored from the state topic, merged with what the store already holds: max_id never
-// goes down (a record of a recreated or truncated topic cannot undo reservations the store saw).
-state::TagRecord MergeRestored(const std::optional<state::TagRecord>& existing,
-                               state::TagRecord incoming);
-
-struct RestoreResult {
-  int64_t records = 0;
-  int64_t from = 0;
-  int64_t end = 0;  // next offset to apply
-  // The next offset of requests partition `p` to serve, as the last committed batch recorded it
-  // (RequestsOffsetKey), or nullopt when no batch of this version was ever committed on p.
-  std::optional<int64_t> requests_offset;
-};
-
-// Applies state-topic partition `p` from the store's applied offset up to the last stable offset
-// into the store (with MergeRestored), and records the new applied offset and the requests offset
-// the restored records carry.
-Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::Store& store,
-                                       const ClusterTopics& topics, int32_t p,
-                                       std::chrono::milliseconds timeout);
-
-// Name of the store value holding the next state-topic offset to apply for partition `p`.
-std::string AppliedOffsetKey(int32_t p);
-
-// The consumed position of requests partition `p`: every batch's transaction puts a record with
-// this key (in the state topic, partition p) and the next request offset as decimal text beside
-// its state records and replies, so the position commits exactly with what it answered. The store
-// keeps the last one under the same name. Other readers of the state topic skip the key.
-std::string RequestsOffsetKey(int32_t p);
-std::string EncodeRequestsOffset(int64_t next);
-std::optional<int64_t> DecodeRequestsOffset(std::string_view value);
-
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

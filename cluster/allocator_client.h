@@ -13,13 +13,14 @@
 #include <unordered_map>
 
 #include "allocator/allocator.h"
-#include "allocator/cluster.h"
-#include "allocator/service.h"
+#include "allocator/datacenter.h"
+#include "allocator/operations.h"
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "cluster/topics.h"
 #include "kafka/client.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 
 struct KafkaClientOptions {
   kafka::Properties props;
@@ -28,8 +29,9 @@ struct KafkaClientOptions {
   int32_t reply_partition = 0;                      // this node's partition of the replies topic
   std::chrono::milliseconds request_timeout{2000};  // per attempt
   int attempts = 3;
-  // The layout's datacenter: every segment is handed on through ApplyDatacenter (allocation.h).
-  Datacenter datacenter = {};
+  // The layout's datacenter: a segment of another one (allocators configured otherwise, or older
+  // than the rule that maps segments in the allocator) is refused.
+  allocator::Datacenter datacenter = {};
 };
 
 // Thread-safe. Sends each request to the partition owning its tag with a fresh correlation id
@@ -38,21 +40,26 @@ struct KafkaClientOptions {
 // timeouts, with kUnavailable. A late reply to an abandoned attempt is ignored: its segment is a
 // gap, never used twice. Callbacks run on the client's reply thread. Metrics: the round trip of
 // each answered attempt (kleaf_kafka_request_seconds{op}), attempts timed out, calls given up.
-class KafkaAllocatorClient final : public Allocator {
+class KafkaAllocatorClient final : public allocator::Allocator {
  public:
   static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options,
                                                              Clock& clock);
   ~KafkaAllocatorClient() override;
 
-  void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) override;
-  void ListTags(Callback<std::vector<state::TagRecord>> done) override;
-  void GetTag(std::string tag, Callback<state::TagRecord> done) override;
-  void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
-  void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
-  void ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) override;
-  void RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
-  void ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
-  void WorkerStatus(Callback<WorkerCounts> done) override;
+  void AllocateSegment(std::string tag, int64_t step,
+                       allocator::Callback<allocator::Segment> done) override;
+  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override;
+  void GetTag(std::string tag, allocator::Callback<state::TagRecord> done) override;
+  void PutTag(std::string tag, allocator::TagUpdate update,
+              allocator::Callback<state::TagRecord> done) override;
+  void DeleteTag(std::string tag, allocator::Callback<state::TagRecord> done) override;
+  void ClaimWorker(allocator::WorkerClaim claim,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override;
+  void RenewWorker(allocator::WorkerReport report,
+                   allocator::Callback<allocator::WorkerLeaseInfo> done) override;
+  void ReleaseWorker(allocator::WorkerReport report,
+                     allocator::Callback<allocator::WorkerLeaseInfo> done) override;
+  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override;
 
   void Stop();
 
@@ -71,20 +78,26 @@ class KafkaAllocatorClient final : public Allocator {
   void InjectProducerFatalErrorForTesting() { producer_->InjectFatalErrorForTesting(); }
 
  private:
+  // What a pending call does with its reply's text (or the reason there is none): decode it as
+  // the result its operation expects and complete the caller's callback.
+  using ReplyHandler = std::function<void(Result<std::string_view>)>;
   struct Pending {
-    Request::Op op;
+    int op;           // allocator::kOpIndex of the operation
     int64_t sent_ns;  // of the current attempt
     int32_t partition;
     std::string key;
     std::string payload;
     int attempts_left;
     int64_t deadline_ns;
-    std::function<void(Result<Reply>)> done;
+    ReplyHandler done;
   };
 
   KafkaAllocatorClient(KafkaClientOptions options, Clock& clock);
-  void Call(int32_t partition, std::string key, const Request& request,
-            std::function<void(Result<Reply>)> done);
+  // Sends `op` to requests partition `partition` (with record key `key`) and completes `done` with
+  // its reply decoded as Op's result.
+  template <typename Op>
+  void Call(int32_t partition, std::string key, Op op,
+            allocator::Callback<typename Op::Result> done);
   // Sends `pending` under a new correlation id (requires mu_).
   void SendLocked(Pending pending);
   void Run();
@@ -110,7 +123,7 @@ class KafkaAllocatorClient final : public Allocator {
   std::deque<std::pair<int64_t, std::string>> deadlines_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::array<metrics::Histogram*, kOpCount> latency_{};
+  std::array<metrics::Histogram*, allocator::kOpCount> latency_{};
   metrics::Counter* attempts_timed_out_ = nullptr;
   metrics::Counter* given_up_ = nullptr;
   std::atomic<int64_t> last_reply_ns_{-1};
@@ -121,4 +134,4 @@ class KafkaAllocatorClient final : public Allocator {
   int64_t stall_since_ns_ = 0;
 };
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

@@ -1,14 +1,18 @@
-#include "allocator/kafka_client.h"
+#include "cluster/allocator_client.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <random>
 
-namespace kleaf::allocator {
+#include "cluster/wire.h"
+
+namespace kleaf::cluster {
 namespace {
 
 using std::chrono::milliseconds;
+namespace op = allocator::op;
+using allocator::Callback;
 
 // No reply at all for this long while attempts time out: the reply reader is replaced. Beyond one
 // request's 3 attempts of 2 s, and below the 30 s after which /readyz calls the allocators gone; a
@@ -24,16 +28,6 @@ std::string Nonce() {
   return s;
 }
 
-template <typename T>
-std::function<void(Result<Reply>)> Picking(std::optional<T> Reply::*field, Callback<T> done) {
-  return [field, done = std::move(done)](Result<Reply> r) {
-    if (!r) return done(std::unexpected(r.error()));
-    if (r->error) return done(std::unexpected(*r->error));
-    if (!((*r).*field)) return done(Fail(Code::kInternal, "allocator reply without a result"));
-    done(std::move(*((*r).*field)));
-  };
-}
-
 }  // namespace
 
 KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& clock)
@@ -41,11 +35,11 @@ KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& cl
       clock_(clock),
       id_prefix_(options_.node_id + "-" + Nonce() + "-") {
   auto& registry = metrics::Registry::Default();
-  for (int op = 0; op < kOpCount; ++op) {
+  for (int op = 0; op < allocator::kOpCount; ++op) {
     latency_[op] = &registry.GetHistogram(
         "kleaf_kafka_request_seconds",
         "Round trip of a request to the allocators over Kafka, from sending to the reply.",
-        {{"op", OpName(static_cast<Request::Op>(op))}});
+        {{"op", allocator::OpName(op)}});
   }
   attempts_timed_out_ =
       &registry.GetCounter("kleaf_kafka_request_timeouts_total",
@@ -106,26 +100,22 @@ void KafkaAllocatorClient::Stop() {
   for (auto& [id, p] : left) p.done(Fail(Code::kUnavailable, "shutting down"));
 }
 
-namespace {
-
-// The count this node routes with travels along, so an allocator with another count refuses.
-Request WithPartitions(Request request, int32_t partitions) {
-  request.partitions = partitions;
-  return request;
-}
-
-}  // namespace
-
-void KafkaAllocatorClient::Call(int32_t partition, std::string key, const Request& request,
-                                std::function<void(Result<Reply>)> done) {
-  Pending p{.op = request.op,
+template <typename Op>
+void KafkaAllocatorClient::Call(int32_t partition, std::string key, Op op,
+                                Callback<typename Op::Result> done) {
+  // The count this node routes with travels along, so an allocator with another count refuses.
+  wire::Envelope envelope{std::move(op), options_.topics.partitions};
+  Pending p{.op = allocator::kOpIndex<Op>,
             .sent_ns = 0,
             .partition = partition,
             .key = std::move(key),
-            .payload = EncodeRequest(WithPartitions(request, options_.topics.partitions)),
+            .payload = wire::EncodeRequest(envelope),
             .attempts_left = options_.attempts,
             .deadline_ns = 0,
-            .done = std::move(done)};
+            .done = [done = std::move(done)](Result<std::string_view> reply) {
+              if (!reply) return done(std::unexpected(reply.error()));
+              done(wire::DecodeReply<typename Op::Result>(*reply));
+            }};
   std::lock_guard lock(mu_);
   SendLocked(std::move(p));
 }
@@ -151,23 +141,22 @@ void KafkaAllocatorClient::Run() {
   while (!stop_.load()) {
     if (auto m = replies_->Poll(milliseconds(20)); m && m->value) {
       const std::string* id = m->header(kCorrelationHeader);
-      std::function<void(Result<Reply>)> done;
+      ReplyHandler done;
       if (id) {
         std::lock_guard lock(mu_);
         if (auto it = pending_.find(*id); it != pending_.end()) {
           const int64_t now = clock_.MonotonicNs();
-          latency_[static_cast<int>(it->second.op)]->Observe(
-              static_cast<double>(now - it->second.sent_ns) / 1e9);
+          latency_[it->second.op]->Observe(static_cast<double>(now - it->second.sent_ns) / 1e9);
           last_reply_ns_.store(now);
           stall_since_ns_ = now;
           done = std::move(it->second.done);
           pending_.erase(it);
         }
       }
-      if (done) done(DecodeReply(*m->value));
+      if (done) done(std::string_view(*m->value));
     }
     // Deadlines: retry or give up.
-    std::vector<std::function<void(Result<Reply>)>> failed;
+    std::vector<ReplyHandler> failed;
     {
       std::lock_guard lock(mu_);
       const int64_t now = clock_.MonotonicNs();
@@ -227,57 +216,67 @@ void KafkaAllocatorClient::HealIfStalled(int64_t now_ns) {
       kReplyStallNs / 1'000'000'000, marks->second);
 }
 
-void KafkaAllocatorClient::AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) {
-  int32_t p = options_.topics.PartitionOf(tag);
-  // A segment leaves the client only as this datacenter hands it out (ApplyDatacenter).
-  Callback<Segment> in_datacenter = [dc = options_.datacenter,
-                                     done = std::move(done)](Result<Segment> r) {
-    if (r) {
-      if (auto ok = ApplyDatacenter(*r, dc); !ok) r = std::unexpected(ok.error());
+void KafkaAllocatorClient::AllocateSegment(std::string tag, int64_t step,
+                                           Callback<allocator::Segment> done) {
+  const int32_t p = options_.topics.PartitionOf(tag);
+  // The allocator maps the segment into its datacenter (allocator::Execute); one configured as
+  // another datacenter, or too old to map, would hand out another datacenter's IDs.
+  Callback<allocator::Segment> checked = [dc = options_.datacenter,
+                                          done = std::move(done)](Result<allocator::Segment> r) {
+    if (r && !dc.single()) {
+      const allocator::Datacenter got =
+          r->format ? r->format->datacenter() : allocator::Datacenter{};
+      if (got != dc) {
+        r = Fail(Code::kFailedPrecondition,
+                 "the allocators handed out a segment of tag '" + r->tag + "' for " +
+                     got.Describe() + ", but this node is " + dc.Describe() +
+                     ": check datacenter.index and datacenter.count on the allocators (and upgrade "
+                     "allocators before gateways)");
+      }
     }
     done(std::move(r));
   };
-  Call(p, tag, MakeRequest(Request::Op::kAllocate, tag, step),
-       Picking(&Reply::segment, std::move(in_datacenter)));
+  Call(p, tag, op::Allocate{tag, step}, std::move(checked));
 }
 
 void KafkaAllocatorClient::GetTag(std::string tag, Callback<state::TagRecord> done) {
-  int32_t p = options_.topics.PartitionOf(tag);
-  Call(p, tag, MakeRequest(Request::Op::kGetTag, tag), Picking(&Reply::tag, std::move(done)));
+  const int32_t p = options_.topics.PartitionOf(tag);
+  Call(p, tag, op::GetTag{tag}, std::move(done));
 }
 
-void KafkaAllocatorClient::PutTag(std::string tag, TagUpdate update,
+void KafkaAllocatorClient::PutTag(std::string tag, allocator::TagUpdate update,
                                   Callback<state::TagRecord> done) {
-  int32_t p = options_.topics.PartitionOf(tag);
-  Call(p, tag, MakeRequest(Request::Op::kPutTag, tag, 0, std::move(update)),
-       Picking(&Reply::tag, std::move(done)));
+  const int32_t p = options_.topics.PartitionOf(tag);
+  Call(p, tag, op::PutTag{tag, std::move(update)}, std::move(done));
 }
 
 void KafkaAllocatorClient::DeleteTag(std::string tag, Callback<state::TagRecord> done) {
-  int32_t p = options_.topics.PartitionOf(tag);
-  Call(p, tag, MakeRequest(Request::Op::kDeleteTag, tag), Picking(&Reply::tag, std::move(done)));
+  const int32_t p = options_.topics.PartitionOf(tag);
+  Call(p, tag, op::DeleteTag{tag}, std::move(done));
 }
 
-// Worker-registry requests all go to the partition of kWorkersKey.
-void KafkaAllocatorClient::ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) {
-  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey, ClaimRequest(claim),
-       Picking(&Reply::lease, std::move(done)));
+// Worker-registry requests all go to the partition of allocator::kWorkersKey.
+void KafkaAllocatorClient::ClaimWorker(allocator::WorkerClaim claim,
+                                       Callback<allocator::WorkerLeaseInfo> done) {
+  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
+       op::ClaimWorker{std::move(claim)}, std::move(done));
 }
 
-void KafkaAllocatorClient::RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
-  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey,
-       ReportRequest(Request::Op::kRenewWorker, report), Picking(&Reply::lease, std::move(done)));
+void KafkaAllocatorClient::RenewWorker(allocator::WorkerReport report,
+                                       Callback<allocator::WorkerLeaseInfo> done) {
+  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
+       op::RenewWorker{std::move(report)}, std::move(done));
 }
 
-void KafkaAllocatorClient::ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
-  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey,
-       ReportRequest(Request::Op::kReleaseWorker, report), Picking(&Reply::lease, std::move(done)));
+void KafkaAllocatorClient::ReleaseWorker(allocator::WorkerReport report,
+                                         Callback<allocator::WorkerLeaseInfo> done) {
+  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
+       op::ReleaseWorker{std::move(report)}, std::move(done));
 }
 
-void KafkaAllocatorClient::WorkerStatus(Callback<WorkerCounts> done) {
-  Call(options_.topics.PartitionOf(kWorkersKey), kWorkersKey,
-       MakeWorkerRequest(Request::Op::kWorkerStatus, Claimant{}),
-       Picking(&Reply::workers, std::move(done)));
+void KafkaAllocatorClient::WorkerStatus(Callback<allocator::WorkerCounts> done) {
+  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
+       op::WorkerStatus{}, std::move(done));
 }
 
 void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {
@@ -293,23 +292,22 @@ void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done
   g->left = options_.topics.partitions;
   g->done = std::move(done);
   for (int32_t p = 0; p < options_.topics.partitions; ++p) {
-    Call(p, "", MakeRequest(Request::Op::kListTags), [g](Result<Reply> r) {
-      std::unique_lock lock(g->mu);
-      if (!r) {
-        g->error = r.error();
-      } else if (r->error) {
-        g->error = *r->error;
-      } else {
-        g->tags.insert(g->tags.end(), r->tags.begin(), r->tags.end());
-      }
-      if (--g->left > 0) return;
-      lock.unlock();
-      if (g->error) return g->done(std::unexpected(*g->error));
-      std::sort(g->tags.begin(), g->tags.end(),
-                [](const auto& a, const auto& b) { return a.tag < b.tag; });
-      g->done(std::move(g->tags));
-    });
+    Call(p, "", op::ListTags{},
+         Callback<std::vector<state::TagRecord>>([g](Result<std::vector<state::TagRecord>> r) {
+           std::unique_lock lock(g->mu);
+           if (!r) {
+             g->error = r.error();
+           } else {
+             g->tags.insert(g->tags.end(), r->begin(), r->end());
+           }
+           if (--g->left > 0) return;
+           lock.unlock();
+           if (g->error) return g->done(std::unexpected(*g->error));
+           std::sort(g->tags.begin(), g->tags.end(),
+                     [](const auto& a, const auto& b) { return a.tag < b.tag; });
+           g->done(std::move(g->tags));
+         }));
   }
 }
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

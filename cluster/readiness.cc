@@ -1,9 +1,9 @@
-#include "allocator/readiness.h"
+#include "cluster/readiness.h"
 
 #include <chrono>
 #include <string>
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 namespace {
 
 // How long a node stays ready while Kafka moves things under it: a dead broker's leaders and group
@@ -70,4 +70,4 @@ std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
   return checks;
 }
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "allocator/cluster.h"
+#include "cluster/topics.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 namespace {
 
 TopicReplication Topic(std::string name, int32_t rf, int32_t min_isr, int32_t partitions = 12) {
@@ -178,4 +178,4 @@ TEST(ReplicationTest, UnknownValuesAreNotJudged) {
 }
 
 }  // namespace
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

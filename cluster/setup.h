@@ -2,12 +2,12 @@
 // the cluster's topics (created when missing) and the layout every node must agree on.
 #pragma once
 
-#include "allocator/cluster.h"
 #include "base/error.h"
+#include "cluster/topics.h"
 #include "config/config.h"
 #include "kafka/client.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 
 // bootstrap.servers and kleaf's client settings; fails if kafka.bootstrap is empty.
 Result<kafka::Properties> KafkaProperties(const config::Config& c);
@@ -26,4 +26,4 @@ struct ClusterSetup {
 // (e.g. kafka.partitions disagrees with the topics).
 Result<ClusterSetup> PrepareCluster(const config::Config& c);
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

@@ -1,10 +1,12 @@
-#include "allocator/kafka_node.h"
+#include "cluster/allocator_node.h"
 
 #include <spdlog/spdlog.h>
 
 #include <unordered_map>
 
-namespace kleaf::allocator {
+#include "cluster/wire.h"
+
+namespace kleaf::cluster {
 namespace {
 
 using std::chrono::milliseconds;
@@ -17,7 +19,7 @@ constexpr const char* kRevoked = "revoked";  // Release()'s reason for an ordina
 }  // namespace
 
 // Reads the partition's records from the store, overlaid by the writes staged in this batch.
-class BatchReader final : public StateReader {
+class BatchReader final : public allocator::StateReader {
  public:
   BatchReader(state::Store& store, const ClusterTopics& topics, int32_t partition)
       : store_(store), topics_(topics), partition_(partition) {}
@@ -479,9 +481,9 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
                                             int64_t& segments) {
   if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
   for (const auto& m : batch) {
-    const Outcome outcome = Decide(p, m, reader);
-    if (outcome.reply.segment) ++segments;
-    if (auto sent = Produce(p, m, outcome, producer, reader); !sent) {
+    const Decision decision = Decide(p, m, reader);
+    if (decision.segment) ++segments;
+    if (auto sent = Produce(p, m, decision, producer, reader); !sent) {
       return kafka::EndFailedTransaction(
           producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
           kAbortTimeout);
@@ -492,7 +494,7 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
   // replaced send_offsets_to_transaction, whose AddOffsetsToTxn and TxnOffsetCommit were two
   // more round trips in series on every batch.)
   if (auto sent = producer.Send(options_.topics.state, p, RequestsOffsetKey(p),
-                                EncodeRequestsOffset(batch.back().offset + 1), {});
+                                wire::EncodeRequestsOffset(batch.back().offset + 1), {});
       !sent) {
     return kafka::EndFailedTransaction(
         producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
@@ -509,33 +511,39 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
   return end;
 }
 
-Outcome AllocatorNode::Decide(int32_t p, const kafka::Message& m, BatchReader& reader) {
-  Outcome outcome;
-  auto request =
-      m.value ? DecodeRequest(*m.value)
-              : Result<Request>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
-  if (!request) {
-    outcome.reply.error = request.error();
-    return outcome;
-  }
-  if (auto route = CheckRoute(*request, p, options_.topics.partitions); !route) {
-    outcome.reply.error = route.error();
+AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m,
+                                              BatchReader& reader) {
+  auto envelope =
+      m.value
+          ? wire::DecodeRequest(*m.value)
+          : Result<wire::Envelope>(std::unexpected(Error{Code::kInvalidArgument, "empty request"}));
+  if (!envelope) return Decision{{}, wire::EncodeError(envelope.error())};
+  if (auto route =
+          CheckRoute(envelope->request, envelope->partitions, p, options_.topics.partitions);
+      !route) {
     spdlog::error("[allocator] partition {} offset {}: {}", p, m.offset, route.error().message);
-    return outcome;
+    return Decision{{}, wire::EncodeError(route.error())};
   }
-  return Execute(*request, reader, options_.rules, clock_.NowMs());
+  return std::visit(
+      [&]<typename Op>(const Op& op) {
+        auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs());
+        const bool segment =
+            std::is_same_v<Op, allocator::op::Allocate> && outcome.result.has_value();
+        return Decision{std::move(outcome.effects), wire::EncodeReply(outcome.result), segment};
+      },
+      envelope->request);
 }
 
-Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Outcome& outcome,
+Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Decision& decision,
                                     kafka::TxnProducer& producer, BatchReader& reader) {
   const auto& topics = options_.topics;
-  for (const auto& record : outcome.writes) {
+  for (const auto& record : decision.effects.writes) {
     reader.Stage(record);
     auto sent =
         producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {});
     if (!sent) return sent;
   }
-  for (const auto& worker : outcome.worker_writes) {
+  for (const auto& worker : decision.effects.worker_writes) {
     reader.Stage(worker);
     auto sent = producer.Send(topics.state, p, state::WorkerKey(worker.worker_id),
                               state::EncodeWorker(worker), {});
@@ -549,7 +557,7 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Ou
                  m.offset);
     return {};
   }
-  return producer.Send(topics.replies, reply_partition, m.key, EncodeReply(outcome.reply),
+  return producer.Send(topics.replies, reply_partition, m.key, decision.reply,
                        {{kCorrelationHeader, *correlation}});
 }
 
@@ -606,4 +614,4 @@ void AllocatorNode::Retake(int32_t p, const std::string& why) {
   retry_at_ns_[p] = clock_.MonotonicNs() + 1'000'000'000;
 }
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

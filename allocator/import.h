@@ -1,26 +1,15 @@
-// What `kleaf state export` and `kleaf state import` do with a cluster: read every live tag record
-// of the state topic, and republish tag records through the allocators.
+// What `kleaf state import` does in either shape: tag records (an export, or a Leaf dump)
+// republished through an Allocator with their max_id raised.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <map>
 #include <ostream>
-#include <string>
 #include <vector>
 
 #include "allocator/allocator.h"
-#include "allocator/cluster.h"
-#include "base/error.h"
-#include "kafka/client.h"
 #include "state/records.h"
 
 namespace kleaf::allocator {
-
-// Every live tag record of the state topic, read to the last stable offset of each partition
-// (records of one tag merged with MergeRestored), by tag.
-Result<std::map<std::string, state::TagRecord>> ReadAllTags(const kafka::Properties& props,
-                                                            const ClusterTopics& topics);
 
 struct ImportCounts {
   int64_t raised = 0;  // max_id set to the record's plus the bump

@@ -1,4 +1,4 @@
-#include "allocator/cluster_setup.h"
+#include "cluster/setup.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "kafka/topics.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 
 Result<kafka::Properties> KafkaProperties(const config::Config& c) {
   if (auto r = config::CheckKafkaBootstrap(c); !r) return std::unexpected(r.error());
@@ -42,8 +42,8 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c) {
   }
   // Creating topics and checking the layout share one setup timeout: a node that cannot reach
   // Kafka gives up within it (plus librdkafka's teardown of a handle); peers have their own.
-  const Datacenter dc{c.datacenter.index, c.datacenter.count};
-  if (auto ok = CheckDatacenter(dc, c.snowflake.worker_bits); !ok) {
+  const allocator::Datacenter dc{c.datacenter.index, c.datacenter.count};
+  if (auto ok = allocator::CheckDatacenter(dc, c.snowflake.worker_bits); !ok) {
     return std::unexpected(ok.error());
   }
   const auto peers_start = std::chrono::steady_clock::now();
@@ -68,4 +68,4 @@ Result<ClusterSetup> PrepareCluster(const config::Config& c) {
   return ClusterSetup{std::move(*props), std::move(topics), std::move(*layout)};
 }
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

@@ -13,22 +13,23 @@
 #include <thread>
 #include <vector>
 
-#include "allocator/cluster.h"
-#include "allocator/service.h"
+#include "allocator/operations.h"
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "cluster/restore.h"
+#include "cluster/topics.h"
 #include "kafka/client.h"
 #include "kafka/transaction.h"
 #include "state/store.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 
-class BatchReader;  // kafka_node.cc: the store overlaid by a batch's staged writes
+class BatchReader;  // allocator_node.cc: the store overlaid by a batch's staged writes
 
 struct AllocatorNodeOptions {
   kafka::Properties props;  // bootstrap.servers and client settings
   ClusterTopics topics;
-  Rules rules;
+  allocator::Rules rules;
   std::string group_id;  // consumer group of all allocators
   int batch_max = 256;   // requests per transaction (per partition) at most
   std::chrono::milliseconds txn_timeout{10000};
@@ -37,7 +38,7 @@ struct AllocatorNodeOptions {
 
 // One thread runs the consumer loop; everything below is owned by it.
 //
-// Invariant (DESIGN.md I1): this node serves partition p only between a successful
+// Invariant (docs/architecture.md, I1): this node serves partition p only between a successful
 // init_transactions on p's transactional.id (which fences any previous owner and aborts its open
 // transaction) followed by a restore of p's state to the last stable offset, and the first sign
 // that it no longer owns p (revocation, fencing, any fatal transaction error). Every state record,
@@ -106,10 +107,16 @@ class AllocatorNode {
   kafka::TxnEnd RunTransaction(int32_t p, const std::vector<kafka::Message>& batch,
                                kafka::TxnProducer& producer, BatchReader& reader,
                                int64_t& segments);
-  // What one request makes of the partition's state (pure: Execute), and sending it: state
-  // records staged and produced, then the reply.
-  Outcome Decide(int32_t p, const kafka::Message& m, BatchReader& reader);
-  Result<void> Produce(int32_t p, const kafka::Message& m, const Outcome& outcome,
+  // What one request makes of the partition's state (pure: allocator::Execute): the records to
+  // write and the encoded reply.
+  struct Decision {
+    allocator::Effects effects;
+    std::string reply;
+    bool segment = false;  // a segment was allocated
+  };
+  Decision Decide(int32_t p, const kafka::Message& m, BatchReader& reader);
+  // Sends a decision: state records staged and produced, then the reply.
+  Result<void> Produce(int32_t p, const kafka::Message& m, const Decision& decision,
                        kafka::TxnProducer& producer, BatchReader& reader);
   // The four ends of a batch's transaction (kafka/transaction.h).
   void OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
@@ -166,4 +173,4 @@ class AllocatorNode {
   std::map<int32_t, PartitionMetrics> partition_metrics_;
 };
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

@@ -4,12 +4,12 @@
 
 #include <vector>
 
-#include "allocator/kafka_client.h"
-#include "allocator/kafka_node.h"
 #include "base/ready_check.h"
+#include "cluster/allocator_client.h"
+#include "cluster/allocator_node.h"
 #include "kafka/probe.h"
 
-namespace kleaf::allocator {
+namespace kleaf::cluster {
 
 // An allocator is ready while Kafka answers and it is a member of the allocators' group with
 // every assigned partition restored: checks "kafka", "group", "partitions".
@@ -19,4 +19,4 @@ std::vector<ReadyCheck> NodeReadiness(const AllocatorNode& node, const kafka::Br
 std::vector<ReadyCheck> ClientReadiness(const KafkaAllocatorClient& client,
                                         const kafka::BrokerProbe& probe);
 
-}  // namespace kleaf::allocator
+}  // namespace kleaf::cluster

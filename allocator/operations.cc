@@ -1,0 +1,197 @@
+#include "allocator/operations.h"
+
+#include <algorithm>
+#include <array>
+
+#include "base/tag.h"
+
+namespace kleaf::allocator {
+namespace {
+
+template <typename Op>
+Outcome<Op> Failed(Error e) {
+  return Outcome<Op>{std::unexpected(std::move(e))};
+}
+
+TagRules TagRulesOf(const Rules& rules) {
+  TagRules t;
+  t.default_step = rules.default_step;
+  t.max_step = rules.max_step;
+  t.default_id_mode = rules.default_id_mode;
+  t.datacenter_count = rules.datacenter.count;
+  return t;
+}
+
+Error UnknownTag(const std::string& tag) {
+  return Error{Code::kNotFound, "unknown tag '" + tag + "'"};
+}
+
+// The live record of `tag`: kNotFound when there is none or it is deleted.
+Result<state::TagRecord> LiveTag(const std::string& tag, StateReader& reader) {
+  if (auto v = ValidateTag(tag); !v) return std::unexpected(v.error());
+  auto existing = reader.Get(tag);
+  if (!existing) return std::unexpected(existing.error());
+  if (!*existing || (*existing)->deleted) return std::unexpected(UnknownTag(tag));
+  return **existing;
+}
+
+// The record a segment of `tag` is reserved from: the live one, or a new one when the rules
+// create tags on first use.
+Result<state::TagRecord> AllocatableTag(const std::string& tag, StateReader& reader,
+                                        const Rules& rules, int64_t now_ms) {
+  if (auto v = ValidateTag(tag); !v) return std::unexpected(v.error());
+  auto existing = reader.Get(tag);
+  if (!existing) return std::unexpected(existing.error());
+  if (*existing && !(*existing)->deleted) return **existing;
+  if (!rules.auto_create) return std::unexpected(UnknownTag(tag));
+  return ApplyTagUpdate(*existing, tag, TagUpdate{}, TagRulesOf(rules), now_ms);
+}
+
+std::optional<state::WorkerRecord> WorkerOf(const std::vector<state::WorkerRecord>& all,
+                                            int64_t worker_id) {
+  std::optional<state::WorkerRecord> current;
+  for (const auto& w : all) {
+    if (w.worker_id == worker_id) current = w;
+  }
+  return current;
+}
+
+// A renewal or release: the rule's verdict on the holder's record, and the holder's clock checked
+// against ours.
+template <typename Op, typename Rule>
+Outcome<Op> Report(const WorkerReport& r, StateReader& reader, const Rules& rules, int64_t now_ms,
+                   Rule rule) {
+  auto all = reader.ListWorkers();
+  if (!all) return Failed<Op>(all.error());
+  auto updated = rule(WorkerOf(*all, r.worker_id));
+  if (!updated) return Failed<Op>(updated.error());
+  Outcome<Op> o{WorkerLeaseInfo{updated->worker_id, updated->lease_until_ms, 0, now_ms}};
+  if (r.last_timestamp_ms > now_ms + rules.workers.max_clock_skew_ms) {
+    // The holder's clock ran ahead of ours after its claim: it may issue timestamps past the
+    // lease end as we count it. Record what it reported, keep the id blocked for a whole TTL
+    // beyond that, and tell it to stop.
+    updated->lease_until_ms =
+        std::max(updated->lease_until_ms, r.last_timestamp_ms + rules.workers.lease_ttl_ms);
+    o.result = std::unexpected(Error{
+        Code::kFailedPrecondition, "worker id " + std::to_string(r.worker_id) +
+                                       ": this node issued timestamps " +
+                                       std::to_string(r.last_timestamp_ms - now_ms) +
+                                       " ms ahead of the allocator's clock; fix the clock (NTP)"});
+  }
+  o.effects.worker_writes.push_back(*updated);
+  return o;
+}
+
+template <typename... Ops>
+constexpr std::array<const char*, sizeof...(Ops)> NamesOf(std::variant<Ops...>*) {
+  return {Ops::kName...};
+}
+constexpr auto kOpNames = NamesOf(static_cast<Request*>(nullptr));
+
+}  // namespace
+
+const char* OpName(int index) { return kOpNames.at(static_cast<size_t>(index)); }
+
+std::optional<std::string> RouteKey(const Request& request) {
+  return std::visit(
+      []<typename Op>(const Op& op) -> std::optional<std::string> {
+        if constexpr (kIsWorkerOp<Op>) {
+          return std::string(kWorkersKey);
+        } else if constexpr (std::is_same_v<Op, op::ListTags>) {
+          return std::nullopt;
+        } else {
+          return op.tag;
+        }
+      },
+      request);
+}
+
+Outcome<op::Allocate> Execute(const op::Allocate& r, StateReader& reader, const Rules& rules,
+                              int64_t now_ms) {
+  auto record = AllocatableTag(r.tag, reader, rules, now_ms);
+  if (!record) return Failed<op::Allocate>(record.error());
+  auto segment = ReserveSegment(*record, r.step, rules.max_step, now_ms);
+  if (!segment) return Failed<op::Allocate>(segment.error());
+  // The segment leaves the rules as this datacenter hands it out, in both shapes.
+  if (auto ok = ApplyDatacenter(*segment, rules.datacenter); !ok) {
+    return Failed<op::Allocate>(ok.error());
+  }
+  Outcome<op::Allocate> o{std::move(*segment)};
+  o.effects.writes.push_back(std::move(*record));
+  return o;
+}
+
+Outcome<op::GetTag> Execute(const op::GetTag& r, StateReader& reader, const Rules&, int64_t) {
+  return Outcome<op::GetTag>{LiveTag(r.tag, reader)};
+}
+
+Outcome<op::PutTag> Execute(const op::PutTag& r, StateReader& reader, const Rules& rules,
+                            int64_t now_ms) {
+  if (auto v = ValidateTag(r.tag); !v) return Failed<op::PutTag>(v.error());
+  auto existing = reader.Get(r.tag);
+  if (!existing) return Failed<op::PutTag>(existing.error());
+  auto record = ApplyTagUpdate(*existing, r.tag, r.update, TagRulesOf(rules), now_ms);
+  if (!record) return Failed<op::PutTag>(record.error());
+  Outcome<op::PutTag> o{*record};
+  o.effects.writes.push_back(std::move(*record));
+  return o;
+}
+
+Outcome<op::DeleteTag> Execute(const op::DeleteTag& r, StateReader& reader, const Rules&,
+                               int64_t now_ms) {
+  auto live = LiveTag(r.tag, reader);
+  if (!live) return Failed<op::DeleteTag>(live.error());
+  Outcome<op::DeleteTag> o{*live};
+  live->deleted = true;
+  live->update_time_ms = now_ms;
+  o.effects.writes.push_back(std::move(*live));
+  return o;
+}
+
+Outcome<op::ListTags> Execute(const op::ListTags&, StateReader& reader, const Rules&, int64_t) {
+  auto all = reader.List();
+  if (!all) return Failed<op::ListTags>(all.error());
+  std::vector<state::TagRecord> live;
+  for (auto& t : *all) {
+    if (!t.deleted) live.push_back(std::move(t));
+  }
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
+  return Outcome<op::ListTags>{std::move(live)};
+}
+
+Outcome<op::ClaimWorker> Execute(const op::ClaimWorker& r, StateReader& reader, const Rules& rules,
+                                 int64_t now_ms) {
+  auto all = reader.ListWorkers();
+  if (!all) return Failed<op::ClaimWorker>(all.error());
+  auto grant = ClaimWorker(*all, r.claim.claimant, r.claim.node_now_ms, now_ms, rules.workers);
+  if (!grant) return Failed<op::ClaimWorker>(grant.error());
+  Outcome<op::ClaimWorker> o{WorkerLeaseInfo{grant->record.worker_id, grant->record.lease_until_ms,
+                                             grant->not_before_ms, now_ms, grant->notice}};
+  o.effects.worker_writes.push_back(grant->record);
+  return o;
+}
+
+Outcome<op::RenewWorker> Execute(const op::RenewWorker& r, StateReader& reader, const Rules& rules,
+                                 int64_t now_ms) {
+  return Report<op::RenewWorker>(r.report, reader, rules, now_ms, [&](const auto& current) {
+    return RenewWorker(current, r.report.worker_id, r.report.claimant, r.report.last_timestamp_ms,
+                       now_ms, rules.workers);
+  });
+}
+
+Outcome<op::ReleaseWorker> Execute(const op::ReleaseWorker& r, StateReader& reader,
+                                   const Rules& rules, int64_t now_ms) {
+  return Report<op::ReleaseWorker>(r.report, reader, rules, now_ms, [&](const auto& current) {
+    return ReleaseWorker(current, r.report.worker_id, r.report.claimant, r.report.last_timestamp_ms,
+                         now_ms);
+  });
+}
+
+Outcome<op::WorkerStatus> Execute(const op::WorkerStatus&, StateReader& reader, const Rules& rules,
+                                  int64_t now_ms) {
+  auto all = reader.ListWorkers();
+  if (!all) return Failed<op::WorkerStatus>(all.error());
+  return Outcome<op::WorkerStatus>{CountWorkers(*all, now_ms, rules.workers)};
+}
+
+}  // namespace kleaf::allocator

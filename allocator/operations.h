@@ -1,0 +1,164 @@
+// What an allocator does with one operation, whatever carries it (an in-process call or a Kafka
+// message): one type per operation with its result type beside it, and Execute(), the pure
+// function from (operation, current records) to (result, records to write). The wire format is
+// the cluster's (cluster/wire.h); nothing here knows JSON or Kafka.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "allocator/allocation.h"
+#include "allocator/datacenter.h"
+#include "allocator/workers.h"
+#include "base/error.h"
+#include "state/records.h"
+
+namespace kleaf::allocator {
+
+// The operations. Each names its result type (`Result`) and its name on the wire and in metric
+// labels (`kName`); a caller that pairs an operation with another operation's result does not
+// compile.
+namespace op {
+
+// A new segment of `tag`; `step` the size the buffer would like (0: the tag's own step).
+struct Allocate {
+  using Result = Segment;
+  static constexpr const char* kName = "allocate";
+  std::string tag;
+  int64_t step = 0;
+};
+struct GetTag {
+  using Result = state::TagRecord;
+  static constexpr const char* kName = "get_tag";
+  std::string tag;
+};
+// Creates or updates; the result is the record as stored.
+struct PutTag {
+  using Result = state::TagRecord;
+  static constexpr const char* kName = "put_tag";
+  std::string tag;
+  TagUpdate update = {};
+};
+// Marks the tag deleted (its max_id is kept); the result is the record as it was.
+struct DeleteTag {
+  using Result = state::TagRecord;
+  static constexpr const char* kName = "delete_tag";
+  std::string tag;
+};
+// Live tags ordered by name (in the cluster: of the partition that runs it).
+struct ListTags {
+  using Result = std::vector<state::TagRecord>;
+  static constexpr const char* kName = "list_tags";
+};
+struct ClaimWorker {
+  using Result = WorkerLeaseInfo;
+  static constexpr const char* kName = "claim_worker";
+  WorkerClaim claim;
+};
+struct RenewWorker {
+  using Result = WorkerLeaseInfo;
+  static constexpr const char* kName = "renew_worker";
+  WorkerReport report;
+};
+struct ReleaseWorker {
+  using Result = WorkerLeaseInfo;
+  static constexpr const char* kName = "release_worker";
+  WorkerReport report;
+};
+struct WorkerStatus {
+  using Result = WorkerCounts;
+  static constexpr const char* kName = "worker_status";
+};
+
+}  // namespace op
+
+// Any one operation, as a transport carries it.
+using Request = std::variant<op::Allocate, op::GetTag, op::PutTag, op::DeleteTag, op::ListTags,
+                             op::ClaimWorker, op::RenewWorker, op::ReleaseWorker, op::WorkerStatus>;
+inline constexpr int kOpCount = static_cast<int>(std::variant_size_v<Request>);
+
+namespace detail {
+template <typename Op, typename... Ops>
+constexpr int IndexOf(std::variant<Ops...>*) {
+  int i = 0;
+  const bool found = ((std::is_same_v<Op, Ops> || (++i, false)) || ...);
+  return found ? i : -1;
+}
+}  // namespace detail
+
+// The position of `Op` in Request: the index of its metric series.
+template <typename Op>
+inline constexpr int kOpIndex = detail::IndexOf<Op>(static_cast<Request*>(nullptr));
+
+// "allocate", "claim_worker", ... of the operation at `index` of Request.
+const char* OpName(int index);
+
+// Operations of the worker registry: serialized with each other by the owner of kWorkersKey.
+template <typename Op>
+inline constexpr bool kIsWorkerOp =
+    std::is_same_v<Op, op::ClaimWorker> || std::is_same_v<Op, op::RenewWorker> ||
+    std::is_same_v<Op, op::ReleaseWorker> || std::is_same_v<Op, op::WorkerStatus>;
+
+// The key that decides which allocator serves `request`: its tag, kWorkersKey for the registry,
+// or nothing for ListTags (every partition answers for its own tags).
+std::optional<std::string> RouteKey(const Request& request);
+
+struct Rules {
+  int64_t max_step = 1000000;
+  int64_t default_step = 1000;
+  bool auto_create = false;
+  WorkerRules workers;
+  state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
+  // The layout's: segments are handed out in this datacenter's residue class (ApplyDatacenter),
+  // and with more than one, obfuscated id_modes are refused.
+  Datacenter datacenter = {};
+};
+
+// Read access to the current records (the store, or the store plus a batch's staged writes).
+class StateReader {
+ public:
+  virtual ~StateReader() = default;
+  virtual Result<std::optional<state::TagRecord>> Get(const std::string& tag) = 0;
+  // Every tag record this reader covers, deleted ones included.
+  virtual Result<std::vector<state::TagRecord>> List() = 0;
+  virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
+};
+
+// Records to make durable before a result is released (docs/architecture.md, I2 and I3).
+struct Effects {
+  std::vector<state::TagRecord> writes;
+  std::vector<state::WorkerRecord> worker_writes;
+  bool empty() const { return writes.empty() && worker_writes.empty(); }
+};
+
+template <typename Op>
+struct Outcome {
+  Result<typename Op::Result> result;
+  Effects effects = {};
+};
+
+// Pure: no I/O besides reading through `reader`. One overload per operation.
+Outcome<op::Allocate> Execute(const op::Allocate& op, StateReader& reader, const Rules& rules,
+                              int64_t now_ms);
+Outcome<op::GetTag> Execute(const op::GetTag& op, StateReader& reader, const Rules& rules,
+                            int64_t now_ms);
+Outcome<op::PutTag> Execute(const op::PutTag& op, StateReader& reader, const Rules& rules,
+                            int64_t now_ms);
+Outcome<op::DeleteTag> Execute(const op::DeleteTag& op, StateReader& reader, const Rules& rules,
+                               int64_t now_ms);
+Outcome<op::ListTags> Execute(const op::ListTags& op, StateReader& reader, const Rules& rules,
+                              int64_t now_ms);
+Outcome<op::ClaimWorker> Execute(const op::ClaimWorker& op, StateReader& reader, const Rules& rules,
+                                 int64_t now_ms);
+Outcome<op::RenewWorker> Execute(const op::RenewWorker& op, StateReader& reader, const Rules& rules,
+                                 int64_t now_ms);
+Outcome<op::ReleaseWorker> Execute(const op::ReleaseWorker& op, StateReader& reader,
+                                   const Rules& rules, int64_t now_ms);
+Outcome<op::WorkerStatus> Execute(const op::WorkerStatus& op, StateReader& reader,
+                                  const Rules& rules, int64_t now_ms);
+
+}  // namespace kleaf::allocator

@@ -1,0 +1,318 @@
+#include "cluster/wire.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "allocator/id_format.h"
+
+namespace kleaf::cluster::wire {
+namespace {
+
+using allocator::Segment;
+using allocator::WorkerCounts;
+using allocator::WorkerLeaseInfo;
+using nlohmann::json;
+namespace op = allocator::op;
+
+// ---- requests ----
+
+json ClaimantJson(const allocator::Claimant& c, int64_t worker_id, int64_t node_now_ms,
+                  int64_t last_timestamp_ms) {
+  json j = {{"node_id", c.node_id},
+            {"worker_id", worker_id},
+            {"node_now", node_now_ms},
+            {"last_timestamp", last_timestamp_ms}};
+  if (!c.holder.empty()) j["holder"] = c.holder;
+  if (!c.previous_holder.empty()) j["previous_holder"] = c.previous_holder;
+  return j;
+}
+
+json UpdateJson(const allocator::TagUpdate& update) {
+  json u = json::object();
+  if (update.step) u["step"] = *update.step;
+  if (update.max_id) u["max_id"] = *update.max_id;
+  if (update.description) u["description"] = *update.description;
+  if (update.id_mode) u["id_mode"] = state::IdModeName(*update.id_mode);
+  if (update.restore_id_format) {
+    // A tag record's own encoding (state/records.h), as an object of this request.
+    u["restore"] = json::parse(state::EncodeTag(*update.restore_id_format));
+  }
+  return u;
+}
+
+// The fields of each operation besides "op" and "partitions".
+json FieldsOf(const op::Allocate& r) { return {{"tag", r.tag}, {"step", r.step}}; }
+json FieldsOf(const op::GetTag& r) { return {{"tag", r.tag}}; }
+json FieldsOf(const op::PutTag& r) { return {{"tag", r.tag}, {"update", UpdateJson(r.update)}}; }
+json FieldsOf(const op::DeleteTag& r) { return {{"tag", r.tag}}; }
+json FieldsOf(const op::ListTags&) { return json::object(); }
+json FieldsOf(const op::ClaimWorker& r) {
+  return ClaimantJson(r.claim.claimant, -1, r.claim.node_now_ms, 0);
+}
+json FieldsOf(const op::RenewWorker& r) {
+  return ClaimantJson(r.report.claimant, r.report.worker_id, r.report.node_now_ms,
+                      r.report.last_timestamp_ms);
+}
+json FieldsOf(const op::ReleaseWorker& r) { return FieldsOf(op::RenewWorker{r.report}); }
+json FieldsOf(const op::WorkerStatus&) { return ClaimantJson({}, -1, 0, 0); }
+
+Result<allocator::TagUpdate> UpdateFrom(const json& u) {
+  allocator::TagUpdate update;
+  if (u.contains("step")) update.step = u.at("step").get<int64_t>();
+  if (u.contains("max_id")) update.max_id = u.at("max_id").get<int64_t>();
+  if (u.contains("description")) update.description = u.at("description").get<std::string>();
+  if (u.contains("id_mode")) {
+    auto mode = state::ParseIdMode(u.at("id_mode").get<std::string>());
+    if (!mode) return std::unexpected(mode.error());
+    update.id_mode = *mode;
+  }
+  if (u.contains("restore")) {
+    auto restore = state::DecodeTag(u.at("restore").dump());
+    if (!restore) return std::unexpected(restore.error());
+    update.restore_id_format = *restore;
+  }
+  return update;
+}
+
+allocator::Claimant ClaimantFrom(const json& j) {
+  return {j.value("node_id", ""), j.value("holder", ""), j.value("previous_holder", "")};
+}
+
+allocator::WorkerReport ReportFrom(const json& j) {
+  return {ClaimantFrom(j), j.value("worker_id", int64_t{-1}), j.value("node_now", int64_t{0}),
+          j.value("last_timestamp", int64_t{0})};
+}
+
+// The operation named `name`, read from `j`; nullopt for an unknown name.
+std::optional<Result<allocator::Request>> RequestFrom(const std::string& name, const json& j) {
+  using R = Result<allocator::Request>;
+  if (name == op::Allocate::kName) {
+    return R(op::Allocate{j.at("tag").get<std::string>(), j.value("step", int64_t{0})});
+  }
+  if (name == op::GetTag::kName) return R(op::GetTag{j.at("tag").get<std::string>()});
+  if (name == op::PutTag::kName) {
+    auto update = UpdateFrom(j.at("update"));
+    if (!update) return R(std::unexpected(update.error()));
+    return R(op::PutTag{j.at("tag").get<std::string>(), std::move(*update)});
+  }
+  if (name == op::DeleteTag::kName) return R(op::DeleteTag{j.at("tag").get<std::string>()});
+  if (name == op::ListTags::kName) return R(op::ListTags{});
+  if (name == op::ClaimWorker::kName) {
+    return R(op::ClaimWorker{{ClaimantFrom(j), j.value("node_now", int64_t{0})}});
+  }
+  if (name == op::RenewWorker::kName) return R(op::RenewWorker{ReportFrom(j)});
+  if (name == op::ReleaseWorker::kName) return R(op::ReleaseWorker{ReportFrom(j)});
+  if (name == op::WorkerStatus::kName) return R(op::WorkerStatus{});
+  return std::nullopt;
+}
+
+// ---- replies ----
+
+// A segment's format: {"id_mode","id_key","id_base"} for a permuted tag (the key travels only
+// inside the cluster's topics, like the state record it comes from), {"datacenter_index",
+// "datacenter_count"} for a plain tag in one datacenter of several, nothing for a plain one.
+void FormatToJson(const Segment& s, json& out) {
+  if (!s.format) return;
+  if (s.format->mode() == state::IdMode::kPlain) {
+    out["datacenter_index"] = s.format->datacenter().index;
+    out["datacenter_count"] = s.format->datacenter().count;
+    return;
+  }
+  state::TagRecord r;
+  s.format->WriteTo(r);
+  out["id_mode"] = state::IdModeName(r.id_mode);
+  out["id_key"] = r.id_key;
+  out["id_base"] = r.id_base;
+}
+
+Result<std::shared_ptr<const allocator::IdFormat>> FormatFromJson(const std::string& tag,
+                                                                  const json& j) {
+  if (j.contains("datacenter_count")) {
+    const allocator::Datacenter dc{j.at("datacenter_index").get<int64_t>(),
+                                   j.at("datacenter_count").get<int64_t>()};
+    if (dc.count < 1 || dc.index < 0 || dc.index >= dc.count) {
+      return Fail(Code::kInternal, "segment of " + dc.Describe());
+    }
+    return allocator::IdFormat::PlainIn(dc);
+  }
+  if (!j.contains("id_mode")) return std::shared_ptr<const allocator::IdFormat>();
+  state::TagRecord r;
+  r.tag = tag;
+  auto mode = state::ParseIdMode(j.at("id_mode").get<std::string>());
+  if (!mode) return std::unexpected(mode.error());
+  r.id_mode = *mode;
+  r.id_key = j.at("id_key").get<std::string>();
+  r.id_base = j.at("id_base").get<int64_t>();
+  return allocator::IdFormat::Of(r);
+}
+
+json ResultJson(const Segment& s) {
+  json j = {{"tag", s.tag}, {"start", s.start}, {"end", s.end}, {"min_step", s.min_step}};
+  FormatToJson(s, j);
+  return {{"segment", j}};
+}
+json ResultJson(const WorkerLeaseInfo& l) {
+  json j = {{"worker_id", l.worker_id},
+            {"lease_until", l.lease_until_ms},
+            {"not_before", l.not_before_ms},
+            {"allocator_now", l.allocator_now_ms}};
+  if (!l.notice.empty()) j["notice"] = l.notice;
+  return {{"lease", j}};
+}
+json ResultJson(const WorkerCounts& w) {
+  return {{"workers", {{"leased", w.leased}, {"free", w.free}}}};
+}
+
+template <typename T>
+std::string Encode(const Result<T>& reply) {
+  return reply ? ResultJson(*reply).dump() : EncodeError(reply.error());
+}
+
+Result<Segment> ResultFrom(const json& j, std::type_identity<Segment>) {
+  if (!j.contains("segment")) return Fail(Code::kInternal, "allocator reply without a segment");
+  const json& s = j.at("segment");
+  Segment segment{s.at("tag").get<std::string>(), s.at("start").get<int64_t>(),
+                  s.at("end").get<int64_t>(), s.at("min_step").get<int64_t>()};
+  auto format = FormatFromJson(segment.tag, s);
+  if (!format) return std::unexpected(format.error());
+  segment.format = *format;
+  return segment;
+}
+Result<state::TagRecord> ResultFrom(const json& j, std::type_identity<state::TagRecord>) {
+  if (!j.contains("tag")) return Fail(Code::kInternal, "allocator reply without a tag");
+  return state::DecodeTag(j.at("tag").dump());
+}
+Result<std::vector<state::TagRecord>> ResultFrom(
+    const json& j, std::type_identity<std::vector<state::TagRecord>>) {
+  std::vector<state::TagRecord> tags;
+  if (!j.contains("tags")) return tags;  // none: the key is left out
+  for (const auto& t : j.at("tags")) {
+    auto d = state::DecodeTag(t.dump());
+    if (!d) return std::unexpected(d.error());
+    tags.push_back(std::move(*d));
+  }
+  return tags;
+}
+Result<WorkerLeaseInfo> ResultFrom(const json& j, std::type_identity<WorkerLeaseInfo>) {
+  if (!j.contains("lease")) return Fail(Code::kInternal, "allocator reply without a lease");
+  const json& l = j.at("lease");
+  return WorkerLeaseInfo{l.at("worker_id").get<int64_t>(), l.at("lease_until").get<int64_t>(),
+                         l.at("not_before").get<int64_t>(), l.value("allocator_now", int64_t{0}),
+                         l.value("notice", std::string())};
+}
+Result<WorkerCounts> ResultFrom(const json& j, std::type_identity<WorkerCounts>) {
+  if (!j.contains("workers")) return Fail(Code::kInternal, "allocator reply without counts");
+  return WorkerCounts{j["workers"].at("leased").get<int64_t>(),
+                      j["workers"].at("free").get<int64_t>()};
+}
+
+}  // namespace
+
+std::string EncodeRequest(const Envelope& e) {
+  json j = std::visit([](const auto& r) { return FieldsOf(r); }, e.request);
+  j["op"] = allocator::OpName(static_cast<int>(e.request.index()));
+  if (e.partitions > 0) j["partitions"] = e.partitions;
+  return j.dump();
+}
+
+Result<Envelope> DecodeRequest(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    const std::string name = j.at("op").get<std::string>();
+    auto request = RequestFrom(name, j);
+    if (!request) return Fail(Code::kInvalidArgument, "unknown request op '" + name + "'");
+    if (!*request) return std::unexpected(request->error());
+    return Envelope{std::move(**request), j.value("partitions", int32_t{0})};
+  } catch (const std::exception& e) {
+    return Fail(Code::kInvalidArgument, std::string("malformed request: ") + e.what());
+  }
+}
+
+std::string EncodeError(const Error& error) {
+  return json{{"error", {{"code", CodeName(error.code)}, {"message", error.message}}}}.dump();
+}
+
+std::string EncodeReply(const Result<Segment>& reply) { return Encode(reply); }
+std::string EncodeReply(const Result<WorkerLeaseInfo>& reply) { return Encode(reply); }
+std::string EncodeReply(const Result<WorkerCounts>& reply) { return Encode(reply); }
+
+// Tag records keep their own encoding (state/records.h), put into the reply as it is.
+std::string EncodeReply(const Result<state::TagRecord>& reply) {
+  if (!reply) return EncodeError(reply.error());
+  return R"({"tag":)" + state::EncodeTag(*reply) + "}";
+}
+std::string EncodeReply(const Result<std::vector<state::TagRecord>>& reply) {
+  if (!reply) return EncodeError(reply.error());
+  if (reply->empty()) return "{}";
+  std::string out = R"({"tags":[)";
+  for (size_t i = 0; i < reply->size(); ++i) {
+    if (i > 0) out += ',';
+    out += state::EncodeTag((*reply)[i]);
+  }
+  return out + "]}";
+}
+
+template <typename T>
+Result<T> DecodeReply(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    if (j.contains("error")) {
+      return std::unexpected(Error{CodeFromName(j["error"].at("code").get<std::string>()),
+                                   j["error"].at("message").get<std::string>()});
+    }
+    return ResultFrom(j, std::type_identity<T>{});
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("malformed reply: ") + e.what());
+  }
+}
+
+template Result<Segment> DecodeReply<Segment>(std::string_view);
+template Result<state::TagRecord> DecodeReply<state::TagRecord>(std::string_view);
+template Result<std::vector<state::TagRecord>> DecodeReply<std::vector<state::TagRecord>>(
+    std::string_view);
+template Result<WorkerLeaseInfo> DecodeReply<WorkerLeaseInfo>(std::string_view);
+template Result<WorkerCounts> DecodeReply<WorkerCounts>(std::string_view);
+
+std::string EncodeLayout(const ClusterLayout& l) {
+  return nlohmann::json{{"partitions", l.partitions},
+                        {"state_topic_id", l.state_topic_id},
+                        {"written_by", l.written_by},
+                        {"written_ms", l.written_ms},
+                        {"datacenter_index", l.datacenter.index},
+                        {"datacenter_count", l.datacenter.count}}
+      .dump();
+}
+
+Result<ClusterLayout> DecodeLayout(std::string_view json) {
+  try {
+    auto j = nlohmann::json::parse(json);
+    ClusterLayout l;
+    l.partitions = j.at("partitions").get<int32_t>();
+    l.state_topic_id = j.value("state_topic_id", std::string());
+    l.written_by = j.value("written_by", std::string());
+    l.written_ms = j.value("written_ms", int64_t{0});
+    l.datacenter.index = j.value("datacenter_index", int64_t{0});
+    l.datacenter.count = j.value("datacenter_count", int64_t{1});
+    if (l.partitions <= 0) return Fail(Code::kInternal, "layout record with no partition count");
+    if (l.datacenter.count < 1 || l.datacenter.index < 0 ||
+        l.datacenter.index >= l.datacenter.count) {
+      return Fail(Code::kInternal, "layout record with datacenter " +
+                                       std::to_string(l.datacenter.index) + " of " +
+                                       std::to_string(l.datacenter.count));
+    }
+    return l;
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("unreadable layout record: ") + e.what());
+  }
+}
+
+std::string EncodeRequestsOffset(int64_t next) { return std::to_string(next); }
+
+std::optional<int64_t> DecodeRequestsOffset(std::string_view value) {
+  int64_t next = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), next);
+  if (ec != std::errc() || end != value.data() + value.size() || next < 0) return std::nullopt;
+  return next;
+}
+
+}  // namespace kleaf::cluster::wire

@@ -1,0 +1,140 @@
+// The cluster's wire format (cluster/wire.h): every operation and result survives its encoding,
+// and the bytes stay what earlier versions send and read, so that nodes of two versions side by
+// side during a rolling restart understand each other.
+#include "cluster/wire.h"
+
+#include <gtest/gtest.h>
+
+#include "allocator/allocation.h"
+#include "allocator/id_format.h"
+
+namespace kleaf::cluster::wire {
+namespace {
+
+namespace op = allocator::op;
+using allocator::Claimant;
+using allocator::Segment;
+using allocator::WorkerLeaseInfo;
+
+constexpr int64_t kNow = 1'800'000'000'000;
+
+TEST(WireTest, RequestsSurviveTheirEncoding) {
+  auto back =
+      DecodeRequest(EncodeRequest({op::RenewWorker{{Claimant{"node-1"}, 7, 123, 456}}, 12}));
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->partitions, 12);
+  const auto* renew = std::get_if<op::RenewWorker>(&back->request);
+  ASSERT_NE(renew, nullptr);
+  EXPECT_EQ(renew->report.claimant.node_id, "node-1");
+  EXPECT_EQ(renew->report.worker_id, 7);
+  EXPECT_EQ(renew->report.last_timestamp_ms, 456);
+
+  allocator::TagUpdate u{5, 100, "d"};
+  auto put = DecodeRequest(EncodeRequest({op::PutTag{"t", u}}));
+  ASSERT_TRUE(put.has_value());
+  ASSERT_TRUE(std::holds_alternative<op::PutTag>(put->request));
+  EXPECT_EQ(std::get<op::PutTag>(put->request).update.max_id, 100);
+  EXPECT_EQ(put->partitions, 0);
+
+  EXPECT_FALSE(DecodeRequest("{not json").has_value());
+  auto unknown = DecodeRequest(R"({"op":"transmogrify","tag":"t"})");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.error().code, Code::kInvalidArgument);
+}
+
+// The bytes of earlier versions (nlohmann's sorted keys): a changed field name would leave a
+// gateway and an allocator of two versions unable to talk during a rolling restart.
+TEST(WireTest, RequestBytesAreThoseEarlierVersionsSend) {
+  EXPECT_EQ(EncodeRequest({op::Allocate{"t", 10}, 12}),
+            R"({"op":"allocate","partitions":12,"step":10,"tag":"t"})");
+  EXPECT_EQ(EncodeRequest({op::ListTags{}, 12}), R"({"op":"list_tags","partitions":12})");
+  EXPECT_EQ(EncodeRequest({op::ClaimWorker{{Claimant{"n", "h"}, 5}}, 3}),
+            R"({"holder":"h","last_timestamp":0,"node_id":"n","node_now":5,"op":"claim_worker",)"
+            R"("partitions":3,"worker_id":-1})");
+  auto old = DecodeRequest(R"({"op":"release_worker","node_id":"n","worker_id":4,"node_now":1,)"
+                           R"("last_timestamp":2})");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(std::get<op::ReleaseWorker>(old->request).report.worker_id, 4);
+}
+
+TEST(WireTest, RepliesDecodeAsTheResultTheSenderAsked) {
+  auto segment = DecodeReply<Segment>(EncodeReply(Result<Segment>(Segment{"t", 10, 20, 5})));
+  ASSERT_TRUE(segment.has_value()) << segment.error().message;
+  EXPECT_EQ(segment->start, 10);
+  EXPECT_EQ(segment->format, nullptr);
+  auto lease = DecodeReply<WorkerLeaseInfo>(
+      EncodeReply(Result<WorkerLeaseInfo>(WorkerLeaseInfo{3, 99, 42, kNow + 40})));
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_EQ(lease->not_before_ms, 42);
+  EXPECT_EQ(lease->allocator_now_ms, kNow + 40);
+  // A reply from an allocator that does not send its clock yet.
+  auto older =
+      DecodeReply<WorkerLeaseInfo>(R"({"lease":{"worker_id":3,"lease_until":1,"not_before":0}})");
+  ASSERT_TRUE(older.has_value());
+  EXPECT_EQ(older->allocator_now_ms, 0);
+  // An error travels with its code; a reply without the result asked for is an internal error.
+  auto refused = DecodeReply<state::TagRecord>(
+      EncodeReply(Result<state::TagRecord>(Fail(Code::kNotFound, "unknown tag 'x'"))));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, Code::kNotFound);
+  EXPECT_EQ(refused.error().message, "unknown tag 'x'");
+  EXPECT_EQ(DecodeReply<Segment>(R"({"workers":{"leased":1,"free":2}})").error().code,
+            Code::kInternal);
+  // No tags: the key is left out, as before.
+  EXPECT_EQ(EncodeReply(Result<std::vector<state::TagRecord>>(std::vector<state::TagRecord>{})),
+            "{}");
+  auto none = DecodeReply<std::vector<state::TagRecord>>("{}");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_TRUE(none->empty());
+  state::TagRecord a{"a", 7, 10, "d", 0, false};
+  auto tags = DecodeReply<std::vector<state::TagRecord>>(
+      EncodeReply(Result<std::vector<state::TagRecord>>(std::vector{a, a})));
+  ASSERT_TRUE(tags.has_value()) << tags.error().message;
+  ASSERT_EQ(tags->size(), 2u);
+  EXPECT_EQ((*tags)[1].max_id, 7);
+}
+
+TEST(WireTest, SegmentRepliesCarryTheFormatAcrossKafka) {
+  state::TagRecord r{"order", 5, 10, "", 0, false};
+  r.id_mode = state::IdMode::kObfuscated;
+  r.id_key = allocator::NewIdKey();
+  r.id_base = 5;
+  auto segment = allocator::ReserveSegment(r, 0, 1000, kNow);
+  ASSERT_TRUE(segment);
+  auto back = DecodeReply<Segment>(EncodeReply(Result<Segment>(*segment)));
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_NE(back->format, nullptr);
+  EXPECT_TRUE(*back->format == *segment->format);
+  EXPECT_EQ(*back->format->Map(7, kNow), *segment->format->Map(7, kNow));
+
+  // A plain segment of datacenter 1 of 3, mapped by the allocator's rules.
+  Segment plain{"order", 1, 11, 10, allocator::IdFormat::PlainIn({1, 3})};
+  auto mapped = DecodeReply<Segment>(EncodeReply(Result<Segment>(plain)));
+  ASSERT_TRUE(mapped) << mapped.error().message;
+  ASSERT_NE(mapped->format, nullptr);
+  EXPECT_EQ(mapped->format->datacenter(), (allocator::Datacenter{1, 3}));
+  EXPECT_EQ(*mapped->format->Map(4, kNow), 13);
+
+  op::PutTag put{"order"};
+  put.update.id_mode = state::IdMode::kObfuscatedTime;
+  put.update.restore_id_format = r;
+  auto decoded = DecodeRequest(EncodeRequest({put}));
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  const auto& update = std::get<op::PutTag>(decoded->request).update;
+  EXPECT_EQ(update.id_mode, state::IdMode::kObfuscatedTime);
+  EXPECT_EQ(update.restore_id_format->id_key, r.id_key);
+}
+
+TEST(WireTest, LayoutAndRequestsOffsetRecords) {
+  ClusterLayout l{12, "id-A", "node-1", kNow, {1, 2}};
+  auto back = DecodeLayout(EncodeLayout(l));
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->partitions, 12);
+  EXPECT_EQ(back->datacenter, (allocator::Datacenter{1, 2}));
+  EXPECT_EQ(DecodeRequestsOffset(EncodeRequestsOffset(42)), 42);
+  EXPECT_EQ(DecodeRequestsOffset("-1"), std::nullopt);
+  EXPECT_EQ(DecodeRequestsOffset("12x"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace kleaf::cluster::wire
