@@ -42,7 +42,7 @@ constexpr milliseconds kOffsetQueryTimeout{5000};
 // librdkafka's request timeout for this consumer unless the caller sets one: an unanswered
 // commit gets its outcome within this.
 constexpr const char* kSocketTimeoutMs = "10000";
-// Fast failover (documented in client/README.md and docs/operations.md): a member that died
+// Fast failover (documented in docs/client-library.md and docs/operations.md): a member that died
 // without leaving is dropped after 6 s (the broker's default group.min.session.timeout.ms, the
 // least it accepts), and a heartbeat every second tells the live members of a rebalance within a
 // second. A rebalance waits for every member of the group to rejoin or be dropped, so these two
