@@ -21,7 +21,8 @@ inline constexpr int64_t kMaxSegmentId = int64_t{1} << 62;
 // The longest description of a tag, in bytes.
 inline constexpr size_t kMaxDescriptionBytes = 1024;
 
-// A range [start, end) of a tag, handed to exactly one buffer (DESIGN.md I1).
+// A range [start, end) of a tag, handed to exactly one buffer (docs/architecture.md, "I1: a range
+// is handed to at most one buffer").
 struct Segment {
   std::string tag;
   int64_t start = 0;

@@ -1,6 +1,7 @@
 // The keyed permutations that make a tag's segment IDs non-countable (issue 17). Segments stay
-// plain ranges of counters (DESIGN.md I1, I2 untouched); a gateway maps each counter to the ID a
-// client gets when it hands the counter out. Pure code, no I/O besides NewIdKey's random device.
+// plain ranges of counters (docs/architecture.md, I1 and I2 untouched); a gateway maps each counter
+// to the ID a client gets when it hands the counter out. Pure code, no I/O besides NewIdKey's
+// random device.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "allocator/import.h"
 #include "app/common.h"
 #include "app/serve.h"
 #include "app/standalone.h"
@@ -12,6 +13,7 @@
 #include "cluster/allocator_client.h"
 #include "cluster/allocator_node.h"
 #include "cluster/readiness.h"
+#include "cluster/restore.h"
 #include "cluster/setup.h"
 #include "cluster/state_export.h"
 #include "http/http_server.h"
@@ -33,6 +35,48 @@ kafka::BrokerProbe::Options ProbeOptions(const cluster::ClusterSetup& setup) {
   return o;
 }
 
+// What an allocator node runs with: the cluster's topics and layout, the rules from the config.
+cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
+                                          const cluster::ClusterSetup& setup) {
+  cluster::AllocatorNodeOptions options;
+  options.props = setup.props;
+  options.topics = setup.topics;
+  // The registry hands out only the worker ids of the datacenter the layout records.
+  const allocator::WorkerRange workers =
+      allocator::WorkerRangeOf(setup.layout.datacenter, c.snowflake.worker_bits);
+  options.rules = {
+      c.segment.max_step,
+      c.segment.default_step,
+      c.segment.auto_create,
+      {workers.last, c.workers.lease_ttl_ms, c.workers.max_clock_skew_ms, workers.first},
+      state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain),
+      setup.layout.datacenter};
+  options.group_id = c.kafka.topic_prefix + ".allocators";
+  options.batch_max = c.allocator.batch_max;
+  options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
+  options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
+  return options;
+}
+
+// Operators' endpoints, only where http.listen is given: with the defaults an allocator would
+// take the port a gateway on the same host expects. Returns what the startup line says of them.
+Result<std::string> StartAllocatorOps(const config::Config& c, cluster::AllocatorNode& node,
+                                      kafka::BrokerProbe& probe,
+                                      std::optional<http::HttpServer>& server) {
+  if (!c.http.listen_set) {
+    spdlog::info("[allocator] no http.listen in the config: no /metrics, /healthz, /readyz");
+    return std::string();
+  }
+  auto listen = config::ParseHostPort(c.http.listen);
+  if (!listen) return Fail(listen.error().code, "http.listen: " + listen.error().message);
+  server.emplace(OpsHttpOptions(c, listen->first, listen->second),
+                 http::OpsRoutes("allocators",
+                                 [&node, &probe] { return cluster::NodeReadiness(node, probe); }));
+  auto port = server->Start();
+  if (!port) return std::unexpected(port.error());
+  return "; " + HttpUrl(listen->first, *port);
+}
+
 }  // namespace
 
 int RunAllocator(const config::Config& c) {
@@ -45,48 +89,17 @@ int RunAllocator(const config::Config& c) {
       !bound) {
     return StartupError(bound.error().message);
   }
-  const kafka::Properties& props = setup->props;
-  cluster::AllocatorNodeOptions options;
-  options.props = props;
-  options.topics = setup->topics;
-  // The registry hands out only the worker ids of the datacenter the layout records.
-  const allocator::WorkerRange workers =
-      allocator::WorkerRangeOf(setup->layout.datacenter, c.snowflake.worker_bits);
-  options.rules = {
-      c.segment.max_step,
-      c.segment.default_step,
-      c.segment.auto_create,
-      {workers.last, c.workers.lease_ttl_ms, c.workers.max_clock_skew_ms, workers.first},
-      state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain),
-      setup->layout.datacenter};
-  options.group_id = c.kafka.topic_prefix + ".allocators";
-  options.batch_max = c.allocator.batch_max;
-  options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
-  options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
+  const cluster::AllocatorNodeOptions options = NodeOptions(c, *setup);
   cluster::AllocatorNode node(options, **store, SystemClock::Instance());
   if (auto r = node.Start(); !r) return StartupError(r.error().message);
-  kafka::BrokerProbe probe(props, ProbeOptions(*setup), SystemClock::Instance());
+  kafka::BrokerProbe probe(setup->props, ProbeOptions(*setup), SystemClock::Instance());
   probe.Start();
-  // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
-  // take the port a gateway on the same host expects.
-  std::string http_note;
   std::optional<http::HttpServer> server;
-  if (c.http.listen_set) {
-    auto listen = config::ParseHostPort(c.http.listen);
-    if (!listen) return StartupError("http.listen: " + listen.error().message);
-    server.emplace(OpsHttpOptions(c, listen->first, listen->second),
-                   http::OpsRoutes("allocators", [&node, &probe] {
-                     return cluster::NodeReadiness(node, probe);
-                   }));
-    auto port = server->Start();
-    if (!port) return StartupError(port.error().message);
-    http_note = "; " + HttpUrl(listen->first, *port);
-  } else {
-    spdlog::info("[allocator] no http.listen in the config: no /metrics, /healthz, /readyz");
-  }
+  auto http_note = StartAllocatorOps(c, node, probe, server);
+  if (!http_note) return StartupError(http_note.error().message);
   spdlog::info("[allocator] node {} running (group {}, {} partitions){}", c.node.id,
-               options.group_id, options.topics.partitions, http_note);
-  std::cout << "kleaf allocator running" << http_note << std::endl;
+               options.group_id, options.topics.partitions, *http_note);
+  std::cout << "kleaf allocator running" << *http_note << std::endl;
   spdlog::info("[allocator] {} received; shutting down", WaitForShutdownSignal());
   if (server) server->Stop();
   probe.Stop();

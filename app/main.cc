@@ -69,80 +69,104 @@ kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role, const kleaf::confi
                                          kleaf::SystemClock::Instance().NowMs());
 }
 
-}  // namespace
-
-// Reads better whole: the subcommand table, then one line per subcommand to run it.
-int main(int argc, char** argv) {
-  CLI::App app{"kleaf: unique 64-bit IDs (segment and snowflake), Leaf semantics"};
-  app.require_subcommand(1);
+// The subcommands and the values their options fill. The Add*Commands functions bind options to
+// these members, so a Commands stays where it was declared while the app lives.
+struct Commands {
   std::string config_path;
-  auto add_config = [&config_path](CLI::App* sub) {
-    sub->add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");
-  };
-
-  auto* standalone =
-      app.add_subcommand("standalone", "allocator and gateway in one process, state in RocksDB");
-  add_config(standalone);
-  auto* allocator =
-      app.add_subcommand("allocator", "serve segment allocations from Kafka (cluster)");
-  add_config(allocator);
-  auto* gateway =
-      app.add_subcommand("gateway", "serve IDs over HTTP, segments from the allocators (cluster)");
-  add_config(gateway);
-
-  auto* producer = app.add_subcommand(
-      "producer", "keep ID batches on the ids topic ahead of its consumers (cluster)");
-  add_config(producer);
-
-  auto* state = app.add_subcommand("state", "disaster recovery of the state topic");
-  state->require_subcommand(1);
-  auto* replay =
-      state->add_subcommand("replay", "rebuild the RocksDB at state.path from the state topic");
-  add_config(replay);
-  std::string file;
-  auto* exporter =
-      state->add_subcommand("export", "write every tag record of the state topic to FILE");
-  exporter->add_option("file", file, "output JSON file")->required();
-  add_config(exporter);
+  CLI::App* standalone = nullptr;
+  CLI::App* allocator = nullptr;
+  CLI::App* gateway = nullptr;
+  CLI::App* producer = nullptr;
+  CLI::App* state = nullptr;
+  CLI::App* replay = nullptr;
+  CLI::App* exporter = nullptr;
+  std::string export_file;
+  CLI::App* importer = nullptr;
+  CLI::Option* from_leaf = nullptr;
   kleaf::app::StateImportOptions import_options;
-  auto* importer = state->add_subcommand(
+  CLI::App* decode = nullptr;
+  std::string id_text;
+  CLI::App* compose = nullptr;
+  std::string time_text;
+  std::string compose_kind = "snowflake";
+  CLI::App* version = nullptr;
+  CLI::App* help = nullptr;
+};
+
+void AddConfigOption(CLI::App* sub, Commands& c) {
+  sub->add_option("-c,--config", c.config_path, "YAML config file (defaults apply without one)");
+}
+
+// The four serving roles.
+void AddRoleCommands(CLI::App& app, Commands& c) {
+  c.standalone =
+      app.add_subcommand("standalone", "allocator and gateway in one process, state in RocksDB");
+  AddConfigOption(c.standalone, c);
+  c.allocator = app.add_subcommand("allocator", "serve segment allocations from Kafka (cluster)");
+  AddConfigOption(c.allocator, c);
+  c.gateway =
+      app.add_subcommand("gateway", "serve IDs over HTTP, segments from the allocators (cluster)");
+  AddConfigOption(c.gateway, c);
+  c.producer = app.add_subcommand(
+      "producer", "keep ID batches on the ids topic ahead of its consumers (cluster)");
+  AddConfigOption(c.producer, c);
+}
+
+// `kleaf state replay|export|import`: disaster recovery.
+void AddStateCommands(CLI::App& app, Commands& c) {
+  c.state = app.add_subcommand("state", "disaster recovery of the state topic");
+  c.state->require_subcommand(1);
+  c.replay =
+      c.state->add_subcommand("replay", "rebuild the RocksDB at state.path from the state topic");
+  AddConfigOption(c.replay, c);
+  c.exporter =
+      c.state->add_subcommand("export", "write every tag record of the state topic to FILE");
+  c.exporter->add_option("file", c.export_file, "output JSON file")->required();
+  AddConfigOption(c.exporter, c);
+  auto& import_options = c.import_options;
+  c.importer = c.state->add_subcommand(
       "import",
       "set the tags of FILE (a 'state export' file, or a Leaf dump with --from-leaf), "
       "max_id raised by --bump");
   auto* import_file =
-      importer->add_option("file", import_options.file, "a file written by 'state export'");
-  auto* from_leaf = importer->add_option(
+      c.importer->add_option("file", import_options.file, "a file written by 'state export'");
+  c.from_leaf = c.importer->add_option(
       "--from-leaf", import_options.file,
       "a dump of Leaf's leaf_alloc table instead: mysql -B -e 'SELECT "
       "biz_tag,max_id,step,description FROM leaf_alloc' (docs/migrating-from-leaf.md)");
-  from_leaf->excludes(import_file);
-  importer->add_option("--bump", import_options.bump, "added to every max_id (safety margin)")
+  c.from_leaf->excludes(import_file);
+  c.importer->add_option("--bump", import_options.bump, "added to every max_id (safety margin)")
       ->required();
-  importer->add_flag("--standalone", import_options.standalone,
-                     "into the store at state.path of a stopped `kleaf standalone`, not a cluster");
-  add_config(importer);
+  c.importer->add_flag(
+      "--standalone", import_options.standalone,
+      "into the store at state.path of a stopped `kleaf standalone`, not a cluster");
+  AddConfigOption(c.importer, c);
+}
 
-  auto* decode = app.add_subcommand("decode", "decode a snowflake ID with the configured layout");
-  std::string id_text;
-  decode->add_option("id", id_text, "the ID")->required();
-  add_config(decode);
+// The tools that serve nothing: decode, compose, version, help.
+void AddToolCommands(CLI::App& app, Commands& c) {
+  c.decode = app.add_subcommand("decode", "decode a snowflake ID with the configured layout");
+  c.decode->add_option("id", c.id_text, "the ID")->required();
+  AddConfigOption(c.decode, c);
 
-  auto* compose = app.add_subcommand(
+  c.compose = app.add_subcommand(
       "compose", "the smallest ID of a time (RFC 3339 or epoch ms) with the configured layout");
-  std::string time_text;
-  std::string compose_kind = "snowflake";
-  compose->add_option("time", time_text, "e.g. 2026-11-24T10:00:00Z or 1795514400000")->required();
-  compose->add_option("--kind", compose_kind, "snowflake (default), uuid7 or ulid")
+  c.compose->add_option("time", c.time_text, "e.g. 2026-11-24T10:00:00Z or 1795514400000")
+      ->required();
+  c.compose->add_option("--kind", c.compose_kind, "snowflake (default), uuid7 or ulid")
       ->check(CLI::IsMember({"snowflake", "uuid7", "ulid"}));
-  add_config(compose);
+  AddConfigOption(c.compose, c);
 
-  auto* version = app.add_subcommand(
+  c.version = app.add_subcommand(
       "version", "print kleaf's version and the librdkafka and RocksDB versions it runs with");
   app.set_version_flag("--version", std::string("kleaf ") + KLEAF_VERSION);
-  auto* help = app.add_subcommand("help", "print this help");
+  c.help = app.add_subcommand("help", "print this help");
+}
 
-  // Exit codes (docs/operations.md, "Exit codes"): 0 done, 1 failure at run time or startup,
-  // 2 wrong usage or a configuration refused. --help and --version exit 0.
+// Parses the command line; the exit code when kleaf should stop here (usage error, --help).
+// Exit codes (docs/operations.md, "Exit codes"): 0 done, 1 failure at run time or startup,
+// 2 wrong usage or a configuration refused. --help and --version exit 0.
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
   auto is_command = [&app](std::string_view name) {
     for (const CLI::App* sub : app.get_subcommands({})) {
       if (sub->check_name(std::string(name))) return true;
@@ -164,65 +188,91 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  return std::nullopt;
+}
 
-  if (help->parsed()) {  // the whole app's help (app.help() would describe the parsed subcommand)
-    std::cout << app.get_formatter()->make_help(&app, "kleaf", CLI::AppFormatMode::Normal);
-    return 0;
+// The whole app's help (app.help() would describe the parsed subcommand).
+int PrintHelp(CLI::App& app) {
+  std::cout << app.get_formatter()->make_help(&app, "kleaf", CLI::AppFormatMode::Normal);
+  return 0;
+}
+
+int PrintVersion() {
+  std::cout << "kleaf " << KLEAF_VERSION << "\nlibrdkafka " << kleaf::kafka::LibraryVersion();
+  if (const int patch = kleaf::kafka::LibraryPatchLevel(); patch > 0) {
+    std::cout << " (kleaf patch " << patch << ")";
+  } else {
+    std::cout << " (without kleaf's patch: segment fetches over Kafka take ~1 ms longer)";
   }
-  if (version->parsed()) {
-    std::cout << "kleaf " << KLEAF_VERSION << "\nlibrdkafka " << kleaf::kafka::LibraryVersion();
-    if (const int patch = kleaf::kafka::LibraryPatchLevel(); patch > 0) {
-      std::cout << " (kleaf patch " << patch << ")";
-    } else {
-      std::cout << " (without kleaf's patch: segment fetches over Kafka take ~1 ms longer)";
-    }
-    std::cout << "\nrocksdb " << kleaf::state::RocksDbVersion() << "\n";
-    return 0;
-  }
-  if (importer->parsed()) {
-    import_options.from_leaf = from_leaf->count() > 0;
-    if (import_options.file.empty()) {
-      std::cerr
-          << "kleaf: state import: give FILE (written by 'state export') or --from-leaf FILE\n";
-      return 2;
-    }
-  }
-  auto config = LoadConfig(config_path);
-  if (!config) {
-    std::cerr << "kleaf: config error: " << config.error().message << "\n";
-    return 2;
-  }
-  std::optional<kleaf::config::Role> role;
-  if (standalone->parsed()) role = kleaf::config::Role::kStandalone;
-  if (allocator->parsed()) role = kleaf::config::Role::kAllocator;
-  if (gateway->parsed()) role = kleaf::config::Role::kGateway;
-  if (producer->parsed()) role = kleaf::config::Role::kProducer;
-  if (state->parsed()) {
-    // A standalone import works on the local store: the standalone's config, no Kafka.
-    role = import_options.standalone ? kleaf::config::Role::kStandalone
-                                     : kleaf::config::Role::kStateTool;
-  }
-  if (role) {
-    if (auto checked = CheckRoleConfig(*role, *config); !checked) {
-      std::cerr << "kleaf: config error: " << checked.error().message << "\n";
-      return 2;
-    }
-  }
+  std::cout << "\nrocksdb " << kleaf::state::RocksDbVersion() << "\n";
+  return 0;
+}
+
+// `state import` takes FILE or --from-leaf FILE; false (usage error, said) when it has neither.
+bool TakeImportSource(Commands& c) {
+  c.import_options.from_leaf = c.from_leaf->count() > 0;
+  if (!c.import_options.file.empty()) return true;
+  std::cerr << "kleaf: state import: give FILE (written by 'state export') or --from-leaf FILE\n";
+  return false;
+}
+
+// The role whose config checks apply to the parsed subcommand; none for decode and compose.
+std::optional<kleaf::config::Role> RoleOf(const Commands& c) {
+  using kleaf::config::Role;
+  if (c.standalone->parsed()) return Role::kStandalone;
+  if (c.allocator->parsed()) return Role::kAllocator;
+  if (c.gateway->parsed()) return Role::kGateway;
+  if (c.producer->parsed()) return Role::kProducer;
+  // A standalone import works on the local store: the standalone's config, no Kafka.
+  if (c.state->parsed()) return c.import_options.standalone ? Role::kStandalone : Role::kStateTool;
+  return std::nullopt;
+}
+
+// Runs the parsed subcommand with its checked config; its exit code.
+int RunCommand(const Commands& c, const kleaf::config::Config& config) {
   try {
-    if (decode->parsed()) return Decode(*config, id_text);
-    if (compose->parsed()) return Compose(*config, compose_kind, time_text);
+    if (c.decode->parsed()) return Decode(config, c.id_text);
+    if (c.compose->parsed()) return Compose(config, c.compose_kind, c.time_text);
     kleaf::app::BlockShutdownSignals();
-    kleaf::app::SetUpLoggingAndMetrics(config->log, KLEAF_VERSION);
-    if (standalone->parsed()) return kleaf::app::RunStandalone(*config);
-    if (allocator->parsed()) return kleaf::app::RunAllocator(*config);
-    if (gateway->parsed()) return kleaf::app::RunGateway(*config);
-    if (producer->parsed()) return kleaf::app::RunProducer(*config);
-    if (replay->parsed()) return kleaf::app::RunStateReplay(*config);
-    if (exporter->parsed()) return kleaf::app::RunStateExport(*config, file);
-    if (importer->parsed()) return kleaf::app::RunStateImport(*config, import_options);
+    kleaf::app::SetUpLoggingAndMetrics(config.log, KLEAF_VERSION);
+    if (c.standalone->parsed()) return kleaf::app::RunStandalone(config);
+    if (c.allocator->parsed()) return kleaf::app::RunAllocator(config);
+    if (c.gateway->parsed()) return kleaf::app::RunGateway(config);
+    if (c.producer->parsed()) return kleaf::app::RunProducer(config);
+    if (c.replay->parsed()) return kleaf::app::RunStateReplay(config);
+    if (c.exporter->parsed()) return kleaf::app::RunStateExport(config, c.export_file);
+    if (c.importer->parsed()) return kleaf::app::RunStateImport(config, c.import_options);
   } catch (const std::exception& e) {
     std::cerr << "kleaf: fatal: " << e.what() << "\n";
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kleaf: unique 64-bit IDs (segment and snowflake), Leaf semantics"};
+  app.require_subcommand(1);
+  Commands commands;
+  AddRoleCommands(app, commands);
+  AddStateCommands(app, commands);
+  AddToolCommands(app, commands);
+  if (auto exit_code = ParseCommandLine(app, argc, argv)) return *exit_code;
+
+  if (commands.help->parsed()) return PrintHelp(app);
+  if (commands.version->parsed()) return PrintVersion();
+  if (commands.importer->parsed() && !TakeImportSource(commands)) return 2;
+  auto config = LoadConfig(commands.config_path);
+  if (!config) {
+    std::cerr << "kleaf: config error: " << config.error().message << "\n";
+    return 2;
+  }
+  if (auto role = RoleOf(commands)) {
+    if (auto checked = CheckRoleConfig(*role, *config); !checked) {
+      std::cerr << "kleaf: config error: " << checked.error().message << "\n";
+      return 2;
+    }
+  }
+  return RunCommand(commands, *config);
 }

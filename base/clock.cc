@@ -26,13 +26,14 @@ int DaysInMonth(int year, int month) {
   return month == 2 && IsLeapYear(year) ? 29 : kDays[month - 1];
 }
 
-// RFC 3339 section 5.6: full-date "T" partial-time time-offset.
-Result<int64_t> ParseRfc3339Ms(std::string_view text) {
-  auto malformed = [&] {
-    return Fail(Code::kInvalidArgument,
-                "time: expected RFC 3339 (2026-11-24T10:00:00Z, 2026-11-24T10:00:00.123+08:00) or "
-                "milliseconds since the Unix epoch");
-  };
+std::unexpected<Error> MalformedTime() {
+  return Fail(Code::kInvalidArgument,
+              "time: expected RFC 3339 (2026-11-24T10:00:00Z, 2026-11-24T10:00:00.123+08:00) or "
+              "milliseconds since the Unix epoch");
+}
+
+// The full-date "T" partial-time of RFC 3339 without its fraction: text[0, 19).
+Result<std::tm> ParseDateTime(std::string_view text) {
   const int year = DigitsAt(text, 0, 4);
   const int month = DigitsAt(text, 5, 2);
   const int day = DigitsAt(text, 8, 2);
@@ -42,36 +43,11 @@ Result<int64_t> ParseRfc3339Ms(std::string_view text) {
   if (year < 0 || month < 0 || day < 0 || hour < 0 || minute < 0 || second < 0 || text[4] != '-' ||
       text[7] != '-' || text.substr(10, 1).find_first_of("Tt ") != 0 || text[13] != ':' ||
       text[16] != ':') {
-    return malformed();
+    return MalformedTime();
   }
   if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month) || hour > 23 ||
       minute > 59 || second > 59) {
     return Fail(Code::kInvalidArgument, "time: " + std::string(text) + " is not a valid date-time");
-  }
-  size_t at = 19;
-  int millis = 0;
-  if (at < text.size() && text[at] == '.') {
-    size_t digits = 0;
-    for (++at; at < text.size() && text[at] >= '0' && text[at] <= '9'; ++at, ++digits) {
-      if (digits < 3) millis = millis * 10 + (text[at] - '0');
-    }
-    if (digits == 0) return malformed();
-    for (; digits < 3; ++digits) millis *= 10;
-  }
-  int64_t offset_minutes = 0;
-  const std::string_view zone = text.substr(at);
-  if (zone != "Z" && zone != "z") {
-    const int offset_hours = DigitsAt(zone, 1, 2);
-    const int offset_mins = DigitsAt(zone, 4, 2);
-    if (zone.size() != 6 || (zone[0] != '+' && zone[0] != '-') || zone[3] != ':' ||
-        offset_hours < 0 || offset_mins < 0) {
-      return malformed();
-    }
-    if (offset_hours > 23 || offset_mins > 59) {
-      return Fail(Code::kInvalidArgument,
-                  "time: the offset of " + std::string(text) + " is out of range");
-    }
-    offset_minutes = (zone[0] == '-' ? -1 : 1) * (offset_hours * 60 + offset_mins);
   }
   std::tm tm{};
   tm.tm_year = year - 1900;
@@ -80,8 +56,50 @@ Result<int64_t> ParseRfc3339Ms(std::string_view text) {
   tm.tm_hour = hour;
   tm.tm_min = minute;
   tm.tm_sec = second;
-  const int64_t local_secs = timegm(&tm);  // the date-time read as UTC; the offset comes next
-  return (local_secs - offset_minutes * 60) * 1000 + millis;
+  return tm;
+}
+
+// The milliseconds of a time-secfrac at text[at] (0 without one); `at` moves past it. Digits past
+// the third are read and dropped.
+Result<int> ParseFractionMs(std::string_view text, size_t& at) {
+  int millis = 0;
+  if (at >= text.size() || text[at] != '.') return millis;
+  size_t digits = 0;
+  for (++at; at < text.size() && text[at] >= '0' && text[at] <= '9'; ++at, ++digits) {
+    if (digits < 3) millis = millis * 10 + (text[at] - '0');
+  }
+  if (digits == 0) return MalformedTime();
+  for (; digits < 3; ++digits) millis *= 10;
+  return millis;
+}
+
+// The time-offset `zone` ("Z", "z" or "+hh:mm"/"-hh:mm") of `text`, in minutes east of UTC.
+Result<int64_t> ParseOffsetMinutes(std::string_view text, std::string_view zone) {
+  if (zone == "Z" || zone == "z") return 0;
+  const int offset_hours = DigitsAt(zone, 1, 2);
+  const int offset_mins = DigitsAt(zone, 4, 2);
+  if (zone.size() != 6 || (zone[0] != '+' && zone[0] != '-') || zone[3] != ':' ||
+      offset_hours < 0 || offset_mins < 0) {
+    return MalformedTime();
+  }
+  if (offset_hours > 23 || offset_mins > 59) {
+    return Fail(Code::kInvalidArgument,
+                "time: the offset of " + std::string(text) + " is out of range");
+  }
+  return (zone[0] == '-' ? -1 : 1) * (offset_hours * 60 + offset_mins);
+}
+
+// RFC 3339 section 5.6: full-date "T" partial-time time-offset.
+Result<int64_t> ParseRfc3339Ms(std::string_view text) {
+  auto tm = ParseDateTime(text);
+  if (!tm) return std::unexpected(tm.error());
+  size_t at = 19;
+  auto millis = ParseFractionMs(text, at);
+  if (!millis) return std::unexpected(millis.error());
+  auto offset_minutes = ParseOffsetMinutes(text, text.substr(at));
+  if (!offset_minutes) return std::unexpected(offset_minutes.error());
+  const int64_t local_secs = timegm(&*tm);  // the date-time read as UTC; the offset comes next
+  return (local_secs - *offset_minutes * 60) * 1000 + *millis;
 }
 
 }  // namespace

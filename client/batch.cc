@@ -130,10 +130,12 @@ std::string EncodeBatch(const IdBatch& batch) {
   return j.dump();
 }
 
-std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
-  Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return std::unexpected("not a JSON object");
-  IdBatch b;
+namespace {
+
+using Decoded = std::expected<void, std::string>;
+
+// A batch's tag and mode, into `b`.
+Decoded DecodeTagAndMode(const Json& j, IdBatch& b) {
   auto tag = j.find("tag");
   if (tag == j.end() || !tag->is_string() || tag->get_ref<const std::string&>().empty()) {
     return std::unexpected("tag: missing or not a non-empty string");
@@ -146,19 +148,26 @@ std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
     return std::unexpected("mode: unknown \"" + mode_name +
                            "\" (segment, snowflake, uuid7 or ulid)");
   }
-  if (b.mode == IdBatch::Mode::kSegment && !j.contains("ids")) {
-    if (!j.contains("start") || !j.contains("end")) {
-      return std::unexpected("segment: start and end, or ids, required");
-    }
-    auto start = ReadId(j["start"], "start");
-    if (!start) return std::unexpected(start.error());
-    auto end = ReadId(j["end"], "end");
-    if (!end) return std::unexpected(end.error());
-    if (*end <= *start) return std::unexpected("segment: end must be greater than start");
-    b.start = *start;
-    b.end = *end;
-    return b;
+  return {};
+}
+
+// A segment batch given as a range of IDs, {start, end}, into b.start and b.end.
+Decoded DecodeRange(const Json& j, IdBatch& b) {
+  if (!j.contains("start") || !j.contains("end")) {
+    return std::unexpected("segment: start and end, or ids, required");
   }
+  auto start = ReadId(j.at("start"), "start");
+  if (!start) return std::unexpected(start.error());
+  auto end = ReadId(j.at("end"), "end");
+  if (!end) return std::unexpected(end.error());
+  if (*end <= *start) return std::unexpected("segment: end must be greater than start");
+  b.start = *start;
+  b.end = *end;
+  return {};
+}
+
+// A batch given as a list of IDs: canonical text for the 128-bit modes, integers for the others.
+Decoded DecodeList(const Json& j, IdBatch& b) {
   auto ids = j.find("ids");
   if (ids == j.end() || !ids->is_array() || ids->empty()) {
     return std::unexpected("ids: missing or not a non-empty array");
@@ -167,11 +176,12 @@ std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
     b.texts.reserve(ids->size());
     for (const auto& id : *ids) {
       if (!id.is_string() || !IsCanonical128(b.mode, id.get_ref<const std::string&>())) {
-        return std::unexpected("ids: not a canonical " + mode_name + ": " + id.dump());
+        return std::unexpected("ids: not a canonical " + std::string(ModeName(b.mode)) + ": " +
+                               id.dump());
       }
       b.texts.push_back(id.get<std::string>());
     }
-    return b;
+    return {};
   }
   if (b.mode == IdBatch::Mode::kSegment && (j.contains("start") || j.contains("end"))) {
     return std::unexpected("segment: start and end, or ids, not both");
@@ -181,6 +191,20 @@ std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
     auto v = ReadId(id, "ids");
     if (!v) return std::unexpected(v.error());
     b.ids.push_back(*v);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::expected<IdBatch, std::string> DecodeBatch(std::string_view json) {
+  Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::unexpected("not a JSON object");
+  IdBatch b;
+  if (auto r = DecodeTagAndMode(j, b); !r) return std::unexpected(r.error());
+  const bool range = b.mode == IdBatch::Mode::kSegment && !j.contains("ids");
+  if (auto r = range ? DecodeRange(j, b) : DecodeList(j, b); !r) {
+    return std::unexpected(r.error());
   }
   return b;
 }

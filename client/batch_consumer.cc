@@ -42,7 +42,7 @@ constexpr milliseconds kOffsetQueryTimeout{5000};
 // librdkafka's request timeout for this consumer unless the caller sets one: an unanswered
 // commit gets its outcome within this.
 constexpr const char* kSocketTimeoutMs = "10000";
-// Fast failover (documented in client/README.md and docs/operations.md): a member that died
+// Fast failover (documented in docs/client-library.md and docs/operations.md): a member that died
 // without leaving is dropped after 6 s (the broker's default group.min.session.timeout.ms, the
 // least it accepts), and a heartbeat every second tells the live members of a rebalance within a
 // second. A rebalance waits for every member of the group to rejoin or be dropped, so these two
@@ -472,7 +472,10 @@ BatchConsumer::BatchConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 
 BatchConsumer::~BatchConsumer() { Close(); }
 
-ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options options) {
+namespace {
+
+// The options Create checks without Kafka: present, positive, buffer sizes that fit.
+ClientResult<void> CheckOptions(const BatchConsumer::Options& options) {
   using Kind = ClientError::Kind;
   if (options.bootstrap.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "bootstrap: empty"));
   if (options.topic.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "topic: empty"));
@@ -489,6 +492,12 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   if (options.streams.empty()) {
     return std::unexpected(Err(Kind::kInvalidArgument, "streams: name at least one (tag, mode)"));
   }
+  return {};
+}
+
+// The topic of each stream the options name, mapped to its stream.
+ClientResult<std::map<std::string, BatchKey>> StreamOfTopic(const BatchConsumer::Options& options) {
+  using Kind = ClientError::Kind;
   std::map<std::string, BatchKey> stream_of_topic;
   for (const auto& stream : options.streams) {
     if (stream.tag.empty())
@@ -501,8 +510,12 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
     }
     stream_of_topic.emplace(std::move(topic), BatchKey{stream.tag, stream.mode});
   }
-  std::vector<std::string> topics;
-  for (const auto& [topic, key] : stream_of_topic) topics.push_back(topic);
+  return stream_of_topic;
+}
+
+// The group consumer's librdkafka properties: the caller's, refused where they would break the
+// claim rule (auto commit, uncommitted reads, a cooperative assignor), plus kleaf's defaults.
+ClientResult<kafka::Properties> ConsumerProperties(const BatchConsumer::Options& options) {
   kafka::Properties props(options.properties.begin(), options.properties.end());
   auto refuse = [&](const std::string& key, auto bad) -> bool {
     auto it = props.find(key);
@@ -512,7 +525,7 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
       refuse("isolation.level", [](const std::string& v) { return v != "read_committed"; }) ||
       refuse("partition.assignment.strategy",
              [](const std::string& v) { return v.find("cooperative") != std::string::npos; })) {
-    return std::unexpected(Err(Kind::kInvalidArgument,
+    return std::unexpected(Err(ClientError::Kind::kInvalidArgument,
                                "properties: enable.auto.commit must stay false, isolation.level "
                                "read_committed, and the assignor eager (range or roundrobin)"));
   }
@@ -527,15 +540,30 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   props.emplace("heartbeat.interval.ms", kHeartbeatIntervalMs);
   // A stream topic created after this consumer subscribed is seen at the next metadata refresh.
   props.emplace("topic.metadata.refresh.interval.ms", kMetadataRefreshMs);
+  return props;
+}
+
+}  // namespace
+
+ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options options) {
+  if (auto checked = CheckOptions(options); !checked) return std::unexpected(checked.error());
+  auto stream_of_topic = StreamOfTopic(options);
+  if (!stream_of_topic) return std::unexpected(stream_of_topic.error());
+  auto props = ConsumerProperties(options);
+  if (!props) return std::unexpected(props.error());
+  std::vector<std::string> topics;
+  for (const auto& [topic, key] : *stream_of_topic) topics.push_back(topic);
   auto log_gate = std::make_shared<LogGate>();
   log_gate->callback = options.log ? options.log : LogToStderr;
-  auto consumer = kafka::GroupConsumer::Create(props, topics, SinkFor(log_gate));
-  if (!consumer) return std::unexpected(Err(Kind::kInvalidArgument, consumer.error().message));
+  auto consumer = kafka::GroupConsumer::Create(*props, topics, SinkFor(log_gate));
+  if (!consumer) {
+    return std::unexpected(Err(ClientError::Kind::kInvalidArgument, consumer.error().message));
+  }
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->consumer = std::move(*consumer);
   impl->log_gate = std::move(log_gate);
-  for (const auto& [topic, key] : stream_of_topic) impl->streams.insert(key);
-  impl->stream_of_topic = std::move(stream_of_topic);
+  for (const auto& [topic, key] : *stream_of_topic) impl->streams.insert(key);
+  impl->stream_of_topic = std::move(*stream_of_topic);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });
   return std::unique_ptr<BatchConsumer>(new BatchConsumer(std::move(impl)));

@@ -276,6 +276,10 @@ struct HttpClient::Impl {
   std::expected<Reply, std::string> Attempt(size_t g, const std::string& target, milliseconds timeout);
   // The body of a 200 answer to GET /api/v1/<path>/<tag>?count=N, trying the gateways in turn.
   ClientResult<std::string> Get(const std::string& path, const std::string& tag, int64_t count);
+  // The gateways in the order one round of Get tries them (GatewayOrder, with who is demoted now).
+  std::vector<size_t> RoundOrder();
+  // With a local datacenter configured: gateway `g` failed, so it goes last for failback_after.
+  void DemoteAfterFailure(size_t g);
   // `count` IDs in requests of at most max_count_per_request, each answer read by `parse`.
   template <typename Id>
   ClientResult<std::vector<Id>> FetchAs(
@@ -328,24 +332,38 @@ std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std:
   return reply;
 }
 
+namespace {
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::vector<size_t> HttpClient::Impl::RoundOrder() {
+  const size_t n = options.gateways.size();
+  std::vector<bool> demoted(n, false);
+  const int64_t asked_ns = SteadyNowNs();
+  for (size_t g = 0; g < n; ++g) demoted[g] = demoted_until[g].load() > asked_ns;
+  return GatewayOrder(options.gateways, options.local_datacenter, preferred.load(), demoted);
+}
+
+void HttpClient::Impl::DemoteAfterFailure(size_t g) {
+  if (options.local_datacenter < 0) return;
+  demoted_until[g].store(
+      SteadyNowNs() +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.failback_after).count());
+}
+
 ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const std::string& tag,
                                                 int64_t count) {
   const std::string target = "/api/v1/" + path + "/" + tag + "?count=" + std::to_string(count);
   const auto deadline = SteadyClock::now() + options.total_timeout;
-  const size_t n = options.gateways.size();
   std::string last = "no attempt";
   int last_status = 0;
-  auto now_ns = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               SteadyClock::now().time_since_epoch())
-        .count();
-  };
   for (int round = 0;; ++round) {
-    std::vector<bool> demoted(n, false);
-    const int64_t asked_ns = now_ns();
-    for (size_t g = 0; g < n; ++g) demoted[g] = demoted_until[g].load() > asked_ns;
-    for (size_t g :
-         GatewayOrder(options.gateways, options.local_datacenter, preferred.load(), demoted)) {
+    for (size_t g : RoundOrder()) {
       auto now = SteadyClock::now();
       if (now >= deadline) break;
       auto timeout = std::min(options.request_timeout,
@@ -367,11 +385,7 @@ ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const s
       }
       last = reply ? where + " answered " + std::to_string(reply->status) : where + ": " + reply.error();
       last_status = reply ? reply->status : 0;
-      if (options.local_datacenter >= 0) {
-        demoted_until[g].store(
-            now_ns() +
-            std::chrono::duration_cast<std::chrono::nanoseconds>(options.failback_after).count());
-      }
+      DemoteAfterFailure(g);
       ++failovers;
     }
     auto now = SteadyClock::now();

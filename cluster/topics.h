@@ -1,4 +1,5 @@
-// The Kafka topics of a kleaf cluster (DESIGN.md, "Topics") and their creation.
+// The Kafka topics of a kleaf cluster (docs/architecture.md, "Cluster shape (Kafka)") and their
+// creation.
 #pragma once
 
 #include <chrono>
@@ -51,12 +52,12 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
 inline constexpr int32_t kDefaultPartitions = 12;
 
 // What a cluster's uniqueness rests on besides its code, recorded once in the layout topic by the
-// first node that finds it empty and checked by every node at start (DESIGN.md: every assumption is
-// checked): the partition count tags are routed by (a tag's state lives in partition
-// PartitionFor(tag, partitions) and nowhere else), and the identity of the state topic (a
-// recreated topic has lost every tag's max_id).
-// And which datacenter the cluster is (datacenter.h): a node configured as another one would
-// lease worker ids and map segment counters of another datacenter's slice.
+// first node that finds it empty and checked by every node at start (docs/architecture.md, "What I1
+// and I3 rest on": every assumption is checked): the partition count tags are routed by (a tag's
+// state lives in partition PartitionFor(tag, partitions) and nowhere else), and the identity of the
+// state topic (a recreated topic has lost every tag's max_id). And which datacenter the cluster is
+// (datacenter.h): a node configured as another one would lease worker ids and map segment counters
+// of another datacenter's slice.
 struct ClusterLayout {
   int32_t partitions = 0;
   std::string state_topic_id;  // Kafka's topic id; empty when the client cannot tell
@@ -96,9 +97,9 @@ struct TopicReplication {
   int32_t min_insync_replicas = 0;  // the topic's, else the brokers' default; 0: not described
 };
 
-// The replication of a cluster's topics (DESIGN.md: every assumption is checked). I1 (a committed
-// max_id is never lost) rests on the state topic keeping what it acknowledged through the loss of
-// a broker, and on the cluster still taking writes then.
+// The replication of a cluster's topics (docs/architecture.md, "What I1 and I3 rest on"). I1 (a
+// committed max_id is never lost) rests on the state topic keeping what it acknowledged through the
+// loss of a broker, and on the cluster still taking writes then.
 struct ReplicationFacts {
   int32_t brokers = 0;  // the brokers the cluster reports (a broker that is down drops out)
   // The state, requests and layout topics: what uniqueness rests on.

@@ -126,6 +126,48 @@ Result<void> CheckTag(const std::string& s) {
   return {};
 }
 
+// producer.streams[i].mode, `k` its key.
+Result<ProducerStream::Mode> ParseStreamMode(const std::string& v, const std::string& k) {
+  if (v == "segment") return ProducerStream::Mode::kSegment;
+  if (v == "snowflake") return ProducerStream::Mode::kSnowflake;
+  if (v == "uuid7") return ProducerStream::Mode::kUuid7;
+  if (v == "ulid") return ProducerStream::Mode::kUlid;
+  return std::unexpected(
+      KeyError(k, "expected segment, snowflake, uuid7 or ulid, got '" + v + "'"));
+}
+
+// producer.streams[i].batch_size, `k` its key: an integer in [1, 100000].
+Result<int64_t> ParseStreamBatchSize(const std::string& v, const std::string& k) {
+  int64_t b = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
+  if (ec != std::errc() || ptr != v.data() + v.size()) {
+    return std::unexpected(KeyError(k, "expected an integer, got '" + v + "'"));
+  }
+  if (b < 1 || b > 100000) {
+    return std::unexpected(KeyError(k, "must be between 1 and 100000, got " + v));
+  }
+  return b;
+}
+
+// The batch size of a parsed stream: the mode's default where none was given, the 128-bit
+// modes' bound where one was.
+Result<void> SettleStreamBatchSize(ProducerStream& s, bool has_batch_size, const std::string& at) {
+  // A batch is one Kafka record, and records above 1 MB are refused by default (librdkafka's
+  // message.max.bytes, the broker's): 20000 UUIDv7s take 780 kB of JSON.
+  const bool id128 =
+      s.mode == ProducerStream::Mode::kUuid7 || s.mode == ProducerStream::Mode::kUlid;
+  if (id128 && s.batch_size > kMaxId128BatchSize) {
+    return std::unexpected(KeyError(
+        at + ".batch_size", "must be between 1 and " + std::to_string(kMaxId128BatchSize) +
+                                " for mode uuid7 or ulid, got " + std::to_string(s.batch_size)));
+  }
+  if (!has_batch_size) {
+    s.batch_size =
+        s.mode == ProducerStream::Mode::kSegment ? kDefaultSegmentBatchSize : kDefaultListBatchSize;
+  }
+  return {};
+}
+
 // One entry of producer.streams, `at` its key ("producer.streams[i]").
 Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
   if (!e.IsMap()) {
@@ -146,47 +188,20 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
       s.tag = v;
       has_tag = true;
     } else if (name == "mode") {
-      if (v == "segment") {
-        s.mode = ProducerStream::Mode::kSegment;
-      } else if (v == "snowflake") {
-        s.mode = ProducerStream::Mode::kSnowflake;
-      } else if (v == "uuid7") {
-        s.mode = ProducerStream::Mode::kUuid7;
-      } else if (v == "ulid") {
-        s.mode = ProducerStream::Mode::kUlid;
-      } else {
-        return std::unexpected(
-            KeyError(k, "expected segment, snowflake, uuid7 or ulid, got '" + v + "'"));
-      }
+      auto mode = ParseStreamMode(v, k);
+      if (!mode) return std::unexpected(mode.error());
+      s.mode = *mode;
     } else if (name == "batch_size") {
-      int64_t b = 0;
-      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
-      if (ec != std::errc() || ptr != v.data() + v.size()) {
-        return std::unexpected(KeyError(k, "expected an integer, got '" + v + "'"));
-      }
-      if (b < 1 || b > 100000) {
-        return std::unexpected(KeyError(k, "must be between 1 and 100000, got " + v));
-      }
-      s.batch_size = b;
+      auto batch_size = ParseStreamBatchSize(v, k);
+      if (!batch_size) return std::unexpected(batch_size.error());
+      s.batch_size = *batch_size;
       has_batch_size = true;
     } else {
       return std::unexpected(KeyError(k, "unknown key"));
     }
   }
   if (!has_tag) return std::unexpected(KeyError(at + ".tag", "required"));
-  // A batch is one Kafka record, and records above 1 MB are refused by default (librdkafka's
-  // message.max.bytes, the broker's): 20000 UUIDv7s take 780 kB of JSON.
-  const bool id128 =
-      s.mode == ProducerStream::Mode::kUuid7 || s.mode == ProducerStream::Mode::kUlid;
-  if (id128 && s.batch_size > kMaxId128BatchSize) {
-    return std::unexpected(KeyError(
-        at + ".batch_size", "must be between 1 and " + std::to_string(kMaxId128BatchSize) +
-                                " for mode uuid7 or ulid, got " + std::to_string(s.batch_size)));
-  }
-  if (!has_batch_size) {
-    s.batch_size =
-        s.mode == ProducerStream::Mode::kSegment ? kDefaultSegmentBatchSize : kDefaultListBatchSize;
-  }
+  if (auto r = SettleStreamBatchSize(s, has_batch_size, at); !r) return std::unexpected(r.error());
   return s;
 }
 
@@ -417,8 +432,8 @@ std::string HostName() {
   return buf;
 }
 
-// The datacenter keys against each other and against what they split (worker ids, segment IDs).
-Result<void> CheckDatacenter(const Config& c) {
+// datacenter.index and datacenter.count: an index below the count, and a worker id for each.
+Result<void> CheckDatacenterNumbers(const Config& c) {
   const auto& d = c.datacenter;
   if (d.index >= d.count) {
     return Fail(Code::kInvalidArgument, "datacenter.index: must be below datacenter.count (" +
@@ -433,6 +448,13 @@ Result<void> CheckDatacenter(const Config& c) {
                     " datacenters cannot each have a worker id of the 2^snowflake.worker_bits = " +
                     std::to_string(workers) + "; use more worker bits or fewer datacenters");
   }
+  return {};
+}
+
+// datacenter.peers: only with other datacenters, at most one per other datacenter, never this
+// cluster itself.
+Result<void> CheckDatacenterPeers(const Config& c) {
+  const auto& d = c.datacenter;
   if (d.count == 1 && !d.peers.empty()) {
     return Fail(Code::kInvalidArgument,
                 "datacenter.peers: given, but datacenter.count is 1; set datacenter.count to the "
@@ -450,7 +472,15 @@ Result<void> CheckDatacenter(const Config& c) {
                                               "]: is this cluster's own kafka.bootstrap");
     }
   }
-  if (d.count > 1 && c.segment.default_id_mode != "plain") {
+  return {};
+}
+
+// With more than one datacenter: no obfuscated default mode, and segment batches small enough to
+// list their IDs.
+Result<void> CheckMultiDatacenterModes(const Config& c) {
+  const auto& d = c.datacenter;
+  if (d.count == 1) return {};
+  if (c.segment.default_id_mode != "plain") {
     return Fail(Code::kInvalidArgument,
                 "segment.default_id_mode: " + c.segment.default_id_mode +
                     " tags are refused with more than one datacenter (datacenter.count " +
@@ -458,20 +488,25 @@ Result<void> CheckDatacenter(const Config& c) {
                     "): each cluster's permutation key is its own, so two datacenters' permuted "
                     "IDs could meet; use plain");
   }
-  if (d.count > 1) {
-    for (size_t i = 0; i < c.producer.streams.size(); ++i) {
-      const auto& s = c.producer.streams[i];
-      if (s.mode == ProducerStream::Mode::kSegment && s.batch_size > kMaxListedSegmentBatchSize) {
-        return Fail(Code::kInvalidArgument,
-                    "producer.streams[" + std::to_string(i) + "].batch_size: must be at most " +
-                        std::to_string(kMaxListedSegmentBatchSize) +
-                        " with more than one datacenter (a segment batch then lists its IDs), "
-                        "got " +
-                        std::to_string(s.batch_size));
-      }
+  for (size_t i = 0; i < c.producer.streams.size(); ++i) {
+    const auto& s = c.producer.streams[i];
+    if (s.mode == ProducerStream::Mode::kSegment && s.batch_size > kMaxListedSegmentBatchSize) {
+      return Fail(Code::kInvalidArgument,
+                  "producer.streams[" + std::to_string(i) + "].batch_size: must be at most " +
+                      std::to_string(kMaxListedSegmentBatchSize) +
+                      " with more than one datacenter (a segment batch then lists its IDs), "
+                      "got " +
+                      std::to_string(s.batch_size));
     }
   }
   return {};
+}
+
+// The datacenter keys against each other and against what they split (worker ids, segment IDs).
+Result<void> CheckDatacenter(const Config& c) {
+  if (auto r = CheckDatacenterNumbers(c); !r) return r;
+  if (auto r = CheckDatacenterPeers(c); !r) return r;
+  return CheckMultiDatacenterModes(c);
 }
 
 // Checks that span several keys; each message names the key to change.

@@ -42,6 +42,7 @@ int Finish(kleaf::BatchConsumer& consumer, long long printed, const char* why, i
 
 }  // namespace
 
+// Long on purpose: an example a reader copies from reads best as one story, arguments to summary.
 int main(int argc, char** argv) {
   if (argc < 7) {
     std::fprintf(stderr,

@@ -1,5 +1,5 @@
-// The HTTP API of gateways and of standalone kleaf (DESIGN.md, "HTTP API"), independent of the
-// HTTP library: a request goes in, a response comes out through a callback.
+// The HTTP API of gateways and of standalone kleaf (docs/architecture.md, "Routes and errors"),
+// independent of the HTTP library: a request goes in, a response comes out through a callback.
 #pragma once
 
 #include <cstdint>

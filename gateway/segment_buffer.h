@@ -36,11 +36,12 @@ struct IdRange {
 // Drawing is lock-free: the active segment lives in atomics guarded by a sequence lock (gen_ odd
 // while a new segment is being installed). A drawer fetch_adds next_ and keeps the IDs only when
 // the generation was even and unchanged around the draw, so an ID is returned at most once and
-// only from a range this buffer was handed (DESIGN.md I1). IDs drawn across a switch are dropped
-// (a gap, never a duplicate). mu_ serializes installs and guards the standby segment, fetch state
-// and step.
+// only from a range this buffer was handed (docs/architecture.md, "I1: a range is handed to at
+// most one buffer"). IDs drawn across a switch are dropped (a gap, never a duplicate). mu_
+// serializes installs and guards the standby segment, fetch state and step.
 //
-// Two ways to draw one ID, with different orders (DESIGN.md: segment IDs "only grow"):
+// Two ways to draw one ID, with different orders (segment IDs only grow: docs/architecture.md,
+// "Invariants"):
 // - TryNext: one fetch_add on the shared counter per ID, so the IDs of a buffer increase in the
 //   order the draws happen, whichever thread draws. Threads drawing at once contend on that one
 //   cache line: two threads draw fewer IDs per second in total than one.

@@ -142,37 +142,76 @@ Result<int64_t> PartitionReader::ReadToEnd(const std::string& topic, int32_t par
   return position;
 }
 
-Result<std::vector<int64_t>> PartitionReader::ReadAllToEnd(
-    const std::vector<TopicPartition>& partitions, const std::function<void(const Message&)>& fn,
-    milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<int64_t> position(partitions.size());
-  std::vector<int64_t> end(partitions.size());
+namespace {
+
+// ReadAllToEnd's progress. Per partition, in the caller's order: the next offset and the end to
+// reach. The partitions that had something to read, by (topic, partition), and how many of them
+// have not reached their end.
+struct ReadAllProgress {
+  std::vector<int64_t> position;
+  std::vector<int64_t> end;
   std::map<std::pair<std::string, int32_t>, size_t> index;
   std::vector<TopicPartition> to_read;
+  size_t unfinished = 0;
+};
+
+// Where each partition starts and ends (its watermarks, read before `deadline`).
+Result<ReadAllProgress> PlanReadAll(PartitionReader& reader,
+                                    const std::vector<TopicPartition>& partitions,
+                                    std::chrono::steady_clock::time_point deadline) {
+  ReadAllProgress r;
+  r.position.resize(partitions.size());
+  r.end.resize(partitions.size());
   for (size_t i = 0; i < partitions.size(); ++i) {
     const auto& tp = partitions[i];
     auto left =
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto marks = Watermarks(tp.topic, tp.partition, std::max(left, milliseconds(1)));
+    auto marks = reader.Watermarks(tp.topic, tp.partition, std::max(left, milliseconds(1)));
     if (!marks) return std::unexpected(marks.error());
-    end[i] = marks->second;
-    position[i] = std::max(tp.offset, marks->first);
-    if (position[i] >= end[i]) {
-      position[i] = std::max(tp.offset, end[i]);
+    r.end[i] = marks->second;
+    r.position[i] = std::max(tp.offset, marks->first);
+    if (r.position[i] >= r.end[i]) {
+      r.position[i] = std::max(tp.offset, r.end[i]);
       continue;
     }
-    index[{tp.topic, tp.partition}] = i;
-    to_read.push_back({tp.topic, tp.partition, position[i]});
+    r.index[{tp.topic, tp.partition}] = i;
+    r.to_read.push_back({tp.topic, tp.partition, r.position[i]});
   }
-  if (to_read.empty()) return position;
-  if (auto r = Assign(to_read); !r) return std::unexpected(r.error());
-  size_t unfinished = to_read.size();
-  while (unfinished > 0) {
+  r.unfinished = r.to_read.size();
+  return r;
+}
+
+// Applies one polled message without error, or a partition's EOF, to `r`; records go to `fn`.
+void Advance(ReadAllProgress& r, const rd_kafka_message_t* m,
+             const std::function<void(const Message&)>& fn) {
+  auto it = m->rkt ? r.index.find({rd_kafka_topic_name(m->rkt), m->partition}) : r.index.end();
+  if (it == r.index.end()) return;
+  const size_t i = it->second;
+  const bool was_open = r.position[i] < r.end[i];
+  if (m->err) {
+    r.position[i] = std::max(r.position[i], m->offset);  // EOF: m->offset is the end
+  } else if (m->offset >= r.position[i]) {
+    fn(ToMessage(m));
+    r.position[i] = m->offset + 1;
+  }
+  if (was_open && r.position[i] >= r.end[i]) --r.unfinished;
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> PartitionReader::ReadAllToEnd(
+    const std::vector<TopicPartition>& partitions, const std::function<void(const Message&)>& fn,
+    milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto progress = PlanReadAll(*this, partitions, deadline);
+  if (!progress) return std::unexpected(progress.error());
+  if (progress->to_read.empty()) return std::move(progress->position);
+  if (auto r = Assign(progress->to_read); !r) return std::unexpected(r.error());
+  while (progress->unfinished > 0) {
     if (std::chrono::steady_clock::now() > deadline) {
       rd_kafka_assign(impl_->rk.get(), nullptr);
-      return Fail(Code::kUnavailable, "reading " + std::to_string(unfinished) + " of " +
-                                          std::to_string(to_read.size()) +
+      return Fail(Code::kUnavailable, "reading " + std::to_string(progress->unfinished) + " of " +
+                                          std::to_string(progress->to_read.size()) +
                                           " partitions to their end timed out");
     }
     rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
@@ -183,22 +222,11 @@ Result<std::vector<int64_t>> PartitionReader::ReadAllToEnd(
       rd_kafka_assign(impl_->rk.get(), nullptr);
       return Fail(Code::kUnavailable, "reading to the end: " + msg);
     }
-    auto it = m->rkt ? index.find({rd_kafka_topic_name(m->rkt), m->partition}) : index.end();
-    if (it != index.end()) {
-      const size_t i = it->second;
-      const bool was_open = position[i] < end[i];
-      if (m->err) {
-        position[i] = std::max(position[i], m->offset);  // EOF: m->offset is the end
-      } else if (m->offset >= position[i]) {
-        fn(ToMessage(m));
-        position[i] = m->offset + 1;
-      }
-      if (was_open && position[i] >= end[i]) --unfinished;
-    }
+    Advance(*progress, m, fn);
     rd_kafka_message_destroy(m);
   }
   rd_kafka_assign(impl_->rk.get(), nullptr);
-  return position;
+  return std::move(progress->position);
 }
 
 }  // namespace kleaf::kafka

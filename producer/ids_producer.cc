@@ -174,84 +174,94 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
   IdBatch batch;
   batch.tag = s.spec.tag;
   batch.mode = s.spec.mode;
-  if (s.spec.mode == IdBatch::Mode::kSnowflake) {
+  if (s.spec.mode == IdBatch::Mode::kSnowflake || Is128Bit(s.spec.mode)) {
     if (generator_ == nullptr) return Fail(Code::kInternal, "no snowflake generator");
-    if (auto r = generator_->NextBatch(s.spec.batch_size, batch.ids); !r) {
-      return std::unexpected(r.error());
-    }
-    return batch;
-  }
-  if (Is128Bit(s.spec.mode)) {
-    // The same draws and layout as the gateway's /api/v1/uuid7 and /api/v1/ulid routes: each ID
-    // is a snowflake draw of this node's leased worker id plus random bits (snowflake/id128.h),
-    // so the registry's guarantee (I3) covers them, and one sequence serves every kind.
-    if (generator_ == nullptr) return Fail(Code::kInternal, "no snowflake generator");
-    const snowflake::Id128Layout layout(s.spec.mode == IdBatch::Mode::kUuid7
-                                            ? snowflake::Id128Kind::kUuid7
-                                            : snowflake::Id128Kind::kUlid,
-                                        generator_->layout());
-    std::vector<snowflake::Id128> ids;
-    if (auto r = snowflake::NextId128Batch(*generator_, layout, s.spec.batch_size, ids); !r) {
-      return std::unexpected(r.error());
-    }
-    batch.texts.reserve(ids.size());
-    for (const auto& id : ids) batch.texts.push_back(layout.Format(id));
+    auto drawn = s.spec.mode == IdBatch::Mode::kSnowflake
+                     ? generator_->NextBatch(s.spec.batch_size, batch.ids)
+                     : DrawId128Batch(s.spec, batch);
+    if (!drawn) return std::unexpected(drawn.error());
     return batch;
   }
   if (s.ranges.empty()) {
-    // A segment arriving after the timeout is dropped (a gap, never reused).
-    auto segment = Await<allocator::Segment>(
-        options_.segment_timeout,
-        "no segment of " + s.spec.tag + " within " +
-            std::to_string(options_.segment_timeout.count()) + " ms",
-        [&](auto done) {
-          // One segment for the batches this round still makes of the stream (the allocator
-          // caps the step at its max_step): one round trip instead of one per batch.
-          allocator_.AllocateSegment(s.spec.tag, s.spec.batch_size * std::max<int64_t>(1, wanted),
-                                     done);
-        });
-    if (!segment) return std::unexpected(segment.error());
-    if (segment->end <= segment->start) {
-      return Fail(Code::kInternal, "empty segment of " + s.spec.tag);
-    }
-    // A segment with a format (an obfuscated id_mode, or the residue class of one of several
-    // datacenters) is published as listed IDs, below: a range of its counters would reveal what
-    // the mode hides, and consumers would take the counters for IDs. New segments are asked for
-    // only once the ranges of the last one are used up, so a format covers its own range only.
-    if (segment->format && s.spec.batch_size > kMaxListedSegmentBatch) {
-      return Fail(
-          Code::kFailedPrecondition,
-          "tag " + s.spec.tag + " is " + state::IdModeName(segment->format->mode()) +
-              (segment->format->mode() == state::IdMode::kPlain ? " with more than one datacenter"
-                                                                : "") +
-              ": its batches list every ID, so producer.streams batch_size must be at "
-              "most " +
-              std::to_string(kMaxListedSegmentBatch) + " (Kafka's 1 MB record limit), got " +
-              std::to_string(s.spec.batch_size));
-    }
-    s.format = segment->format;
-    s.ranges.emplace_back(segment->start, segment->end);
+    if (auto fetched = FetchSegment(s, wanted); !fetched) return std::unexpected(fetched.error());
   }
+  if (auto cut = CutSegmentBatch(s, batch); !cut) return std::unexpected(cut.error());
+  return batch;
+}
+
+Result<void> IdsProducer::DrawId128Batch(const Stream& spec, IdBatch& batch) {
+  // The same draws and layout as the gateway's /api/v1/uuid7 and /api/v1/ulid routes: each ID
+  // is a snowflake draw of this node's leased worker id plus random bits (snowflake/id128.h),
+  // so the registry's guarantee (I3) covers them, and one sequence serves every kind.
+  const snowflake::Id128Layout layout(spec.mode == IdBatch::Mode::kUuid7
+                                          ? snowflake::Id128Kind::kUuid7
+                                          : snowflake::Id128Kind::kUlid,
+                                      generator_->layout());
+  std::vector<snowflake::Id128> ids;
+  if (auto r = snowflake::NextId128Batch(*generator_, layout, spec.batch_size, ids); !r) {
+    return std::unexpected(r.error());
+  }
+  batch.texts.reserve(ids.size());
+  for (const auto& id : ids) batch.texts.push_back(layout.Format(id));
+  return {};
+}
+
+Result<void> IdsProducer::FetchSegment(StreamState& s, int64_t wanted) {
+  // A segment arriving after the timeout is dropped (a gap, never reused).
+  auto segment = Await<allocator::Segment>(
+      options_.segment_timeout,
+      "no segment of " + s.spec.tag + " within " +
+          std::to_string(options_.segment_timeout.count()) + " ms",
+      [&](auto done) {
+        // One segment for the batches this round still makes of the stream (the allocator
+        // caps the step at its max_step): one round trip instead of one per batch.
+        allocator_.AllocateSegment(s.spec.tag, s.spec.batch_size * std::max<int64_t>(1, wanted),
+                                   done);
+      });
+  if (!segment) return std::unexpected(segment.error());
+  if (segment->end <= segment->start) {
+    return Fail(Code::kInternal, "empty segment of " + s.spec.tag);
+  }
+  // A segment with a format (an obfuscated id_mode, or the residue class of one of several
+  // datacenters) is published as listed IDs, below: a range of its counters would reveal what
+  // the mode hides, and consumers would take the counters for IDs. New segments are asked for
+  // only once the ranges of the last one are used up, so a format covers its own range only.
+  if (segment->format && s.spec.batch_size > kMaxListedSegmentBatch) {
+    return Fail(
+        Code::kFailedPrecondition,
+        "tag " + s.spec.tag + " is " + state::IdModeName(segment->format->mode()) +
+            (segment->format->mode() == state::IdMode::kPlain ? " with more than one datacenter"
+                                                              : "") +
+            ": its batches list every ID, so producer.streams batch_size must be at "
+            "most " +
+            std::to_string(kMaxListedSegmentBatch) + " (Kafka's 1 MB record limit), got " +
+            std::to_string(s.spec.batch_size));
+  }
+  s.format = segment->format;
+  s.ranges.emplace_back(segment->start, segment->end);
+  return {};
+}
+
+Result<void> IdsProducer::CutSegmentBatch(StreamState& s, IdBatch& batch) {
   // A segment larger than batch_size is split; its rest waits for the next batches of this run.
   auto& [start, end] = s.ranges.front();
   batch.start = start;
   batch.end = std::min(end, start + s.spec.batch_size);
   start = batch.end;
   if (start >= end) s.ranges.pop_front();
-  if (s.format) {
-    // Listed IDs, never counters: an older consumer that knows only start/end finds the batch
-    // malformed and skips it, rather than handing out counters (another datacenter's IDs, or an
-    // obfuscated tag's count).
-    batch.ids.reserve(static_cast<size_t>(batch.end - batch.start));
-    const int64_t now_ms = clock_.NowMs();  // obfuscated_time: the hour the IDs are issued in
-    for (int64_t c = batch.start; c < batch.end; ++c) {
-      auto id = s.format->Map(c, now_ms);
-      if (!id) return std::unexpected(id.error());
-      batch.ids.push_back(*id);
-    }
-    batch.start = batch.end = 0;
+  if (!s.format) return {};
+  // Listed IDs, never counters: an older consumer that knows only start/end finds the batch
+  // malformed and skips it, rather than handing out counters (another datacenter's IDs, or an
+  // obfuscated tag's count).
+  batch.ids.reserve(static_cast<size_t>(batch.end - batch.start));
+  const int64_t now_ms = clock_.NowMs();  // obfuscated_time: the hour the IDs are issued in
+  for (int64_t c = batch.start; c < batch.end; ++c) {
+    auto id = s.format->Map(c, now_ms);
+    if (!id) return std::unexpected(id.error());
+    batch.ids.push_back(*id);
   }
-  return batch;
+  batch.start = batch.end = 0;
+  return {};
 }
 
 Result<IdsProducer::RoundResult> IdsProducer::Publish(const std::vector<int64_t>& deficits) {

@@ -144,6 +144,13 @@ class IdsProducer {
   // The next batch of `s`; `wanted` (this round's batches of it still to make) sizes the segment
   // asked for when the stream has none left.
   Result<IdBatch> NextBatch(StreamState& s, int64_t wanted);
+  // A batch of UUIDv7s or ULIDs (spec.mode) from the snowflake generator, into batch.texts.
+  Result<void> DrawId128Batch(const Stream& spec, IdBatch& batch);
+  // Asks the allocator for a segment of `s` sized for `wanted` batches and queues its range.
+  Result<void> FetchSegment(StreamState& s, int64_t wanted);
+  // Cuts the next batch off the front range of `s`: the counters, or the IDs they map to when
+  // the segment has a format.
+  Result<void> CutSegmentBatch(StreamState& s, IdBatch& batch);
   // One transaction: the missing batches (per queue) sent, then committed.
   Result<RoundResult> Publish(const std::vector<int64_t>& deficits);
   // Begins the round's transaction at its first batch and sends every batch it can make; how the

@@ -35,9 +35,9 @@ struct TagRecord {
   int64_t id_base = 0;
 };
 
-// One snowflake worker id in the registry. Invariant (DESIGN.md I3): at most one node holds an
-// unexpired lease on an id, and a new holder issues no timestamp at or before the previous
-// holders' reported timestamps and lease ends.
+// One snowflake worker id in the registry. Invariant (docs/architecture.md, "Worker-id registry
+// (I3 in the cluster)"): at most one node holds an unexpired lease on an id, and a new holder
+// issues no timestamp at or before the previous holders' reported timestamps and lease ends.
 struct WorkerRecord {
   int64_t worker_id = 0;
   std::string node_id;            // the last holder's node.id

@@ -40,9 +40,10 @@ class Store {
   // Writes a batch atomically (one RocksDB write batch); synced if `sync`.
   Result<void> Write(const Batch& batch, bool sync);
 
-  // The unused rest of a segment a gateway kept across a graceful restart (DESIGN.md: Leaf
-  // discards it). `scope` names the ID space it belongs to ("standalone", or the cluster's topic
-  // prefix), so a state directory moved to another cluster never serves it there.
+  // The unused rest of a segment a gateway kept across a graceful restart (docs/architecture.md,
+  // "The rest of a segment across a graceful restart"; Leaf discards it). `scope` names the ID
+  // space it belongs to ("standalone", or the cluster's topic prefix), so a state directory moved
+  // to another cluster never serves it there.
   struct SegmentRest {
     std::string scope;
     std::string tag;

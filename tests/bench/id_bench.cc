@@ -1,5 +1,6 @@
-// In-process throughput of the two ID paths (DESIGN.md targets: segment >= 50 M IDs/s on one
-// thread, snowflake >= 4.0 M IDs/s per worker). Run: build/kleaf_bench; see docs/benchmarks.md.
+// In-process throughput of the two ID paths (docs/architecture.md, "Targets": segment draws of
+// one tag scale with threads, snowflake at the 4.096 M IDs/s cap of one worker). Run:
+// build/kleaf_bench; see docs/benchmarks.md.
 #include <benchmark/benchmark.h>
 
 #include <atomic>

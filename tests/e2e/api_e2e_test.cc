@@ -9,7 +9,8 @@
 namespace kleaf::e2e {
 namespace {
 
-// Checks the DESIGN.md error shape {"error":{"code":"…","message":"…"}} and the code.
+// Checks the error shape {"error":{"code":"…","message":"…"}} (docs/architecture.md, "Routes and
+// errors") and the code.
 void ExpectError(const HttpReply& reply, int status, const std::string& code) {
   EXPECT_EQ(reply.status, status) << reply.body;
   EXPECT_NE(reply.Header("Content-Type").find("application/json"), std::string::npos)

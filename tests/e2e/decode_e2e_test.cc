@@ -1,5 +1,5 @@
-// `kleaf decode` and the decode route against the DESIGN.md test vectors, and with a config that
-// changes the layout.
+// `kleaf decode` and the decode route against the test vectors of docs/architecture.md, and with a
+// config that changes the layout.
 #include <gtest/gtest.h>
 
 #include <ctime>
@@ -20,7 +20,7 @@ struct Vector {
   int64_t sequence;
 };
 
-// DESIGN.md, "Test vectors" (Leaf/Twitter layout).
+// docs/architecture.md, "Test vectors" (Leaf/Twitter layout).
 const std::vector<Vector> kVectors = {
     {"1256557484213448722", "2020-05-02T12:13:44.602Z", 619, 18},
     {"1541815603606036480", "2022-06-28T16:07:40.105Z", 378, 0},

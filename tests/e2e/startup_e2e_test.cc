@@ -59,7 +59,8 @@ TEST(StartupE2eTest, Ipv6ListenAddressGivesAUsableUrl) {
 }
 
 TEST(StartupE2eTest, ListenAcceptsTheNameLocalhost) {
-  // http.listen is host:port (DESIGN.md); "localhost:8080" is what people write.
+  // http.listen is host:port (docs/architecture.md, "Components"); "localhost:8080" is what
+  // people write.
   TempDir dir;
   auto config = dir.WriteFile(
       "kleaf.yaml", TestConfig(dir.path() / "state").Set("http.listen", "localhost:0").Yaml());

@@ -172,7 +172,8 @@ TEST_F(FailoverIntegrationTest, KillNineOfTheOwnerMovesItsPartitionWithinFifteen
                      << " over within 60 s of the kill";
   std::cout << "failover: partition " << partition_ << " served by " << other_->name << " "
             << failover_s << " s after kill -9 of " << owner_->name << std::endl;
-  EXPECT_LE(failover_s, 15.0) << "failover took longer than DESIGN.md's 15 s";
+  EXPECT_LE(failover_s, 15.0)
+      << "failover took longer than the 15 s of docs/architecture.md, \"Targets\"";
 
   // The new owner hands out new segments of the partition's tags to both gateways.
   EXPECT_TRUE(WaitForNewChurnSegments(seconds(40)));

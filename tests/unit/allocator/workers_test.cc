@@ -1,5 +1,6 @@
-// The worker-id registry's rules (DESIGN.md I3): one holder per id, ids come back to their
-// node, recycled ids start after everything their previous holder could have issued.
+// The worker-id registry's rules (docs/architecture.md, "Worker-id registry (I3 in the cluster)"):
+// one holder per id, ids come back to their node, recycled ids start after everything their
+// previous holder could have issued.
 #include "allocator/workers.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
-// The checks a cluster's uniqueness rests on besides its code (DESIGN.md: every assumption is
-// checked): one partition count, one state topic, requests routed where their tag's state lives.
+// The checks a cluster's uniqueness rests on besides its code (docs/architecture.md, "What I1 and
+// I3 rest on, and the check that enforces each"): one partition count, one state topic, requests
+// routed where their tag's state lives.
 #include <gtest/gtest.h>
 
 #include "allocator/operations.h"

@@ -31,7 +31,8 @@ TEST(FirstIdAtTest, DecodesBackToItsTimeWithWorkerAndSequenceZero) {
     EXPECT_EQ(parts->sequence, 0);
   }
   EXPECT_EQ(FirstId(layout, layout.epoch_ms()), 0);
-  // The second DESIGN.md vector has sequence 0 but worker 378: its time's first ID is below it.
+  // The second test vector (docs/architecture.md, "Test vectors") has sequence 0 but worker 378:
+  // its time's first ID is below it.
   EXPECT_EQ(FirstId(layout, 1656432460105), 1541815603606036480 - (int64_t{378} << 12));
 }
 

@@ -26,7 +26,7 @@ struct Vector {
   int64_t sequence;
 };
 
-// DESIGN.md's test vectors (Leaf/Twitter layout: epoch 1288834974657, 41/10/12).
+// docs/architecture.md, "Test vectors" (Leaf/Twitter layout: epoch 1288834974657, 41/10/12).
 constexpr Vector kVectors[] = {
     {1256557484213448722, "2020-05-02T12:13:44.602Z", 619, 18},
     {1541815603606036480, "2022-06-28T16:07:40.105Z", 378, 0},
