@@ -203,6 +203,14 @@ std::optional<std::string> PercentDecoded(std::string_view text) {
   return out;
 }
 
+// This node's lease as /api/v1/workers shows it: {"worker_id","valid_for_ms","last_error"}, the
+// last error as "renewal failed" or "".
+json LeaseJson(const snowflake::WorkerLease::Status& lease) {
+  return json{{"worker_id", lease.worker_id},
+              {"valid_for_ms", lease.valid_for_ms},
+              {"last_error", lease.last_error.empty() ? "" : "renewal failed"}};
+}
+
 }  // namespace
 
 Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
@@ -491,7 +499,7 @@ void Api::Workers(Respond respond) {
   if (!options_.lease_status) {
     return respond(JsonResponse(json{{"source", "config"}, {"worker_id", snowflake_.worker_id()}}));
   }
-  json node = json::parse(options_.lease_status());
+  json node = LeaseJson(options_.lease_status());
   allocator_.WorkerStatus([this, node, respond](Result<allocator::WorkerCounts> r) {
     if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
     respond(JsonResponse(

@@ -22,6 +22,7 @@
 #include "http/http.h"
 #include "snowflake/id128.h"
 #include "snowflake/snowflake.h"
+#include "snowflake/worker_lease.h"
 
 namespace kleaf::gateway {
 
@@ -32,9 +33,9 @@ struct ApiOptions {
   // Required as "Authorization: Bearer <token>" on the admin routes: /api/v1/tags,
   // /api/v1/workers, /db.
   std::string admin_token;
-  // This node's worker lease as a JSON object, for /api/v1/workers; empty when the worker id
-  // comes from config (standalone) and there is no registry to ask.
-  std::function<std::string()> lease_status;
+  // This node's worker lease, for /api/v1/workers; empty when the worker id comes from config
+  // (standalone) and there is no registry to ask.
+  std::function<snowflake::WorkerLease::Status()> lease_status;
   // Serves "/" (the monitoring page), /api/v1/status and /readyz; without it they answer 404
   // (/readyz: 200 with no checks). Not owned.
   Monitor* monitor = nullptr;
