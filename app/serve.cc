@@ -47,7 +47,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
                    segments, generator, allocator, blocking);
   http::HttpServerOptions http_options = HttpOptions(c, listen->first, listen->second);
   http::RequestMetrics request_metrics(metrics::Registry::Default(), gateway::Api::RouteOf,
-                                       gateway::Api::kRoutes);
+                                       gateway::Api::RouteLabels());
   http_options.on_answer = request_metrics.Hook();
   http_options.on_error = [&monitor](std::string_view method, std::string_view target,
                                      const http::HttpResponse& r) {

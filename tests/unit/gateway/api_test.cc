@@ -571,6 +571,18 @@ TEST_F(ApiTest, UnknownPathIsNotFound) {
   }
 }
 
+// "/" and /api/v1/status exist only on a node with a Monitor: without one they are 404 whatever
+// the method (that gate comes before the method rule), under their own metric label.
+TEST_F(ApiTest, MonitorRoutesAreNotFoundWithoutAMonitor) {
+  for (const std::string method : {"GET", "POST", "TRACE"}) {
+    for (const std::string target : {"/", "/api/v1/status"}) {
+      SCOPED_TRACE(method + " " + target);
+      ExpectError(Await(Send(method, target)), 404, "not_found");
+      EXPECT_EQ(Api::RouteOf(target), target);
+    }
+  }
+}
+
 TEST_F(ApiTest, WrongMethodIs405WithAllow) {
   struct Case {
     const char* method;
@@ -1105,9 +1117,23 @@ TEST(ApiRouteTest, EveryTargetMapsToOneOfTheFixedRoutes) {
   };
   for (const auto& [target, route] : cases) {
     EXPECT_EQ(Api::RouteOf(target), route) << target;
-    EXPECT_NE(std::find(std::begin(Api::kRoutes), std::end(Api::kRoutes), Api::RouteOf(target)),
-              std::end(Api::kRoutes))
+    const auto labels = Api::RouteLabels();
+    EXPECT_NE(std::find(labels.begin(), labels.end(), Api::RouteOf(target)), labels.end())
         << target;
+  }
+}
+
+// The labels are the route table's patterns, each once, and "other": the series RequestMetrics
+// creates up front.
+TEST(ApiRouteTest, LabelsAreEachRoutePatternOnceAndOther) {
+  const auto labels = Api::RouteLabels();
+  const std::set<std::string_view> unique(labels.begin(), labels.end());
+  EXPECT_EQ(unique.size(), labels.size());
+  EXPECT_EQ(labels.size(), 22u);
+  EXPECT_EQ(labels.back(), "other");
+  for (std::string_view label : labels.first(labels.size() - 1)) {
+    EXPECT_TRUE(label.starts_with('/')) << label;
+    EXPECT_EQ(Api::RouteOf(label), label) << "a pattern is its own route";
   }
 }
 
