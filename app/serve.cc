@@ -18,17 +18,6 @@
 #include "snowflake/snowflake_node.h"
 
 namespace kleaf::app {
-namespace {
-
-// This node's lease for /api/v1/workers: {"worker_id","valid_for_ms","last_error"}.
-std::string LeaseStatusJson(const snowflake::WorkerLease& lease) {
-  auto s = lease.status();
-  return "{\"worker_id\":" + std::to_string(s.worker_id) +
-         ",\"valid_for_ms\":" + std::to_string(s.valid_for_ms) + ",\"last_error\":\"" +
-         (s.last_error.empty() ? "" : "renewal failed") + "\"}";
-}
-
-}  // namespace
 
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
              const std::string& role, bool use_registry,
@@ -50,17 +39,16 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   const std::string rest_scope = use_registry ? "cluster:" + c.kafka.topic_prefix : "standalone";
   gateway::ResumeSegmentRests(store, allocator, segments, rest_scope);
   WorkerPool blocking(4, "kleaf-wait");
-  std::function<std::string()> lease_status;
-  if (lease) lease_status = [lease] { return LeaseStatusJson(*lease); };
-  gateway::Monitor::Options monitor_options{role, c.node.id, {}, std::move(ready_checks)};
-  if (lease) monitor_options.lease = [lease] { return lease->status(); };
+  std::function<snowflake::WorkerLease::Status()> lease_status;
+  if (lease) lease_status = [lease] { return lease->status(); };
+  gateway::Monitor::Options monitor_options{role, c.node.id, lease_status, std::move(ready_checks)};
   gateway::Monitor monitor(std::move(monitor_options), segments, generator, clock);
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
                     lease_status, &monitor},
                    segments, generator, allocator, blocking);
   http::HttpServerOptions http_options = HttpOptions(c, listen->first, listen->second);
   http::RequestMetrics request_metrics(metrics::Registry::Default(), gateway::Api::RouteOf,
-                                       gateway::Api::kRoutes);
+                                       gateway::Api::RouteLabels());
   http_options.on_answer = request_metrics.Hook();
   http_options.on_error = [&monitor](std::string_view method, std::string_view target,
                                      const http::HttpResponse& r) {

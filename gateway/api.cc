@@ -1,13 +1,11 @@
 #include "gateway/api.h"
 
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "base/tag.h"
 #include "gateway/leaf_views.h"
-#include "http/ops_routes.h"
 
 namespace kleaf::gateway {
 
@@ -21,30 +19,6 @@ using http::Respond;
 namespace {
 
 using nlohmann::json;
-
-// The segments of a path ("/api/v1/x" -> "api", "v1", "x"), without allocating (this runs twice per
-// request). A path of more than kMaxParts segments keeps the rest in the last one: no route has
-// that many, so it still matches none.
-class PathParts {
- public:
-  explicit PathParts(std::string_view path) {
-    if (!path.empty() && path.front() == '/') path.remove_prefix(1);
-    while (true) {
-      auto slash = size_ + 1 < kMaxParts ? path.find('/') : std::string_view::npos;
-      parts_[size_++] = path.substr(0, slash);
-      if (slash == std::string_view::npos) break;
-      path.remove_prefix(slash + 1);
-    }
-  }
-  operator std::span<const std::string_view>() const { return {parts_.data(), size_}; }
-  size_t size() const { return size_; }
-  std::string_view operator[](size_t i) const { return parts_[i]; }
-
- private:
-  static constexpr size_t kMaxParts = 8;
-  std::array<std::string_view, kMaxParts> parts_;
-  size_t size_ = 0;
-};
 
 // The value of `name` in a query string ("a=1&count=5"), if present.
 std::optional<std::string_view> QueryParam(std::string_view query, std::string_view name) {
@@ -203,6 +177,36 @@ std::optional<std::string> PercentDecoded(std::string_view text) {
   return out;
 }
 
+// {"id","time",...}: what a snowflake ID holds (DecodeToJson).
+HttpResponse Decoded(const snowflake::SnowflakeLayout& layout, std::string_view id_text) {
+  auto described = snowflake::DecodeToJson(layout, id_text);
+  if (!described) return ErrorResponse(described.error());
+  HttpResponse r;
+  r.body = std::move(*described);
+  return r;
+}
+
+// {"id"}: the smallest ID of `layout` (snowflake, UUIDv7 or ULID) at a time given as a path
+// segment, %-escapes and all.
+template <typename Layout>
+HttpResponse Composed(const Layout& layout, std::string_view time_text) {
+  auto text = PercentDecoded(time_text);
+  if (!text) return ErrorResponse(Error{Code::kInvalidArgument, "time: a broken %-escape"});
+  auto composed = snowflake::ComposeToJson(layout, *text);
+  if (!composed) return ErrorResponse(composed.error());
+  HttpResponse r;
+  r.body = std::move(*composed);
+  return r;
+}
+
+// This node's lease as /api/v1/workers shows it: {"worker_id","valid_for_ms","last_error"}, the
+// last error as "renewal failed" or "".
+json LeaseJson(const snowflake::WorkerLease::Status& lease) {
+  return json{{"worker_id", lease.worker_id},
+              {"valid_for_ms", lease.valid_for_ms},
+              {"last_error", lease.last_error.empty() ? "" : "renewal failed"}};
+}
+
 }  // namespace
 
 Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerator& snowflake,
@@ -215,148 +219,242 @@ Api::Api(ApiOptions options, SegmentCache& segments, snowflake::SnowflakeGenerat
       uuid7_layout_(snowflake::Id128Kind::kUuid7, snowflake.layout()),
       ulid_layout_(snowflake::Id128Kind::kUlid, snowflake.layout()) {}
 
+// The routes, each declared once: dispatch (Handle), the metric label (RouteOf) and the list of
+// labels (RouteLabels) come from here. The order does not matter: no path matches two patterns.
+struct Api::Routes {
+  using enum Methods;
+  using enum Gate;
+  static constexpr Route<Handler> kTable[] = {
+      // Operator routes; "/" is the monitoring page.
+      {"/", kGet, kMonitor, &Api::ServePage},
+      {"/metrics", kGet, kOpen, &Api::ServeMetrics},
+      {"/healthz", kGet, kOpen, &Api::ServeHealth},
+      {"/readyz", kGet, kOpen, &Api::ServeReady},
+      {"/api/v1/status", kGet, kMonitor, &Api::ServeStatus},
+      // Leaf's routes (docs/migrating-from-leaf.md).
+      {"/api/segment/get/{tag}", kLeafGet, kOpen, &Api::ServeLeafSegmentId},
+      {"/api/snowflake/get/{tag}", kLeafGet, kOpen, &Api::ServeLeafSnowflakeId},
+      {"/cache", kGet, kOpen, &Api::ServeCache},
+      {"/db", kGet, kAdminToken, &Api::ServeDb},
+      {"/decodeSnowflakeId", kGet, kOpen, &Api::ServeLeafDecode},
+      // IDs.
+      {"/api/v1/segment/{tag}", kGet, kOpen, &Api::ServeSegmentIds},
+      {"/api/v1/snowflake/{tag}", kGet, kOpen, &Api::ServeSnowflakeIds},
+      {"/api/v1/uuid7/{tag}", kGet, kOpen, &Api::ServeUuid7s},
+      {"/api/v1/ulid/{tag}", kGet, kOpen, &Api::ServeUlids},
+      {"/api/v1/snowflake/decode/{id}", kGet, kOpen, &Api::ServeDecode},
+      {"/api/v1/snowflake/compose/{time}", kGet, kOpen, &Api::ServeSnowflakeCompose},
+      {"/api/v1/uuid7/compose/{time}", kGet, kOpen, &Api::ServeUuid7Compose},
+      {"/api/v1/ulid/compose/{time}", kGet, kOpen, &Api::ServeUlidCompose},
+      // Admin.
+      {"/api/v1/workers", kGet, kAdminToken, &Api::ServeWorkers},
+      {"/api/v1/tags", kAny, kAdminToken, &Api::ServeTags},
+      {"/api/v1/tags/{tag}", kAny, kAdminToken, &Api::ServeTags},
+  };
+  static constexpr RouteIndex kIndex{kTable};
+  static_assert(kIndex.Valid(),
+                "a route pattern is malformed or overlaps another (see RouteIndex::Valid)");
+};
+
 void Api::Handle(HttpRequest request, Respond respond) {
   const std::string_view target = request.target;
   const auto qmark = target.find('?');
-  const PathParts parts(target.substr(0, qmark));
+  const auto match = Routes::kIndex.Find(target.substr(0, qmark));
+  if (match.route == nullptr) return NoSuchPath(respond);
+  const Route<Handler>& route = *match.route;
+  if (route.gate == Gate::kMonitor && options_.monitor == nullptr) return NoSuchPath(respond);
+  if (!MethodTaken(route.methods, request, respond)) return;
+  if (route.gate == Gate::kAdminToken && !Admitted(request, respond)) return;
   const std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
-  if (parts.size() == 1 && ServeTopLevel(request, parts[0], respond)) return;
-  if (parts.size() == 1 && ServeLeafMonitor(request, parts[0], query, respond)) return;
-  if (parts.size() < 3 || parts[0] != "api") return NoSuchPath(respond);
-  // Leaf-compatible: /api/segment/get/{tag}, /api/snowflake/get/{tag}
-  if (parts.size() == 4 && parts[2] == "get" &&
-      (parts[1] == "segment" || parts[1] == "snowflake")) {
-    return ServeIds(request, parts[1], parts[3], "", /*leaf=*/true, std::move(respond));
-  }
-  if (parts[1] != "v1") return NoSuchPath(respond);
-  ServeV1(request, parts, query, std::move(respond));
+  (this->*route.handler)(Call{request, match.param, query, std::move(respond)});
 }
 
 std::string_view Api::RouteOf(std::string_view target) {
-  const PathParts parts(target.substr(0, target.find('?')));
-  if (parts.size() == 1) {
-    if (parts[0].empty()) return "/";
-    // Leaf's monitor routes (ServeLeafMonitor).
-    for (std::string_view leaf : {"/cache", "/db", "/decodeSnowflakeId"}) {
-      if (leaf.substr(1) == parts[0]) return leaf;
-    }
-    return http::OpsRouteOf(target);
-  }
-  if (parts.size() < 3 || parts[0] != "api") return "other";
-  if (parts.size() == 4 && parts[2] == "get") {
-    if (parts[1] == "segment") return "/api/segment/get/{tag}";
-    if (parts[1] == "snowflake") return "/api/snowflake/get/{tag}";
-  }
-  if (parts[1] != "v1") return "other";
-  if (auto time_ordered = TimeOrderedRouteOf(parts); !time_ordered.empty()) return time_ordered;
-  const std::string_view route = parts[2];
-  if (parts.size() == 5 && route == "snowflake" && parts[3] == "decode") {
-    return "/api/v1/snowflake/decode/{id}";
-  }
-  if (parts.size() == 4 && route == "segment") return "/api/v1/segment/{tag}";
-  if (parts.size() == 4 && route == "snowflake") return "/api/v1/snowflake/{tag}";
-  if (parts.size() == 3 && route == "status") return "/api/v1/status";
-  if (parts.size() == 3 && route == "workers") return "/api/v1/workers";
-  if (parts.size() == 3 && route == "tags") return "/api/v1/tags";
-  if (parts.size() == 4 && route == "tags") return "/api/v1/tags/{tag}";
-  return "other";
+  const auto match = Routes::kIndex.Find(target.substr(0, target.find('?')));
+  return match.route != nullptr ? match.route->pattern : kNoRoute;
 }
 
-bool Api::ServeTopLevel(const HttpRequest& request, std::string_view name, const Respond& respond) {
-  const http::ReadyChecks readiness = [this] {
-    return options_.monitor ? options_.monitor->Readiness() : std::vector<ReadyCheck>{};
-  };
-  if (http::ServeOpsRoute(name, request.method, readiness, respond)) return true;
-  if (!name.empty() || !options_.monitor) return false;
-  if (!IsGet(request, respond)) return true;
+std::span<const std::string_view> Api::RouteLabels() { return Routes::kIndex.labels(); }
+
+bool Api::MethodTaken(Methods methods, const HttpRequest& request, const Respond& respond) {
+  switch (methods) {
+    case Methods::kGet:
+      return IsGet(request, respond);
+    case Methods::kLeafGet:
+      return IsLeafGetMethod(request, respond);
+    case Methods::kAny:
+      return true;
+  }
+  return true;
+}
+
+// --- The routes' handlers, in the table's order.
+
+void Api::ServePage(Call call) {
   HttpResponse page;
   page.content_type = "text/html; charset=utf-8";
   page.body = Monitor::Page();
   page.headers.emplace_back("Cache-Control", "no-cache");
-  respond(std::move(page));
-  return true;
+  call.respond(std::move(page));
 }
 
-bool Api::ServeLeafMonitor(const HttpRequest& request, std::string_view name,
-                           std::string_view query, const Respond& respond) {
-  if (name == "decodeSnowflakeId") {
-    if (!IsGet(request, respond)) return true;
-    auto id = QueryParam(query, "snowflakeId");
-    if (!id) {
-      Reject(respond, Error{Code::kInvalidArgument, "snowflakeId: required (?snowflakeId=<id>)"});
-      return true;
-    }
-    auto described = snowflake::DecodeToLeafJson(snowflake_.layout(), *id);
-    if (!described) {
-      Reject(respond, described.error());
-      return true;
-    }
-    HttpResponse r;
-    r.body = std::move(*described);
-    respond(std::move(r));
-    return true;
+void Api::ServeMetrics(Call call) { call.respond(http::MetricsResponse()); }
+
+void Api::ServeHealth(Call call) { call.respond(http::HealthResponse()); }
+
+void Api::ServeReady(Call call) {
+  call.respond(http::ReadyResponse(options_.monitor ? options_.monitor->Readiness()
+                                                    : std::vector<ReadyCheck>{}));
+}
+
+void Api::ServeStatus(Call call) {
+  HttpResponse status;
+  status.body = options_.monitor->StatusJson();
+  status.headers.emplace_back("Cache-Control", "no-store");
+  call.respond(std::move(status));
+}
+
+void Api::ServeLeafSegmentId(Call call) {
+  if (auto asked = AskedIds(call, /*leaf=*/true)) {
+    Segment(asked->tag, asked->count, /*plain=*/true, std::move(call.respond));
   }
-  if (name == "cache") {
-    if (!IsGet(request, respond)) return true;
-    HttpResponse r;
-    r.body = LeafCacheJson(segments_.Snapshots());
-    r.headers.emplace_back("Cache-Control", "no-store");
-    respond(std::move(r));
-    return true;
+}
+
+void Api::ServeLeafSnowflakeId(Call call) {
+  if (auto asked = AskedIds(call, /*leaf=*/true)) {
+    Snowflake(asked->tag, asked->count, /*plain=*/true, std::move(call.respond));
   }
-  if (name == "db") {
-    if (!IsGet(request, respond) || !Admitted(request, respond)) return true;
-    allocator_.ListTags([this, respond](Result<std::vector<state::TagRecord>> r) {
+}
+
+void Api::ServeCache(Call call) {
+  HttpResponse r;
+  r.body = LeafCacheJson(segments_.Snapshots());
+  r.headers.emplace_back("Cache-Control", "no-store");
+  call.respond(std::move(r));
+}
+
+void Api::ServeDb(Call call) {
+  allocator_.ListTags(
+      [this, respond = std::move(call.respond)](Result<std::vector<state::TagRecord>> r) {
+        if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+        HttpResponse db;
+        db.body = LeafDbJson(*r);
+        db.headers.emplace_back("Cache-Control", "no-store");
+        respond(std::move(db));
+      });
+}
+
+void Api::ServeLeafDecode(Call call) {
+  auto id = QueryParam(call.query, "snowflakeId");
+  if (!id) {
+    return Reject(call.respond,
+                  Error{Code::kInvalidArgument, "snowflakeId: required (?snowflakeId=<id>)"});
+  }
+  auto described = snowflake::DecodeToLeafJson(snowflake_.layout(), *id);
+  if (!described) return Reject(call.respond, described.error());
+  HttpResponse r;
+  r.body = std::move(*described);
+  call.respond(std::move(r));
+}
+
+void Api::ServeSegmentIds(Call call) {
+  if (auto asked = AskedIds(call, /*leaf=*/false)) {
+    Segment(asked->tag, asked->count, /*plain=*/false, std::move(call.respond));
+  }
+}
+
+void Api::ServeSnowflakeIds(Call call) {
+  if (auto asked = AskedIds(call, /*leaf=*/false)) {
+    Snowflake(asked->tag, asked->count, /*plain=*/false, std::move(call.respond));
+  }
+}
+
+void Api::ServeUuid7s(Call call) {
+  if (auto asked = AskedIds(call, /*leaf=*/false)) {
+    Id128s(uuid7_layout_, asked->tag, asked->count, std::move(call.respond));
+  }
+}
+
+void Api::ServeUlids(Call call) {
+  if (auto asked = AskedIds(call, /*leaf=*/false)) {
+    Id128s(ulid_layout_, asked->tag, asked->count, std::move(call.respond));
+  }
+}
+
+void Api::ServeDecode(Call call) { call.respond(Decoded(snowflake_.layout(), call.param)); }
+
+void Api::ServeSnowflakeCompose(Call call) {
+  call.respond(Composed(snowflake_.layout(), call.param));
+}
+
+void Api::ServeUuid7Compose(Call call) { call.respond(Composed(uuid7_layout_, call.param)); }
+
+void Api::ServeUlidCompose(Call call) { call.respond(Composed(ulid_layout_, call.param)); }
+
+void Api::ServeWorkers(Call call) {
+  if (!options_.lease_status) {
+    return call.respond(
+        JsonResponse(json{{"source", "config"}, {"worker_id", snowflake_.worker_id()}}));
+  }
+  json node = LeaseJson(options_.lease_status());
+  allocator_.WorkerStatus([this, node = std::move(node),
+                           respond = std::move(call.respond)](Result<allocator::WorkerCounts> r) {
+    if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+    respond(JsonResponse(
+        json{{"source", "registry"}, {"node", node}, {"leased", r->leased}, {"free", r->free}}));
+  });
+}
+
+void Api::ServeTags(Call call) {
+  const HttpRequest& request = call.request;
+  Respond respond = std::move(call.respond);
+  auto reply = [this, respond](int status) {
+    return [this, respond, status](Result<state::TagRecord> r) {
       if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-      HttpResponse db;
-      db.body = LeafDbJson(*r);
-      db.headers.emplace_back("Cache-Control", "no-store");
-      respond(std::move(db));
+      respond(JsonResponse(TagJson(*r), status));
+    };
+  };
+  if (call.param.empty()) {
+    if (request.method != "GET") return respond(MethodNotAllowed("GET"));
+    return allocator_.ListTags([this, respond](Result<std::vector<state::TagRecord>> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      json list = json::array();
+      for (const auto& t : *r) list.push_back(TagJson(t));
+      respond(JsonResponse(json{{"tags", list}}));
     });
-    return true;
   }
-  return false;
+  std::string tag(call.param);
+  if (auto v = ValidateTag(tag); !v) return respond(ErrorResponse(v.error()));
+  if (request.method == "GET") return allocator_.GetTag(tag, reply(200));
+  if (request.method == "PUT") {
+    auto update = ParseTagUpdate(request.body);
+    if (!update) return respond(ErrorResponse(update.error()));
+    return allocator_.PutTag(tag, std::move(*update), reply(200));
+  }
+  if (request.method == "DELETE") {
+    return allocator_.DeleteTag(tag, [this, tag, respond](Result<state::TagRecord> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      segments_.Forget(tag);
+      respond(JsonResponse(json{{"deleted", TagJson(*r)}}));
+    });
+  }
+  respond(MethodNotAllowed("GET, PUT, DELETE"));
 }
 
-void Api::ServeV1(const HttpRequest& request, std::span<const std::string_view> parts,
-                  std::string_view query, Respond respond) {
-  if (ServeTimeOrdered(request, parts, query, respond)) return;
-  const std::string_view route = parts[2];
-  if (parts.size() == 5 && route == "snowflake" && parts[3] == "decode") {
-    if (!IsGet(request, respond)) return;
-    return Decode(std::string(parts[4]), std::move(respond));
-  }
-  if (parts.size() == 4 && (route == "segment" || route == "snowflake")) {
-    return ServeIds(request, route, parts[3], query, /*leaf=*/false, std::move(respond));
-  }
-  if (parts.size() == 3 && route == "status" && options_.monitor) {
-    if (!IsGet(request, respond)) return;
-    HttpResponse status;
-    status.body = options_.monitor->StatusJson();
-    status.headers.emplace_back("Cache-Control", "no-store");
-    return respond(std::move(status));
-  }
-  if (parts.size() == 3 && route == "workers") {
-    if (!IsGet(request, respond) || !Admitted(request, respond)) return;
-    return Workers(std::move(respond));
-  }
-  if (route == "tags" && (parts.size() == 3 || parts.size() == 4)) {
-    if (!Admitted(request, respond)) return;
-    return Tags(request, parts.size() == 4 ? std::string(parts[3]) : std::string(),
-                std::move(respond));
-  }
-  NoSuchPath(respond);
-}
+// --- What the handlers share.
 
-void Api::ServeIds(const HttpRequest& request, std::string_view mode, std::string_view tag_text,
-                   std::string_view query, bool leaf, Respond respond) {
-  if (!(leaf ? IsLeafGetMethod(request, respond) : IsGet(request, respond))) return;
-  std::string tag(tag_text);
-  if (auto v = ValidateTag(tag); !v) return Reject(respond, v.error());
-  auto count = leaf ? Result<int64_t>(1) : ParseCount(query, options_.max_batch);
-  if (!count) return Reject(respond, count.error());
-  if (mode == "segment") return Segment(tag, *count, leaf, std::move(respond));
-  Snowflake(tag, *count, leaf, std::move(respond));
+std::optional<Api::IdsAsked> Api::AskedIds(Call& call, bool leaf) const {
+  std::string tag(call.param);
+  if (auto v = ValidateTag(tag); !v) {
+    Reject(call.respond, v.error());
+    return std::nullopt;
+  }
+  auto count = leaf ? Result<int64_t>(1) : ParseCount(call.query, options_.max_batch);
+  if (!count) {
+    Reject(call.respond, count.error());
+    return std::nullopt;
+  }
+  return IdsAsked{std::move(tag), *count};
 }
 
 bool Api::IsGet(const HttpRequest& request, const Respond& respond) {
@@ -446,59 +544,6 @@ void Api::IssueOffTheIoThreadIfLarge(int64_t count, std::function<void(Respond)>
   });
 }
 
-void Api::Decode(const std::string& id_text, Respond respond) {
-  auto described = snowflake::DecodeToJson(snowflake_.layout(), id_text);
-  if (!described) return respond(ErrorResponse(described.error()));
-  HttpResponse r;
-  r.body = std::move(*described);
-  respond(std::move(r));
-}
-
-void Api::Tags(const HttpRequest& request, const std::string& tag, Respond respond) {
-  auto reply = [this, respond](int status) {
-    return [this, respond, status](Result<state::TagRecord> r) {
-      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-      respond(JsonResponse(TagJson(*r), status));
-    };
-  };
-  if (tag.empty()) {
-    if (request.method != "GET") return respond(MethodNotAllowed("GET"));
-    return allocator_.ListTags([this, respond](Result<std::vector<state::TagRecord>> r) {
-      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-      json list = json::array();
-      for (const auto& t : *r) list.push_back(TagJson(t));
-      respond(JsonResponse(json{{"tags", list}}));
-    });
-  }
-  if (auto v = ValidateTag(tag); !v) return respond(ErrorResponse(v.error()));
-  if (request.method == "GET") return allocator_.GetTag(tag, reply(200));
-  if (request.method == "PUT") {
-    auto update = ParseTagUpdate(request.body);
-    if (!update) return respond(ErrorResponse(update.error()));
-    return allocator_.PutTag(tag, std::move(*update), reply(200));
-  }
-  if (request.method == "DELETE") {
-    return allocator_.DeleteTag(tag, [this, tag, respond](Result<state::TagRecord> r) {
-      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-      segments_.Forget(tag);
-      respond(JsonResponse(json{{"deleted", TagJson(*r)}}));
-    });
-  }
-  respond(MethodNotAllowed("GET, PUT, DELETE"));
-}
-
-void Api::Workers(Respond respond) {
-  if (!options_.lease_status) {
-    return respond(JsonResponse(json{{"source", "config"}, {"worker_id", snowflake_.worker_id()}}));
-  }
-  json node = json::parse(options_.lease_status());
-  allocator_.WorkerStatus([this, node, respond](Result<allocator::WorkerCounts> r) {
-    if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-    respond(JsonResponse(
-        json{{"source", "registry"}, {"node", node}, {"leased", r->leased}, {"free", r->free}}));
-  });
-}
-
 metrics::Counter& Api::Issued(TagSeries& series, const std::string& tag) {
   {
     std::shared_lock lock(series.mu);
@@ -534,43 +579,7 @@ bool Api::Authorized(const std::string& authorization) const {
   return diff == 0;
 }
 
-// --- UUIDv7, ULID and compose (issue 17): the routes of the time-ordered kinds.
-
-std::string_view Api::TimeOrderedRouteOf(std::span<const std::string_view> parts) {
-  if (parts.size() < 4 || parts[0] != "api" || parts[1] != "v1") return {};
-  const std::string_view route = parts[2];
-  if (parts.size() == 5 && parts[3] == "compose") {
-    if (route == "snowflake") return "/api/v1/snowflake/compose/{time}";
-    if (route == "uuid7") return "/api/v1/uuid7/compose/{time}";
-    if (route == "ulid") return "/api/v1/ulid/compose/{time}";
-  }
-  if (parts.size() == 4 && route == "uuid7") return "/api/v1/uuid7/{tag}";
-  if (parts.size() == 4 && route == "ulid") return "/api/v1/ulid/{tag}";
-  return {};
-}
-
-bool Api::ServeTimeOrdered(const HttpRequest& request, std::span<const std::string_view> parts,
-                           std::string_view query, Respond& respond) {
-  const std::string_view route = TimeOrderedRouteOf(parts);
-  if (route.empty()) return false;
-  if (!IsGet(request, respond)) return true;
-  if (parts.size() == 5) {
-    Compose(parts[2], parts[4], std::move(respond));
-    return true;
-  }
-  std::string tag(parts[3]);
-  if (auto v = ValidateTag(tag); !v) {
-    Reject(respond, v.error());
-    return true;
-  }
-  auto count = ParseCount(query, options_.max_batch);
-  if (!count) {
-    Reject(respond, count.error());
-    return true;
-  }
-  Id128s(parts[2] == "uuid7" ? uuid7_layout_ : ulid_layout_, tag, *count, std::move(respond));
-  return true;
-}
+// --- UUIDv7 and ULID (issue 17): drawn from the snowflake generator.
 
 void Api::Id128s(const snowflake::Id128Layout& layout, const std::string& tag, int64_t count,
                  Respond respond) {
@@ -596,20 +605,6 @@ void Api::Id128s(const snowflake::Id128Layout& layout, const std::string& tag, i
     respond(std::move(r));
   };
   IssueOffTheIoThreadIfLarge(count, std::move(issue), std::move(respond));
-}
-
-void Api::Compose(std::string_view mode, std::string_view time_text, Respond respond) {
-  auto text = PercentDecoded(time_text);
-  if (!text) {
-    return respond(ErrorResponse(Error{Code::kInvalidArgument, "time: a broken %-escape"}));
-  }
-  auto composed = mode == "snowflake" ? snowflake::ComposeToJson(snowflake_.layout(), *text)
-                                      : snowflake::ComposeToJson(
-                                            mode == "uuid7" ? uuid7_layout_ : ulid_layout_, *text);
-  if (!composed) return respond(ErrorResponse(composed.error()));
-  HttpResponse r;
-  r.body = std::move(*composed);
-  respond(std::move(r));
 }
 
 }  // namespace kleaf::gateway

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -18,10 +19,12 @@
 #include "base/metrics.h"
 #include "base/worker_pool.h"
 #include "gateway/monitor.h"
+#include "gateway/route_table.h"
 #include "gateway/segment_cache.h"
 #include "http/http.h"
 #include "snowflake/id128.h"
 #include "snowflake/snowflake.h"
+#include "snowflake/worker_lease.h"
 
 namespace kleaf::gateway {
 
@@ -32,19 +35,20 @@ struct ApiOptions {
   // Required as "Authorization: Bearer <token>" on the admin routes: /api/v1/tags,
   // /api/v1/workers, /db.
   std::string admin_token;
-  // This node's worker lease as a JSON object, for /api/v1/workers; empty when the worker id
-  // comes from config (standalone) and there is no registry to ask.
-  std::function<std::string()> lease_status;
+  // This node's worker lease, for /api/v1/workers; empty when the worker id comes from config
+  // (standalone) and there is no registry to ask.
+  std::function<snowflake::WorkerLease::Status()> lease_status;
   // Serves "/" (the monitoring page), /api/v1/status and /readyz; without it they answer 404
   // (/readyz: 200 with no checks). Not owned.
   Monitor* monitor = nullptr;
 };
 
-// Routes requests to segment buffers, the snowflake generator (snowflake IDs, and the UUIDv7s and
-// ULIDs built on its draws: one generator per node, whatever the tag), the allocator's tag admin,
-// the operator routes (/metrics, /healthz, /readyz, /api/v1/status, "/") and Leaf's monitor routes
-// (/cache, /db, /decodeSnowflakeId). Counts the IDs it hands out in
-// kleaf_ids_issued_total{tag,mode} (series looked up once per tag, not per request). Thread-safe.
+// Routes requests, through one route table (api.cc), to segment buffers, the snowflake generator
+// (snowflake IDs, and the UUIDv7s and ULIDs built on its draws: one generator per node, whatever
+// the tag), the allocator's tag admin, the operator routes (/metrics, /healthz, /readyz,
+// /api/v1/status, "/") and Leaf's monitor routes (/cache, /db, /decodeSnowflakeId). Counts the IDs
+// it hands out in kleaf_ids_issued_total{tag,mode} (series looked up once per tag, not per
+// request). Thread-safe.
 // Handle() answers at once when no waiting is needed (an ID from a loaded segment); otherwise the
 // wait runs on `blocking` and `respond` is called from that thread.
 class Api {
@@ -54,59 +58,62 @@ class Api {
 
   void Handle(http::HttpRequest request, http::Respond respond);
   // The route a request target belongs to, as the metric label kleaf_http_requests_total{route}
-  // names it ("/api/v1/segment/{tag}", "/metrics", ...; "other" for a path Handle serves 404):
-  // a fixed set, whatever the clients send. For RequestMetrics (HttpServerOptions::on_answer).
+  // names it: the route's pattern ("/api/v1/segment/{tag}", "/metrics", ...), or "other" for a
+  // path no route has (Handle answers it 404): a fixed set, whatever the clients send. For
+  // RequestMetrics (HttpServerOptions::on_answer).
   static std::string_view RouteOf(std::string_view target);
   // Every label RouteOf returns.
-  static constexpr std::string_view kRoutes[] = {"/",
-                                                 "/metrics",
-                                                 "/healthz",
-                                                 "/readyz",
-                                                 "/api/segment/get/{tag}",
-                                                 "/api/snowflake/get/{tag}",
-                                                 "/api/v1/segment/{tag}",
-                                                 "/api/v1/snowflake/{tag}",
-                                                 "/api/v1/snowflake/decode/{id}",
-                                                 "/api/v1/status",
-                                                 "/api/v1/workers",
-                                                 "/api/v1/tags",
-                                                 "/api/v1/tags/{tag}",
-                                                 "/api/v1/snowflake/compose/{time}",
-                                                 "/api/v1/uuid7/{tag}",
-                                                 "/api/v1/ulid/{tag}",
-                                                 "/api/v1/uuid7/compose/{time}",
-                                                 "/api/v1/ulid/compose/{time}",
-                                                 "/cache",
-                                                 "/db",
-                                                 "/decodeSnowflakeId",
-                                                 "other"};
+  static std::span<const std::string_view> RouteLabels();
 
   // Snowflake tags with their own kleaf_ids_issued_total series; later ones count as "_other".
   // The same cap applies to the uuid7 and ulid tags, each mode on its own.
   static constexpr size_t kMaxSnowflakeTagSeries = 1000;
 
  private:
-  // "/" (the monitoring page) and the operator routes (http::ServeOpsRoute); false without an
-  // answer for any other one-segment path.
-  bool ServeTopLevel(const http::HttpRequest& request, std::string_view name,
-                     const http::Respond& respond);
-  // Leaf's monitor routes (docs/migrating-from-leaf.md): /decodeSnowflakeId?snowflakeId=,
-  // /cache and /db (admin); false without an answer for any other one-segment path.
-  bool ServeLeafMonitor(const http::HttpRequest& request, std::string_view name,
-                        std::string_view query, const http::Respond& respond);
-  // The routes under /api/v1/ (`parts` is the whole path: "api", "v1", ...).
-  void ServeV1(const http::HttpRequest& request, std::span<const std::string_view> parts,
-               std::string_view query, http::Respond respond);
-  // GET IDs of `mode` ("segment" or "snowflake") for a tag: `leaf`, Leaf's route (one ID as
-  // plain text), else ours (?count=N, JSON).
-  void ServeIds(const http::HttpRequest& request, std::string_view mode, std::string_view tag_text,
-                std::string_view query, bool leaf, http::Respond respond);
-  // The routes of the time-ordered kinds: GET /api/v1/{uuid7,ulid}/{tag}?count=N and
-  // /api/v1/{snowflake,uuid7,ulid}/compose/{time}. False, nothing answered, for another path.
-  bool ServeTimeOrdered(const http::HttpRequest& request, std::span<const std::string_view> parts,
-                        std::string_view query, http::Respond& respond);
-  // RouteOf's labels for the routes above; empty for another path.
-  static std::string_view TimeOrderedRouteOf(std::span<const std::string_view> parts);
+  // A request on one of the routes, past its method and gate: what its handler needs.
+  struct Call {
+    const http::HttpRequest& request;
+    std::string_view param;  // the path's segment in the route's {name} place
+    std::string_view query;  // after '?', without it
+    http::Respond respond;
+  };
+  using Handler = void (Api::*)(Call call);
+  struct Routes;  // the route table (api.cc)
+
+  // The routes' handlers, in the route table's order.
+  void ServePage(Call call);
+  void ServeMetrics(Call call);
+  void ServeHealth(Call call);
+  void ServeReady(Call call);
+  void ServeStatus(Call call);
+  void ServeLeafSegmentId(Call call);
+  void ServeLeafSnowflakeId(Call call);
+  void ServeCache(Call call);
+  void ServeDb(Call call);
+  void ServeLeafDecode(Call call);
+  void ServeSegmentIds(Call call);
+  void ServeSnowflakeIds(Call call);
+  void ServeUuid7s(Call call);
+  void ServeUlids(Call call);
+  void ServeDecode(Call call);
+  void ServeSnowflakeCompose(Call call);
+  void ServeUuid7Compose(Call call);
+  void ServeUlidCompose(Call call);
+  void ServeWorkers(Call call);
+  // /api/v1/tags (the list; also /api/v1/tags/, whose {tag} is empty) and /api/v1/tags/{tag}.
+  void ServeTags(Call call);
+
+  // What an IDs route asks for: a valid tag (the route's {tag}) and ?count= (1 on Leaf's
+  // routes, which answer one ID).
+  struct IdsAsked {
+    std::string tag;
+    int64_t count;
+  };
+  // Answers 400 and returns nothing for a bad tag or count.
+  std::optional<IdsAsked> AskedIds(Call& call, bool leaf) const;
+  // True for a request `methods` takes; else answers it (405, or OPTIONS on Leaf's routes).
+  static bool MethodTaken(Methods methods, const http::HttpRequest& request,
+                          const http::Respond& respond);
   // True for a GET; else answers 405.
   static bool IsGet(const http::HttpRequest& request, const http::Respond& respond);
   // True for the methods Leaf's get routes serve (GET, HEAD, POST, PUT, PATCH, DELETE); OPTIONS
@@ -123,14 +130,9 @@ class Api {
   // not on the I/O thread.
   void IssueOffTheIoThreadIfLarge(int64_t count, std::function<void(http::Respond)> issue,
                                   http::Respond respond);
-  void Decode(const std::string& id_text, http::Respond respond);
   // {"tag","ids"} of `count` UUIDv7s or ULIDs, drawn from the node's snowflake generator.
   void Id128s(const snowflake::Id128Layout& layout, const std::string& tag, int64_t count,
               http::Respond respond);
-  // {"id"}: the smallest ID of `mode` ("snowflake", "uuid7", "ulid") at a time given as text.
-  void Compose(std::string_view mode, std::string_view time_text, http::Respond respond);
-  void Tags(const http::HttpRequest& request, const std::string& tag, http::Respond respond);
-  void Workers(http::Respond respond);
   bool Authorized(const std::string& authorization) const;
   // One mode's series of kleaf_ids_issued_total: its tags are not registered anywhere, so at most
   // kMaxSnowflakeTagSeries of them get their own series and the rest count under "_other".

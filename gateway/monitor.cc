@@ -136,21 +136,15 @@ void Monitor::RecordError(std::string_view method, std::string_view target,
                           const HttpResponse& response) {
   // A 503 from /readyz answers a probe, not a client: it would drown the real errors.
   if (PathOf(target) == "/readyz") return;
+  // Our error answers carry their code and message (HttpResponse::error_code); any other keeps
+  // its status as code.
   ErrorEntry e{clock_.NowMs(),
                std::string(method),
                std::string(PathOf(target).substr(0, kMaxPathChars)),
                response.status,
-               "http_" + std::to_string(response.status),
-               ""};
-  // Our error bodies are {"error":{"code","message"}}; anything else keeps the status as code.
-  auto body = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-    const json& err = body["error"];
-    if (err.contains("code") && err["code"].is_string()) e.code = err["code"].get<std::string>();
-    if (err.contains("message") && err["message"].is_string()) {
-      e.message = err["message"].get<std::string>().substr(0, kMaxMessageChars);
-    }
-  }
+               response.error_code.empty() ? "http_" + std::to_string(response.status)
+                                           : std::string(response.error_code),
+               response.error_message.substr(0, kMaxMessageChars)};
   std::lock_guard lock(mu_);
   ErrorCounter(e.code, e.status).Inc();
   recent_.push_back(std::move(e));

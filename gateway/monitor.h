@@ -54,7 +54,8 @@ class Monitor {
   Monitor& operator=(const Monitor&) = delete;
 
   // Counts an error answer (kleaf_http_errors_total{code,status}) and keeps it among the recent
-  // ones; /readyz's 503 is not an error. For HttpServerOptions::on_error.
+  // ones, with the code and message it carries (HttpResponse::error_code; "http_<status>" when it
+  // has none); /readyz's 503 is not an error. For HttpServerOptions::on_error.
   void RecordError(std::string_view method, std::string_view target,
                    const http::HttpResponse& response);
   std::vector<ErrorEntry> RecentErrors() const;

@@ -12,6 +12,8 @@ HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
   HttpResponse r;
   r.status = HttpStatus(error.code);
   r.body = json{{"error", {{"code", CodeName(error.code)}, {"message", error.message}}}}.dump();
+  r.error_code = CodeName(error.code);
+  r.error_message = error.message;
   if (r.status == 503 && error.code != Code::kResourceExhausted) {
     r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
   }

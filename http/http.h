@@ -28,6 +28,12 @@ struct HttpResponse {
   std::string_view content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // What an error body {"error":{"code","message"}} says, as values: HttpServerOptions::on_error
+  // (the gateway's monitor) reads them instead of parsing the body back. Set by ErrorResponse and
+  // the server's own rejections, empty on every other answer. `error_code` outlives the response
+  // like `content_type` (CodeName's names and the server's own codes are string literals).
+  std::string_view error_code;
+  std::string error_message;
 };
 
 using Respond = std::function<void(HttpResponse)>;

@@ -28,11 +28,14 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// `code` is a string literal; `message` is kleaf's own text (no quotes or backslashes), never bytes
+// from the peer.
 HttpResponse JsonError(int status, std::string_view code, const std::string& message) {
-  // `message` is kleaf's own text (no quotes or backslashes), never bytes from the peer.
   HttpResponse r;
   r.status = status;
   r.body = "{\"error\":{\"code\":\"" + std::string(code) + "\",\"message\":\"" + message + "\"}}";
+  r.error_code = code;
+  r.error_message = message;
   return r;
 }
 

@@ -26,6 +26,7 @@
 #include "base/worker_pool.h"
 #include "gateway/segment_cache.h"
 #include "snowflake/snowflake.h"
+#include "snowflake/worker_lease.h"
 
 namespace kleaf::gateway {
 
@@ -176,7 +177,18 @@ class FakeAllocator final : public allocator::Allocator {
     NoRegistry(done);
   }
   void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
-    NoRegistry(done);
+    std::optional<allocator::WorkerCounts> counts;
+    {
+      std::lock_guard lock(mu_);
+      counts = worker_counts_;
+    }
+    if (!counts) return NoRegistry(done);
+    Dispatch([done, counts] { done(*counts); });
+  }
+  // What WorkerStatus answers (nullopt: an error, as without a registry).
+  void set_worker_counts(std::optional<allocator::WorkerCounts> counts) {
+    std::lock_guard lock(mu_);
+    worker_counts_ = counts;
   }
 
   static constexpr int64_t kMaxStep = 1'000'000;
@@ -210,6 +222,7 @@ class FakeAllocator final : public allocator::Allocator {
   std::condition_variable cv_;
   Mode mode_ = Mode::kInline;
   std::optional<Code> segment_failure_;
+  std::optional<allocator::WorkerCounts> worker_counts_;
   std::map<std::string, state::TagRecord> tags_;
   std::deque<std::function<void()>> pending_;
   std::vector<std::function<void()>> never_;
@@ -558,6 +571,18 @@ TEST_F(ApiTest, UnknownPathIsNotFound) {
   }
 }
 
+// "/" and /api/v1/status exist only on a node with a Monitor: without one they are 404 whatever
+// the method (that gate comes before the method rule), under their own metric label.
+TEST_F(ApiTest, MonitorRoutesAreNotFoundWithoutAMonitor) {
+  for (const std::string method : {"GET", "POST", "TRACE"}) {
+    for (const std::string target : {"/", "/api/v1/status"}) {
+      SCOPED_TRACE(method + " " + target);
+      ExpectError(Await(Send(method, target)), 404, "not_found");
+      EXPECT_EQ(Api::RouteOf(target), target);
+    }
+  }
+}
+
 TEST_F(ApiTest, WrongMethodIs405WithAllow) {
   struct Case {
     const char* method;
@@ -780,6 +805,29 @@ TEST_F(ApiTest, AdminRoutesAreClosedWithoutAConfiguredToken) {
   MakeApi(o);
   ExpectError(Await(Send("GET", "/api/v1/tags", "", "Bearer ")), 401, "unauthenticated");
   ExpectError(Await(Send("GET", "/api/v1/tags", "", "")), 401, "unauthenticated");
+}
+
+// /api/v1/workers: this node's lease (ApiOptions::lease_status, handed over as a value) with the
+// registry's counts in one JSON body; without a lease, the worker id from config.
+TEST_F(ApiTest, WorkersShowThisNodesLeaseWithTheRegistrysCounts) {
+  EXPECT_EQ(Admin("GET", "/api/v1/workers").body, R"({"source":"config","worker_id":7})");
+  ApiOptions o = DefaultOptions();
+  o.lease_status = [] {
+    snowflake::WorkerLease::Status s;
+    s.worker_id = kWorkerId;
+    s.valid_for_ms = 12345;
+    s.last_error = "broker down";
+    return s;
+  };
+  MakeApi(o);
+  allocator_.set_worker_counts(allocator::WorkerCounts{.leased = 3, .free = 1021});
+  EXPECT_EQ(Admin("GET", "/api/v1/workers").body,
+            R"({"free":1021,"leased":3,"node":{"last_error":"renewal failed",)"
+            R"("valid_for_ms":12345,"worker_id":7},"source":"registry"})");
+  allocator_.set_worker_counts(std::nullopt);
+  ExpectError(Admin("GET", "/api/v1/workers"), 409, "failed_precondition");
+  ExpectError(Admin("POST", "/api/v1/workers"), 405, "method_not_allowed");
+  ExpectError(Get("/api/v1/workers"), 401, "unauthenticated");
 }
 
 TEST_F(ApiTest, PutGetListAndDeleteTags) {
@@ -1069,9 +1117,23 @@ TEST(ApiRouteTest, EveryTargetMapsToOneOfTheFixedRoutes) {
   };
   for (const auto& [target, route] : cases) {
     EXPECT_EQ(Api::RouteOf(target), route) << target;
-    EXPECT_NE(std::find(std::begin(Api::kRoutes), std::end(Api::kRoutes), Api::RouteOf(target)),
-              std::end(Api::kRoutes))
+    const auto labels = Api::RouteLabels();
+    EXPECT_NE(std::find(labels.begin(), labels.end(), Api::RouteOf(target)), labels.end())
         << target;
+  }
+}
+
+// The labels are the route table's patterns, each once, and "other": the series RequestMetrics
+// creates up front.
+TEST(ApiRouteTest, LabelsAreEachRoutePatternOnceAndOther) {
+  const auto labels = Api::RouteLabels();
+  const std::set<std::string_view> unique(labels.begin(), labels.end());
+  EXPECT_EQ(unique.size(), labels.size());
+  EXPECT_EQ(labels.size(), 22u);
+  EXPECT_EQ(labels.back(), "other");
+  for (std::string_view label : labels.first(labels.size() - 1)) {
+    EXPECT_TRUE(label.starts_with('/')) << label;
+    EXPECT_EQ(Api::RouteOf(label), label) << "a pattern is its own route";
   }
 }
 

@@ -259,6 +259,29 @@ TEST_F(MonitorTest, RecentErrorsKeepTheLastTwentyWithCodeAndPath) {
   EXPECT_FALSE(errors.front()["message"].get<std::string>().empty());
 }
 
+// The code and message come from the answer's values (HttpResponse::error_code), not from
+// parsing its body; an answer without them is recorded by its status.
+TEST_F(MonitorTest, RecentErrorsTakeTheCodeTheAnswerCarries) {
+  HttpResponse carried;
+  carried.status = 431;
+  carried.body = "not JSON";
+  carried.error_code = "request_header_fields_too_large";
+  carried.error_message = std::string(400, 'm');
+  monitor_->RecordError("GET", "/a?x=1", carried);
+  HttpResponse bare;
+  bare.status = 502;
+  bare.body = R"({"error":{"code":"not_this","message":"nor this"}})";
+  monitor_->RecordError("PUT", "/b", bare);
+  const auto errors = monitor_->RecentErrors();
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].path, "/a");
+  EXPECT_EQ(errors[0].code, "request_header_fields_too_large");
+  EXPECT_EQ(errors[0].message, std::string(300, 'm')) << "cut to 300 characters";
+  EXPECT_EQ(errors[1].code, "http_502");
+  EXPECT_EQ(errors[1].message, "");
+  EXPECT_EQ(Value(Metrics(), R"(kleaf_http_errors_total{code="http_502",status="502"})"), 1);
+}
+
 TEST_F(MonitorTest, ReadinessProbesAnswered503AreNoErrors) {
   Make([] { return WorkerLease::Status{}; });  // no lease: not ready
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Get("/readyz").status, 503);

@@ -193,6 +193,9 @@ TEST(RequestReaderTest, HeadersOverTheLimitAre431) {
   Fed fed = Feed(reader, "GET / HTTP/1.1\r\nX-Big: " + std::string(1 << 20, 'b'));
   ASSERT_EQ(fed.outcomes.size(), 1u);
   EXPECT_EQ(fed.outcomes[0].rejection.status, 431);
+  // The code of the body, as a value too: the gateway's monitor records it without parsing.
+  EXPECT_EQ(fed.outcomes[0].rejection.error_code, "request_header_fields_too_large");
+  EXPECT_EQ(fed.outcomes[0].rejection.error_message, "request headers are too large");
   EXPECT_LE(fed.consumed, kLimits.header_limit_bytes);
 }
 
@@ -220,6 +223,7 @@ TEST(RequestReaderTest, BodiesOverTheLimitAre413) {
     Fed fed = Feed(reader, input);
     ASSERT_EQ(fed.outcomes.size(), 1u) << input.substr(0, 60);
     EXPECT_EQ(fed.outcomes[0].rejection.status, 413) << input.substr(0, 60);
+    EXPECT_EQ(fed.outcomes[0].rejection.error_code, "payload_too_large") << input.substr(0, 60);
   }
 }
 
