@@ -99,7 +99,7 @@ void KafkaAllocatorClient::Stop() {
   thread_.join();
   std::unordered_map<std::string, Pending> left;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     left.swap(pending_);
     deadlines_.clear();
   }
@@ -126,7 +126,7 @@ void KafkaAllocatorClient::Call(int32_t partition, std::string key, const Reques
             .attempts_left = options_.attempts,
             .deadline_ns = 0,
             .done = std::move(done)};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SendLocked(std::move(p));
 }
 
@@ -153,7 +153,7 @@ void KafkaAllocatorClient::Run() {
       const std::string* id = m->header(kCorrelationHeader);
       std::function<void(Result<Reply>)> done;
       if (id) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (auto it = pending_.find(*id); it != pending_.end()) {
           const int64_t now = clock_.MonotonicNs();
           latency_[static_cast<int>(it->second.op)]->Observe(
@@ -169,7 +169,7 @@ void KafkaAllocatorClient::Run() {
     // Deadlines: retry or give up.
     std::vector<std::function<void(Result<Reply>)>> failed;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       const int64_t now = clock_.MonotonicNs();
       std::vector<std::string> expired;
       while (!deadlines_.empty() && deadlines_.front().first <= now) {

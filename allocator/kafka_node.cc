@@ -141,7 +141,7 @@ void AllocatorNode::Stop() {
 }
 
 std::vector<int32_t> AllocatorNode::Serving() const {
-  std::lock_guard lock(serving_mu_);
+  MutexLock lock(serving_mu_);
   return serving_snapshot_;
 }
 
@@ -380,7 +380,7 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
   MetricsOf(p).takeovers.Inc();
   MetricsOf(p).serving.Set(1);
   {
-    std::lock_guard lock(serving_mu_);
+    MutexLock lock(serving_mu_);
     serving_snapshot_.clear();
     for (const auto& [q, unused] : serving_) serving_snapshot_.push_back(q);
   }
@@ -404,7 +404,7 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   floor_.erase(p);
-  std::lock_guard lock(serving_mu_);
+  MutexLock lock(serving_mu_);
   std::erase(serving_snapshot_, p);
 }
 

@@ -8,7 +8,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "allocator/service.h"
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "kafka/client.h"
 #include "kafka/transaction.h"
 #include "state/store.h"
@@ -143,8 +143,8 @@ class AllocatorNode {
   // be tried again. Loop thread only.
   std::map<int32_t, std::future<Result<Fenced>>> takeovers_in_flight_;
   std::map<int32_t, int64_t> retry_at_ns_;
-  mutable std::mutex serving_mu_;
-  std::vector<int32_t> serving_snapshot_;  // guarded by serving_mu_
+  mutable Mutex serving_mu_;
+  std::vector<int32_t> serving_snapshot_ KLEAF_GUARDED_BY(serving_mu_);
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::atomic<bool> member_{false};

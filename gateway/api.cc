@@ -501,7 +501,7 @@ void Api::Workers(Respond respond) {
 
 metrics::Counter& Api::Issued(TagSeries& series, const std::string& tag) {
   {
-    std::shared_lock lock(series.mu);
+    ReaderMutexLock lock(series.mu);
     if (auto it = series.counters.find(tag); it != series.counters.end()) return *it->second;
     if (series.counters.size() >= kMaxSnowflakeTagSeries) {
       if (auto other = series.counters.find("_other"); other != series.counters.end()) {
@@ -509,7 +509,7 @@ metrics::Counter& Api::Issued(TagSeries& series, const std::string& tag) {
       }
     }
   }
-  std::unique_lock lock(series.mu);
+  WriterMutexLock lock(series.mu);
   const bool own = series.counters.size() < kMaxSnowflakeTagSeries;
   auto& slot = series.counters[own ? tag : std::string("_other")];
   if (slot == nullptr) {

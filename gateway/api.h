@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +15,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "base/worker_pool.h"
 #include "gateway/monitor.h"
 #include "gateway/segment_cache.h"
@@ -137,8 +137,8 @@ class Api {
   struct TagSeries {
     explicit TagSeries(std::string m) : mode(std::move(m)) {}
     const std::string mode;
-    std::shared_mutex mu;
-    std::unordered_map<std::string, metrics::Counter*> counters;  // guarded by mu
+    SharedMutex mu;
+    std::unordered_map<std::string, metrics::Counter*> counters KLEAF_GUARDED_BY(mu);
   };
   // The series of `tag` in `series`, looked up once per tag.
   static metrics::Counter& Issued(TagSeries& series, const std::string& tag);

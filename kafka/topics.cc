@@ -6,13 +6,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "base/mutex.h"
 #include "kafka/internal.h"
 
 namespace kleaf::kafka {
@@ -42,14 +42,14 @@ constexpr milliseconds kRetryPause{200};
 // handshake through the error callback (served by rd_kafka_poll) and then retries for ever, so a
 // wait on an admin request's answer alone would only end at its deadline.
 struct Refusal {
-  std::mutex mu;
-  std::string reason;  // guarded by mu; empty: not refused
+  Mutex mu;
+  std::string reason KLEAF_GUARDED_BY(mu);  // empty: not refused
 };
 
 void OnClientError(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaque) {
   if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION && err != RD_KAFKA_RESP_ERR__SSL) return;
   auto* refusal = static_cast<Refusal*>(opaque);
-  std::lock_guard lock(refusal->mu);
+  MutexLock lock(refusal->mu);
   if (refusal->reason.empty())
     refusal->reason =
         reason != nullptr ? reason : rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err));
@@ -151,7 +151,7 @@ class AdminClient {
 
 std::optional<Error> AdminClient::Refused(const std::string& what) {
   rd_kafka_poll(rk_.get(), 0);  // serves the error callback
-  std::lock_guard lock(refusal_.mu);
+  MutexLock lock(refusal_.mu);
   if (refusal_.reason.empty()) return std::nullopt;
   return Error{Code::kUnauthenticated,
                what + ": Kafka refused the connection: " + refusal_.reason +
@@ -585,7 +585,6 @@ Result<void> CreateTopics(const Properties& props, const std::vector<TopicSpec>&
         if (!event) return std::unexpected(event.error());
         return CreateTopicsResult(event->get(), to_controller);
       });
-  destroy();
   return result;
 }
 

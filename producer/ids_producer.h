@@ -10,7 +10,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,6 +19,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "base/periodic_task.h"
 #include "kafka/client.h"
 #include "kafka/transaction.h"
@@ -176,8 +176,8 @@ class IdsProducer {
   std::map<int32_t, int64_t> read_to_;      // per queue: next offset to read back
   std::map<int32_t, metrics::Gauge*> lag_;  // per queue
   TopUpLedger ledger_;
-  mutable std::mutex ahead_mu_;
-  std::vector<int64_t> ahead_;  // guarded by ahead_mu_: per stream, after the last round
+  mutable Mutex ahead_mu_;
+  std::vector<int64_t> ahead_ KLEAF_GUARDED_BY(ahead_mu_);  // per stream, after the last round
   int64_t round_ = 0;
   std::atomic<bool> fatal_{false};  // fenced
   bool broken_ = false;              // txn_ failed for good (not fenced): the next round replaces it

@@ -117,7 +117,7 @@ SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, 
 }
 
 void SnowflakeGenerator::SetFloorMs(int64_t ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   int64_t ticks = layout_.TicksOf(ms);
   if (ticks >= last_ticks_) {
     last_ticks_ = ticks;
@@ -126,23 +126,23 @@ void SnowflakeGenerator::SetFloorMs(int64_t ms) {
 }
 
 int64_t SnowflakeGenerator::last_ms() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // The last millisecond of the newest tick, so a floor set from it excludes the whole tick.
   return last_ticks_ < 0 ? 0 : layout_.MsOf(last_ticks_) + layout_.time_unit_ms() - 1;
 }
 
 int64_t SnowflakeGenerator::last_tick_ms() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_ticks_ < 0 ? 0 : layout_.MsOf(last_ticks_);
 }
 
 Result<int64_t> SnowflakeGenerator::Next() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return NextLocked();
 }
 
 Result<void> SnowflakeGenerator::NextBatch(int64_t count, std::vector<int64_t>& out) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const size_t before = out.size();
   out.reserve(before + count);
   for (int64_t i = 0; i < count; ++i) {

@@ -4,13 +4,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/mutex.h"
 
 namespace kleaf::snowflake {
 
@@ -111,7 +111,7 @@ class SnowflakeGenerator {
   int64_t worker_id() const { return options_.worker_id; }
 
  private:
-  Result<int64_t> NextLocked();  // requires mu_
+  [[nodiscard]] Result<int64_t> NextLocked() KLEAF_REQUIRES(mu_);
 
   const SnowflakeLayout layout_;
   const Options options_;
@@ -119,11 +119,11 @@ class SnowflakeGenerator {
   std::atomic<int64_t> limit_ms_;
   std::atomic<int64_t> lease_deadline_ns_;
   std::atomic<int64_t> lease_end_ms_;
-  mutable std::mutex mu_;
-  int64_t last_ticks_ = -1;  // guarded by mu_
-  int64_t last_backward_log_ms_ = 0;  // guarded by mu_: when a clock step back was last logged
-  int64_t sequence_ = 0;     // guarded by mu_
-  std::minstd_rand rng_;     // guarded by mu_
+  mutable Mutex mu_;
+  int64_t last_ticks_ KLEAF_GUARDED_BY(mu_) = -1;
+  int64_t last_backward_log_ms_ KLEAF_GUARDED_BY(mu_) = 0;  // when a clock step back was logged
+  int64_t sequence_ KLEAF_GUARDED_BY(mu_) = 0;
+  std::minstd_rand rng_ KLEAF_GUARDED_BY(mu_);
 };
 
 }  // namespace kleaf::snowflake

@@ -39,7 +39,7 @@ void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
 void WorkerLease::RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease) {
   if (lease.allocator_now_ms <= 0) return;
   const int64_t received_ms = clock_.NowMs();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   offsets_.push_back({lease.allocator_now_ms - (sent_ms + received_ms) / 2,
                       std::max<int64_t>(0, received_ms - sent_ms)});
   if (offsets_.size() > kOffsetSamples) offsets_.pop_front();
@@ -125,7 +125,7 @@ void WorkerLease::Start(SnowflakeGenerator& generator) {
         spdlog::warn("[lease] renewing worker id {} failed: {}", worker_id_, error);
       }
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     last_error_ = error;
   };
   renewal_.Start(milliseconds(options_.renew_interval_ms), PeriodicTask::FirstRun::kAfterInterval,
@@ -158,7 +158,7 @@ WorkerLease::Status WorkerLease::status() const {
   Status s;
   s.worker_id = worker_id_;
   s.valid_for_ms = std::max<int64_t>(0, (deadline_ns_.load() - clock_.MonotonicNs()) / 1'000'000);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   s.last_error = last_error_;
   if (!offsets_.empty()) {
     auto best = std::min_element(

@@ -5,13 +5,14 @@
 #include <atomic>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "allocator/allocator.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/metrics.h"
+#include "base/mutex.h"
 #include "base/periodic_task.h"
 #include "snowflake/snowflake.h"
 
@@ -100,9 +101,9 @@ class WorkerLease {
     int64_t round_trip_ms;
   };
   static constexpr size_t kOffsetSamples = 8;
-  std::deque<OffsetSample> offsets_;  // guarded by mu_; newest last
-  mutable std::mutex mu_;
-  std::string last_error_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<OffsetSample> offsets_ KLEAF_GUARDED_BY(mu_);  // newest last
+  std::string last_error_ KLEAF_GUARDED_BY(mu_);
   PeriodicTask renewal_;
 };
 
