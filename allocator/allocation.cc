@@ -59,8 +59,9 @@ namespace {
 
 // Sets r's ID mode as `update` asks (r has its other fields updated already). `plain_below`:
 // the max_id before this update (0 for a new tag): every plain ID of the tag is below it.
-Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const TagRules& rules,
-                         bool created, int64_t plain_below, int64_t now_ms) {
+[[nodiscard]] Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update,
+                                       const TagRules& rules, bool created, int64_t plain_below,
+                                       int64_t now_ms) {
   const std::string what = "tag '" + r.tag + "': ";
   const bool leaves_plain = update.restore_id_format
                                 ? update.restore_id_format->id_mode != state::IdMode::kPlain

@@ -355,8 +355,9 @@ struct ClusterFacts {
 // replication is warned about, never refused (kleaf does not create them).
 constexpr const char* kKafkaInternalTopics[] = {"__transaction_state", "__consumer_offsets"};
 
-Result<ClusterFacts> DescribeTopics(const kafka::Properties& props, const ClusterTopics& names,
-                                    std::chrono::milliseconds timeout) {
+[[nodiscard]] Result<ClusterFacts> DescribeTopics(const kafka::Properties& props,
+                                                  const ClusterTopics& names,
+                                                  std::chrono::milliseconds timeout) {
   std::vector<std::string> guarded{names.state, names.requests, names.layout};
   std::vector<std::string> others{names.replies};
   if (!names.ids.empty()) others.push_back(names.ids);
@@ -420,9 +421,9 @@ Result<ClusterFacts> DescribeTopics(const kafka::Properties& props, const Cluste
   return facts;
 }
 
-Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
-                                               const ClusterTopics& names,
-                                               std::chrono::milliseconds timeout) {
+[[nodiscard]] Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
+                                                             const ClusterTopics& names,
+                                                             std::chrono::milliseconds timeout) {
   std::vector<ClusterLayout> out;
   std::optional<Error> bad;
   auto end = reader.ReadToEnd(
@@ -448,7 +449,7 @@ Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
 // handle that learned the layout partition's leader just before that broker died keeps asking the
 // dead broker (connections refused) after Kafka elected another leader; a new handle asks the
 // cluster who leads it now.
-Result<std::vector<ClusterLayout>> ReadLayoutsUntil(
+[[nodiscard]] Result<std::vector<ClusterLayout>> ReadLayoutsUntil(
     const kafka::Properties& props, const ClusterTopics& names,
     std::chrono::steady_clock::time_point deadline) {
   using std::chrono::milliseconds;

@@ -37,8 +37,10 @@ struct ClusterTopics {
 // with `topics.partitions`, or 12 when it is 0. Existing topics are left as they are.
 // `replication_factor` 0 (or less) leaves replicas and min.insync.replicas to the brokers'
 // defaults; 3 or more sets min.insync.replicas=2 on the topics; 1 or 2 only the replicas.
-Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& topics,
-                                 int16_t replication_factor, std::chrono::milliseconds timeout);
+[[nodiscard]] Result<void> EnsureClusterTopics(const kafka::Properties& props,
+                                               const ClusterTopics& topics,
+                                               int16_t replication_factor,
+                                               std::chrono::milliseconds timeout);
 
 inline constexpr int32_t kDefaultPartitions = 12;
 
@@ -58,7 +60,7 @@ struct ClusterLayout {
   Datacenter datacenter = {};
 };
 std::string EncodeLayout(const ClusterLayout& layout);
-Result<ClusterLayout> DecodeLayout(std::string_view json);
+[[nodiscard]] Result<ClusterLayout> DecodeLayout(std::string_view json);
 
 // The topics as the broker describes them now.
 struct TopicFacts {
@@ -78,9 +80,10 @@ struct TopicFacts {
 // `recorded` the layout topic's records (empty: none yet, the facts and `dc` become the layout).
 // kInvalidArgument: the configuration disagrees with the topics or the recorded datacenter;
 // kFailedPrecondition: the topics changed under a live cluster.
-Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
-                                  int32_t configured, const std::vector<ClusterLayout>& recorded,
-                                  const Datacenter& dc = {});
+[[nodiscard]] Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
+                                                int32_t configured,
+                                                const std::vector<ClusterLayout>& recorded,
+                                                const Datacenter& dc = {});
 
 // How one topic is replicated, as the brokers describe it.
 struct TopicReplication {
@@ -109,41 +112,46 @@ struct ReplicationFacts {
 // check. On 3 or more, a guarded topic that fails is refused (kInvalidArgument, naming each topic,
 // its values and the command that fixes it) unless `allow_unreplicated`. Returns the warnings to
 // log: the topics that fail and are not refused.
-Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
-                                                  bool allow_unreplicated);
+[[nodiscard]] Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
+                                                                bool allow_unreplicated);
 
 // Reads the topics' facts and the layout topic, writes the layout record when there is none, and
 // returns CheckLayout's verdict. Every node calls it before it routes, serves or reads state. It
 // refuses topics CheckReplication refuses (`allow_unreplicated`: kafka.allow_unreplicated) and logs
 // its warnings.
-Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
-                                    int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout, const Datacenter& dc = {},
-                                    bool allow_unreplicated = false);
+[[nodiscard]] Result<ClusterLayout> ResolveLayout(const kafka::Properties& props,
+                                                  const ClusterTopics& names, int32_t configured,
+                                                  const std::string& node_id,
+                                                  std::chrono::milliseconds timeout,
+                                                  const Datacenter& dc = {},
+                                                  bool allow_unreplicated = false);
 
 // Pure: whether the layout `peer` recorded by the cluster of datacenter.peers[`i`] (`bootstrap`)
 // fits ours: the same datacenter count, another index, another state topic (not our own Kafka
 // listed as a peer). kInvalidArgument naming the key to fix.
-Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& peer, size_t i,
-                             const std::string& bootstrap);
+[[nodiscard]] Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& peer,
+                                           size_t i, const std::string& bootstrap);
 
 // Reads the layout topic of every peer cluster (`props` with each peer's bootstrap.servers, the
 // same topic names) within `timeout_each`, and applies CheckPeerLayout. A peer that does not
 // answer in time, or has recorded no layout yet, is logged and skipped: the check catches what it
 // can see, it is no lock.
-Result<void> CheckPeers(const kafka::Properties& props, const ClusterTopics& names,
-                        const ClusterLayout& ours, const std::vector<std::string>& peers,
-                        std::chrono::milliseconds timeout_each);
+[[nodiscard]] Result<void> CheckPeers(const kafka::Properties& props, const ClusterTopics& names,
+                                      const ClusterLayout& ours,
+                                      const std::vector<std::string>& peers,
+                                      std::chrono::milliseconds timeout_each);
 
 // Name of the store text recording which state topic (name and id) a store is a view of.
 inline constexpr char kStateTopicText[] = "state_topic";
 // Pure: whether a store that recorded `stored` ("<name> <id>", or nullopt for a new store) may
 // serve as the view of state topic `name` with id `id`.
-Result<void> CheckStoreTopic(const std::optional<std::string>& stored, const std::string& name,
-                             const std::string& id, const std::string& state_path);
+[[nodiscard]] Result<void> CheckStoreTopic(const std::optional<std::string>& stored,
+                                           const std::string& name, const std::string& id,
+                                           const std::string& state_path);
 // Checks the store against the layout and records the state topic's name and id in it.
-Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& names,
-                                   const ClusterLayout& layout, const std::string& state_path);
+[[nodiscard]] Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& names,
+                                                 const ClusterLayout& layout,
+                                                 const std::string& state_path);
 
 // A record restored from the state topic, merged with what the store already holds: max_id never
 // goes down (a record of a recreated or truncated topic cannot undo reservations the store saw).
@@ -162,9 +170,10 @@ struct RestoreResult {
 // Applies state-topic partition `p` from the store's applied offset up to the last stable offset
 // into the store (with MergeRestored), and records the new applied offset and the requests offset
 // the restored records carry.
-Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::Store& store,
-                                       const ClusterTopics& topics, int32_t p,
-                                       std::chrono::milliseconds timeout);
+[[nodiscard]] Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
+                                                     state::Store& store,
+                                                     const ClusterTopics& topics, int32_t p,
+                                                     std::chrono::milliseconds timeout);
 
 // Name of the store value holding the next state-topic offset to apply for partition `p`.
 std::string AppliedOffsetKey(int32_t p);

@@ -40,8 +40,8 @@ struct KafkaClientOptions {
 // each answered attempt (kleaf_kafka_request_seconds{op}), attempts timed out, calls given up.
 class KafkaAllocatorClient final : public Allocator {
  public:
-  static Result<std::unique_ptr<KafkaAllocatorClient>> Start(KafkaClientOptions options,
-                                                             Clock& clock);
+  [[nodiscard]] static Result<std::unique_ptr<KafkaAllocatorClient>> Start(
+      KafkaClientOptions options, Clock& clock);
   ~KafkaAllocatorClient() override;
 
   void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) override;

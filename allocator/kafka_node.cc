@@ -211,7 +211,8 @@ void AllocatorNode::Run() {
     }
     serving_gauge_.Set(static_cast<double>(serving_.size()));
   }
-  for (auto& [p, producer] : serving_) producer->Abort(milliseconds(2000));
+  // Best effort, as at a release below: the transaction coordinator aborts what is left.
+  for (auto& [p, producer] : serving_) (void)producer->Abort(milliseconds(2000));
   serving_.clear();
   takeovers_in_flight_.clear();  // waits for each: bounded, and they see stop_ between steps
   consumer_->Close();
@@ -401,7 +402,7 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
               "[allocator] partition {} no longer served: {}", p, why);
   MetricsOf(p).releases.Inc();
   MetricsOf(p).serving.Set(0);
-  it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
+  (void)it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   floor_.erase(p);
   MutexLock lock(serving_mu_);

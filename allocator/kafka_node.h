@@ -49,7 +49,7 @@ class AllocatorNode {
   AllocatorNode(AllocatorNodeOptions options, state::Store& store, Clock& clock);
   ~AllocatorNode();
 
-  Result<void> Start();
+  [[nodiscard]] Result<void> Start();
   void Stop();
   // Partitions restored and being served, for status and tests.
   std::vector<int32_t> Serving() const;
@@ -92,9 +92,9 @@ class AllocatorNode {
   // own: a partition whose transaction coordinator or leader is on a broker that is away does not
   // hold up the takeover of the others, and a fresh reader never carries metadata cached before
   // a broker's outage. Touches no member but the options, the store and the clock.
-  Result<Fenced> FenceAndRestore(int32_t p) const;
+  [[nodiscard]] Result<Fenced> FenceAndRestore(int32_t p) const;
   // Serves p from its takeover's result; returns the requests offset to read on from.
-  Result<int64_t> Serve(int32_t p, Fenced fenced);
+  [[nodiscard]] Result<int64_t> Serve(int32_t p, Fenced fenced);
   void Release(int32_t p, const std::string& why);
   // Starts a takeover for each pending partition that has none in flight and whose retry time
   // has come, and serves the partitions whose takeover finished.
@@ -109,8 +109,8 @@ class AllocatorNode {
   // What one request makes of the partition's state (pure: Execute), and sending it: state
   // records staged and produced, then the reply.
   Outcome Decide(int32_t p, const kafka::Message& m, BatchReader& reader);
-  Result<void> Produce(int32_t p, const kafka::Message& m, const Outcome& outcome,
-                       kafka::TxnProducer& producer, BatchReader& reader);
+  [[nodiscard]] Result<void> Produce(int32_t p, const kafka::Message& m, const Outcome& outcome,
+                                     kafka::TxnProducer& producer, BatchReader& reader);
   // The four ends of a batch's transaction (kafka/transaction.h).
   void OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
                    BatchReader& reader, int64_t segments);

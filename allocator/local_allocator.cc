@@ -17,7 +17,7 @@ class StoreReader final : public StateReader {
 };
 
 template <typename T>
-Result<T> Pick(Reply reply, std::optional<T> Reply::*field) {
+[[nodiscard]] Result<T> Pick(Reply reply, std::optional<T> Reply::*field) {
   if (reply.error) return std::unexpected(std::move(*reply.error));
   if (!(reply.*field)) return Fail(Code::kInternal, "allocator reply without a result");
   return std::move(*(reply.*field));

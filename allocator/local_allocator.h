@@ -41,8 +41,8 @@ class LocalAllocator final : public Allocator {
   // Executes one request, blocking the caller: the writes it implies are synced to the store
   // before the reply is returned. The callbacks above run it on the worker threads.
   Reply ExecuteNow(const Request& request);
-  Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step);
-  Result<state::TagRecord> PutTagNow(const std::string& tag, const TagUpdate& update);
+  [[nodiscard]] Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step);
+  [[nodiscard]] Result<state::TagRecord> PutTagNow(const std::string& tag, const TagUpdate& update);
 
   // Drains queued work and joins the worker threads.
   void Stop() { pool_.Stop(); }

@@ -37,7 +37,8 @@ void FormatToJson(const Segment& s, json& out) {
   out["id_base"] = r.id_base;
 }
 
-Result<std::shared_ptr<const IdFormat>> FormatFromJson(const std::string& tag, const json& j) {
+[[nodiscard]] Result<std::shared_ptr<const IdFormat>> FormatFromJson(const std::string& tag,
+                                                                     const json& j) {
   if (!j.contains("id_mode")) return std::shared_ptr<const IdFormat>();
   state::TagRecord r;
   r.tag = tag;

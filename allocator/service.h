@@ -91,10 +91,10 @@ struct Rules {
 class StateReader {
  public:
   virtual ~StateReader() = default;
-  virtual Result<std::optional<state::TagRecord>> Get(const std::string& tag) = 0;
+  [[nodiscard]] virtual Result<std::optional<state::TagRecord>> Get(const std::string& tag) = 0;
   // Every tag record this reader covers, deleted ones included.
-  virtual Result<std::vector<state::TagRecord>> List() = 0;
-  virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
+  [[nodiscard]] virtual Result<std::vector<state::TagRecord>> List() = 0;
+  [[nodiscard]] virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
 };
 
 struct Outcome {
@@ -107,7 +107,8 @@ struct Outcome {
 // Whether `request` may be served by the owner of partition `arrived_on` of a requests topic of
 // `partitions` partitions: its key (tag, or kWorkersKey for registry ops) must map there, and a
 // sender that said its partition count must have the same one. An error names both partitions.
-Result<void> CheckRoute(const Request& request, int32_t arrived_on, int32_t partitions);
+[[nodiscard]] Result<void> CheckRoute(const Request& request, int32_t arrived_on,
+                                      int32_t partitions);
 
 // Pure: no I/O besides reading through `reader`.
 Outcome Execute(const Request& request, StateReader& reader, const Rules& rules, int64_t now_ms);
@@ -117,8 +118,8 @@ const char* OpName(Request::Op op);
 inline constexpr int kOpCount = 9;
 
 std::string EncodeRequest(const Request& request);
-Result<Request> DecodeRequest(std::string_view json);
+[[nodiscard]] Result<Request> DecodeRequest(std::string_view json);
 std::string EncodeReply(const Reply& reply);
-Result<Reply> DecodeReply(std::string_view json);
+[[nodiscard]] Result<Reply> DecodeReply(std::string_view json);
 
 }  // namespace kleaf::allocator

@@ -19,8 +19,8 @@ namespace kleaf::allocator {
 
 // Every live tag record of the state topic, read to the last stable offset of each partition
 // (records of one tag merged with MergeRestored), by tag.
-Result<std::map<std::string, state::TagRecord>> ReadAllTags(const kafka::Properties& props,
-                                                            const ClusterTopics& topics);
+[[nodiscard]] Result<std::map<std::string, state::TagRecord>> ReadAllTags(
+    const kafka::Properties& props, const ClusterTopics& topics);
 
 struct ImportCounts {
   int64_t raised = 0;  // max_id set to the record's plus the bump

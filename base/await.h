@@ -49,7 +49,7 @@ class PendingCall {
     return std::move(*state_->answer);
   }
   // The answer, or kUnavailable "no answer within <timeout> ms".
-  Result<T> WaitFor(std::chrono::milliseconds timeout) {
+  [[nodiscard]] Result<T> WaitFor(std::chrono::milliseconds timeout) {
     return Wait(std::chrono::steady_clock::now() + timeout,
                 "no answer within " + std::to_string(timeout.count()) + " ms");
   }
@@ -67,7 +67,7 @@ class PendingCall {
 // `timeout_message` after it). E.g.
 //   Await<Segment>(deadline, "no segment", [&](auto done) { a.AllocateSegment(tag, 0, done); });
 template <typename T, typename Start>
-Result<T> Await(Deadline deadline, std::string_view timeout_message, Start&& start) {
+[[nodiscard]] Result<T> Await(Deadline deadline, std::string_view timeout_message, Start&& start) {
   PendingCall<T> call;
   std::forward<Start>(start)(call.Callback());
   return call.Wait(deadline, timeout_message);
@@ -75,8 +75,8 @@ Result<T> Await(Deadline deadline, std::string_view timeout_message, Start&& sta
 
 // The same with `timeout` counted from when the call was started.
 template <typename T, typename Start>
-Result<T> Await(std::chrono::milliseconds timeout, std::string_view timeout_message,
-                Start&& start) {
+[[nodiscard]] Result<T> Await(std::chrono::milliseconds timeout, std::string_view timeout_message,
+                              Start&& start) {
   PendingCall<T> call;
   std::forward<Start>(start)(call.Callback());
   return call.Wait(std::chrono::steady_clock::now() + timeout, timeout_message);

@@ -27,7 +27,7 @@ int DaysInMonth(int year, int month) {
 }
 
 // RFC 3339 section 5.6: full-date "T" partial-time time-offset.
-Result<int64_t> ParseRfc3339Ms(std::string_view text) {
+[[nodiscard]] Result<int64_t> ParseRfc3339Ms(std::string_view text) {
   auto malformed = [&] {
     return Fail(Code::kInvalidArgument,
                 "time: expected RFC 3339 (2026-11-24T10:00:00Z, 2026-11-24T10:00:00.123+08:00) or "

@@ -351,7 +351,8 @@ void BatchConsumer::Impl::OnCommitRefused(const kafka::Message& m, const std::st
     stats.last_error = error;
   }
   Release(rewind.partition, rewind.topic);
-  (void)consumer->Seek(rewind, milliseconds(1000));
+  (void)consumer->Seek(rewind,
+                       milliseconds(1000));  // best effort: the record is unclaimed either way
   backoff_until = SteadyClock::now() + milliseconds(100);
 }
 

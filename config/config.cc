@@ -75,7 +75,7 @@ Field StringField(std::string key, std::function<Result<void>(Config&, const std
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 
-Result<void> SetKafkaProperties(const YAML::Node& n, Config& c) {
+[[nodiscard]] Result<void> SetKafkaProperties(const YAML::Node& n, Config& c) {
   const std::string key = "kafka.properties";
   if (n.IsNull()) return {};
   if (!n.IsMap()) {
@@ -104,7 +104,7 @@ Result<void> SetKafkaProperties(const YAML::Node& n, Config& c) {
 }
 
 // A Kafka topic or group name: 1-249 characters of [A-Za-z0-9._-], or empty for the default.
-Result<void> CheckKafkaName(const std::string& s) {
+[[nodiscard]] Result<void> CheckKafkaName(const std::string& s) {
   if (s.size() > 249) return Fail(Code::kInvalidArgument, "must be at most 249 characters");
   for (char ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') {
@@ -115,7 +115,7 @@ Result<void> CheckKafkaName(const std::string& s) {
 }
 
 // A tag as the API accepts it: 1-128 characters of [A-Za-z0-9_.:-].
-Result<void> CheckTag(const std::string& s) {
+[[nodiscard]] Result<void> CheckTag(const std::string& s) {
   if (s.empty() || s.size() > 128) return Fail(Code::kInvalidArgument, "must be 1-128 characters");
   for (char ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != ':' &&
@@ -127,7 +127,7 @@ Result<void> CheckTag(const std::string& s) {
 }
 
 // One entry of producer.streams, `at` its key ("producer.streams[i]").
-Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
+[[nodiscard]] Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
   if (!e.IsMap()) {
     return std::unexpected(KeyError(at, "expected a mapping {tag, mode, batch_size}"));
   }
@@ -191,7 +191,7 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
 }
 
 // producer.streams: a list of {tag, mode, batch_size}; errors name producer.streams[i].<key>.
-Result<void> SetStreams(const YAML::Node& n, Config& c) {
+[[nodiscard]] Result<void> SetStreams(const YAML::Node& n, Config& c) {
   const std::string key = "producer.streams";
   if (n.IsNull()) {
     c.producer.streams.clear();
@@ -218,7 +218,7 @@ Result<void> SetStreams(const YAML::Node& n, Config& c) {
 }
 
 // datacenter.peers: a list of kafka.bootstrap strings (host:port[,host:port]).
-Result<void> SetPeers(const YAML::Node& n, Config& c) {
+[[nodiscard]] Result<void> SetPeers(const YAML::Node& n, Config& c) {
   const std::string key = "datacenter.peers";
   if (n.IsNull()) {
     c.datacenter.peers.clear();
@@ -418,7 +418,7 @@ std::string HostName() {
 }
 
 // The datacenter keys against each other and against what they split (worker ids, segment IDs).
-Result<void> CheckDatacenter(const Config& c) {
+[[nodiscard]] Result<void> CheckDatacenter(const Config& c) {
   const auto& d = c.datacenter;
   if (d.index >= d.count) {
     return Fail(Code::kInvalidArgument, "datacenter.index: must be below datacenter.count (" +
@@ -475,7 +475,7 @@ Result<void> CheckDatacenter(const Config& c) {
 }
 
 // Checks that span several keys; each message names the key to change.
-Result<void> CrossCheck(const Config& c) {
+[[nodiscard]] Result<void> CrossCheck(const Config& c) {
   const auto& s = c.snowflake;
   if (s.timestamp_bits + s.worker_bits + s.sequence_bits != 63) {
     return Fail(Code::kInvalidArgument,
@@ -525,9 +525,11 @@ Result<void> CrossCheck(const Config& c) {
   return CheckDatacenter(c);
 }
 
-Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c);
-Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields, Config& c);
-Result<void> ReadTokenFile(Config& c);
+[[nodiscard]] Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields,
+                                           Config c);
+[[nodiscard]] Result<void> ApplyEnvironment(const Environment& env,
+                                            const std::vector<Field>& fields, Config& c);
+[[nodiscard]] Result<void> ReadTokenFile(Config& c);
 constexpr const char* kEnvPrefix = "KLEAF_";
 
 }  // namespace
@@ -622,7 +624,8 @@ Environment ConfigEnvironment() {
 
 namespace {
 
-Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields, Config& c) {
+[[nodiscard]] Result<void> ApplyEnvironment(const Environment& env,
+                                            const std::vector<Field>& fields, Config& c) {
   for (const auto& [name, value] : env) {
     // KLEAF_SEGMENT__MAX_STEP -> segment.max_step
     const std::string_view rest = std::string_view(name).substr(std::strlen(kEnvPrefix));
@@ -660,7 +663,7 @@ Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& 
 }
 
 // admin.token_file: the token is the file's content up to its first line end.
-Result<void> ReadTokenFile(Config& c) {
+[[nodiscard]] Result<void> ReadTokenFile(Config& c) {
   if (c.admin.token_file.empty()) return {};
   if (!c.admin.token.empty()) {
     return Fail(Code::kInvalidArgument,
@@ -681,7 +684,8 @@ Result<void> ReadTokenFile(Config& c) {
   return {};
 }
 
-Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c) {
+[[nodiscard]] Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields,
+                                           Config c) {
   // yaml-cpp keeps every pair of a mapping, repeated keys too; a repeated key would otherwise be
   // merged silently (which of two values wins depends on the reader), so it is an error.
   std::set<std::string> seen;

@@ -61,7 +61,7 @@ std::optional<std::string_view> QueryParam(std::string_view query, std::string_v
   return std::nullopt;
 }
 
-Result<int64_t> ParseCount(std::string_view query, int64_t max_batch) {
+[[nodiscard]] Result<int64_t> ParseCount(std::string_view query, int64_t max_batch) {
   auto text = QueryParam(query, "count");
   if (!text) return 1;
   int64_t count = 0;
@@ -110,8 +110,8 @@ HttpResponse IdList(const std::string& tag, int64_t count, ForEach for_each) {
 
 // The answer for `ranges` drawn from `buffer`: plain ranges are written as they are (the hot
 // path); obfuscated ones go through their tag's permutation first.
-Result<HttpResponse> SegmentIds(const SegmentBuffer& buffer, int64_t count, bool plain,
-                                const std::vector<IdRange>& ranges) {
+[[nodiscard]] Result<HttpResponse> SegmentIds(const SegmentBuffer& buffer, int64_t count,
+                                              bool plain, const std::vector<IdRange>& ranges) {
   const bool permuted = std::any_of(ranges.begin(), ranges.end(),
                                     [](const IdRange& r) { return r.format != nullptr; });
   if (permuted) {
@@ -153,7 +153,7 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
   return r;
 }
 
-Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
+[[nodiscard]] Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
   json j;
   try {
     j = json::parse(body.empty() ? "{}" : body);

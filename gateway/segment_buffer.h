@@ -87,12 +87,14 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   int64_t TryTake(int64_t count, std::vector<IdRange>& out);
   // Like TryTake but waits until `deadline` for fetches to bring `count` IDs. On timeout
   // kUnavailable; on a failed fetch that fetch's error (e.g. kNotFound for an unknown tag).
-  Result<std::vector<IdRange>> Take(int64_t count, std::chrono::steady_clock::time_point deadline);
+  [[nodiscard]] Result<std::vector<IdRange>> Take(int64_t count,
+                                                  std::chrono::steady_clock::time_point deadline);
 
   // Appends the IDs of `ranges` (drawn from this buffer) to `out`: the counters of plain ranges,
   // the format's images of the others at this buffer's clock. On a format's refusal (an
   // obfuscated_time clock before its tag's switch, say) its error, and the drawn IDs are a gap.
-  Result<void> AppendIds(const std::vector<IdRange>& ranges, std::vector<int64_t>& out) const;
+  [[nodiscard]] Result<void> AppendIds(const std::vector<IdRange>& ranges,
+                                       std::vector<int64_t>& out) const;
 
   // Graceful shutdown: stops this buffer for good (later draws find nothing and start no fetch)
   // and returns the IDs it holds but never handed out: the rest of the active segment and the

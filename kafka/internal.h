@@ -41,13 +41,14 @@ PartitionList ToList(const std::vector<TopicPartition>& parts);
 std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list);
 // Builds a configuration; `setup` may add callbacks. Returns the handle or a message naming the
 // property that was rejected.
-Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
-                              const std::function<void(rd_kafka_conf_t*)>& setup = nullptr);
+[[nodiscard]] Result<KafkaHandle> NewHandle(
+    rd_kafka_type_t type, const Properties& props,
+    const std::function<void(rd_kafka_conf_t*)>& setup = nullptr);
 // Learns `topic`'s partitions and leaders in producer `rk` now, so that its first message to the
 // topic goes out at once: otherwise librdkafka looks a new topic up on its next one-second scan,
 // and the first message waits for that.
-Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
-                          std::chrono::milliseconds timeout);
+[[nodiscard]] Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
+                                        std::chrono::milliseconds timeout);
 // Routes the handle's log lines to the sink of SetLogSink (log.h), when one is set.
 void InstallLogSink(rd_kafka_conf_t* conf);
 Message ToMessage(const rd_kafka_message_t* m);
@@ -60,9 +61,9 @@ TxnError ToTxnError(rd_kafka_error_t* error);
 TxnResult<void> Check(rd_kafka_error_t* error);
 // The group's committed offsets of `partitions` (the group of the consumer handle `rk`), each
 // partition's own error included.
-Result<std::vector<TopicPartition>> CommittedOffsets(rd_kafka_t* rk,
-                                                     const std::vector<TopicPartition>& partitions,
-                                                     std::chrono::milliseconds timeout);
+[[nodiscard]] Result<std::vector<TopicPartition>> CommittedOffsets(
+    rd_kafka_t* rk, const std::vector<TopicPartition>& partitions,
+    std::chrono::milliseconds timeout);
 
 // Shared by group_consumer.cc and TxnProducer::SendOffsets (the group's metadata).
 struct GroupConsumer::Impl {

@@ -49,7 +49,7 @@ class BrokerProbe {
   void ProbeOnce();
   // One metadata request for the topic through the probe's handle (made at the first probe, and
   // made again after kRebuildAfter failures in a row: kleaf_kafka_handle_recoveries_total).
-  Result<void> AskMetadata();
+  [[nodiscard]] Result<void> AskMetadata();
 
   const Properties props_;
   const Options options_;

@@ -34,7 +34,7 @@ void ProducerDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void*) {
   delete cb;
 }
 
-Result<KafkaHandle> NewIdempotentProducer(const Properties& props) {
+[[nodiscard]] Result<KafkaHandle> NewIdempotentProducer(const Properties& props) {
   return NewHandle(RD_KAFKA_PRODUCER, props, [](rd_kafka_conf_t* conf) {
     rd_kafka_conf_set_dr_msg_cb(conf, ProducerDelivered);
   });
@@ -94,7 +94,8 @@ Result<std::unique_ptr<Producer>> Producer::Create(const Properties& props, Rebu
 }
 
 Producer::~Producer() {
-  (void)Flush(milliseconds(2000));
+  (void)Flush(
+      milliseconds(2000));  // best effort: what is left is purged below, failing its callbacks
   impl_->stop.store(true);
   impl_->poller.join();
   ReaderMutexLock lock(impl_->mu);  // uncontended: the poller has ended

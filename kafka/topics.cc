@@ -262,8 +262,9 @@ Attempt<int32_t> AdminClient::BrokerCount(const std::string& what, TimePoint dea
 // Runs `attempt` on a new AdminClient until it succeeds, fails for good, or `deadline` passes:
 // then the last attempt's error (kUnavailable "<what> timed out" when no broker answered).
 template <typename T>
-Result<T> WithRetries(const Properties& props, const std::string& what, TimePoint deadline,
-                      const std::function<Attempt<T>(AdminClient&, TimePoint)>& attempt) {
+[[nodiscard]] Result<T> WithRetries(
+    const Properties& props, const std::string& what, TimePoint deadline,
+    const std::function<Attempt<T>(AdminClient&, TimePoint)>& attempt) {
   milliseconds bound = kFirstAttempt;
   while (true) {
     const TimePoint attempt_deadline = std::min(deadline, SteadyClock::now() + bound);
@@ -590,9 +591,9 @@ Result<void> CreateTopics(const Properties& props, const std::vector<TopicSpec>&
 
 // The topics of `topics` that do not exist yet, and a check that those that do have at least
 // their configured partitions (fewer: keys would map elsewhere). Asks until `deadline`.
-Result<std::vector<TopicSpec>> MissingTopics(const Properties& props,
-                                             const std::vector<TopicSpec>& topics,
-                                             TimePoint deadline) {
+[[nodiscard]] Result<std::vector<TopicSpec>> MissingTopics(const Properties& props,
+                                                           const std::vector<TopicSpec>& topics,
+                                                           TimePoint deadline) {
   std::vector<std::string> names;
   for (const auto& t : topics) names.push_back(t.name);
   auto described = DescribeCluster(props, names, {}, Left(deadline));

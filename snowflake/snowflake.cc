@@ -64,7 +64,7 @@ Result<std::string> ComposeToJson(const SnowflakeLayout& layout, std::string_vie
 namespace {
 
 // A decimal snowflake ID; `name` (the parameter) names it in the error.
-Result<int64_t> ParseId(std::string_view text, std::string_view name) {
+[[nodiscard]] Result<int64_t> ParseId(std::string_view text, std::string_view name) {
   int64_t id = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || id < 0) {

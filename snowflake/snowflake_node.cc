@@ -23,7 +23,7 @@ std::string HolderName(int64_t token) {
 // This process's holder token, and the previous process's from the store. The store's lock proves
 // that process is gone; the new token is durable before any claim is sent with it, so the next
 // process can vouch for this one however it ends.
-Result<std::pair<std::string, std::string>> TakeHolderTokens(state::Store& store) {
+[[nodiscard]] Result<std::pair<std::string, std::string>> TakeHolderTokens(state::Store& store) {
   auto previous = store.GetValue(kLeaseHolder);
   if (!previous) return std::unexpected(previous.error());
   std::random_device random;
@@ -64,11 +64,11 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const config::Config
           return WorkerLease::Cached{**id, **until};
         },
         [&store](const WorkerLease::Cached& cached) {
-          (void)store.Write({{},
-                             {},
-                             {{std::string(kCachedWorker), cached.worker_id},
-                              {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
-                            /*sync=*/true);
+          return store.Write({{},
+                              {},
+                              {{std::string(kCachedWorker), cached.worker_id},
+                               {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
+                             /*sync=*/true);
         });
     auto grant = node->lease_->Acquire();
     if (!grant) return std::unexpected(grant.error());

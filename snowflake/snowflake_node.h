@@ -24,9 +24,11 @@ class SnowflakeNode {
  public:
   // `use_registry`: lease the worker id from the allocators (cluster) instead of taking
   // snowflake.worker_id from the config (standalone). Returns once the generator may issue.
-  static Result<std::unique_ptr<SnowflakeNode>> Start(const config::Config& c, state::Store& store,
-                                                      allocator::Allocator& allocator,
-                                                      bool use_registry, Clock& clock);
+  [[nodiscard]] static Result<std::unique_ptr<SnowflakeNode>> Start(const config::Config& c,
+                                                                    state::Store& store,
+                                                                    allocator::Allocator& allocator,
+                                                                    bool use_registry,
+                                                                    Clock& clock);
   ~SnowflakeNode();
 
   SnowflakeGenerator& generator() { return *generator_; }
@@ -47,6 +49,6 @@ class SnowflakeNode {
 // What only the clock can tell about the snowflake keys: a layout that is invalid now (epoch in
 // the future, timestamp bits used up). A node would fail to start on it; checked before anything
 // is created in state.path, a failure is a config error (kInvalidArgument) like a bad key.
-Result<void> CheckLayoutAt(const config::Snowflake& s, int64_t now_ms);
+[[nodiscard]] Result<void> CheckLayoutAt(const config::Snowflake& s, int64_t now_ms);
 
 }  // namespace kleaf::snowflake

@@ -46,7 +46,7 @@ class WorkerLease {
     int64_t lease_until_ms;
   };
   using LoadCache = std::function<std::optional<Cached>()>;
-  using SaveCache = std::function<void(const Cached&)>;
+  using SaveCache = std::function<Result<void>(const Cached&)>;
 
   struct Grant {
     int64_t worker_id;
@@ -61,7 +61,7 @@ class WorkerLease {
   // Claims a worker id (retrying until claim_timeout_ms), or falls back to the cached lease when
   // no allocator answers and that lease has not expired. Errors from the registry (all ids
   // leased, clock too far off) are returned as they are.
-  Result<Grant> Acquire();
+  [[nodiscard]] Result<Grant> Acquire();
   // Starts renewing for `generator` (which must use the acquired id).
   void Start(SnowflakeGenerator& generator);
   // Stops renewing and releases the lease with the generator's last timestamp.
@@ -86,12 +86,15 @@ class WorkerLease {
   }
   void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
   void RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease);
+  // save_, a failure logged and counted (kleaf_worker_cache_write_failures_total). False on one.
+  bool SaveCached(const Cached& cached);
 
   allocator::Allocator& allocator_;
   Clock& clock_;
   const Options options_;
   LoadCache load_;
   SaveCache save_;
+  metrics::Counter& cache_write_failures_;
   SnowflakeGenerator* generator_ = nullptr;
   int64_t worker_id_ = -1;
   std::atomic<int64_t> deadline_ns_{0};
