@@ -56,8 +56,9 @@ class GroupConsumer {
 
    private:
     friend class GroupConsumer;
-    explicit PendingCommit(void* queue) : queue_(queue) {}
-    void* queue_;  // rd_kafka_queue_t*
+    struct Queue;  // group_consumer.cc: the commit's librdkafka queue
+    explicit PendingCommit(std::unique_ptr<Queue> queue);
+    std::unique_ptr<Queue> queue_;
   };
   // Starts committing `offsets` (each the next offset to read). The broker checks the member's
   // generation: a member that was dropped from the group gets an error.

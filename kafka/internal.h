@@ -16,23 +16,12 @@
 #include <vector>
 
 #include "kafka/group_consumer.h"
+#include "kafka/handle.h"
 #include "kafka/message.h"
 #include "kafka/recovery.h"
 #include "kafka/txn_producer.h"
 
 namespace kleaf::kafka {
-
-struct KafkaDeleter {
-  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-};
-using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
-
-struct ListDeleter {
-  void operator()(rd_kafka_topic_partition_list_t* l) const {
-    rd_kafka_topic_partition_list_destroy(l);
-  }
-};
-using PartitionList = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
 
 // A kleaf error for a librdkafka error code: unknown topics and partitions are kNotFound, invalid
 // arguments kInvalidArgument, the rest kUnavailable.
@@ -56,9 +45,9 @@ Message ToMessage(const rd_kafka_message_t* m);
 rd_kafka_resp_err_t ProduceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                std::string_view key, const std::optional<std::string>& value,
                                const std::vector<Header>& headers, void* opaque);
-// Retriable, abortable or fatal (a fencing is fatal); takes `error` over.
-TxnError ToTxnError(rd_kafka_error_t* error);
-TxnResult<void> Check(rd_kafka_error_t* error);
+// Retriable, abortable or fatal (a fencing is fatal).
+TxnError ToTxnError(ErrorHandle error);
+[[nodiscard]] TxnResult<void> Check(rd_kafka_error_t* error);
 // The group's committed offsets of `partitions` (the group of the consumer handle `rk`), each
 // partition's own error included.
 [[nodiscard]] Result<std::vector<TopicPartition>> CommittedOffsets(

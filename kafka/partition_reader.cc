@@ -51,13 +51,10 @@ Result<void> PartitionReader::Assign(const std::vector<TopicPartition>& partitio
 }
 
 std::optional<Message> PartitionReader::Poll(milliseconds timeout) {
-  rd_kafka_message_t* m =
-      rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count()));
-  if (m == nullptr) return std::nullopt;
-  std::optional<Message> out;
-  if (!m->err) out = ToMessage(m);
-  rd_kafka_message_destroy(m);
-  return out;
+  MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count())));
+  if (!m) return std::nullopt;
+  if (m->err) return std::nullopt;
+  return ToMessage(m.get());
 }
 
 Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::string& topic,
@@ -124,19 +121,17 @@ Result<int64_t> PartitionReader::ReadToEnd(const std::string& topic, int32_t par
                                           " timed out at offset " + std::to_string(position) +
                                           " of " + std::to_string(end));
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
-    if (m == nullptr) continue;
+    MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), 100));
+    if (!m) continue;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
       position = std::max(position, m->offset);
     } else if (m->err) {
-      std::string msg = rd_kafka_message_errstr(m);
-      rd_kafka_message_destroy(m);
+      std::string msg = rd_kafka_message_errstr(m.get());
       return Fail(Code::kUnavailable, "reading " + topic + ": " + msg);
     } else {
-      fn(ToMessage(m));
+      fn(ToMessage(m.get()));
       position = m->offset + 1;
     }
-    rd_kafka_message_destroy(m);
   }
   rd_kafka_assign(impl_->rk.get(), nullptr);
   return position;
@@ -175,11 +170,11 @@ Result<std::vector<int64_t>> PartitionReader::ReadAllToEnd(
                                           std::to_string(to_read.size()) +
                                           " partitions to their end timed out");
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
-    if (m == nullptr) continue;
+    MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), 100));
+    if (!m) continue;
     if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      std::string msg = rd_kafka_message_errstr(m);
-      rd_kafka_message_destroy(m);
+      std::string msg = rd_kafka_message_errstr(m.get());
+      m.reset();  // freed before the unassign
       rd_kafka_assign(impl_->rk.get(), nullptr);
       return Fail(Code::kUnavailable, "reading to the end: " + msg);
     }
@@ -190,12 +185,11 @@ Result<std::vector<int64_t>> PartitionReader::ReadAllToEnd(
       if (m->err) {
         position[i] = std::max(position[i], m->offset);  // EOF: m->offset is the end
       } else if (m->offset >= position[i]) {
-        fn(ToMessage(m));
+        fn(ToMessage(m.get()));
         position[i] = m->offset + 1;
       }
       if (was_open && position[i] >= end[i]) --unfinished;
     }
-    rd_kafka_message_destroy(m);
   }
   rd_kafka_assign(impl_->rk.get(), nullptr);
   return position;

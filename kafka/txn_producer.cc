@@ -112,12 +112,9 @@ Result<void> TxnProducer::Flush(milliseconds timeout) {
 TxnResult<void> TxnProducer::SendOffsets(const std::vector<TopicPartition>& offsets,
                                          GroupConsumer& consumer, milliseconds timeout) {
   PartitionList list = ToList(offsets);
-  rd_kafka_consumer_group_metadata_t* cgmd =
-      rd_kafka_consumer_group_metadata(consumer.impl_->rk.get());
-  auto r = Check(rd_kafka_send_offsets_to_transaction(impl_->rk.get(), list.get(), cgmd,
-                                                      static_cast<int>(timeout.count())));
-  rd_kafka_consumer_group_metadata_destroy(cgmd);
-  return r;
+  GroupMetadataHandle cgmd(rd_kafka_consumer_group_metadata(consumer.impl_->rk.get()));
+  return Check(rd_kafka_send_offsets_to_transaction(impl_->rk.get(), list.get(), cgmd.get(),
+                                                    static_cast<int>(timeout.count())));
 }
 
 }  // namespace kleaf::kafka
