@@ -57,49 +57,35 @@ int64_t NextStep(int64_t current_step, int64_t min_step, int64_t max_step,
 
 namespace {
 
-// Sets r's ID mode as `update` asks (r has its other fields updated already). `plain_below`:
-// the max_id before this update (0 for a new tag): every plain ID of the tag is below it.
-Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const TagRules& rules,
-                         bool created, int64_t plain_below, int64_t now_ms) {
+// Restores the ID mode of an exported record (`from`) onto r, where no ID of r could meet the
+// restored ones. `plain_below`: the max_id before this update (0 for a new tag).
+[[nodiscard]] Result<void> RestoreIdMode(state::TagRecord& r, const state::TagRecord& from,
+                                         int64_t plain_below) {
+  const bool same =
+      r.id_mode == from.id_mode && r.id_key == from.id_key && r.id_base == from.id_base;
+  if (same || from.id_mode == state::IdMode::kPlain) return {};
+  if (r.id_mode != state::IdMode::kPlain || plain_below > from.id_base) {
+    // Plain IDs at or above the exported id_base, or another key, could meet the restored ones.
+    return Fail(Code::kAlreadyExists, "tag '" + r.tag +
+                                          "': its id_mode cannot be restored: the live tag is " +
+                                          state::IdModeName(r.id_mode) + " with max_id " +
+                                          std::to_string(r.max_id) + ", the export " +
+                                          state::IdModeName(from.id_mode) + " from id_base " +
+                                          std::to_string(from.id_base));
+  }
+  r.id_mode = from.id_mode;
+  r.id_key = from.id_key;
+  r.id_base = from.id_base;
+  if (auto format = IdFormat::Of(r); !format) {
+    return Fail(Code::kInvalidArgument, format.error().message);
+  }
+  return {};
+}
+
+// Switches plain r to `wanted` with a new key; every plain ID of the tag is below its max_id.
+[[nodiscard]] Result<void> LeavePlain(state::TagRecord& r, state::IdMode wanted,
+                                      const TagRules& rules, int64_t now_ms) {
   const std::string what = "tag '" + r.tag + "': ";
-  const bool leaves_plain = update.restore_id_format
-                                ? update.restore_id_format->id_mode != state::IdMode::kPlain
-                                : update.id_mode && *update.id_mode != state::IdMode::kPlain;
-  if (leaves_plain && rules.datacenter_count > 1 && r.id_mode == state::IdMode::kPlain) {
-    return Fail(Code::kFailedPrecondition,
-                what +
-                    "id_mode obfuscated and obfuscated_time are refused with more than one "
-                    "datacenter (datacenter.count " +
-                    std::to_string(rules.datacenter_count) +
-                    "): each cluster's permutation key is its own, so two datacenters' IDs could "
-                    "be equal (docs/architecture.md, \"More than one datacenter\")");
-  }
-  if (update.restore_id_format) {
-    const state::TagRecord& from = *update.restore_id_format;
-    const bool same =
-        r.id_mode == from.id_mode && r.id_key == from.id_key && r.id_base == from.id_base;
-    if (same || from.id_mode == state::IdMode::kPlain) return {};
-    if (r.id_mode != state::IdMode::kPlain || plain_below > from.id_base) {
-      // Plain IDs at or above the exported id_base, or another key, could meet the restored ones.
-      return Fail(Code::kAlreadyExists, what + "its id_mode cannot be restored: the live tag is " +
-                                            state::IdModeName(r.id_mode) + " with max_id " +
-                                            std::to_string(r.max_id) + ", the export " +
-                                            state::IdModeName(from.id_mode) + " from id_base " +
-                                            std::to_string(from.id_base));
-    }
-    r.id_mode = from.id_mode;
-    r.id_key = from.id_key;
-    r.id_base = from.id_base;
-    if (auto format = IdFormat::Of(r); !format) {
-      return Fail(Code::kInvalidArgument, format.error().message);
-    }
-    return {};
-  }
-  // A re-created tag keeps a mode it had (its IDs of that mode are out there).
-  const bool fresh = created && r.id_mode == state::IdMode::kPlain;
-  const state::IdMode wanted =
-      update.id_mode ? *update.id_mode : (fresh ? rules.default_id_mode : r.id_mode);
-  if (wanted == r.id_mode) return {};
   if (r.id_mode != state::IdMode::kPlain) {
     return Fail(Code::kFailedPrecondition,
                 what + "id_mode is " + state::IdModeName(r.id_mode) + " and cannot change to " +
@@ -117,32 +103,45 @@ Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update, const Tag
   }
   r.id_mode = wanted;
   r.id_key = rules.new_id_key();
-  r.id_base = r.max_id;  // every plain ID of the tag is below max_id
+  r.id_base = r.max_id;
   return {};
+}
+
+// Sets r's ID mode as `update` asks (r has its other fields updated already). `plain_below`:
+// the max_id before this update (0 for a new tag): every plain ID of the tag is below it.
+[[nodiscard]] Result<void> ApplyIdMode(state::TagRecord& r, const TagUpdate& update,
+                                       const TagRules& rules, bool created, int64_t plain_below,
+                                       int64_t now_ms) {
+  const bool leaves_plain = update.restore_id_format
+                                ? update.restore_id_format->id_mode != state::IdMode::kPlain
+                                : update.id_mode && *update.id_mode != state::IdMode::kPlain;
+  if (leaves_plain && rules.datacenter_count > 1 && r.id_mode == state::IdMode::kPlain) {
+    return Fail(Code::kFailedPrecondition,
+                "tag '" + r.tag +
+                    "': id_mode obfuscated and obfuscated_time are refused with more than one "
+                    "datacenter (datacenter.count " +
+                    std::to_string(rules.datacenter_count) +
+                    "): each cluster's permutation key is its own, so two datacenters' IDs could "
+                    "be equal (docs/architecture.md, \"More than one datacenter\")");
+  }
+  if (update.restore_id_format) return RestoreIdMode(r, *update.restore_id_format, plain_below);
+  // A re-created tag keeps a mode it had (its IDs of that mode are out there).
+  const bool fresh = created && r.id_mode == state::IdMode::kPlain;
+  const state::IdMode wanted =
+      update.id_mode ? *update.id_mode : (fresh ? rules.default_id_mode : r.id_mode);
+  if (wanted == r.id_mode) return {};
+  return LeavePlain(r, wanted, rules, now_ms);
 }
 
 }  // namespace
 
-Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& existing,
-                                        std::string_view tag, const TagUpdate& update,
-                                        const TagRules& rules, int64_t now_ms) {
-  const int64_t default_step = rules.default_step;
-  const int64_t max_step = rules.max_step;
-  state::TagRecord r;
-  if (existing) {
-    r = *existing;
-  } else {
-    r.tag = std::string(tag);
-    r.step = default_step;
-    r.max_id = 1;
-  }
-  bool was_deleted = existing && existing->deleted;
-  r.deleted = false;
-  if (was_deleted) {
-    // A re-created tag continues above everything its earlier life handed out.
-    r.step = default_step;
-    r.description.clear();
-  }
+namespace {
+
+// The fields of `update` other than the ID mode, checked and set on r. `existing`: the record
+// before the update, if any.
+[[nodiscard]] Result<void> ApplyTagFields(state::TagRecord& r,
+                                          const std::optional<state::TagRecord>& existing,
+                                          const TagUpdate& update, int64_t max_step) {
   if (update.step) {
     if (*update.step < 1 || *update.step > max_step) {
       return Fail(Code::kInvalidArgument,
@@ -168,6 +167,32 @@ Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& e
                   "description: at most " + std::to_string(kMaxDescriptionBytes) + " bytes");
     }
     r.description = *update.description;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& existing,
+                                        std::string_view tag, const TagUpdate& update,
+                                        const TagRules& rules, int64_t now_ms) {
+  state::TagRecord r;
+  if (existing) {
+    r = *existing;
+  } else {
+    r.tag = std::string(tag);
+    r.step = rules.default_step;
+    r.max_id = 1;
+  }
+  bool was_deleted = existing && existing->deleted;
+  r.deleted = false;
+  if (was_deleted) {
+    // A re-created tag continues above everything its earlier life handed out.
+    r.step = rules.default_step;
+    r.description.clear();
+  }
+  if (auto fields = ApplyTagFields(r, existing, update, rules.max_step); !fields) {
+    return std::unexpected(fields.error());
   }
   if (auto mode = ApplyIdMode(r, update, rules, !existing || was_deleted,
                               existing ? existing->max_id : 0, now_ms);

@@ -38,14 +38,14 @@ struct Segment {
 // record.step, max_step) (0 asks for the tag's step); segment = [max_id, max_id + step_used).
 // Fails with kResourceExhausted rather than pass kMaxSegmentId (or, for kObfuscatedTime, the
 // format's counter_limit), and kNotFound for a deleted tag.
-Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step, int64_t max_step,
-                               int64_t now_ms);
+[[nodiscard]] Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step,
+                                             int64_t max_step, int64_t now_ms);
 
 // The segment as a gateway or producer of datacenter `dc` hands it out: unchanged in a single
 // datacenter; a plain segment gets the datacenter's format (IdFormat::PlainIn). A tag with an
 // obfuscated id_mode is refused (kFailedPrecondition) with more than one datacenter: each
 // cluster's permutation key is its own, so two datacenters' permuted IDs could be equal.
-Result<void> ApplyDatacenter(Segment& segment, const Datacenter& dc);
+[[nodiscard]] Result<void> ApplyDatacenter(Segment& segment, const Datacenter& dc);
 
 // Leaf's dynamic step: the previous segment lasted less than 15 minutes -> double (capped at
 // max_step); 15 to 30 minutes -> keep; longer -> halve, never below min_step.
@@ -79,13 +79,12 @@ struct TagRules {
 // it would hand out IDs again (kFailedPrecondition). The ID mode only leaves kPlain, once, and
 // never changes again, not even across delete (see TagUpdate::id_mode): no permuted ID can then
 // repeat a plain one (plain IDs < id_base < permuted IDs) nor one of another key.
-Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& existing,
-                                        std::string_view tag, const TagUpdate& update,
-                                        const TagRules& rules, int64_t now_ms);
-inline Result<state::TagRecord> ApplyTagUpdate(const std::optional<state::TagRecord>& existing,
-                                               std::string_view tag, const TagUpdate& update,
-                                               int64_t default_step, int64_t max_step,
-                                               int64_t now_ms) {
+[[nodiscard]] Result<state::TagRecord> ApplyTagUpdate(
+    const std::optional<state::TagRecord>& existing, std::string_view tag, const TagUpdate& update,
+    const TagRules& rules, int64_t now_ms);
+[[nodiscard]] inline Result<state::TagRecord> ApplyTagUpdate(
+    const std::optional<state::TagRecord>& existing, std::string_view tag, const TagUpdate& update,
+    int64_t default_step, int64_t max_step, int64_t now_ms) {
   return ApplyTagUpdate(existing, tag, update, TagRules{default_step, max_step}, now_ms);
 }
 

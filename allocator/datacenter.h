@@ -23,7 +23,7 @@ struct Datacenter {
 };
 
 // Fails with kInvalidArgument naming datacenter.index / datacenter.count when the pair is not one.
-Result<void> CheckDatacenter(const Datacenter& dc, int worker_bits);
+[[nodiscard]] Result<void> CheckDatacenter(const Datacenter& dc, int worker_bits);
 
 // The worker ids [first, last] of `dc` among the 2^worker_bits of the snowflake layout:
 // [index * 2^bits / count, (index + 1) * 2^bits / count - 1]. The slices of the `count`

@@ -80,7 +80,7 @@ inline constexpr int64_t kTimeCounterCapacity = (int64_t{1} << kTimeCounterBits)
 class IdFormat {
  public:
   // The format of `record`'s segments; null for kPlain. kInternal for a malformed key.
-  static Result<std::shared_ptr<const IdFormat>> Of(const state::TagRecord& record);
+  [[nodiscard]] static Result<std::shared_ptr<const IdFormat>> Of(const state::TagRecord& record);
   // The format of plain segments in datacenter `dc`; null in a single datacenter (IDs are the
   // counters).
   static std::shared_ptr<const IdFormat> PlainIn(const Datacenter& dc);
@@ -91,9 +91,9 @@ class IdFormat {
   // Segments of this format end at or below this counter (exclusive).
   int64_t counter_limit() const;
   // The ID of `counter` handed out at wall time `now_ms` (kObfuscatedTime only uses the time).
-  Result<int64_t> Map(int64_t counter, int64_t now_ms) const;
+  [[nodiscard]] Result<int64_t> Map(int64_t counter, int64_t now_ms) const;
   // The counter of an ID of this format (for tests, and for an operator holding the key).
-  Result<int64_t> Unmap(int64_t id) const;
+  [[nodiscard]] Result<int64_t> Unmap(int64_t id) const;
   bool operator==(const IdFormat& o) const {
     return mode_ == o.mode_ && key_ == o.key_ && base_ == o.base_ && dc_ == o.dc_;
   }
@@ -112,6 +112,6 @@ class IdFormat {
 
 // A new key, 32 hex digits from std::random_device.
 std::string NewIdKey();
-Result<IdKey> ParseIdKey(std::string_view hex);
+[[nodiscard]] Result<IdKey> ParseIdKey(std::string_view hex);
 
 }  // namespace kleaf::allocator

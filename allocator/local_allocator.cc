@@ -32,7 +32,7 @@ LocalAllocator::~LocalAllocator() { pool_.Stop(); }
 
 template <typename Op>
 Result<typename Op::Result> LocalAllocator::Run(const Op& op) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   StoreReader reader(store_);
   Outcome<Op> outcome = Execute(op, reader, rules_, clock_.NowMs());
   if (!outcome.effects.empty()) {

@@ -2,11 +2,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 
 #include "allocator/allocator.h"
 #include "allocator/operations.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "base/worker_pool.h"
 #include "state/store.h"
 
@@ -42,11 +42,12 @@ class LocalAllocator final : public Allocator {
   // Runs one operation, blocking the caller: the writes it implies are synced to the store
   // before its result is returned. The methods above run it on the worker threads.
   template <typename Op>
-  Result<typename Op::Result> Run(const Op& op);
-  Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step) {
+  [[nodiscard]] Result<typename Op::Result> Run(const Op& op);
+  [[nodiscard]] Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step) {
     return Run(op::Allocate{tag, step});
   }
-  Result<state::TagRecord> PutTagNow(const std::string& tag, const TagUpdate& update) {
+  [[nodiscard]] Result<state::TagRecord> PutTagNow(const std::string& tag,
+                                                   const TagUpdate& update) {
     return Run(op::PutTag{tag, update});
   }
 
@@ -61,7 +62,7 @@ class LocalAllocator final : public Allocator {
   state::Store& store_;
   Clock& clock_;
   const Rules rules_;
-  std::mutex mu_;  // serializes every operation: read, decide, synced write
+  Mutex mu_;  // serializes every operation: read, decide, synced write
   WorkerPool pool_;
 };
 

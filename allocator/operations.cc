@@ -27,7 +27,7 @@ Error UnknownTag(const std::string& tag) {
 }
 
 // The live record of `tag`: kNotFound when there is none or it is deleted.
-Result<state::TagRecord> LiveTag(const std::string& tag, StateReader& reader) {
+[[nodiscard]] Result<state::TagRecord> LiveTag(const std::string& tag, StateReader& reader) {
   if (auto v = ValidateTag(tag); !v) return std::unexpected(v.error());
   auto existing = reader.Get(tag);
   if (!existing) return std::unexpected(existing.error());
@@ -37,8 +37,8 @@ Result<state::TagRecord> LiveTag(const std::string& tag, StateReader& reader) {
 
 // The record a segment of `tag` is reserved from: the live one, or a new one when the rules
 // create tags on first use.
-Result<state::TagRecord> AllocatableTag(const std::string& tag, StateReader& reader,
-                                        const Rules& rules, int64_t now_ms) {
+[[nodiscard]] Result<state::TagRecord> AllocatableTag(const std::string& tag, StateReader& reader,
+                                                      const Rules& rules, int64_t now_ms) {
   if (auto v = ValidateTag(tag); !v) return std::unexpected(v.error());
   auto existing = reader.Get(tag);
   if (!existing) return std::unexpected(existing.error());

@@ -122,10 +122,10 @@ struct Rules {
 class StateReader {
  public:
   virtual ~StateReader() = default;
-  virtual Result<std::optional<state::TagRecord>> Get(const std::string& tag) = 0;
+  [[nodiscard]] virtual Result<std::optional<state::TagRecord>> Get(const std::string& tag) = 0;
   // Every tag record this reader covers, deleted ones included.
-  virtual Result<std::vector<state::TagRecord>> List() = 0;
-  virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
+  [[nodiscard]] virtual Result<std::vector<state::TagRecord>> List() = 0;
+  [[nodiscard]] virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
 };
 
 // Records to make durable before a result is released (docs/architecture.md, I2 and I3).

@@ -54,20 +54,22 @@ struct WorkerGrant {
 // when this process or the previous one on its state directory holds it, or when its lease ended;
 // a live lease of another process with the same node id is never handed over. Otherwise the lowest
 // id never used, then the lowest expired one.
-Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records, const Claimant& claimant,
-                                int64_t node_now_ms, int64_t now_ms, const WorkerRules& rules);
+[[nodiscard]] Result<WorkerGrant> ClaimWorker(const std::vector<WorkerRecord>& records,
+                                              const Claimant& claimant, int64_t node_now_ms,
+                                              int64_t now_ms, const WorkerRules& rules);
 
 // Renewal by the holder (HeldBy), reporting its newest issued timestamp; the lease then names this
 // process as its holder. Fails with kFailedPrecondition when another process holds the id now (the
 // caller must stop issuing).
-Result<WorkerRecord> RenewWorker(const std::optional<WorkerRecord>& record, int64_t worker_id,
-                                 const Claimant& claimant, int64_t last_timestamp_ms,
-                                 int64_t now_ms, const WorkerRules& rules);
+[[nodiscard]] Result<WorkerRecord> RenewWorker(const std::optional<WorkerRecord>& record,
+                                               int64_t worker_id, const Claimant& claimant,
+                                               int64_t last_timestamp_ms, int64_t now_ms,
+                                               const WorkerRules& rules);
 
 // Release at shutdown by the holder: the lease ends now, the reported timestamp is kept.
-Result<WorkerRecord> ReleaseWorker(const std::optional<WorkerRecord>& record, int64_t worker_id,
-                                   const Claimant& claimant, int64_t last_timestamp_ms,
-                                   int64_t now_ms);
+[[nodiscard]] Result<WorkerRecord> ReleaseWorker(const std::optional<WorkerRecord>& record,
+                                                 int64_t worker_id, const Claimant& claimant,
+                                                 int64_t last_timestamp_ms, int64_t now_ms);
 
 // What a gateway or producer asks the registry (Allocator::ClaimWorker and the rest) and what it
 // answers; the allocator applies the rules above to the records.

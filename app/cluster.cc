@@ -60,9 +60,10 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
 
 // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
 // take the port a gateway on the same host expects. Returns what the startup line says of them.
-Result<std::string> StartAllocatorOps(const config::Config& c, cluster::AllocatorNode& node,
-                                      kafka::BrokerProbe& probe,
-                                      std::optional<http::HttpServer>& server) {
+[[nodiscard]] Result<std::string> StartAllocatorOps(const config::Config& c,
+                                                    cluster::AllocatorNode& node,
+                                                    kafka::BrokerProbe& probe,
+                                                    std::optional<http::HttpServer>& server) {
   if (!c.http.listen_set) {
     spdlog::info("[allocator] no http.listen in the config: no /metrics, /healthz, /readyz");
     return std::string();

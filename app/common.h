@@ -27,14 +27,14 @@ void SetUpLoggingAndMetrics(const config::Log& log, const std::string& version);
 int StartupError(const std::string& message);
 
 // Creates state.path if missing and opens the store in it.
-Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c);
+[[nodiscard]] Result<std::unique_ptr<state::Store>> OpenStore(const config::Config& c);
 // StartupError for a failed cluster::PrepareCluster: exit 2 when the configuration is at fault
 // (kInvalidArgument: e.g. kafka.partitions disagrees with the topics), else 1.
 int ClusterSetupError(const Error& error);
 // The Kafka allocator client of gateways, producers and `state import`: requests on the cluster's
 // topics, replies on kafka.reply_partition (or the node's own by default), the configured timeout
 // and attempts.
-Result<std::unique_ptr<cluster::KafkaAllocatorClient>> StartAllocatorClient(
+[[nodiscard]] Result<std::unique_ptr<cluster::KafkaAllocatorClient>> StartAllocatorClient(
     const config::Config& c, const cluster::ClusterSetup& setup, Clock& clock);
 // The HTTP server settings of the http.* keys, listening on `host`:`port`.
 http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,

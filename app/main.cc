@@ -17,7 +17,7 @@
 
 namespace {
 
-kleaf::Result<kleaf::config::Config> LoadConfig(const std::string& path) {
+[[nodiscard]] kleaf::Result<kleaf::config::Config> LoadConfig(const std::string& path) {
   // KLEAF_<SECTION>__<KEY> variables override the file (docs/operations.md).
   const auto env = kleaf::config::ConfigEnvironment();
   if (path.empty()) return kleaf::config::ParseConfig("", env);
@@ -62,7 +62,8 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
 
 // The config checks of a role's node: its keys (config::CheckConfigFor), then, where it issues
 // snowflake IDs, its layout at the current time.
-kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role, const kleaf::config::Config& config) {
+[[nodiscard]] kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role,
+                                                  const kleaf::config::Config& config) {
   if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
   if (!kleaf::config::IssuesSnowflakeIds(role)) return {};
   return kleaf::snowflake::CheckLayoutAt(kleaf::app::SnowflakeLayoutOptions(config.snowflake),

@@ -109,8 +109,8 @@ struct ProducerNode {
 
 // A leased worker id, exactly as a gateway holds one, only when a stream needs snowflake draws
 // (mode snowflake, uuid7 or ulid: one generator for all three).
-Result<void> StartSnowflake(const config::Config& c, state::Store& store, Clock& clock,
-                            ProducerNode& node) {
+[[nodiscard]] Result<void> StartSnowflake(const config::Config& c, state::Store& store,
+                                          Clock& clock, ProducerNode& node) {
   for (const auto& s : c.producer.streams) {
     if (s.mode == config::ProducerStream::Mode::kSegment || node.snowflake) continue;
     auto started = snowflake::SnowflakeNode::Start(SnowflakeNodeOptions(c, /*use_registry=*/true),
@@ -123,7 +123,8 @@ Result<void> StartSnowflake(const config::Config& c, state::Store& store, Clock&
 
 // Runs top-up rounds until one completes (true), a shutdown signal comes first (false), or the
 // producer is fenced or kFirstRoundTimeout passes (an error).
-Result<bool> RunFirstRound(const config::Config& c, producer::IdsProducer& producer, Clock& clock) {
+[[nodiscard]] Result<bool> RunFirstRound(const config::Config& c, producer::IdsProducer& producer,
+                                         Clock& clock) {
   const int64_t deadline = clock.MonotonicNs() + kFirstRoundTimeout.count() * 1'000'000;
   for (;;) {
     auto round = producer.RunRound();
@@ -142,7 +143,8 @@ Result<bool> RunFirstRound(const config::Config& c, producer::IdsProducer& produ
 // /metrics, /healthz and /readyz, only where http.listen is given (like allocators: with the
 // defaults a producer would take the port a gateway on the same host expects). Returns what the
 // ready line adds: "; <url>" or nothing.
-Result<std::string> StartHttp(const config::Config& c, Clock& clock, ProducerNode& node) {
+[[nodiscard]] Result<std::string> StartHttp(const config::Config& c, Clock& clock,
+                                            ProducerNode& node) {
   if (!c.http.listen_set) {
     spdlog::info("[producer] no http.listen in the config: no /metrics, /healthz, /readyz");
     return std::string();
@@ -163,8 +165,8 @@ Result<std::string> StartHttp(const config::Config& c, Clock& clock, ProducerNod
 
 // Starts the node's components, serves until SIGINT or SIGTERM, and stops them: the exit code,
 // or an error when the node could not start (what had started is stopped by then).
-Result<int> ServeProducer(const config::Config& c, const cluster::ClusterSetup& setup,
-                          int32_t ids_partitions, state::Store& store) {
+[[nodiscard]] Result<int> ServeProducer(const config::Config& c, const cluster::ClusterSetup& setup,
+                                        int32_t ids_partitions, state::Store& store) {
   Clock& clock = SystemClock::Instance();
   ProducerNode node;
   auto client = StartAllocatorClient(c, setup, clock);

@@ -18,6 +18,24 @@
 #include "snowflake/snowflake_node.h"
 
 namespace kleaf::app {
+namespace {
+
+// The HTTP options of the ID server: every answer counted per route, every error recorded by the
+// monitor.
+http::HttpServerOptions IdServerOptions(const config::Config& c,
+                                        const std::pair<std::string, uint16_t>& listen,
+                                        http::RequestMetrics& request_metrics,
+                                        gateway::Monitor& monitor) {
+  http::HttpServerOptions options = HttpOptions(c, listen.first, listen.second);
+  options.on_answer = request_metrics.Hook();
+  options.on_error = [&monitor](std::string_view method, std::string_view target,
+                                const http::HttpResponse& r) {
+    monitor.RecordError(method, target, r);
+  };
+  return options;
+}
+
+}  // namespace
 
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
              const std::string& role, bool use_registry,
@@ -46,15 +64,9 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
                     lease_status, &monitor},
                    segments, generator, allocator, blocking);
-  http::HttpServerOptions http_options = HttpOptions(c, listen->first, listen->second);
   http::RequestMetrics request_metrics(metrics::Registry::Default(), gateway::Api::RouteOf,
                                        gateway::Api::RouteLabels());
-  http_options.on_answer = request_metrics.Hook();
-  http_options.on_error = [&monitor](std::string_view method, std::string_view target,
-                                     const http::HttpResponse& r) {
-    monitor.RecordError(method, target, r);
-  };
-  http::HttpServer server(std::move(http_options),
+  http::HttpServer server(IdServerOptions(c, *listen, request_metrics, monitor),
                           [&api](http::HttpRequest request, http::Respond respond) {
                             api.Handle(std::move(request), std::move(respond));
                           });

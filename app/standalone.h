@@ -20,8 +20,8 @@ int RunStandalone(const config::Config& config);
 // standalone's allocator rules (allocator::ImportTags; errors of single tags go to `errors`).
 // Fails (kFailedPrecondition) without touching anything while a process holds the store: a
 // running standalone must be stopped first.
-Result<allocator::ImportCounts> ImportIntoStandalone(const config::Config& config,
-                                                     const std::vector<state::TagRecord>& records,
-                                                     int64_t bump, std::ostream& errors);
+[[nodiscard]] Result<allocator::ImportCounts> ImportIntoStandalone(
+    const config::Config& config, const std::vector<state::TagRecord>& records, int64_t bump,
+    std::ostream& errors);
 
 }  // namespace kleaf::app

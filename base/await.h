@@ -3,16 +3,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "base/error.h"
+#include "base/mutex.h"
 
 namespace kleaf {
 
@@ -31,35 +30,35 @@ class PendingCall {
   // To hand to the asynchronous call; may run on any thread, before or after the wait ended.
   std::function<void(Result<T>)> Callback() const {
     return [state = state_](Result<T> answer) {
-      std::lock_guard lock(state->mu);
+      MutexLock lock(state->mu);
       if (state->answer) return;
       state->answer.emplace(std::move(answer));
-      state->answered.notify_all();
+      state->answered.NotifyAll();
     };
   }
 
   // The answer, or kUnavailable `timeout_message` when none came by `deadline`. Call it once.
-  Result<T> Wait(Deadline deadline, std::string_view timeout_message) {
-    std::unique_lock lock(state_->mu);
-    auto answered = [this] { return state_->answer.has_value(); };
+  [[nodiscard]] Result<T> Wait(Deadline deadline, std::string_view timeout_message) {
+    MutexLock lock(state_->mu);
+    auto answered = [this]() KLEAF_REQUIRES(state_->mu) { return state_->answer.has_value(); };
     if (deadline == kNoDeadline) {
-      state_->answered.wait(lock, answered);
-    } else if (!state_->answered.wait_until(lock, deadline, answered)) {
+      state_->answered.Wait(lock, answered);
+    } else if (!state_->answered.WaitUntil(lock, deadline, answered)) {
       return Fail(Code::kUnavailable, std::string(timeout_message));
     }
     return std::move(*state_->answer);
   }
   // The answer, or kUnavailable "no answer within <timeout> ms".
-  Result<T> WaitFor(std::chrono::milliseconds timeout) {
+  [[nodiscard]] Result<T> WaitFor(std::chrono::milliseconds timeout) {
     return Wait(std::chrono::steady_clock::now() + timeout,
                 "no answer within " + std::to_string(timeout.count()) + " ms");
   }
 
  private:
   struct State {
-    std::mutex mu;
-    std::condition_variable answered;
-    std::optional<Result<T>> answer;  // guarded by mu
+    Mutex mu;
+    CondVar answered;
+    std::optional<Result<T>> answer KLEAF_GUARDED_BY(mu);
   };
   std::shared_ptr<State> state_;
 };
@@ -68,7 +67,7 @@ class PendingCall {
 // `timeout_message` after it). E.g.
 //   Await<Segment>(deadline, "no segment", [&](auto done) { a.AllocateSegment(tag, 0, done); });
 template <typename T, typename Start>
-Result<T> Await(Deadline deadline, std::string_view timeout_message, Start&& start) {
+[[nodiscard]] Result<T> Await(Deadline deadline, std::string_view timeout_message, Start&& start) {
   PendingCall<T> call;
   std::forward<Start>(start)(call.Callback());
   return call.Wait(deadline, timeout_message);
@@ -76,8 +75,8 @@ Result<T> Await(Deadline deadline, std::string_view timeout_message, Start&& sta
 
 // The same with `timeout` counted from when the call was started.
 template <typename T, typename Start>
-Result<T> Await(std::chrono::milliseconds timeout, std::string_view timeout_message,
-                Start&& start) {
+[[nodiscard]] Result<T> Await(std::chrono::milliseconds timeout, std::string_view timeout_message,
+                              Start&& start) {
   PendingCall<T> call;
   std::forward<Start>(start)(call.Callback());
   return call.Wait(std::chrono::steady_clock::now() + timeout, timeout_message);

@@ -33,7 +33,7 @@ std::unexpected<Error> MalformedTime() {
 }
 
 // The full-date "T" partial-time of RFC 3339 without its fraction: text[0, 19).
-Result<std::tm> ParseDateTime(std::string_view text) {
+[[nodiscard]] Result<std::tm> ParseDateTime(std::string_view text) {
   const int year = DigitsAt(text, 0, 4);
   const int month = DigitsAt(text, 5, 2);
   const int day = DigitsAt(text, 8, 2);
@@ -61,7 +61,7 @@ Result<std::tm> ParseDateTime(std::string_view text) {
 
 // The milliseconds of a time-secfrac at text[at] (0 without one); `at` moves past it. Digits past
 // the third are read and dropped.
-Result<int> ParseFractionMs(std::string_view text, size_t& at) {
+[[nodiscard]] Result<int> ParseFractionMs(std::string_view text, size_t& at) {
   int millis = 0;
   if (at >= text.size() || text[at] != '.') return millis;
   size_t digits = 0;
@@ -74,7 +74,7 @@ Result<int> ParseFractionMs(std::string_view text, size_t& at) {
 }
 
 // The time-offset `zone` ("Z", "z" or "+hh:mm"/"-hh:mm") of `text`, in minutes east of UTC.
-Result<int64_t> ParseOffsetMinutes(std::string_view text, std::string_view zone) {
+[[nodiscard]] Result<int64_t> ParseOffsetMinutes(std::string_view text, std::string_view zone) {
   if (zone == "Z" || zone == "z") return 0;
   const int offset_hours = DigitsAt(zone, 1, 2);
   const int offset_mins = DigitsAt(zone, 4, 2);
@@ -90,7 +90,7 @@ Result<int64_t> ParseOffsetMinutes(std::string_view text, std::string_view zone)
 }
 
 // RFC 3339 section 5.6: full-date "T" partial-time time-offset.
-Result<int64_t> ParseRfc3339Ms(std::string_view text) {
+[[nodiscard]] Result<int64_t> ParseRfc3339Ms(std::string_view text) {
   auto tm = ParseDateTime(text);
   if (!tm) return std::unexpected(tm.error());
   size_t at = 19;

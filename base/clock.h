@@ -20,7 +20,7 @@ std::string FormatUtcMs(int64_t ms);
 // millisecond are dropped, so a time rounds down to its millisecond) or of a decimal count of
 // milliseconds since the Unix epoch ("1795514400000", "-5"). kInvalidArgument for anything else,
 // a leap second (":60") included: Unix time has none.
-Result<int64_t> ParseTimeMs(std::string_view text);
+[[nodiscard]] Result<int64_t> ParseTimeMs(std::string_view text);
 
 class Clock {
  public:

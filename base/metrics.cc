@@ -52,14 +52,14 @@ Registry::Family& Registry::FamilyLocked(const std::string& name, const std::str
 
 Counter& Registry::GetCounter(const std::string& name, const std::string& help,
                               const Labels& labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = FamilyLocked(name, help, Type::kCounter).counters[labels];
   if (!slot) slot = std::make_unique<Counter>();
   return *slot;
 }
 
 Gauge& Registry::GetGauge(const std::string& name, const std::string& help, const Labels& labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = FamilyLocked(name, help, Type::kGauge).gauges[labels];
   if (!slot) slot = std::make_unique<Gauge>();
   return *slot;
@@ -67,7 +67,7 @@ Gauge& Registry::GetGauge(const std::string& name, const std::string& help, cons
 
 Gauge& Registry::GetSampledCounter(const std::string& name, const std::string& help,
                                    const Labels& labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = FamilyLocked(name, help, Type::kCounter).gauges[labels];
   if (!slot) slot = std::make_unique<Gauge>();
   return *slot;
@@ -75,14 +75,14 @@ Gauge& Registry::GetSampledCounter(const std::string& name, const std::string& h
 
 Histogram& Registry::GetHistogram(const std::string& name, const std::string& help,
                                   const Labels& labels, std::vector<double> bounds) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = FamilyLocked(name, help, Type::kHistogram).histograms[labels];
   if (!slot) slot = std::make_unique<Histogram>(std::move(bounds));
   return *slot;
 }
 
 void Registry::Remove(const std::string& name, const Labels& labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = families_.find(name);
   if (it == families_.end()) return;
   // A caller still holding a reference to the removed series must not use it any more.
@@ -92,13 +92,13 @@ void Registry::Remove(const std::string& name, const Labels& labels) {
 }
 
 int Registry::AddCollector(std::function<void()> collect) {
-  std::lock_guard lock(collectors_mu_);
+  MutexLock lock(collectors_mu_);
   collectors_.emplace(next_collector_, std::move(collect));
   return next_collector_++;
 }
 
 void Registry::RemoveCollector(int id) {
-  std::lock_guard lock(collectors_mu_);
+  MutexLock lock(collectors_mu_);
   collectors_.erase(id);
 }
 
@@ -154,10 +154,10 @@ std::string FormatLabels(const Labels& labels, const std::string& extra_name = "
 
 std::string Registry::Render() {
   {
-    std::lock_guard lock(collectors_mu_);
+    MutexLock lock(collectors_mu_);
     for (auto& [id, collect] : collectors_) collect();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string out;
   for (const auto& [name, family] : families_) {
     const char* type = family.type == Type::kCounter  ? "counter"

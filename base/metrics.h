@@ -7,10 +7,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace kleaf::metrics {
 
@@ -95,13 +96,14 @@ class Registry {
     std::map<Labels, std::unique_ptr<Gauge>> gauges;
     std::map<Labels, std::unique_ptr<Histogram>> histograms;
   };
-  Family& FamilyLocked(const std::string& name, const std::string& help, Type type);
+  Family& FamilyLocked(const std::string& name, const std::string& help, Type type)
+      KLEAF_REQUIRES(mu_);
 
-  std::mutex mu_;
-  std::map<std::string, Family> families_;  // guarded by mu_
-  std::mutex collectors_mu_;                // held while collectors run; taken before mu_
-  std::map<int, std::function<void()>> collectors_;  // guarded by collectors_mu_
-  int next_collector_ = 0;                           // guarded by collectors_mu_
+  Mutex mu_;
+  std::map<std::string, Family> families_ KLEAF_GUARDED_BY(mu_);
+  Mutex collectors_mu_;  // held while collectors run; taken before mu_
+  std::map<int, std::function<void()>> collectors_ KLEAF_GUARDED_BY(collectors_mu_);
+  int next_collector_ KLEAF_GUARDED_BY(collectors_mu_) = 0;
 };
 
 // Escapes a label value for the text format (backslash, double quote, newline).

@@ -7,7 +7,7 @@ namespace kleaf {
 void PeriodicTask::Start(std::chrono::milliseconds interval, FirstRun first,
                          std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = false;
     started_ = true;
     again_ = false;
@@ -17,35 +17,36 @@ void PeriodicTask::Start(std::chrono::milliseconds interval, FirstRun first,
 }
 
 void PeriodicTask::Loop(std::chrono::milliseconds interval, FirstRun first) {
-  std::unique_lock lock(mu_);
-  if (first == FirstRun::kAfterInterval) wake_.wait_for(lock, interval, [this] { return stop_; });
+  MutexLock lock(mu_);
+  auto stopped = [this]() KLEAF_REQUIRES(mu_) { return stop_; };
+  if (first == FirstRun::kAfterInterval) wake_.WaitFor(lock, interval, stopped);
   while (!stop_) {
-    lock.unlock();
+    lock.Unlock();
     task_();
-    lock.lock();
+    lock.Lock();
     if (std::exchange(again_, false)) continue;
-    wake_.wait_for(lock, interval, [this] { return stop_; });
+    wake_.WaitFor(lock, interval, stopped);
   }
 }
 
 void PeriodicTask::StopRepeating() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stop_ = true;
 }
 
 void PeriodicTask::RunAgainNow() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   again_ = true;
 }
 
 bool PeriodicTask::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!started_) return false;
     started_ = false;
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   task_ = nullptr;
   return true;

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "base/mutex.h"
 
 namespace kleaf {
 
@@ -41,11 +41,11 @@ class PeriodicTask {
   void Loop(std::chrono::milliseconds interval, FirstRun first);
 
   std::function<void()> task_;  // the thread's only, between Start and Stop
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stop_ = false;     // guarded by mu_: no further run
-  bool started_ = false;  // guarded by mu_: Start called, Stop not yet
-  bool again_ = false;    // guarded by mu_: the next run starts without waiting
+  Mutex mu_;
+  CondVar wake_;
+  bool stop_ KLEAF_GUARDED_BY(mu_) = false;     // no further run
+  bool started_ KLEAF_GUARDED_BY(mu_) = false;  // Start called, Stop not yet
+  bool again_ KLEAF_GUARDED_BY(mu_) = false;    // the next run starts without waiting
   std::thread thread_;
 };
 

@@ -12,6 +12,6 @@ inline constexpr size_t kMaxTagLength = 128;
 bool IsValidTag(std::string_view tag);
 
 // kInvalidArgument naming the rule when `tag` is not valid.
-Result<void> ValidateTag(std::string_view tag);
+[[nodiscard]] Result<void> ValidateTag(std::string_view tag);
 
 }  // namespace kleaf

@@ -15,10 +15,10 @@ WorkerPool::~WorkerPool() { Stop(); }
 
 void WorkerPool::Post(std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_) {
       queue_.push_back(std::move(task));
-      cv_.notify_one();
+      cv_.NotifyOne();
       return;
     }
   }
@@ -27,11 +27,11 @@ void WorkerPool::Post(std::function<void()> task) {
 
 void WorkerPool::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
@@ -40,8 +40,8 @@ void WorkerPool::Run() {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.Wait(lock, [this]() KLEAF_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -2,13 +2,13 @@
 // the HTTP I/O threads. Tasks run in submission order per thread; Stop() drains and joins.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace kleaf {
 
@@ -27,10 +27,10 @@ class WorkerPool {
  private:
   void Run();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ KLEAF_GUARDED_BY(mu_);
+  bool stopping_ KLEAF_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
   std::string name_;
 };

@@ -2,16 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "client/batch_buffer.h"
 #include "client/claim.h"
 #include "kafka/client.h"
@@ -78,15 +77,17 @@ void LogToStderr(const BatchConsumer::LogLine& line) {
 // that may have destroyed what its callback uses). The mutex makes Close() wait for a line being
 // written through the callback.
 struct LogGate {
-  std::mutex mu;
-  BatchConsumer::LogCallback callback;  // guarded by mu
+  explicit LogGate(BatchConsumer::LogCallback first) : callback(std::move(first)) {}
+
+  Mutex mu;
+  BatchConsumer::LogCallback callback KLEAF_GUARDED_BY(mu);
 
   void Write(const BatchConsumer::LogLine& line) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     callback(line);
   }
   void Detach() {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     callback = LogToStderr;
   }
 };
@@ -104,10 +105,10 @@ kafka::LogSink SinkFor(std::shared_ptr<LogGate> gate) {
 // The group leave of a closing consumer, run in a thread of its own so that Close() returns within
 // Options::close_wait even while the coordinator holds the leave back.
 struct Leave {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;   // guarded by mu
-  bool clean = false;  // guarded by mu: left cleanly within close_timeout
+  Mutex mu;
+  CondVar cv;
+  bool done KLEAF_GUARDED_BY(mu) = false;
+  bool clean KLEAF_GUARDED_BY(mu) = false;  // left cleanly within close_timeout
 };
 
 bool Contains(const std::vector<kafka::TopicPartition>& parts, const kafka::Message& m) {
@@ -125,12 +126,12 @@ struct BatchConsumer::Impl {
   std::unique_ptr<kafka::GroupConsumer> consumer;  // used by the fetch thread only
   std::shared_ptr<LogGate> log_gate;  // the consumer's log lines; detached when Close() returns
 
-  mutable std::mutex mu;
-  std::condition_variable cv;  // a batch was added, or the consumer closed
-  std::condition_variable demand;  // callers took a batch or wait: the fetch thread may claim
-  BatchBuffer buffer;           // guarded by mu
-  Stats stats;                  // guarded by mu
-  bool closed = false;          // guarded by mu
+  mutable Mutex mu;
+  CondVar cv;      // a batch was added, or the consumer closed
+  CondVar demand;  // callers took a batch or wait: the fetch thread may claim
+  BatchBuffer buffer KLEAF_GUARDED_BY(mu);
+  Stats stats KLEAF_GUARDED_BY(mu);
+  bool closed KLEAF_GUARDED_BY(mu) = false;
   std::atomic<bool> stop{false};
   std::thread thread;
 
@@ -187,7 +188,7 @@ struct BatchConsumer::Impl {
   void OnMessage(kafka::Message message);
   void Release(int32_t partition, const std::string& topic);
   void NoteError(std::string error) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     stats.last_error = std::move(error);
   }
 };
@@ -226,9 +227,10 @@ void BatchConsumer::Impl::Quarantine(const kafka::TopicPartition& p,
   st.quarantined = true;
   st.unsettled = std::move(unsettled);
   st.settle_until = SteadyClock::now() + kSettle;
+  // Best effort: records of a quarantined partition are dropped when fetched anyway.
   (void)consumer->Pause({{p.topic, p.partition}});
   Release(p.partition, p.topic);
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   ++stats.commit_failures;
   ++stats.quarantines;
   stats.last_error = why + "; partition " + std::to_string(p.partition) +
@@ -272,7 +274,7 @@ void BatchConsumer::Impl::Release(int32_t partition, const std::string& topic) {
     n += match ? 1 : 0;
     return match;
   });
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   stats.released_batches += n;
 }
 
@@ -283,7 +285,7 @@ bool BatchConsumer::Impl::ClaimHeld() {
   // them all (a synchronous commit per batch would bound the rate by the commit round trip).
   size_t run = 0;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (buffer.Full() && !(buffer.WantsMore() && buffer.EvictForWaiter())) return false;
     run = client::ClaimableRun(held, static_cast<size_t>(std::max(1, buffer.Room())));
   }
@@ -318,7 +320,7 @@ bool BatchConsumer::Impl::SkipUnclaimable(const kafka::Message& m) {
   // Only for a partition held right now; the broker's generation check does the rest.
   if (!Contains(consumer->Assignment(), m)) {
     held.pop_front();
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     ++stats.released_batches;
     return true;
   }
@@ -333,7 +335,7 @@ bool BatchConsumer::Impl::SkipUnclaimable(const kafka::Message& m) {
   }
   if (m.offset < *st.floor) {
     held.pop_front();
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     ++stats.stale_batches;
     return true;
   }
@@ -344,17 +346,18 @@ void BatchConsumer::Impl::OnCommitRefused(const kafka::Message& m, const std::st
   // Not claimed, never hand it out. Rewind so that whoever owns the partition reads it again.
   const kafka::TopicPartition rewind{m.topic, m.partition, m.offset};
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     ++stats.commit_failures;
     stats.last_error = error;
   }
   Release(rewind.partition, rewind.topic);
-  (void)consumer->Seek(rewind, milliseconds(1000));
+  (void)consumer->Seek(rewind,
+                       milliseconds(1000));  // best effort: the record is unclaimed either way
   backoff_until = SteadyClock::now() + milliseconds(100);
 }
 
 void BatchConsumer::Impl::BufferClaimed(size_t run) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   for (size_t i = 0; i < run; ++i) {
     const kafka::Message& r = held.front();
     auto batch = r.value ? DecodeBatch(*r.value) : std::unexpected(std::string("tombstone"));
@@ -377,7 +380,7 @@ void BatchConsumer::Impl::BufferClaimed(size_t run) {
     held.pop_front();
   }
   stats.dropped_batches = buffer.dropped_batches();
-  cv.notify_all();
+  cv.NotifyAll();
 }
 
 void BatchConsumer::Impl::Run() {
@@ -395,8 +398,8 @@ void BatchConsumer::Impl::Run() {
     if (!want && !held.empty()) {
       // Records are at hand; what is missing is demand. Wait for it (not in Poll), then serve
       // rebalance events without blocking.
-      std::unique_lock lock(mu);
-      demand.wait_for(lock, milliseconds(20), [&] {
+      MutexLock lock(mu);
+      demand.WaitFor(lock, milliseconds(20), [&]() KLEAF_REQUIRES(mu) {
         return stop.load() || (buffer.WantsMore() && SteadyClock::now() >= backoff_until);
       });
     }
@@ -406,7 +409,7 @@ void BatchConsumer::Impl::Run() {
       SetPaused(false);
     }
     OnEvent(consumer->Poll(milliseconds(held.empty() ? 20 : 0)));
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     stats.held_batches = static_cast<int>(held.size());
   }
   held.clear();
@@ -414,7 +417,7 @@ void BatchConsumer::Impl::Run() {
 }
 
 bool BatchConsumer::Impl::WantsRecords() {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   return buffer.WantsMore() && SteadyClock::now() >= backoff_until;
 }
 
@@ -438,7 +441,7 @@ void BatchConsumer::Impl::OnAssigned(const std::vector<kafka::TopicPartition>& p
   partitions.clear();
   for (const auto& p : parts) partitions[{p.topic, p.partition}];
   (void)LoadFloors(parts);  // else read when a record of the partition is claimed
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   ++stats.rebalances;
   stats.assigned_partitions = static_cast<int>(parts.size());
 }
@@ -449,7 +452,7 @@ void BatchConsumer::Impl::OnRevoked(const std::vector<kafka::TopicPartition>& pa
     Release(p.partition, p.topic);
     partitions.erase({p.topic, p.partition});
   }
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   stats.assigned_partitions = 0;
 }
 
@@ -461,7 +464,7 @@ void BatchConsumer::Impl::OnMessage(kafka::Message message) {
       it != partitions.end() && it->second.floor && message.offset < *it->second.floor;
   const bool quarantined = it != partitions.end() && it->second.quarantined;
   if (stale || quarantined) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     ++(stale ? stats.stale_batches : stats.released_batches);
     return;
   }
@@ -475,7 +478,7 @@ BatchConsumer::~BatchConsumer() { Close(); }
 namespace {
 
 // The options Create checks without Kafka: present, positive, buffer sizes that fit.
-ClientResult<void> CheckOptions(const BatchConsumer::Options& options) {
+[[nodiscard]] ClientResult<void> CheckOptions(const BatchConsumer::Options& options) {
   using Kind = ClientError::Kind;
   if (options.bootstrap.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "bootstrap: empty"));
   if (options.topic.empty()) return std::unexpected(Err(Kind::kInvalidArgument, "topic: empty"));
@@ -496,7 +499,8 @@ ClientResult<void> CheckOptions(const BatchConsumer::Options& options) {
 }
 
 // The topic of each stream the options name, mapped to its stream.
-ClientResult<std::map<std::string, BatchKey>> StreamOfTopic(const BatchConsumer::Options& options) {
+[[nodiscard]] ClientResult<std::map<std::string, BatchKey>> StreamOfTopic(
+    const BatchConsumer::Options& options) {
   using Kind = ClientError::Kind;
   std::map<std::string, BatchKey> stream_of_topic;
   for (const auto& stream : options.streams) {
@@ -515,7 +519,8 @@ ClientResult<std::map<std::string, BatchKey>> StreamOfTopic(const BatchConsumer:
 
 // The group consumer's librdkafka properties: the caller's, refused where they would break the
 // claim rule (auto commit, uncommitted reads, a cooperative assignor), plus kleaf's defaults.
-ClientResult<kafka::Properties> ConsumerProperties(const BatchConsumer::Options& options) {
+[[nodiscard]] ClientResult<kafka::Properties> ConsumerProperties(
+    const BatchConsumer::Options& options) {
   kafka::Properties props(options.properties.begin(), options.properties.end());
   auto refuse = [&](const std::string& key, auto bad) -> bool {
     auto it = props.find(key);
@@ -553,8 +558,7 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   if (!props) return std::unexpected(props.error());
   std::vector<std::string> topics;
   for (const auto& [topic, key] : *stream_of_topic) topics.push_back(topic);
-  auto log_gate = std::make_shared<LogGate>();
-  log_gate->callback = options.log ? options.log : LogToStderr;
+  auto log_gate = std::make_shared<LogGate>(options.log ? options.log : LogToStderr);
   auto consumer = kafka::GroupConsumer::Create(*props, topics, SinkFor(log_gate));
   if (!consumer) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, consumer.error().message));
@@ -571,13 +575,18 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
 
 namespace {
 
-// Take and TakeText: `n` IDs of (tag, mode) appended to a vector of T by `take(key, n, out)` (a
-// BatchBuffer method), waiting for batches until the deadline. `text` says which of the two the
-// caller used: 128-bit streams (IdBatch::Is128Bit) give text only, 64-bit streams integers only.
-template <typename T, typename TakeFn>
-ClientResult<std::vector<T>> TakeIds(BatchConsumer::Impl& impl, const std::string& tag,
-                                     IdBatch::Mode mode, int64_t n, milliseconds timeout, bool text,
-                                     TakeFn take) {
+// BatchBuffer::Take or TakeText.
+template <typename T>
+using TakeMethod = int64_t (BatchBuffer::*)(const BatchKey&, int64_t, std::vector<T>&);
+
+// Take and TakeText: `n` IDs of (tag, mode) appended to a vector of T by `take`, called with
+// impl.mu held, waiting for batches until the deadline. `text` says which of the two the caller
+// used: 128-bit streams (IdBatch::Is128Bit) give text only, 64-bit streams integers only.
+template <typename T>
+[[nodiscard]] ClientResult<std::vector<T>> TakeIds(BatchConsumer::Impl& impl,
+                                                   const std::string& tag, IdBatch::Mode mode,
+                                                   int64_t n, milliseconds timeout, bool text,
+                                                   TakeMethod<T> take) {
   using Kind = ClientError::Kind;
   if (tag.empty() || n < 1) {
     return std::unexpected(Err(Kind::kInvalidArgument, "tag must be non-empty and n >= 1"));
@@ -598,19 +607,19 @@ ClientResult<std::vector<T>> TakeIds(BatchConsumer::Impl& impl, const std::strin
   }
   const auto deadline = DeadlineAfter(timeout);
   std::vector<T> out;
-  std::unique_lock lock(impl.mu);
+  MutexLock lock(impl.mu);
   for (;;) {
     if (impl.closed) return std::unexpected(Err(Kind::kClosed, "consumer closed"));
     const int before = impl.buffer.total_batches();
-    take(key, n - static_cast<int64_t>(out.size()), out);
-    if (impl.buffer.total_batches() < before) impl.demand.notify_one();  // room to prefetch
+    (impl.buffer.*take)(key, n - static_cast<int64_t>(out.size()), out);
+    if (impl.buffer.total_batches() < before) impl.demand.NotifyOne();  // room to prefetch
     if (static_cast<int64_t>(out.size()) == n) return out;
     impl.buffer.AddWaiter(key, 1);
-    impl.demand.notify_one();
-    bool woke = impl.cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    impl.demand.NotifyOne();
+    bool woke = impl.cv.WaitUntil(lock, deadline);
     impl.buffer.AddWaiter(key, -1);
     if (!woke) {
-      take(key, n - static_cast<int64_t>(out.size()), out);
+      (impl.buffer.*take)(key, n - static_cast<int64_t>(out.size()), out);
       if (!out.empty()) return out;
       std::string why =
           impl.stats.last_error.empty() ? "" : " (last error: " + impl.stats.last_error + ")";
@@ -628,11 +637,11 @@ ClientResult<int64_t> BatchConsumer::Next(const std::string& tag, IdBatch::Mode 
   // Take (the clock read and the allocation were most of the cost of an ID).
   const BatchKey key{tag, mode};
   if (impl_->streams.contains(key)) {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (!impl_->closed) {
       const int before = impl_->buffer.total_batches();
       if (auto id = impl_->buffer.Next(key)) {
-        if (impl_->buffer.total_batches() < before) impl_->demand.notify_one();  // room to prefetch
+        if (impl_->buffer.total_batches() < before) impl_->demand.NotifyOne();  // room to prefetch
         return *id;
       }
     }
@@ -644,10 +653,7 @@ ClientResult<int64_t> BatchConsumer::Next(const std::string& tag, IdBatch::Mode 
 
 ClientResult<std::vector<int64_t>> BatchConsumer::Take(const std::string& tag, IdBatch::Mode mode,
                                                        int64_t n, milliseconds timeout) {
-  return TakeIds<int64_t>(*impl_, tag, mode, n, timeout, /*text=*/false,
-                          [this](const BatchKey& key, int64_t k, std::vector<int64_t>& out) {
-                            impl_->buffer.Take(key, k, out);
-                          });
+  return TakeIds<int64_t>(*impl_, tag, mode, n, timeout, /*text=*/false, &BatchBuffer::Take);
 }
 
 ClientResult<std::string> BatchConsumer::NextText(const std::string& tag, IdBatch::Mode mode,
@@ -660,25 +666,21 @@ ClientResult<std::string> BatchConsumer::NextText(const std::string& tag, IdBatc
 ClientResult<std::vector<std::string>> BatchConsumer::TakeText(const std::string& tag,
                                                                IdBatch::Mode mode, int64_t n,
                                                                milliseconds timeout) {
-  return TakeIds<std::string>(
-      *impl_, tag, mode, n, timeout, /*text=*/true,
-      [this](const BatchKey& key, int64_t k, std::vector<std::string>& out) {
-        impl_->buffer.TakeText(key, k, out);
-      });
+  return TakeIds<std::string>(*impl_, tag, mode, n, timeout, /*text=*/true, &BatchBuffer::TakeText);
 }
 
 ClientResult<IdBatch> BatchConsumer::NextBatch(milliseconds timeout) {
   const auto deadline = DeadlineAfter(timeout);
-  std::unique_lock lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   for (;;) {
     if (impl_->closed) return std::unexpected(Err(ClientError::Kind::kClosed, "consumer closed"));
     if (auto b = impl_->buffer.TakeBatch()) {
-      impl_->demand.notify_one();
+      impl_->demand.NotifyOne();
       return std::move(*b);
     }
     impl_->buffer.AddGenericWaiter(1);
-    impl_->demand.notify_one();
-    bool woke = impl_->cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    impl_->demand.NotifyOne();
+    bool woke = impl_->cv.WaitUntil(lock, deadline);
     impl_->buffer.AddGenericWaiter(-1);
     if (!woke) {
       if (auto b = impl_->buffer.TakeBatch()) return std::move(*b);
@@ -688,20 +690,20 @@ ClientResult<IdBatch> BatchConsumer::NextBatch(milliseconds timeout) {
 }
 
 BatchConsumer::Stats BatchConsumer::stats() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->stats;
 }
 
 void BatchConsumer::Close() {
   if (!impl_) return;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->closed) return;
     impl_->closed = true;
-    impl_->cv.notify_all();
+    impl_->cv.NotifyAll();
   }
   impl_->stop.store(true);
-  impl_->demand.notify_all();
+  impl_->demand.NotifyAll();
   if (impl_->thread.joinable()) impl_->thread.join();
   if (!impl_->consumer) return;
   // The leave runs in a thread that owns the librdkafka handle and nothing of this consumer, so it
@@ -713,14 +715,15 @@ void BatchConsumer::Close() {
                leave]() mutable {
     const bool clean = consumer->Close(timeout);
     consumer.reset();  // librdkafka's last lines go out before `done`
-    std::lock_guard lock(leave->mu);
+    MutexLock lock(leave->mu);
     leave->done = true;
     leave->clean = clean;
-    leave->cv.notify_all();
+    leave->cv.NotifyAll();
   }).detach();
   const auto wait = std::min(impl_->options.close_wait, impl_->options.close_timeout);
-  std::unique_lock lock(leave->mu);
-  const bool done = leave->cv.wait_for(lock, wait, [&] { return leave->done; });
+  MutexLock lock(leave->mu);
+  const bool done =
+      leave->cv.WaitFor(lock, wait, [&]() KLEAF_REQUIRES(leave->mu) { return leave->done; });
   if (done && !leave->clean) {
     impl_->NoteError("close: the group coordinator did not answer within " +
                      std::to_string(impl_->options.close_timeout.count()) +
@@ -730,7 +733,7 @@ void BatchConsumer::Close() {
                      std::to_string(wait.count()) + " ms; it goes on in the background for up to " +
                      std::to_string(impl_->options.close_timeout.count()) + " ms");
   }
-  lock.unlock();
+  lock.Unlock();
   impl_->log_gate->Detach();
 }
 

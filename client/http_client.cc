@@ -13,10 +13,11 @@
 #include <deque>
 #include <expected>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
+
+#include "base/mutex.h"
 
 namespace kleaf {
 namespace {
@@ -130,7 +131,7 @@ std::pair<std::string, std::string> ErrorOf(const std::string& body) {
   return {"", body.substr(0, 200)};
 }
 
-ClientResult<std::vector<int64_t>> ParseIds(const std::string& body, int64_t count) {
+[[nodiscard]] ClientResult<std::vector<int64_t>> ParseIds(const std::string& body, int64_t count) {
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) {
     return std::unexpected(Err(Kind::kInternal, "answer without an ids array: " + body.substr(0, 200)));
@@ -157,7 +158,8 @@ ClientResult<std::vector<int64_t>> ParseIds(const std::string& body, int64_t cou
 }
 
 // The IDs of {"ids":["…",…]} as the gateway wrote them (UUIDv7s, ULIDs), `count` of them.
-ClientResult<std::vector<std::string>> ParseTextIds(const std::string& body, int64_t count) {
+[[nodiscard]] ClientResult<std::vector<std::string>> ParseTextIds(const std::string& body,
+                                                                  int64_t count) {
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) {
     return std::unexpected(
@@ -251,12 +253,12 @@ std::vector<size_t> GatewayOrder(const std::vector<GatewayAddress>& gateways, in
 
 struct HttpClient::Impl {
   struct Pool {
-    std::mutex mu;
-    std::vector<std::unique_ptr<Connection>> idle;  // guarded by mu
+    Mutex mu;
+    std::vector<std::unique_ptr<Connection>> idle KLEAF_GUARDED_BY(mu);
   };
   struct TagBuffer {
-    std::mutex mu;  // held while refilling: one fetch per tag at a time
-    std::deque<int64_t> ids;
+    Mutex mu;  // held while refilling: one fetch per tag at a time
+    std::deque<int64_t> ids KLEAF_GUARDED_BY(mu);
   };
 
   Options options;
@@ -268,8 +270,8 @@ struct HttpClient::Impl {
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> failovers{0};
   std::atomic<int64_t> connections_opened{0};
-  std::mutex buffers_mu;
-  std::map<std::string, std::shared_ptr<TagBuffer>> buffers;  // guarded by buffers_mu
+  Mutex buffers_mu;
+  std::map<std::string, std::shared_ptr<TagBuffer>> buffers KLEAF_GUARDED_BY(buffers_mu);
 
   // One attempt on gateway `g`: a reused connection that turns out closed is retried once on a
   // fresh one (the server may have closed it while idle).
@@ -282,15 +284,16 @@ struct HttpClient::Impl {
   void DemoteAfterFailure(size_t g);
   // `count` IDs in requests of at most max_count_per_request, each answer read by `parse`.
   template <typename Id>
-  ClientResult<std::vector<Id>> FetchAs(
+  [[nodiscard]] ClientResult<std::vector<Id>> FetchAs(
       const std::string& path, const std::string& tag, int64_t count,
       ClientResult<std::vector<Id>> (*parse)(const std::string& body, int64_t count));
-  ClientResult<std::vector<int64_t>> Fetch(const std::string& path, const std::string& tag,
-                                           int64_t count) {
+  [[nodiscard]] ClientResult<std::vector<int64_t>> Fetch(const std::string& path,
+                                                         const std::string& tag, int64_t count) {
     return FetchAs<int64_t>(path, tag, count, ParseIds);
   }
-  ClientResult<std::vector<std::string>> FetchText(const std::string& path, const std::string& tag,
-                                                   int64_t count) {
+  [[nodiscard]] ClientResult<std::vector<std::string>> FetchText(const std::string& path,
+                                                                 const std::string& tag,
+                                                                 int64_t count) {
     return FetchAs<std::string>(path, tag, count, ParseTextIds);
   }
 };
@@ -301,7 +304,7 @@ std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std:
   const GatewayAddress& gw = options.gateways[g];
   std::unique_ptr<Connection> c;
   {
-    std::lock_guard lock(pool.mu);
+    MutexLock lock(pool.mu);
     if (!pool.idle.empty()) {
       c = std::move(pool.idle.back());
       pool.idle.pop_back();
@@ -326,7 +329,7 @@ std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std:
     c.reset();  // a stale keep-alive connection: try once on a new one
   }
   if (reply && c && c->open) {
-    std::lock_guard lock(pool.mu);
+    MutexLock lock(pool.mu);
     if (static_cast<int>(pool.idle.size()) < options.max_idle_connections) pool.idle.push_back(std::move(c));
   }
   return reply;
@@ -472,12 +475,12 @@ ClientResult<std::vector<int64_t>> HttpClient::Segments(const std::string& tag, 
   if (count < 1) return std::unexpected(Err(Kind::kInvalidArgument, "count must be >= 1"));
   std::shared_ptr<Impl::TagBuffer> buffer;
   {
-    std::lock_guard lock(impl_->buffers_mu);
+    MutexLock lock(impl_->buffers_mu);
     auto& slot = impl_->buffers[tag];
     if (!slot) slot = std::make_shared<Impl::TagBuffer>();
     buffer = slot;
   }
-  std::lock_guard lock(buffer->mu);
+  MutexLock lock(buffer->mu);
   std::vector<int64_t> out;
   while (static_cast<int64_t>(out.size()) < count) {
     if (buffer->ids.empty()) {

@@ -93,7 +93,7 @@ void KafkaAllocatorClient::Stop() {
   thread_.join();
   std::unordered_map<std::string, Pending> left;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     left.swap(pending_);
     deadlines_.clear();
   }
@@ -116,7 +116,7 @@ void KafkaAllocatorClient::Call(int32_t partition, std::string key, Op op,
               if (!reply) return done(std::unexpected(reply.error()));
               done(wire::DecodeReply<typename Op::Result>(*reply));
             }};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SendLocked(std::move(p));
 }
 
@@ -140,53 +140,59 @@ void KafkaAllocatorClient::SendLocked(Pending p) {
 void KafkaAllocatorClient::Run() {
   while (!stop_.load()) {
     if (auto m = replies_->Poll(milliseconds(20)); m && m->value) {
-      const std::string* id = m->header(kCorrelationHeader);
-      ReplyHandler done;
-      if (id) {
-        std::lock_guard lock(mu_);
-        if (auto it = pending_.find(*id); it != pending_.end()) {
-          const int64_t now = clock_.MonotonicNs();
-          latency_[it->second.op]->Observe(static_cast<double>(now - it->second.sent_ns) / 1e9);
-          last_reply_ns_.store(now);
-          stall_since_ns_ = now;
-          done = std::move(it->second.done);
-          pending_.erase(it);
-        }
-      }
-      if (done) done(std::string_view(*m->value));
+      OnReply(m->header(kCorrelationHeader), *m->value);
     }
-    // Deadlines: retry or give up.
-    std::vector<ReplyHandler> failed;
-    {
-      std::lock_guard lock(mu_);
-      const int64_t now = clock_.MonotonicNs();
-      std::vector<std::string> expired;
-      while (!deadlines_.empty() && deadlines_.front().first <= now) {
-        if (pending_.contains(deadlines_.front().second)) {
-          expired.push_back(std::move(deadlines_.front().second));
-        }
-        deadlines_.pop_front();
-      }
-      if (!expired.empty()) last_timeout_ns_ = now;
-      for (const auto& id : expired) {
-        auto node = pending_.extract(id);
-        attempts_timed_out_->Inc();
-        if (node.mapped().attempts_left > 0) {
-          SendLocked(std::move(node.mapped()));
-        } else {
-          failed.push_back(std::move(node.mapped().done));
-        }
-      }
-    }
-    if (!failed.empty()) {
-      given_up_->Inc(failed.size());
-      last_give_up_ns_.store(clock_.MonotonicNs());
-    }
-    for (auto& done : failed) {
-      done(Fail(Code::kUnavailable,
-                "no answer from the allocators (Kafka down or partition moving); retry"));
-    }
+    ExpireAttempts();
     HealIfStalled(clock_.MonotonicNs());
+  }
+}
+
+void KafkaAllocatorClient::OnReply(const std::string* correlation_id, std::string_view reply) {
+  if (!correlation_id) return;
+  ReplyHandler done;
+  {
+    MutexLock lock(mu_);
+    auto it = pending_.find(*correlation_id);
+    if (it == pending_.end()) return;
+    const int64_t now = clock_.MonotonicNs();
+    latency_[it->second.op]->Observe(static_cast<double>(now - it->second.sent_ns) / 1e9);
+    last_reply_ns_.store(now);
+    stall_since_ns_ = now;
+    done = std::move(it->second.done);
+    pending_.erase(it);
+  }
+  done(reply);
+}
+
+void KafkaAllocatorClient::ExpireAttempts() {
+  std::vector<ReplyHandler> failed;
+  {
+    MutexLock lock(mu_);
+    const int64_t now = clock_.MonotonicNs();
+    std::vector<std::string> expired;
+    while (!deadlines_.empty() && deadlines_.front().first <= now) {
+      if (pending_.contains(deadlines_.front().second)) {
+        expired.push_back(std::move(deadlines_.front().second));
+      }
+      deadlines_.pop_front();
+    }
+    if (!expired.empty()) last_timeout_ns_ = now;
+    for (const auto& id : expired) {
+      auto node = pending_.extract(id);
+      attempts_timed_out_->Inc();
+      if (node.mapped().attempts_left > 0) {
+        SendLocked(std::move(node.mapped()));
+      } else {
+        failed.push_back(std::move(node.mapped().done));
+      }
+    }
+  }
+  if (failed.empty()) return;
+  given_up_->Inc(failed.size());
+  last_give_up_ns_.store(clock_.MonotonicNs());
+  for (auto& done : failed) {
+    done(Fail(Code::kUnavailable,
+              "no answer from the allocators (Kafka down or partition moving); retry"));
   }
 }
 
@@ -282,30 +288,35 @@ void KafkaAllocatorClient::WorkerStatus(Callback<allocator::WorkerCounts> done) 
 void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {
   // Every partition answers for its own tags; the answer is complete only with all of them.
   struct Gather {
-    std::mutex mu;
-    int left;
-    std::vector<state::TagRecord> tags;
-    std::optional<Error> error;
-    Callback<std::vector<state::TagRecord>> done;
+    Gather(int partitions, Callback<std::vector<state::TagRecord>> d)
+        : left(partitions), done(std::move(d)) {}
+    Mutex mu;
+    int left KLEAF_GUARDED_BY(mu);
+    std::vector<state::TagRecord> tags KLEAF_GUARDED_BY(mu);
+    std::optional<Error> error KLEAF_GUARDED_BY(mu);
+    const Callback<std::vector<state::TagRecord>> done;
   };
-  auto g = std::make_shared<Gather>();
-  g->left = options_.topics.partitions;
-  g->done = std::move(done);
+  auto g = std::make_shared<Gather>(options_.topics.partitions, std::move(done));
   for (int32_t p = 0; p < options_.topics.partitions; ++p) {
     Call(p, "", op::ListTags{},
          Callback<std::vector<state::TagRecord>>([g](Result<std::vector<state::TagRecord>> r) {
-           std::unique_lock lock(g->mu);
-           if (!r) {
-             g->error = r.error();
-           } else {
-             g->tags.insert(g->tags.end(), r->begin(), r->end());
+           std::optional<Error> error;
+           std::vector<state::TagRecord> tags;
+           {
+             MutexLock lock(g->mu);
+             if (!r) {
+               g->error = r.error();
+             } else {
+               g->tags.insert(g->tags.end(), r->begin(), r->end());
+             }
+             if (--g->left > 0) return;
+             error = std::move(g->error);
+             tags = std::move(g->tags);
            }
-           if (--g->left > 0) return;
-           lock.unlock();
-           if (g->error) return g->done(std::unexpected(*g->error));
-           std::sort(g->tags.begin(), g->tags.end(),
+           if (error) return g->done(std::unexpected(std::move(*error)));
+           std::sort(tags.begin(), tags.end(),
                      [](const auto& a, const auto& b) { return a.tag < b.tag; });
-           g->done(std::move(g->tags));
+           g->done(std::move(tags));
          }));
   }
 }

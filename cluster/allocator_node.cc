@@ -143,7 +143,7 @@ void AllocatorNode::Stop() {
 }
 
 std::vector<int32_t> AllocatorNode::Serving() const {
-  std::lock_guard lock(serving_mu_);
+  MutexLock lock(serving_mu_);
   return serving_snapshot_;
 }
 
@@ -186,37 +186,47 @@ void AllocatorNode::Run() {
       batch.clear();
       for (auto& [p, messages] : by_partition) ProcessBatch(p, messages);
     }
-    switch (event.kind) {
-      case kafka::GroupConsumer::Event::Kind::kMessage:
-        batch.push_back(std::move(event.message));  // the batch was full: starts the next one
-        break;
-      case kafka::GroupConsumer::Event::Kind::kAssigned:
-        member_.store(true);
-        OnAssigned(event.partitions);
-        break;
-      case kafka::GroupConsumer::Event::Kind::kRevoked:
-        if (member_.exchange(false)) left_group_ns_.store(clock_.MonotonicNs());
-        OnRevoked(event.partitions);
-        break;
-      case kafka::GroupConsumer::Event::Kind::kError:
-        spdlog::warn("[allocator] consumer: {}", event.error);
-        break;
-      case kafka::GroupConsumer::Event::Kind::kNone:
-        break;
-    }
-    pending_count_.store(static_cast<int>(pending_.size()));
-    if (pending_.empty()) {
-      pending_since_ns_.store(-1);
-      if (member_.load()) served_all_once_.store(true);
-    } else if (pending_since_ns_.load() < 0) {
-      pending_since_ns_.store(clock_.MonotonicNs());
-    }
-    serving_gauge_.Set(static_cast<double>(serving_.size()));
+    OnEvent(event, batch);
+    PublishProgress();
   }
-  for (auto& [p, producer] : serving_) producer->Abort(milliseconds(2000));
+  // Best effort, as at a release below: the transaction coordinator aborts what is left.
+  for (auto& [p, producer] : serving_) (void)producer->Abort(milliseconds(2000));
   serving_.clear();
   takeovers_in_flight_.clear();  // waits for each: bounded, and they see stop_ between steps
   consumer_->Close();
+}
+
+void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
+                            std::vector<kafka::Message>& batch) {
+  switch (event.kind) {
+    case kafka::GroupConsumer::Event::Kind::kMessage:
+      batch.push_back(std::move(event.message));  // the batch was full: starts the next one
+      break;
+    case kafka::GroupConsumer::Event::Kind::kAssigned:
+      member_.store(true);
+      OnAssigned(event.partitions);
+      break;
+    case kafka::GroupConsumer::Event::Kind::kRevoked:
+      if (member_.exchange(false)) left_group_ns_.store(clock_.MonotonicNs());
+      OnRevoked(event.partitions);
+      break;
+    case kafka::GroupConsumer::Event::Kind::kError:
+      spdlog::warn("[allocator] consumer: {}", event.error);
+      break;
+    case kafka::GroupConsumer::Event::Kind::kNone:
+      break;
+  }
+}
+
+void AllocatorNode::PublishProgress() {
+  pending_count_.store(static_cast<int>(pending_.size()));
+  if (pending_.empty()) {
+    pending_since_ns_.store(-1);
+    if (member_.load()) served_all_once_.store(true);
+  } else if (pending_since_ns_.load() < 0) {
+    pending_since_ns_.store(clock_.MonotonicNs());
+  }
+  serving_gauge_.Set(static_cast<double>(serving_.size()));
 }
 
 void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partitions) {
@@ -382,7 +392,7 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
   MetricsOf(p).takeovers.Inc();
   MetricsOf(p).serving.Set(1);
   {
-    std::lock_guard lock(serving_mu_);
+    MutexLock lock(serving_mu_);
     serving_snapshot_.clear();
     for (const auto& [q, unused] : serving_) serving_snapshot_.push_back(q);
   }
@@ -403,10 +413,10 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
               "[allocator] partition {} no longer served: {}", p, why);
   MetricsOf(p).releases.Inc();
   MetricsOf(p).serving.Set(0);
-  it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
+  (void)it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   floor_.erase(p);
-  std::lock_guard lock(serving_mu_);
+  MutexLock lock(serving_mu_);
   std::erase(serving_snapshot_, p);
 }
 

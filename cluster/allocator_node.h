@@ -8,7 +8,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "allocator/operations.h"
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "cluster/restore.h"
 #include "cluster/topics.h"
 #include "kafka/client.h"
@@ -50,7 +50,7 @@ class AllocatorNode {
   AllocatorNode(AllocatorNodeOptions options, state::Store& store, Clock& clock);
   ~AllocatorNode();
 
-  Result<void> Start();
+  [[nodiscard]] Result<void> Start();
   void Stop();
   // Partitions restored and being served, for status and tests.
   std::vector<int32_t> Serving() const;
@@ -77,6 +77,11 @@ class AllocatorNode {
 
  private:
   void Run();
+  // A group event other than a message of the batch: a message that starts the next batch, an
+  // assignment, a revocation, an error.
+  void OnEvent(kafka::GroupConsumer::Event& event, std::vector<kafka::Message>& batch);
+  // Publishes the loop's progress to the getters and gauges read by other threads.
+  void PublishProgress();
   void OnAssigned(const std::vector<kafka::TopicPartition>& partitions);
   void OnRevoked(const std::vector<kafka::TopicPartition>& partitions);
   static metrics::Counter& RebalanceCounter(const char* event);
@@ -93,9 +98,9 @@ class AllocatorNode {
   // own: a partition whose transaction coordinator or leader is on a broker that is away does not
   // hold up the takeover of the others, and a fresh reader never carries metadata cached before
   // a broker's outage. Touches no member but the options, the store and the clock.
-  Result<Fenced> FenceAndRestore(int32_t p) const;
+  [[nodiscard]] Result<Fenced> FenceAndRestore(int32_t p) const;
   // Serves p from its takeover's result; returns the requests offset to read on from.
-  Result<int64_t> Serve(int32_t p, Fenced fenced);
+  [[nodiscard]] Result<int64_t> Serve(int32_t p, Fenced fenced);
   void Release(int32_t p, const std::string& why);
   // Starts a takeover for each pending partition that has none in flight and whose retry time
   // has come, and serves the partitions whose takeover finished.
@@ -116,8 +121,8 @@ class AllocatorNode {
   };
   Decision Decide(int32_t p, const kafka::Message& m, BatchReader& reader);
   // Sends a decision: state records staged and produced, then the reply.
-  Result<void> Produce(int32_t p, const kafka::Message& m, const Decision& decision,
-                       kafka::TxnProducer& producer, BatchReader& reader);
+  [[nodiscard]] Result<void> Produce(int32_t p, const kafka::Message& m, const Decision& decision,
+                                     kafka::TxnProducer& producer, BatchReader& reader);
   // The four ends of a batch's transaction (kafka/transaction.h).
   void OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
                    BatchReader& reader, int64_t segments);
@@ -150,8 +155,8 @@ class AllocatorNode {
   // be tried again. Loop thread only.
   std::map<int32_t, std::future<Result<Fenced>>> takeovers_in_flight_;
   std::map<int32_t, int64_t> retry_at_ns_;
-  mutable std::mutex serving_mu_;
-  std::vector<int32_t> serving_snapshot_;  // guarded by serving_mu_
+  mutable Mutex serving_mu_;
+  std::vector<int32_t> serving_snapshot_ KLEAF_GUARDED_BY(serving_mu_);
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::atomic<bool> member_{false};

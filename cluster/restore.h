@@ -31,9 +31,10 @@ struct RestoreResult {
 // Applies state-topic partition `p` from the store's applied offset up to the last stable offset
 // into the store (with MergeRestored), and records the new applied offset and the requests offset
 // the restored records carry.
-Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::Store& store,
-                                       const ClusterTopics& topics, int32_t p,
-                                       std::chrono::milliseconds timeout);
+[[nodiscard]] Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
+                                                     state::Store& store,
+                                                     const ClusterTopics& topics, int32_t p,
+                                                     std::chrono::milliseconds timeout);
 
 // Name of the store value holding the next state-topic offset to apply for partition `p`.
 std::string AppliedOffsetKey(int32_t p);

@@ -10,7 +10,7 @@
 namespace kleaf::cluster {
 
 // bootstrap.servers and kleaf's client settings; fails if kafka.bootstrap is empty.
-Result<kafka::Properties> KafkaProperties(const config::Config& c);
+[[nodiscard]] Result<kafka::Properties> KafkaProperties(const config::Config& c);
 // The cluster's topic names, with kafka.partitions as configured (0: take the topics' count).
 ClusterTopics TopicsFor(const config::Config& c);
 
@@ -24,6 +24,6 @@ struct ClusterSetup {
 // Creates the topics when missing and resolves the layout, within one setup timeout: a node that
 // cannot reach Kafka gives up within it. kInvalidArgument when the configuration is at fault
 // (e.g. kafka.partitions disagrees with the topics).
-Result<ClusterSetup> PrepareCluster(const config::Config& c);
+[[nodiscard]] Result<ClusterSetup> PrepareCluster(const config::Config& c);
 
 }  // namespace kleaf::cluster

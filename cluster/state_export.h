@@ -16,7 +16,7 @@ namespace kleaf::cluster {
 
 // Every live tag record of the state topic, read to the last stable offset of each partition
 // (records of one tag merged with MergeRestored), by tag.
-Result<std::map<std::string, state::TagRecord>> ReadAllTags(const kafka::Properties& props,
-                                                            const ClusterTopics& topics);
+[[nodiscard]] Result<std::map<std::string, state::TagRecord>> ReadAllTags(
+    const kafka::Properties& props, const ClusterTopics& topics);
 
 }  // namespace kleaf::cluster

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "cluster/wire.h"
@@ -43,7 +44,8 @@ Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partit
   if (!key) return {};  // asked of every partition, each for its own tags
   const int32_t owner = kafka::PartitionFor(*key, partitions);
   if (owner == arrived_on) return {};
-  const bool registry = *key == allocator::kWorkersKey;
+  const bool registry =
+      std::visit([]<typename Op>(const Op&) { return allocator::kIsWorkerOp<Op>; }, request);
   return Fail(Code::kFailedPrecondition,
               (registry ? std::string("registry request") : "tag '" + *key + "'") +
                   " belongs to partition " + std::to_string(owner) + " of " +
@@ -53,29 +55,20 @@ Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partit
                   "two owners. Restart the sender without kafka.partitions");
 }
 
-Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& t,
-                                 int16_t replication_factor, std::chrono::milliseconds timeout) {
-  // Where kleaf chose 3 replicas or more it also asks for 2 in sync. Otherwise the brokers'
-  // min.insync.replicas stands: a topic-level 1 would override a broker's 2.
-  const int16_t replicas =
-      replication_factor > 0 ? replication_factor : kafka::kBrokerDefaultReplication;
+namespace {
+
+// The specs of the cluster's topics, each with `partitions` (the ids topic: `ids_partitions`).
+// Where kleaf chose 3 replicas or more it also asks for 2 in sync. Otherwise the brokers'
+// min.insync.replicas stands: a topic-level 1 would override a broker's 2.
+std::vector<kafka::TopicSpec> ClusterTopicSpecs(const ClusterTopics& t, int32_t partitions,
+                                                std::optional<int32_t> ids_partitions,
+                                                int16_t replicas) {
   std::map<std::string, std::string> durability;
   if (replicas >= 3) durability["min.insync.replicas"] = "2";
   auto with = [&durability](std::map<std::string, std::string> configs) {
     configs.insert(durability.begin(), durability.end());
     return configs;
   };
-  int32_t partitions = t.partitions > 0 ? t.partitions : kDefaultPartitions;
-  // Existing topics decide: a missing sibling gets the requests topic's count, and a configured
-  // count that disagrees with it is reported by CheckLayout, naming the key.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Any answer but "no such topic" (Kafka unreachable, frozen) ends here: every step below would
-  // wait as long again, and a node must give up within its setup timeout.
-  if (auto existing = kafka::PartitionCount(props, t.requests, timeout); existing) {
-    partitions = *existing;
-  } else if (existing.error().code != Code::kNotFound) {
-    return std::unexpected(existing.error());
-  }
   std::vector<kafka::TopicSpec> specs{
       {t.requests, partitions, replicas, with({})},
       {t.state, partitions, replicas,
@@ -89,19 +82,46 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
              {"min.cleanable.dirty.ratio", "0.1"}})},
       {t.replies, t.reply_partitions, replicas, with({{"retention.ms", "3600000"}})},
   };
-  if (!t.ids.empty()) {
-    // The ids topic routes nothing the allocators own: an existing one keeps its own count (the
-    // producer reads it from the broker), so a grown requests topic is reported by CheckLayout.
-    int32_t ids_partitions = partitions;
-    if (auto existing = kafka::PartitionCount(props, t.ids, TimeLeft(deadline)); existing) {
-      ids_partitions = *existing;
-    } else if (existing.error().code != Code::kNotFound) {
-      return std::unexpected(existing.error());
-    }
-    specs.push_back({t.ids, ids_partitions, replicas, with({})});
-  }
+  if (ids_partitions) specs.push_back({t.ids, *ids_partitions, replicas, with({})});
   specs.push_back({t.layout, 1, replicas, with({{"cleanup.policy", "compact"}})});
-  auto ensured = kafka::EnsureTopics(props, specs, TimeLeft(deadline));
+  return specs;
+}
+
+// The partition count of `topic` if it exists, `otherwise` if it does not; any other answer
+// (Kafka unreachable, frozen) is an error: every step after it would wait as long again, and a
+// node must give up within its setup timeout.
+[[nodiscard]] Result<int32_t> ExistingPartitions(const kafka::Properties& props,
+                                                 const std::string& topic, int32_t otherwise,
+                                                 std::chrono::milliseconds timeout) {
+  auto existing = kafka::PartitionCount(props, topic, timeout);
+  if (existing) return *existing;
+  if (existing.error().code != Code::kNotFound) return std::unexpected(existing.error());
+  return otherwise;
+}
+
+}  // namespace
+
+Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& t,
+                                 int16_t replication_factor, std::chrono::milliseconds timeout) {
+  const int16_t replicas =
+      replication_factor > 0 ? replication_factor : kafka::kBrokerDefaultReplication;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Existing topics decide: a missing sibling gets the requests topic's count, and a configured
+  // count that disagrees with it is reported by CheckLayout, naming the key.
+  auto partitions = ExistingPartitions(props, t.requests,
+                                       t.partitions > 0 ? t.partitions : kDefaultPartitions,
+                                       TimeLeft(deadline));
+  if (!partitions) return std::unexpected(partitions.error());
+  // The ids topic routes nothing the allocators own: an existing one keeps its own count (the
+  // producer reads it from the broker), so a grown requests topic is reported by CheckLayout.
+  std::optional<int32_t> ids_partitions;
+  if (!t.ids.empty()) {
+    auto ids = ExistingPartitions(props, t.ids, *partitions, TimeLeft(deadline));
+    if (!ids) return std::unexpected(ids.error());
+    ids_partitions = *ids;
+  }
+  auto ensured = kafka::EnsureTopics(
+      props, ClusterTopicSpecs(t, *partitions, ids_partitions, replicas), TimeLeft(deadline));
   // kInvalidArgument: the brokers refused the replication factor (the handle's properties were
   // accepted by the first lookup above).
   if (!ensured && ensured.error().code == Code::kInvalidArgument) {
@@ -347,16 +367,12 @@ struct ClusterFacts {
 // replication is warned about, never refused (kleaf does not create them).
 constexpr const char* kKafkaInternalTopics[] = {"__transaction_state", "__consumer_offsets"};
 
-Result<ClusterFacts> DescribeTopics(const kafka::Properties& props, const ClusterTopics& names,
-                                    std::chrono::milliseconds timeout) {
-  std::vector<std::string> guarded{names.state, names.requests, names.layout};
-  std::vector<std::string> others{names.replies};
-  if (!names.ids.empty()) others.push_back(names.ids);
-  for (const char* internal : kKafkaInternalTopics) others.emplace_back(internal);
-  std::vector<std::string> all = guarded;
-  all.insert(all.end(), others.begin(), others.end());
-  // The topics exist (EnsureClusterTopics made them), but a broker that has not caught up with a
-  // topic just created answers "unknown topic": ask again until the deadline.
+// Describes `all` until none of `guarded` is unknown, or until the deadline. The topics exist
+// (EnsureClusterTopics made them), but a broker that has not caught up with a topic just created
+// answers "unknown topic".
+[[nodiscard]] Result<kafka::ClusterDescription> DescribeWhenKnown(
+    const kafka::Properties& props, const std::vector<std::string>& guarded,
+    const std::vector<std::string>& all, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto describe = [&] {
     return kafka::DescribeCluster(
@@ -375,30 +391,44 @@ Result<ClusterFacts> DescribeTopics(const kafka::Properties& props, const Cluste
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     cluster = describe();
   }
-  if (!cluster) return std::unexpected(cluster.error());
-  auto replication = [](const std::string& topic, const kafka::DescribedTopic& d) {
-    TopicReplication r{topic, d.info.partitions, d.info.replication_factor, 0};
-    if (auto it = d.configs.find("min.insync.replicas"); it != d.configs.end()) {
-      int32_t v = 0;
-      if (std::from_chars(it->second.data(), it->second.data() + it->second.size(), v).ec ==
-          std::errc()) {
-        r.min_insync_replicas = v;
-      }
+  return cluster;
+}
+
+TopicReplication ReplicationOf(const std::string& topic, const kafka::DescribedTopic& d) {
+  TopicReplication r{topic, d.info.partitions, d.info.replication_factor, 0};
+  if (auto it = d.configs.find("min.insync.replicas"); it != d.configs.end()) {
+    int32_t v = 0;
+    if (std::from_chars(it->second.data(), it->second.data() + it->second.size(), v).ec ==
+        std::errc()) {
+      r.min_insync_replicas = v;
     }
-    return r;
-  };
+  }
+  return r;
+}
+
+[[nodiscard]] Result<ClusterFacts> DescribeTopics(const kafka::Properties& props,
+                                                  const ClusterTopics& names,
+                                                  std::chrono::milliseconds timeout) {
+  std::vector<std::string> guarded{names.state, names.requests, names.layout};
+  std::vector<std::string> others{names.replies};
+  if (!names.ids.empty()) others.push_back(names.ids);
+  for (const char* internal : kKafkaInternalTopics) others.emplace_back(internal);
+  std::vector<std::string> all = guarded;
+  all.insert(all.end(), others.begin(), others.end());
+  auto cluster = DescribeWhenKnown(props, guarded, all, timeout);
+  if (!cluster) return std::unexpected(cluster.error());
   ClusterFacts facts;
   facts.replication.brokers = cluster->brokers;
   for (const auto& topic : guarded) {
     const auto& d = cluster->topics.at(topic);
     if (!d) return std::unexpected(d.error());
-    facts.replication.guarded.push_back(replication(topic, *d));
+    facts.replication.guarded.push_back(ReplicationOf(topic, *d));
   }
   // The others only where the brokers describe them: the replies topic of a gateway that has not
   // made it yet, Kafka's topics before their first use or without the right to describe them.
   for (const auto& topic : others) {
     if (const auto& d = cluster->topics.at(topic); d) {
-      facts.replication.others.push_back(replication(topic, *d));
+      facts.replication.others.push_back(ReplicationOf(topic, *d));
     }
   }
   const auto& requests = *cluster->topics.at(names.requests);
@@ -412,9 +442,9 @@ Result<ClusterFacts> DescribeTopics(const kafka::Properties& props, const Cluste
   return facts;
 }
 
-Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
-                                               const ClusterTopics& names,
-                                               std::chrono::milliseconds timeout) {
+[[nodiscard]] Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
+                                                             const ClusterTopics& names,
+                                                             std::chrono::milliseconds timeout) {
   std::vector<ClusterLayout> out;
   std::optional<Error> bad;
   auto end = reader.ReadToEnd(
@@ -440,7 +470,7 @@ Result<std::vector<ClusterLayout>> ReadLayouts(kafka::PartitionReader& reader,
 // handle that learned the layout partition's leader just before that broker died keeps asking the
 // dead broker (connections refused) after Kafka elected another leader; a new handle asks the
 // cluster who leads it now.
-Result<std::vector<ClusterLayout>> ReadLayoutsUntil(
+[[nodiscard]] Result<std::vector<ClusterLayout>> ReadLayoutsUntil(
     const kafka::Properties& props, const ClusterTopics& names,
     std::chrono::steady_clock::time_point deadline) {
   using std::chrono::milliseconds;

@@ -39,15 +39,17 @@ struct ClusterTopics {
 // `partitions` partitions: its route key (allocator::RouteKey) must map there, and a sender that
 // said its partition count (`sender_partitions` > 0) must have the same one. An error names both
 // partitions.
-Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partitions,
-                        int32_t arrived_on, int32_t partitions);
+[[nodiscard]] Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partitions,
+                                      int32_t arrived_on, int32_t partitions);
 
 // Creates the missing topics (state and layout compacted; ids only when named), requests and state
 // with `topics.partitions`, or 12 when it is 0. Existing topics are left as they are.
 // `replication_factor` 0 (or less) leaves replicas and min.insync.replicas to the brokers'
 // defaults; 3 or more sets min.insync.replicas=2 on the topics; 1 or 2 only the replicas.
-Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTopics& topics,
-                                 int16_t replication_factor, std::chrono::milliseconds timeout);
+[[nodiscard]] Result<void> EnsureClusterTopics(const kafka::Properties& props,
+                                               const ClusterTopics& topics,
+                                               int16_t replication_factor,
+                                               std::chrono::milliseconds timeout);
 
 inline constexpr int32_t kDefaultPartitions = 12;
 
@@ -85,9 +87,10 @@ struct TopicFacts {
 // `recorded` the layout topic's records (empty: none yet, the facts and `dc` become the layout).
 // kInvalidArgument: the configuration disagrees with the topics or the recorded datacenter;
 // kFailedPrecondition: the topics changed under a live cluster.
-Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
-                                  int32_t configured, const std::vector<ClusterLayout>& recorded,
-                                  const allocator::Datacenter& dc = {});
+[[nodiscard]] Result<ClusterLayout> CheckLayout(const ClusterTopics& names, const TopicFacts& now,
+                                                int32_t configured,
+                                                const std::vector<ClusterLayout>& recorded,
+                                                const allocator::Datacenter& dc = {});
 
 // How one topic is replicated, as the brokers describe it.
 struct TopicReplication {
@@ -116,41 +119,45 @@ struct ReplicationFacts {
 // check. On 3 or more, a guarded topic that fails is refused (kInvalidArgument, naming each topic,
 // its values and the command that fixes it) unless `allow_unreplicated`. Returns the warnings to
 // log: the topics that fail and are not refused.
-Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
-                                                  bool allow_unreplicated);
+[[nodiscard]] Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
+                                                                bool allow_unreplicated);
 
 // Reads the topics' facts and the layout topic, writes the layout record when there is none, and
 // returns CheckLayout's verdict. Every node calls it before it routes, serves or reads state. It
 // refuses topics CheckReplication refuses (`allow_unreplicated`: kafka.allow_unreplicated) and logs
 // its warnings.
-Result<ClusterLayout> ResolveLayout(const kafka::Properties& props, const ClusterTopics& names,
-                                    int32_t configured, const std::string& node_id,
-                                    std::chrono::milliseconds timeout,
-                                    const allocator::Datacenter& dc = {},
-                                    bool allow_unreplicated = false);
+[[nodiscard]] Result<ClusterLayout> ResolveLayout(const kafka::Properties& props,
+                                                  const ClusterTopics& names, int32_t configured,
+                                                  const std::string& node_id,
+                                                  std::chrono::milliseconds timeout,
+                                                  const allocator::Datacenter& dc = {},
+                                                  bool allow_unreplicated = false);
 
 // Pure: whether the layout `peer` recorded by the cluster of datacenter.peers[`i`] (`bootstrap`)
 // fits ours: the same datacenter count, another index, another state topic (not our own Kafka
 // listed as a peer). kInvalidArgument naming the key to fix.
-Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& peer, size_t i,
-                             const std::string& bootstrap);
+[[nodiscard]] Result<void> CheckPeerLayout(const ClusterLayout& ours, const ClusterLayout& peer,
+                                           size_t i, const std::string& bootstrap);
 
 // Reads the layout topic of every peer cluster (`props` with each peer's bootstrap.servers, the
 // same topic names) within `timeout_each`, and applies CheckPeerLayout. A peer that does not
 // answer in time, or has recorded no layout yet, is logged and skipped: the check catches what it
 // can see, it is no lock.
-Result<void> CheckPeers(const kafka::Properties& props, const ClusterTopics& names,
-                        const ClusterLayout& ours, const std::vector<std::string>& peers,
-                        std::chrono::milliseconds timeout_each);
+[[nodiscard]] Result<void> CheckPeers(const kafka::Properties& props, const ClusterTopics& names,
+                                      const ClusterLayout& ours,
+                                      const std::vector<std::string>& peers,
+                                      std::chrono::milliseconds timeout_each);
 
 // Name of the store text recording which state topic (name and id) a store is a view of.
 inline constexpr char kStateTopicText[] = "state_topic";
 // Pure: whether a store that recorded `stored` ("<name> <id>", or nullopt for a new store) may
 // serve as the view of state topic `name` with id `id`.
-Result<void> CheckStoreTopic(const std::optional<std::string>& stored, const std::string& name,
-                             const std::string& id, const std::string& state_path);
+[[nodiscard]] Result<void> CheckStoreTopic(const std::optional<std::string>& stored,
+                                           const std::string& name, const std::string& id,
+                                           const std::string& state_path);
 // Checks the store against the layout and records the state topic's name and id in it.
-Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& names,
-                                   const ClusterLayout& layout, const std::string& state_path);
+[[nodiscard]] Result<void> BindStoreToStateTopic(state::Store& store, const ClusterTopics& names,
+                                                 const ClusterLayout& layout,
+                                                 const std::string& state_path);
 
 }  // namespace kleaf::cluster

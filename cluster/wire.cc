@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocator/id_format.h"
+#include "state/records_json.h"
 
 namespace kleaf::cluster::wire {
 namespace {
@@ -35,7 +36,7 @@ json UpdateJson(const allocator::TagUpdate& update) {
   if (update.id_mode) u["id_mode"] = state::IdModeName(*update.id_mode);
   if (update.restore_id_format) {
     // A tag record's own encoding (state/records.h), as an object of this request.
-    u["restore"] = json::parse(state::EncodeTag(*update.restore_id_format));
+    u["restore"] = state::TagToJson(*update.restore_id_format);
   }
   return u;
 }
@@ -56,7 +57,7 @@ json FieldsOf(const op::RenewWorker& r) {
 json FieldsOf(const op::ReleaseWorker& r) { return FieldsOf(op::RenewWorker{r.report}); }
 json FieldsOf(const op::WorkerStatus&) { return ClaimantJson({}, -1, 0, 0); }
 
-Result<allocator::TagUpdate> UpdateFrom(const json& u) {
+[[nodiscard]] Result<allocator::TagUpdate> UpdateFrom(const json& u) {
   allocator::TagUpdate update;
   if (u.contains("step")) update.step = u.at("step").get<int64_t>();
   if (u.contains("max_id")) update.max_id = u.at("max_id").get<int64_t>();
@@ -67,7 +68,7 @@ Result<allocator::TagUpdate> UpdateFrom(const json& u) {
     update.id_mode = *mode;
   }
   if (u.contains("restore")) {
-    auto restore = state::DecodeTag(u.at("restore").dump());
+    auto restore = state::TagFromJson(u.at("restore"));
     if (!restore) return std::unexpected(restore.error());
     update.restore_id_format = *restore;
   }
@@ -125,8 +126,8 @@ void FormatToJson(const Segment& s, json& out) {
   out["id_base"] = r.id_base;
 }
 
-Result<std::shared_ptr<const allocator::IdFormat>> FormatFromJson(const std::string& tag,
-                                                                  const json& j) {
+[[nodiscard]] Result<std::shared_ptr<const allocator::IdFormat>> FormatFromJson(
+    const std::string& tag, const json& j) {
   if (j.contains("datacenter_count")) {
     const allocator::Datacenter dc{j.at("datacenter_index").get<int64_t>(),
                                    j.at("datacenter_count").get<int64_t>()};
@@ -168,7 +169,7 @@ std::string Encode(const Result<T>& reply) {
   return reply ? ResultJson(*reply).dump() : EncodeError(reply.error());
 }
 
-Result<Segment> ResultFrom(const json& j, std::type_identity<Segment>) {
+[[nodiscard]] Result<Segment> ResultFrom(const json& j, std::type_identity<Segment>) {
   if (!j.contains("segment")) return Fail(Code::kInternal, "allocator reply without a segment");
   const json& s = j.at("segment");
   Segment segment{s.at("tag").get<std::string>(), s.at("start").get<int64_t>(),
@@ -178,29 +179,31 @@ Result<Segment> ResultFrom(const json& j, std::type_identity<Segment>) {
   segment.format = *format;
   return segment;
 }
-Result<state::TagRecord> ResultFrom(const json& j, std::type_identity<state::TagRecord>) {
+[[nodiscard]] Result<state::TagRecord> ResultFrom(const json& j,
+                                                  std::type_identity<state::TagRecord>) {
   if (!j.contains("tag")) return Fail(Code::kInternal, "allocator reply without a tag");
-  return state::DecodeTag(j.at("tag").dump());
+  return state::TagFromJson(j.at("tag"));
 }
-Result<std::vector<state::TagRecord>> ResultFrom(
+[[nodiscard]] Result<std::vector<state::TagRecord>> ResultFrom(
     const json& j, std::type_identity<std::vector<state::TagRecord>>) {
   std::vector<state::TagRecord> tags;
   if (!j.contains("tags")) return tags;  // none: the key is left out
   for (const auto& t : j.at("tags")) {
-    auto d = state::DecodeTag(t.dump());
+    auto d = state::TagFromJson(t);
     if (!d) return std::unexpected(d.error());
     tags.push_back(std::move(*d));
   }
   return tags;
 }
-Result<WorkerLeaseInfo> ResultFrom(const json& j, std::type_identity<WorkerLeaseInfo>) {
+[[nodiscard]] Result<WorkerLeaseInfo> ResultFrom(const json& j,
+                                                 std::type_identity<WorkerLeaseInfo>) {
   if (!j.contains("lease")) return Fail(Code::kInternal, "allocator reply without a lease");
   const json& l = j.at("lease");
   return WorkerLeaseInfo{l.at("worker_id").get<int64_t>(), l.at("lease_until").get<int64_t>(),
                          l.at("not_before").get<int64_t>(), l.value("allocator_now", int64_t{0}),
                          l.value("notice", std::string())};
 }
-Result<WorkerCounts> ResultFrom(const json& j, std::type_identity<WorkerCounts>) {
+[[nodiscard]] Result<WorkerCounts> ResultFrom(const json& j, std::type_identity<WorkerCounts>) {
   if (!j.contains("workers")) return Fail(Code::kInternal, "allocator reply without counts");
   return WorkerCounts{j["workers"].at("leased").get<int64_t>(),
                       j["workers"].at("free").get<int64_t>()};

@@ -23,7 +23,7 @@ struct Envelope {
 };
 std::string EncodeRequest(const Envelope& envelope);
 // kInvalidArgument for a request that is not one (malformed JSON, unknown op).
-Result<Envelope> DecodeRequest(std::string_view json);
+[[nodiscard]] Result<Envelope> DecodeRequest(std::string_view json);
 
 // The reply to an operation: its result or its error. The type of the result says which
 // operation's reply it is, so a reply is decoded as the result the sender asked for.
@@ -36,10 +36,10 @@ std::string EncodeReply(const Result<allocator::WorkerCounts>& reply);
 std::string EncodeError(const Error& error);
 // kInternal for a reply that is not one; the allocator's error as it sent it.
 template <typename T>
-Result<T> DecodeReply(std::string_view json);
+[[nodiscard]] Result<T> DecodeReply(std::string_view json);
 
 std::string EncodeLayout(const ClusterLayout& layout);
-Result<ClusterLayout> DecodeLayout(std::string_view json);
+[[nodiscard]] Result<ClusterLayout> DecodeLayout(std::string_view json);
 
 // The value of a RequestsOffsetKey record (cluster/restore.h): the next offset, decimal.
 std::string EncodeRequestsOffset(int64_t next);

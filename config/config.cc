@@ -75,7 +75,7 @@ Field StringField(std::string key, std::function<Result<void>(Config&, const std
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 
-Result<void> SetKafkaProperties(const YAML::Node& n, Config& c) {
+[[nodiscard]] Result<void> SetKafkaProperties(const YAML::Node& n, Config& c) {
   const std::string key = "kafka.properties";
   if (n.IsNull()) return {};
   if (!n.IsMap()) {
@@ -104,7 +104,7 @@ Result<void> SetKafkaProperties(const YAML::Node& n, Config& c) {
 }
 
 // A Kafka topic or group name: 1-249 characters of [A-Za-z0-9._-], or empty for the default.
-Result<void> CheckKafkaName(const std::string& s) {
+[[nodiscard]] Result<void> CheckKafkaName(const std::string& s) {
   if (s.size() > 249) return Fail(Code::kInvalidArgument, "must be at most 249 characters");
   for (char ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') {
@@ -115,7 +115,7 @@ Result<void> CheckKafkaName(const std::string& s) {
 }
 
 // A tag as the API accepts it: 1-128 characters of [A-Za-z0-9_.:-].
-Result<void> CheckTag(const std::string& s) {
+[[nodiscard]] Result<void> CheckTag(const std::string& s) {
   if (s.empty() || s.size() > 128) return Fail(Code::kInvalidArgument, "must be 1-128 characters");
   for (char ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != ':' &&
@@ -127,7 +127,8 @@ Result<void> CheckTag(const std::string& s) {
 }
 
 // producer.streams[i].mode, `k` its key.
-Result<ProducerStream::Mode> ParseStreamMode(const std::string& v, const std::string& k) {
+[[nodiscard]] Result<ProducerStream::Mode> ParseStreamMode(const std::string& v,
+                                                           const std::string& k) {
   if (v == "segment") return ProducerStream::Mode::kSegment;
   if (v == "snowflake") return ProducerStream::Mode::kSnowflake;
   if (v == "uuid7") return ProducerStream::Mode::kUuid7;
@@ -137,7 +138,7 @@ Result<ProducerStream::Mode> ParseStreamMode(const std::string& v, const std::st
 }
 
 // producer.streams[i].batch_size, `k` its key: an integer in [1, 100000].
-Result<int64_t> ParseStreamBatchSize(const std::string& v, const std::string& k) {
+[[nodiscard]] Result<int64_t> ParseStreamBatchSize(const std::string& v, const std::string& k) {
   int64_t b = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
   if (ec != std::errc() || ptr != v.data() + v.size()) {
@@ -151,7 +152,8 @@ Result<int64_t> ParseStreamBatchSize(const std::string& v, const std::string& k)
 
 // The batch size of a parsed stream: the mode's default where none was given, the 128-bit
 // modes' bound where one was.
-Result<void> SettleStreamBatchSize(ProducerStream& s, bool has_batch_size, const std::string& at) {
+[[nodiscard]] Result<void> SettleStreamBatchSize(ProducerStream& s, bool has_batch_size,
+                                                 const std::string& at) {
   // A batch is one Kafka record, and records above 1 MB are refused by default (librdkafka's
   // message.max.bytes, the broker's): 20000 UUIDv7s take 780 kB of JSON.
   const bool id128 =
@@ -169,7 +171,7 @@ Result<void> SettleStreamBatchSize(ProducerStream& s, bool has_batch_size, const
 }
 
 // One entry of producer.streams, `at` its key ("producer.streams[i]").
-Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
+[[nodiscard]] Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
   if (!e.IsMap()) {
     return std::unexpected(KeyError(at, "expected a mapping {tag, mode, batch_size}"));
   }
@@ -206,7 +208,7 @@ Result<ProducerStream> ParseStream(const YAML::Node& e, const std::string& at) {
 }
 
 // producer.streams: a list of {tag, mode, batch_size}; errors name producer.streams[i].<key>.
-Result<void> SetStreams(const YAML::Node& n, Config& c) {
+[[nodiscard]] Result<void> SetStreams(const YAML::Node& n, Config& c) {
   const std::string key = "producer.streams";
   if (n.IsNull()) {
     c.producer.streams.clear();
@@ -233,7 +235,7 @@ Result<void> SetStreams(const YAML::Node& n, Config& c) {
 }
 
 // datacenter.peers: a list of kafka.bootstrap strings (host:port[,host:port]).
-Result<void> SetPeers(const YAML::Node& n, Config& c) {
+[[nodiscard]] Result<void> SetPeers(const YAML::Node& n, Config& c) {
   const std::string key = "datacenter.peers";
   if (n.IsNull()) {
     c.datacenter.peers.clear();
@@ -433,7 +435,7 @@ std::string HostName() {
 }
 
 // datacenter.index and datacenter.count: an index below the count, and a worker id for each.
-Result<void> CheckDatacenterNumbers(const Config& c) {
+[[nodiscard]] Result<void> CheckDatacenterNumbers(const Config& c) {
   const auto& d = c.datacenter;
   if (d.index >= d.count) {
     return Fail(Code::kInvalidArgument, "datacenter.index: must be below datacenter.count (" +
@@ -453,7 +455,7 @@ Result<void> CheckDatacenterNumbers(const Config& c) {
 
 // datacenter.peers: only with other datacenters, at most one per other datacenter, never this
 // cluster itself.
-Result<void> CheckDatacenterPeers(const Config& c) {
+[[nodiscard]] Result<void> CheckDatacenterPeers(const Config& c) {
   const auto& d = c.datacenter;
   if (d.count == 1 && !d.peers.empty()) {
     return Fail(Code::kInvalidArgument,
@@ -477,7 +479,7 @@ Result<void> CheckDatacenterPeers(const Config& c) {
 
 // With more than one datacenter: no obfuscated default mode, and segment batches small enough to
 // list their IDs.
-Result<void> CheckMultiDatacenterModes(const Config& c) {
+[[nodiscard]] Result<void> CheckMultiDatacenterModes(const Config& c) {
   const auto& d = c.datacenter;
   if (d.count == 1) return {};
   if (c.segment.default_id_mode != "plain") {
@@ -510,7 +512,7 @@ Result<void> CheckDatacenter(const Config& c) {
 }
 
 // Checks that span several keys; each message names the key to change.
-Result<void> CrossCheck(const Config& c) {
+[[nodiscard]] Result<void> CrossCheck(const Config& c) {
   const auto& s = c.snowflake;
   if (s.timestamp_bits + s.worker_bits + s.sequence_bits != 63) {
     return Fail(Code::kInvalidArgument,
@@ -560,9 +562,11 @@ Result<void> CrossCheck(const Config& c) {
   return CheckDatacenter(c);
 }
 
-Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c);
-Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields, Config& c);
-Result<void> ReadTokenFile(Config& c);
+[[nodiscard]] Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields,
+                                           Config c);
+[[nodiscard]] Result<void> ApplyEnvironment(const Environment& env,
+                                            const std::vector<Field>& fields, Config& c);
+[[nodiscard]] Result<void> ReadTokenFile(Config& c);
 constexpr const char* kEnvPrefix = "KLEAF_";
 
 }  // namespace
@@ -657,7 +661,8 @@ Environment ConfigEnvironment() {
 
 namespace {
 
-Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& fields, Config& c) {
+[[nodiscard]] Result<void> ApplyEnvironment(const Environment& env,
+                                            const std::vector<Field>& fields, Config& c) {
   for (const auto& [name, value] : env) {
     // KLEAF_SEGMENT__MAX_STEP -> segment.max_step
     const std::string_view rest = std::string_view(name).substr(std::strlen(kEnvPrefix));
@@ -695,7 +700,7 @@ Result<void> ApplyEnvironment(const Environment& env, const std::vector<Field>& 
 }
 
 // admin.token_file: the token is the file's content up to its first line end.
-Result<void> ReadTokenFile(Config& c) {
+[[nodiscard]] Result<void> ReadTokenFile(Config& c) {
   if (c.admin.token_file.empty()) return {};
   if (!c.admin.token.empty()) {
     return Fail(Code::kInvalidArgument,
@@ -716,7 +721,8 @@ Result<void> ReadTokenFile(Config& c) {
   return {};
 }
 
-Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields, Config c) {
+[[nodiscard]] Result<Config> ParseSections(const YAML::Node& root, const std::vector<Field>& fields,
+                                           Config c) {
   // yaml-cpp keeps every pair of a mapping, repeated keys too; a repeated key would otherwise be
   // merged silently (which of two values wins depends on the reader), so it is an error.
   std::set<std::string> seen;

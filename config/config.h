@@ -194,14 +194,14 @@ Environment ConfigEnvironment();
 
 // Parses YAML text, then applies `env` over it (a variable wins over the file). Errors are
 // kInvalidArgument with a message that starts with the key (or the variable).
-Result<Config> ParseConfig(const std::string& yaml_text, const Environment& env = {});
+[[nodiscard]] Result<Config> ParseConfig(const std::string& yaml_text, const Environment& env = {});
 // Reads and parses a file; a missing file is an error naming it.
-Result<Config> LoadConfigFile(const std::string& path, const Environment& env = {});
+[[nodiscard]] Result<Config> LoadConfigFile(const std::string& path, const Environment& env = {});
 // Defaults, with node.id filled from the host name.
 Config DefaultConfig();
 
 // Splits "host:port"; port must be 0-65535.
-Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s);
+[[nodiscard]] Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s);
 
 // The subcommands that start a node or a state tool.
 enum class Role { kStandalone, kAllocator, kGateway, kProducer, kStateTool };
@@ -209,10 +209,10 @@ enum class Role { kStandalone, kAllocator, kGateway, kProducer, kStateTool };
 // (snowflake::CheckLayoutAt).
 bool IssuesSnowflakeIds(Role role);
 // Fails when kafka.bootstrap is empty: every role but standalone talks to Kafka.
-Result<void> CheckKafkaBootstrap(const Config& c);
+[[nodiscard]] Result<void> CheckKafkaBootstrap(const Config& c);
 // What only the role can tell about a config: the Kafka bootstrap a cluster role needs, a
 // producer without streams. Runs before anything is created in state.path; a failure is a config
 // error (exit 2) like a bad key.
-Result<void> CheckConfigFor(Role role, const Config& c);
+[[nodiscard]] Result<void> CheckConfigFor(Role role, const Config& c);
 
 }  // namespace kleaf::config

@@ -35,7 +35,7 @@ std::optional<std::string_view> QueryParam(std::string_view query, std::string_v
   return std::nullopt;
 }
 
-Result<int64_t> ParseCount(std::string_view query, int64_t max_batch) {
+[[nodiscard]] Result<int64_t> ParseCount(std::string_view query, int64_t max_batch) {
   auto text = QueryParam(query, "count");
   if (!text) return 1;
   int64_t count = 0;
@@ -84,8 +84,8 @@ HttpResponse IdList(const std::string& tag, int64_t count, ForEach for_each) {
 
 // The answer for `ranges` drawn from `buffer`: plain ranges are written as they are (the hot
 // path); obfuscated ones go through their tag's permutation first.
-Result<HttpResponse> SegmentIds(const SegmentBuffer& buffer, int64_t count, bool plain,
-                                const std::vector<IdRange>& ranges) {
+[[nodiscard]] Result<HttpResponse> SegmentIds(const SegmentBuffer& buffer, int64_t count,
+                                              bool plain, const std::vector<IdRange>& ranges) {
   const bool permuted = std::any_of(ranges.begin(), ranges.end(),
                                     [](const IdRange& r) { return r.format != nullptr; });
   if (permuted) {
@@ -127,7 +127,7 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
   return r;
 }
 
-Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
+[[nodiscard]] Result<allocator::TagUpdate> ParseTagUpdate(const std::string& body) {
   json j;
   try {
     j = json::parse(body.empty() ? "{}" : body);
@@ -546,7 +546,7 @@ void Api::IssueOffTheIoThreadIfLarge(int64_t count, std::function<void(Respond)>
 
 metrics::Counter& Api::Issued(TagSeries& series, const std::string& tag) {
   {
-    std::shared_lock lock(series.mu);
+    ReaderMutexLock lock(series.mu);
     if (auto it = series.counters.find(tag); it != series.counters.end()) return *it->second;
     if (series.counters.size() >= kMaxSnowflakeTagSeries) {
       if (auto other = series.counters.find("_other"); other != series.counters.end()) {
@@ -554,7 +554,7 @@ metrics::Counter& Api::Issued(TagSeries& series, const std::string& tag) {
       }
     }
   }
-  std::unique_lock lock(series.mu);
+  WriterMutexLock lock(series.mu);
   const bool own = series.counters.size() < kMaxSnowflakeTagSeries;
   auto& slot = series.counters[own ? tag : std::string("_other")];
   if (slot == nullptr) {

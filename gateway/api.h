@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +16,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "base/worker_pool.h"
 #include "gateway/monitor.h"
 #include "gateway/route_table.h"
@@ -139,8 +139,8 @@ class Api {
   struct TagSeries {
     explicit TagSeries(std::string m) : mode(std::move(m)) {}
     const std::string mode;
-    std::shared_mutex mu;
-    std::unordered_map<std::string, metrics::Counter*> counters;  // guarded by mu
+    SharedMutex mu;
+    std::unordered_map<std::string, metrics::Counter*> counters KLEAF_GUARDED_BY(mu);
   };
   // The series of `tag` in `series`, looked up once per tag.
   static metrics::Counter& Issued(TagSeries& series, const std::string& tag);

@@ -107,7 +107,7 @@ Monitor::Monitor(Options options, SegmentCache& segments, snowflake::SnowflakeGe
   collector_id_ = registry_.AddCollector([this] { Collect(); });
   // Every error code with its status present from the first scrape, at 0 (rate() alerts need the
   // start); the server's own framing answers (400, 413, 431, ...) appear when first sent.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (int c = 0; c <= static_cast<int>(Code::kInternal); ++c) {
     ErrorCounter(std::string(CodeName(static_cast<Code>(c))), HttpStatus(static_cast<Code>(c)));
   }
@@ -125,7 +125,7 @@ metrics::Counter& Monitor::ErrorCounter(const std::string& code, int status) {
 
 Monitor::~Monitor() {
   registry_.RemoveCollector(collector_id_);
-  std::lock_guard lock(collect_mu_);
+  MutexLock lock(collect_mu_);
   for (const auto& tag : gauge_tags_) {
     registry_.Remove("kleaf_segment_buffer_ids", {{"tag", tag}});
     registry_.Remove("kleaf_segment_step", {{"tag", tag}});
@@ -145,14 +145,14 @@ void Monitor::RecordError(std::string_view method, std::string_view target,
                response.error_code.empty() ? "http_" + std::to_string(response.status)
                                            : std::string(response.error_code),
                response.error_message.substr(0, kMaxMessageChars)};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ErrorCounter(e.code, e.status).Inc();
   recent_.push_back(std::move(e));
   while (recent_.size() > options_.recent_errors) recent_.pop_front();
 }
 
 std::vector<Monitor::ErrorEntry> Monitor::RecentErrors() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {recent_.begin(), recent_.end()};
 }
 
@@ -184,7 +184,7 @@ std::vector<ReadyCheck> Monitor::Readiness() {
 }
 
 void Monitor::Collect() {
-  std::lock_guard lock(collect_mu_);
+  MutexLock lock(collect_mu_);
   std::set<std::string> seen;
   for (const auto& s : segments_.Snapshots()) {
     registry_

@@ -6,7 +6,6 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "gateway/segment_cache.h"
 #include "http/http.h"
 #include "snowflake/snowflake.h"
@@ -73,8 +73,8 @@ class Monitor {
   static const std::string& Page();
 
  private:
-  // kleaf_http_errors_total{code,status}, looked up once per pair; mu_ held.
-  metrics::Counter& ErrorCounter(const std::string& code, int status);
+  // kleaf_http_errors_total{code,status}, looked up once per pair.
+  metrics::Counter& ErrorCounter(const std::string& code, int status) KLEAF_REQUIRES(mu_);
 
   const Options options_;
   SegmentCache& segments_;
@@ -84,11 +84,11 @@ class Monitor {
   metrics::Registry& registry_;
   int collector_id_ = -1;
 
-  mutable std::mutex mu_;
-  std::deque<ErrorEntry> recent_;  // guarded by mu_; newest last
-  std::map<std::pair<std::string, int>, metrics::Counter*> error_counters_;  // guarded by mu_
-  std::mutex collect_mu_;
-  std::set<std::string> gauge_tags_;  // guarded by collect_mu_: tags that have buffer gauges
+  mutable Mutex mu_;
+  std::deque<ErrorEntry> recent_ KLEAF_GUARDED_BY(mu_);  // newest last
+  std::map<std::pair<std::string, int>, metrics::Counter*> error_counters_ KLEAF_GUARDED_BY(mu_);
+  Mutex collect_mu_;
+  std::set<std::string> gauge_tags_ KLEAF_GUARDED_BY(collect_mu_);  // tags with buffer gauges
 };
 
 }  // namespace kleaf::gateway

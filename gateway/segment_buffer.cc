@@ -149,19 +149,19 @@ Result<std::vector<IdRange>> SegmentBuffer::Take(int64_t count,
   std::vector<IdRange> out;
   int64_t taken = TryTake(count, out);
   while (taken < count) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const uint64_t seen = completions_;
     if (standby_ || !ActiveUsedUpLocked()) {
-      lock.unlock();
+      lock.Unlock();
       taken += TryTake(count - taken, out);
       continue;
     }
     if (auto step = PrepareFetchLocked(count - taken)) {
-      lock.unlock();
+      lock.Unlock();
       IssueFetch(*step);
-      lock.lock();
+      lock.Lock();
     }
-    bool woke = cv_.wait_until(lock, deadline, [&] {
+    bool woke = cv_.WaitUntil(lock, deadline, [&]() KLEAF_REQUIRES(mu_) {
       return completions_ != seen || standby_.has_value() || !ActiveUsedUpLocked();
     });
     if (!woke) {
@@ -170,7 +170,7 @@ Result<std::vector<IdRange>> SegmentBuffer::Take(int64_t count,
     if (completions_ != seen && last_error_ && !standby_ && ActiveUsedUpLocked()) {
       return std::unexpected(*last_error_);
     }
-    lock.unlock();
+    lock.Unlock();
     taken += TryTake(count - taken, out);
   }
   return out;
@@ -207,7 +207,7 @@ void SegmentBuffer::Install(const allocator::Segment& s) {
 }
 
 bool SegmentBuffer::Advance() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (!ActiveUsedUpLocked()) return true;  // another thread switched already
   if (standby_) {
     Install(*standby_);
@@ -215,19 +215,19 @@ bool SegmentBuffer::Advance() {
     return true;
   }
   if (auto step = PrepareFetchLocked()) {
-    lock.unlock();
+    lock.Unlock();
     IssueFetch(*step);
-    lock.lock();  // the fetch may have completed already (an in-process source)
+    lock.Lock();  // the fetch may have completed already (an in-process source)
     return !ActiveUsedUpLocked() || standby_.has_value();
   }
   return false;
 }
 
 void SegmentBuffer::StartPreload() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   preload_started_.store(true, std::memory_order_relaxed);
   if (auto step = PrepareFetchLocked()) {
-    lock.unlock();
+    lock.Unlock();
     IssueFetch(*step);
   }
 }
@@ -254,7 +254,7 @@ void SegmentBuffer::IssueFetch(int64_t step) {
 
 void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     fetching_ = false;
     ++completions_;
     if (result && drained_) {
@@ -285,11 +285,11 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
       preload_started_.store(false, std::memory_order_relaxed);
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 std::vector<IdRange> SegmentBuffer::Drain() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   drained_ = true;
   std::vector<IdRange> out;
   // The exchange splits the active segment cleanly: a draw whose fetch_add came earlier keeps its
@@ -304,7 +304,7 @@ std::vector<IdRange> SegmentBuffer::Drain() {
 }
 
 void SegmentBuffer::Seed(const std::vector<IdRange>& ranges) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (ranges.empty() || drained_) return;
   Install({tag_, ranges[0].start, ranges[0].end, 0});
   if (ranges.size() > 1) standby_ = allocator::Segment{tag_, ranges[1].start, ranges[1].end, 0};
@@ -322,7 +322,7 @@ void SegmentBuffer::CountIssued(int64_t n) {
 }
 
 SegmentBuffer::Snapshot SegmentBuffer::snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Snapshot s;
   s.tag = tag_;
   s.active = active_;

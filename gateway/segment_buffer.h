@@ -4,11 +4,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 
 namespace kleaf::gateway {
 
@@ -89,12 +88,14 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   int64_t TryTake(int64_t count, std::vector<IdRange>& out);
   // Like TryTake but waits until `deadline` for fetches to bring `count` IDs. On timeout
   // kUnavailable; on a failed fetch that fetch's error (e.g. kNotFound for an unknown tag).
-  Result<std::vector<IdRange>> Take(int64_t count, std::chrono::steady_clock::time_point deadline);
+  [[nodiscard]] Result<std::vector<IdRange>> Take(int64_t count,
+                                                  std::chrono::steady_clock::time_point deadline);
 
   // Appends the IDs of `ranges` (drawn from this buffer) to `out`: the counters of plain ranges,
   // the format's images of the others at this buffer's clock. On a format's refusal (an
   // obfuscated_time clock before its tag's switch, say) its error, and the drawn IDs are a gap.
-  Result<void> AppendIds(const std::vector<IdRange>& ranges, std::vector<int64_t>& out) const;
+  [[nodiscard]] Result<void> AppendIds(const std::vector<IdRange>& ranges,
+                                       std::vector<int64_t>& out) const;
 
   // Graceful shutdown: stops this buffer for good (later draws find nothing and start no fetch)
   // and returns the IDs it holds but never handed out: the rest of the active segment and the
@@ -135,15 +136,15 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   int64_t Draw(int64_t count, int64_t* start, const allocator::IdFormat** format);
   // TryNextChunked's slow path: cuts a new chunk into the calling thread's slot `chunk`.
   std::optional<int64_t> NextFromNewChunk(ThreadChunk& chunk);
-  void Install(const allocator::Segment& s);  // requires mu_
-  // The buffer's own copy of `format` (null for plain), kept in formats_. Requires mu_.
+  void Install(const allocator::Segment& s) KLEAF_REQUIRES(mu_);
+  // The buffer's own copy of `format` (null for plain), kept in formats_.
   const allocator::IdFormat* InternFormatLocked(
-      const std::shared_ptr<const allocator::IdFormat>& format);
-  bool ActiveUsedUpLocked() const;            // requires mu_
-  // Under mu_: decides whether a fetch must start and with which step; the caller issues it after
+      const std::shared_ptr<const allocator::IdFormat>& format) KLEAF_REQUIRES(mu_);
+  bool ActiveUsedUpLocked() const KLEAF_REQUIRES(mu_);
+  // Decides whether a fetch must start and with which step; the caller issues it after
   // unlocking with IssueFetch. `demand`: IDs a waiting request still needs; the step is at least
   // that (up to max_step), so a big batch does not wait for many small segments.
-  std::optional<int64_t> PrepareFetchLocked(int64_t demand = 0);
+  std::optional<int64_t> PrepareFetchLocked(int64_t demand = 0) KLEAF_REQUIRES(mu_);
   void IssueFetch(int64_t step);
   void OnFetched(Result<allocator::Segment> result);
   // Switches to the standby segment when the active one is used up; starts a fetch when neither
@@ -173,20 +174,20 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   alignas(64) std::atomic<uint64_t> epoch_{1};
   std::atomic<int64_t> chunk_cap_{1};  // 1/16 of the active segment's size (at least 1)
 
-  alignas(64) mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<allocator::Segment> active_;   // guarded by mu_ (for snapshots)
-  std::optional<allocator::Segment> standby_;  // guarded by mu_
-  bool fetching_ = false;                      // guarded by mu_
-  uint64_t completions_ = 0;                   // guarded by mu_: fetches completed so far
-  std::optional<Error> last_error_;            // guarded by mu_: error of the last fetch, if it failed
-  int64_t step_ = 0;                           // guarded by mu_: size of the last segment fetched
-  int64_t min_step_ = 0;                       // guarded by mu_: the tag's configured step
-  int64_t last_fetch_mono_ns_ = -1;            // guarded by mu_
-  bool drained_ = false;                       // guarded by mu_: Drain() ran; no more fetches
+  alignas(64) mutable Mutex mu_;
+  CondVar cv_;
+  std::optional<allocator::Segment> active_ KLEAF_GUARDED_BY(mu_);  // for snapshots
+  std::optional<allocator::Segment> standby_ KLEAF_GUARDED_BY(mu_);
+  bool fetching_ KLEAF_GUARDED_BY(mu_) = false;
+  uint64_t completions_ KLEAF_GUARDED_BY(mu_) = 0;         // fetches completed so far
+  std::optional<Error> last_error_ KLEAF_GUARDED_BY(mu_);  // of the last fetch, if it failed
+  int64_t step_ KLEAF_GUARDED_BY(mu_) = 0;                 // size of the last segment fetched
+  int64_t min_step_ KLEAF_GUARDED_BY(mu_) = 0;             // the tag's configured step
+  int64_t last_fetch_mono_ns_ KLEAF_GUARDED_BY(mu_) = -1;
+  bool drained_ KLEAF_GUARDED_BY(mu_) = false;  // Drain() ran; no more fetches
   // Every format a segment of this buffer had (a tag has at most one besides plain, in
-  // practice): kept for the buffer's life so that IdRange::format stays valid. Guarded by mu_.
-  std::vector<std::shared_ptr<const allocator::IdFormat>> formats_;
+  // practice): kept for the buffer's life so that IdRange::format stays valid.
+  std::vector<std::shared_ptr<const allocator::IdFormat>> formats_ KLEAF_GUARDED_BY(mu_);
 };
 
 }  // namespace kleaf::gateway

@@ -3,15 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "base/metrics.h"
+#include "base/mutex.h"
 
 namespace kleaf::gateway {
 
 struct SegmentCache::Received {
-  std::mutex mu;
-  std::unordered_map<std::string, int64_t> end;  // guarded by mu
+  Mutex mu;
+  std::unordered_map<std::string, int64_t> end KLEAF_GUARDED_BY(mu);
   metrics::Counter& regressions = metrics::Registry::Default().GetCounter(
       "kleaf_segment_regressions_total",
       "Segments an allocator handed out that start below the end of an earlier segment of the "
@@ -19,8 +19,8 @@ struct SegmentCache::Received {
       "served.");
 
   // kInternal when `s` starts below what this gateway already received of its tag.
-  Result<void> Admit(const allocator::Segment& s) {
-    std::lock_guard lock(mu);
+  [[nodiscard]] Result<void> Admit(const allocator::Segment& s) {
+    MutexLock lock(mu);
     int64_t& high = end[s.tag];
     if (s.start < high) {
       regressions.Inc();
@@ -46,11 +46,11 @@ SegmentCache::SegmentCache(allocator::Allocator& allocator, Clock& clock,
 
 std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     auto it = buffers_.find(tag);
     if (it != buffers_.end()) return it->second;
   }
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(mu_);
   auto& slot = buffers_[tag];
   if (!slot) {
     allocator::Allocator* allocator = &allocator_;
@@ -84,7 +84,7 @@ std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
 }
 
 void SegmentCache::Forget(const std::string& tag, const SegmentBuffer* buffer) {
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(mu_);
   auto it = buffers_.find(tag);
   if (it != buffers_.end() && (buffer == nullptr || it->second.get() == buffer)) buffers_.erase(it);
 }
@@ -92,7 +92,7 @@ void SegmentCache::Forget(const std::string& tag, const SegmentBuffer* buffer) {
 std::vector<SegmentBuffer::Snapshot> SegmentCache::Snapshots() const {
   std::vector<std::shared_ptr<SegmentBuffer>> all;
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     for (const auto& [tag, buffer] : buffers_) all.push_back(buffer);
   }
   std::vector<SegmentBuffer::Snapshot> out;
@@ -104,7 +104,7 @@ std::vector<SegmentBuffer::Snapshot> SegmentCache::Snapshots() const {
 std::vector<std::pair<std::string, std::vector<IdRange>>> SegmentCache::Drain() {
   std::vector<std::shared_ptr<SegmentBuffer>> all;
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     for (const auto& [tag, buffer] : buffers_) all.push_back(buffer);
   }
   std::vector<std::pair<std::string, std::vector<IdRange>>> out;
@@ -116,7 +116,7 @@ std::vector<std::pair<std::string, std::vector<IdRange>>> SegmentCache::Drain() 
 }
 
 size_t SegmentCache::size() const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(mu_);
   return buffers_.size();
 }
 

@@ -2,12 +2,12 @@
 #pragma once
 
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "allocator/allocator.h"
+#include "base/mutex.h"
 #include "gateway/segment_buffer.h"
 
 namespace kleaf::gateway {
@@ -40,8 +40,8 @@ class SegmentCache {
   allocator::Allocator& allocator_;
   Clock& clock_;
   const SegmentBuffer::Options options_;
-  mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<SegmentBuffer>> buffers_;  // guarded by mu_
+  mutable SharedMutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<SegmentBuffer>> buffers_ KLEAF_GUARDED_BY(mu_);
   struct Received;  // the end of the highest segment received per tag, shared with the fetches
   std::shared_ptr<Received> received_;
 };

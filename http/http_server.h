@@ -57,7 +57,7 @@ class HttpServer {
   ~HttpServer();
 
   // Binds and starts the I/O threads; returns the port listened on.
-  Result<uint16_t> Start();
+  [[nodiscard]] Result<uint16_t> Start();
   // Stops accepting, lets requests in flight finish (up to `grace`), then stops the I/O threads.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 

@@ -86,37 +86,32 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& p
 
 GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
   if (impl_->pending.empty()) {
-    rd_kafka_message_t* m =
-        rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count()));
+    MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count())));
     if (!impl_->pending.empty()) {
       // A rebalance happened during this poll: report it before the message.
       if (m) {
         Event msg;
         if (m->err) {
           msg.kind = Event::Kind::kError;
-          msg.error = rd_kafka_message_errstr(m);
+          msg.error = rd_kafka_message_errstr(m.get());
         } else {
           msg.kind = Event::Kind::kMessage;
-          msg.message = ToMessage(m);
+          msg.message = ToMessage(m.get());
         }
-        rd_kafka_message_destroy(m);
+        m.reset();
         impl_->pending.push_back(std::move(msg));
       }
     } else {
       Event e;
-      if (m == nullptr) return e;
-      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        rd_kafka_message_destroy(m);
-        return e;
-      }
+      if (!m) return e;
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) return e;
       if (m->err) {
         e.kind = Event::Kind::kError;
-        e.error = rd_kafka_message_errstr(m);
+        e.error = rd_kafka_message_errstr(m.get());
       } else {
         e.kind = Event::Kind::kMessage;
-        e.message = ToMessage(m);
+        e.message = ToMessage(m.get());
       }
-      rd_kafka_message_destroy(m);
       return e;
     }
   }
@@ -132,13 +127,10 @@ Result<std::vector<TopicPartition>> GroupConsumer::Committed(
 
 Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds timeout) {
   PartitionList list = ToList({position});
-  rd_kafka_error_t* error =
-      rd_kafka_seek_partitions(impl_->rk.get(), list.get(), static_cast<int>(timeout.count()));
-  if (error) {
-    std::string msg = rd_kafka_error_string(error);
-    rd_kafka_error_destroy(error);
-    return Fail(Code::kUnavailable, "seek: " + msg);
-  }
+  ErrorHandle error(
+      rd_kafka_seek_partitions(impl_->rk.get(), list.get(), static_cast<int>(timeout.count())));
+  if (error)
+    return Fail(Code::kUnavailable, std::string("seek: ") + rd_kafka_error_string(error.get()));
   if (list->elems[0].err) return std::unexpected(KafkaError(list->elems[0].err, "seek"));
   return {};
 }
@@ -165,27 +157,28 @@ bool MayLand(rd_kafka_resp_err_t err) {
 }
 }  // namespace
 
-GroupConsumer::PendingCommit::~PendingCommit() {
-  rd_kafka_queue_destroy(static_cast<rd_kafka_queue_t*>(queue_));
-}
+struct GroupConsumer::PendingCommit::Queue {
+  QueueHandle handle;
+};
+
+GroupConsumer::PendingCommit::PendingCommit(std::unique_ptr<Queue> queue)
+    : queue_(std::move(queue)) {}
+GroupConsumer::PendingCommit::~PendingCommit() = default;
 
 std::optional<GroupConsumer::PendingCommit::Outcome> GroupConsumer::PendingCommit::Wait(
     milliseconds timeout) {
-  auto* queue = static_cast<rd_kafka_queue_t*>(queue_);
+  rd_kafka_queue_t* queue = queue_->handle.get();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto left =
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    rd_kafka_event_t* ev =
-        rd_kafka_queue_poll(queue, static_cast<int>(std::max<int64_t>(left.count(), 0)));
-    if (ev == nullptr) {
+    EventHandle ev(
+        rd_kafka_queue_poll(queue, static_cast<int>(std::max<int64_t>(left.count(), 0))));
+    if (!ev) {
       if (left.count() <= 0) return std::nullopt;
       continue;
     }
-    if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
-      rd_kafka_event_destroy(ev);
-      continue;
-    }
+    if (rd_kafka_event_type(ev.get()) != RD_KAFKA_EVENT_OFFSET_COMMIT) continue;
     Outcome out;
     out.committed = true;
     auto fail = [&](rd_kafka_resp_err_t e) {
@@ -193,13 +186,12 @@ std::optional<GroupConsumer::PendingCommit::Outcome> GroupConsumer::PendingCommi
       out.may_land = out.may_land || MayLand(e);
       if (out.error.empty()) out.error = KafkaError(e, "commit").message;
     };
-    if (auto e = rd_kafka_event_error(ev); e != RD_KAFKA_RESP_ERR_NO_ERROR) fail(e);
-    if (const auto* parts = rd_kafka_event_topic_partition_list(ev)) {
+    if (auto e = rd_kafka_event_error(ev.get()); e != RD_KAFKA_RESP_ERR_NO_ERROR) fail(e);
+    if (const auto* parts = rd_kafka_event_topic_partition_list(ev.get())) {
       for (int i = 0; i < parts->cnt; ++i) {
         if (parts->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) fail(parts->elems[i].err);
       }
     }
-    rd_kafka_event_destroy(ev);
     return out;
   }
 }
@@ -207,13 +199,12 @@ std::optional<GroupConsumer::PendingCommit::Outcome> GroupConsumer::PendingCommi
 Result<std::unique_ptr<GroupConsumer::PendingCommit>> GroupConsumer::StartCommit(
     const std::vector<TopicPartition>& offsets) {
   PartitionList list = ToList(offsets);
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk.get());
-  auto err = rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue, nullptr, nullptr);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    rd_kafka_queue_destroy(queue);
-    return std::unexpected(KafkaError(err, "commit"));
-  }
-  return std::unique_ptr<PendingCommit>(new PendingCommit(queue));
+  auto queue =
+      std::make_unique<PendingCommit::Queue>(QueueHandle(rd_kafka_queue_new(impl_->rk.get())));
+  auto err =
+      rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue->handle.get(), nullptr, nullptr);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "commit"));
+  return std::unique_ptr<PendingCommit>(new PendingCommit(std::move(queue)));
 }
 
 Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets,
@@ -266,32 +257,29 @@ bool GroupConsumer::Close(milliseconds timeout) {
   rd_kafka_t* rk = impl_->rk.get();
   // Closing gives everything up: a rebalance event here is a revocation (an assignment that
   // crossed the close is given up as well). Every one must be served, or the close waits for it.
-  auto serve = [&](rd_kafka_event_t* ev) {
-    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+  auto serve = [&](EventHandle ev) {
+    if (rd_kafka_event_type(ev.get()) == RD_KAFKA_EVENT_REBALANCE) {
       ResumePaused(rk, *impl_);
       rd_kafka_assign(rk, nullptr);
     }
-    rd_kafka_event_destroy(ev);
   };
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+  QueueHandle queue(rd_kafka_queue_new(rk));
   bool closed = false;
-  if (rd_kafka_error_t* error = rd_kafka_consumer_close_queue(rk, queue)) {
-    rd_kafka_error_destroy(error);
-  } else {
+  if (ErrorHandle error(rd_kafka_consumer_close_queue(rk, queue.get())); !error) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!(closed = rd_kafka_consumer_closed(rk)) &&
            std::chrono::steady_clock::now() < deadline) {
-      if (rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 100)) serve(ev);
+      if (EventHandle ev(rd_kafka_queue_poll(queue.get(), 100)); ev) serve(std::move(ev));
     }
   }
-  while (rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 0)) serve(ev);
-  rd_kafka_queue_destroy(queue);
+  while (EventHandle ev{rd_kafka_queue_poll(queue.get(), 0)}) serve(std::move(ev));
+  queue.reset();
   if (closed) {
     impl_->rk.reset();
   } else {
     // Past the deadline: no clean leave (the coordinator drops the member at its session
     // timeout). librdkafka still ends its group handling, bounded by its request timeouts.
-    rd_kafka_destroy_flags(impl_->rk.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    AbandonedConsumer(impl_->rk.release()).reset();
   }
   return closed;
 }

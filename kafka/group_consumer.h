@@ -27,16 +27,16 @@ class GroupConsumer {
   };
 
   // `log` receives this consumer's librdkafka log lines; empty: the sink of SetLogSink, if any.
-  static Result<std::unique_ptr<GroupConsumer>> Create(const Properties& props,
-                                                       const std::vector<std::string>& topics,
-                                                       LogSink log = nullptr);
+  [[nodiscard]] static Result<std::unique_ptr<GroupConsumer>> Create(
+      const Properties& props, const std::vector<std::string>& topics, LogSink log = nullptr);
   ~GroupConsumer();
 
   Event Poll(std::chrono::milliseconds timeout);
   // The committed offsets of `partitions` (offset -1001 when none).
-  Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
-                                                std::chrono::milliseconds timeout);
-  Result<void> Seek(const TopicPartition& position, std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<std::vector<TopicPartition>> Committed(
+      const std::vector<TopicPartition>& partitions, std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<void> Seek(const TopicPartition& position,
+                                  std::chrono::milliseconds timeout);
   // A commit on its way. Its outcome comes once, through Wait. Dropping it does not cancel the
   // commit (librdkafka goes on with it); it must not outlive its GroupConsumer.
   class PendingCommit {
@@ -56,16 +56,18 @@ class GroupConsumer {
 
    private:
     friend class GroupConsumer;
-    explicit PendingCommit(void* queue) : queue_(queue) {}
-    void* queue_;  // rd_kafka_queue_t*
+    struct Queue;  // group_consumer.cc: the commit's librdkafka queue
+    explicit PendingCommit(std::unique_ptr<Queue> queue);
+    std::unique_ptr<Queue> queue_;
   };
   // Starts committing `offsets` (each the next offset to read). The broker checks the member's
   // generation: a member that was dropped from the group gets an error.
-  Result<std::unique_ptr<PendingCommit>> StartCommit(const std::vector<TopicPartition>& offsets);
+  [[nodiscard]] Result<std::unique_ptr<PendingCommit>> StartCommit(
+      const std::vector<TopicPartition>& offsets);
   // StartCommit and Wait up to `timeout`. On a timeout the commit may still land later (callers
   // must treat that as "not claimed", and see PendingCommit for how to know when it is settled).
-  Result<void> Commit(const std::vector<TopicPartition>& offsets,
-                      std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<void> Commit(const std::vector<TopicPartition>& offsets,
+                                    std::chrono::milliseconds timeout);
   // The partitions assigned right now (rebalance events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();
   // Stops / restarts fetching `partitions`. Only partitions this consumer paused are resumed
@@ -74,8 +76,8 @@ class GroupConsumer {
   // a pause never outlives the assignment: on revocation the paused partitions are resumed
   // before they are given up (librdkafka keeps an application's pause across a reassignment,
   // which would leave a partition unread for good).
-  Result<void> Pause(const std::vector<TopicPartition>& partitions);
-  Result<void> Resume(const std::vector<TopicPartition>& partitions);
+  [[nodiscard]] Result<void> Pause(const std::vector<TopicPartition>& partitions);
+  [[nodiscard]] Result<void> Resume(const std::vector<TopicPartition>& partitions);
   // Leaves the group, waiting up to `timeout` (librdkafka's close waits for the coordinator's
   // answers, up to its request timeouts, and 2.0.2's could hang for good after a lost
   // partition); past it the handle is destroyed without a clean leave (the

@@ -15,16 +15,16 @@ namespace kleaf::kafka {
 // the group's group.id that never subscribes and never commits. Not thread-safe: one owner thread.
 class GroupOffsets {
  public:
-  static Result<std::unique_ptr<GroupOffsets>> Create(const Properties& props,
-                                                      const std::string& group);
+  [[nodiscard]] static Result<std::unique_ptr<GroupOffsets>> Create(const Properties& props,
+                                                                    const std::string& group);
   ~GroupOffsets();
 
   // The committed offsets of `partitions` (offset -1001 where the group committed none).
-  Result<std::vector<TopicPartition>> Committed(const std::vector<TopicPartition>& partitions,
-                                                std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<std::vector<TopicPartition>> Committed(
+      const std::vector<TopicPartition>& partitions, std::chrono::milliseconds timeout);
   // Commits `offsets` (next offsets to read) for the group, as a tool outside the group would: the
   // broker accepts it only while the group has no active members (tests, operators).
-  Result<void> Commit(const std::vector<TopicPartition>& offsets);
+  [[nodiscard]] Result<void> Commit(const std::vector<TopicPartition>& offsets);
 
   struct Impl;
 

@@ -32,7 +32,7 @@ std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list
 
 Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
                               const std::function<void(rd_kafka_conf_t*)>& setup) {
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  ConfHandle conf(rd_kafka_conf_new());
   char errstr[512];
   // No KIP-714 metrics push: nothing of kleaf's reads it, and librdkafka 2.8's destroy of a handle
   // whose telemetry started often waits a full second for the last push
@@ -41,32 +41,29 @@ Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
   Properties all = props;
   all.emplace("enable.metrics.push", "false");
   for (const auto& [k, v] : all) {
-    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
+    if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), errstr, sizeof(errstr)) !=
+        RD_KAFKA_CONF_OK) {
       return Fail(Code::kInvalidArgument, "kafka property " + k + ": " + errstr);
     }
   }
-  InstallLogSink(conf);
-  if (setup) setup(conf);
-  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return Fail(Code::kInvalidArgument, std::string("kafka client: ") + errstr);
-  }
-  return KafkaHandle(rk);
+  InstallLogSink(conf.get());
+  if (setup) setup(conf.get());
+  KafkaHandle rk(rd_kafka_new(type, conf.get(), errstr, sizeof(errstr)));
+  if (!rk) return Fail(Code::kInvalidArgument, std::string("kafka client: ") + errstr);
+  (void)conf.release();  // rd_kafka_new took the configuration over
+  return rk;
 }
 
 Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
                           std::chrono::milliseconds timeout) {
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
-  if (rkt == nullptr) {
+  TopicHandle rkt(rd_kafka_topic_new(rk, topic.c_str(), nullptr));
+  if (!rkt) {
     return std::unexpected(KafkaError(rd_kafka_last_error(), "looking up topic " + topic));
   }
-  const rd_kafka_metadata_t* metadata = nullptr;
+  const rd_kafka_metadata_t* raw = nullptr;
   const rd_kafka_resp_err_t err =
-      rd_kafka_metadata(rk, 0, rkt, &metadata, static_cast<int>(timeout.count()));
-  if (metadata != nullptr) rd_kafka_metadata_destroy(metadata);
-  rd_kafka_topic_destroy(rkt);
+      rd_kafka_metadata(rk, 0, rkt.get(), &raw, static_cast<int>(timeout.count()));
+  MetadataHandle metadata(raw);  // only the error matters
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return std::unexpected(KafkaError(err, "looking up topic " + topic));
   }
@@ -100,23 +97,24 @@ Message ToMessage(const rd_kafka_message_t* m) {
 rd_kafka_resp_err_t ProduceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                std::string_view key, const std::optional<std::string>& value,
                                const std::vector<Header>& headers, void* opaque) {
-  rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size());
+  HeadersHandle hdrs(rd_kafka_headers_new(headers.size()));
   for (const auto& h : headers) {
-    rd_kafka_header_add(hdrs, h.name.data(), static_cast<ssize_t>(h.name.size()), h.value.data(),
-                        static_cast<ssize_t>(h.value.size()));
+    rd_kafka_header_add(hdrs.get(), h.name.data(), static_cast<ssize_t>(h.name.size()),
+                        h.value.data(), static_cast<ssize_t>(h.value.size()));
   }
   void* payload = value ? const_cast<char*>(value->data()) : nullptr;
   size_t payload_len = value ? value->size() : 0;
   rd_kafka_resp_err_t err = rd_kafka_producev(
       rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
       RD_KAFKA_V_KEY(key.data(), key.size()), RD_KAFKA_V_VALUE(payload, payload_len),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(opaque),
-      RD_KAFKA_V_END);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) rd_kafka_headers_destroy(hdrs);  // not taken over
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs.get()),
+      RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) (void)hdrs.release();  // the message took them over
   return err;
 }
 
-TxnError ToTxnError(rd_kafka_error_t* error) {
+TxnError ToTxnError(ErrorHandle owned) {
+  rd_kafka_error_t* error = owned.get();
   TxnError e;
   e.message = rd_kafka_error_string(error);
   e.fenced = rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__FENCED ||
@@ -131,13 +129,12 @@ TxnError ToTxnError(rd_kafka_error_t* error) {
   } else {
     e.kind = TxnError::Kind::kFatal;
   }
-  rd_kafka_error_destroy(error);
   return e;
 }
 
 TxnResult<void> Check(rd_kafka_error_t* error) {
   if (error == nullptr) return {};
-  return std::unexpected(ToTxnError(error));
+  return std::unexpected(ToTxnError(ErrorHandle(error)));
 }
 
 Result<std::vector<TopicPartition>> CommittedOffsets(rd_kafka_t* rk,

@@ -16,23 +16,12 @@
 #include <vector>
 
 #include "kafka/group_consumer.h"
+#include "kafka/handle.h"
 #include "kafka/message.h"
 #include "kafka/recovery.h"
 #include "kafka/txn_producer.h"
 
 namespace kleaf::kafka {
-
-struct KafkaDeleter {
-  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-};
-using KafkaHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
-
-struct ListDeleter {
-  void operator()(rd_kafka_topic_partition_list_t* l) const {
-    rd_kafka_topic_partition_list_destroy(l);
-  }
-};
-using PartitionList = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
 
 // A kleaf error for a librdkafka error code: unknown topics and partitions are kNotFound, invalid
 // arguments kInvalidArgument, the rest kUnavailable.
@@ -41,13 +30,14 @@ PartitionList ToList(const std::vector<TopicPartition>& parts);
 std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list);
 // Builds a configuration; `setup` may add callbacks. Returns the handle or a message naming the
 // property that was rejected.
-Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
-                              const std::function<void(rd_kafka_conf_t*)>& setup = nullptr);
+[[nodiscard]] Result<KafkaHandle> NewHandle(
+    rd_kafka_type_t type, const Properties& props,
+    const std::function<void(rd_kafka_conf_t*)>& setup = nullptr);
 // Learns `topic`'s partitions and leaders in producer `rk` now, so that its first message to the
 // topic goes out at once: otherwise librdkafka looks a new topic up on its next one-second scan,
 // and the first message waits for that.
-Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
-                          std::chrono::milliseconds timeout);
+[[nodiscard]] Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
+                                        std::chrono::milliseconds timeout);
 // Routes the handle's log lines to the sink of SetLogSink (log.h), when one is set.
 void InstallLogSink(rd_kafka_conf_t* conf);
 Message ToMessage(const rd_kafka_message_t* m);
@@ -55,14 +45,14 @@ Message ToMessage(const rd_kafka_message_t* m);
 rd_kafka_resp_err_t ProduceOne(rd_kafka_t* rk, const std::string& topic, int32_t partition,
                                std::string_view key, const std::optional<std::string>& value,
                                const std::vector<Header>& headers, void* opaque);
-// Retriable, abortable or fatal (a fencing is fatal); takes `error` over.
-TxnError ToTxnError(rd_kafka_error_t* error);
-TxnResult<void> Check(rd_kafka_error_t* error);
+// Retriable, abortable or fatal (a fencing is fatal).
+TxnError ToTxnError(ErrorHandle error);
+[[nodiscard]] TxnResult<void> Check(rd_kafka_error_t* error);
 // The group's committed offsets of `partitions` (the group of the consumer handle `rk`), each
 // partition's own error included.
-Result<std::vector<TopicPartition>> CommittedOffsets(rd_kafka_t* rk,
-                                                     const std::vector<TopicPartition>& partitions,
-                                                     std::chrono::milliseconds timeout);
+[[nodiscard]] Result<std::vector<TopicPartition>> CommittedOffsets(
+    rd_kafka_t* rk, const std::vector<TopicPartition>& partitions,
+    std::chrono::milliseconds timeout);
 
 // Shared by group_consumer.cc and TxnProducer::SendOffsets (the group's metadata).
 struct GroupConsumer::Impl {

@@ -1,19 +1,20 @@
 #include "kafka/log.h"
 
 #include <memory>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "kafka/internal.h"
 
 namespace kleaf::kafka {
 namespace {
 
 // Never destroyed: librdkafka's threads may still log while static destructors run at exit.
-std::mutex& sink_mu = *new std::mutex();
-std::shared_ptr<const LogSink>* current_sink = new std::shared_ptr<const LogSink>();
+Mutex& sink_mu = *new Mutex();
+std::shared_ptr<const LogSink>* current_sink KLEAF_PT_GUARDED_BY(sink_mu) =
+    new std::shared_ptr<const LogSink>();
 
 std::shared_ptr<const LogSink> CurrentSink() {
-  std::lock_guard lock(sink_mu);
+  MutexLock lock(sink_mu);
   return *current_sink;
 }
 
@@ -25,7 +26,7 @@ void Trampoline(const rd_kafka_t* rk, int level, const char* facility, const cha
 }  // namespace
 
 void SetLogSink(LogSink sink) {
-  std::lock_guard lock(sink_mu);
+  MutexLock lock(sink_mu);
   *current_sink = sink ? std::make_shared<const LogSink>(std::move(sink)) : nullptr;
 }
 

@@ -51,13 +51,10 @@ Result<void> PartitionReader::Assign(const std::vector<TopicPartition>& partitio
 }
 
 std::optional<Message> PartitionReader::Poll(milliseconds timeout) {
-  rd_kafka_message_t* m =
-      rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count()));
-  if (m == nullptr) return std::nullopt;
-  std::optional<Message> out;
-  if (!m->err) out = ToMessage(m);
-  rd_kafka_message_destroy(m);
-  return out;
+  MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count())));
+  if (!m) return std::nullopt;
+  if (m->err) return std::nullopt;
+  return ToMessage(m.get());
 }
 
 Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::string& topic,
@@ -124,19 +121,17 @@ Result<int64_t> PartitionReader::ReadToEnd(const std::string& topic, int32_t par
                                           " timed out at offset " + std::to_string(position) +
                                           " of " + std::to_string(end));
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
-    if (m == nullptr) continue;
+    MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), 100));
+    if (!m) continue;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
       position = std::max(position, m->offset);
     } else if (m->err) {
-      std::string msg = rd_kafka_message_errstr(m);
-      rd_kafka_message_destroy(m);
+      std::string msg = rd_kafka_message_errstr(m.get());
       return Fail(Code::kUnavailable, "reading " + topic + ": " + msg);
     } else {
-      fn(ToMessage(m));
+      fn(ToMessage(m.get()));
       position = m->offset + 1;
     }
-    rd_kafka_message_destroy(m);
   }
   rd_kafka_assign(impl_->rk.get(), nullptr);
   return position;
@@ -156,9 +151,9 @@ struct ReadAllProgress {
 };
 
 // Where each partition starts and ends (its watermarks, read before `deadline`).
-Result<ReadAllProgress> PlanReadAll(PartitionReader& reader,
-                                    const std::vector<TopicPartition>& partitions,
-                                    std::chrono::steady_clock::time_point deadline) {
+[[nodiscard]] Result<ReadAllProgress> PlanReadAll(PartitionReader& reader,
+                                                  const std::vector<TopicPartition>& partitions,
+                                                  std::chrono::steady_clock::time_point deadline) {
   ReadAllProgress r;
   r.position.resize(partitions.size());
   r.end.resize(partitions.size());
@@ -214,16 +209,15 @@ Result<std::vector<int64_t>> PartitionReader::ReadAllToEnd(
                                           std::to_string(progress->to_read.size()) +
                                           " partitions to their end timed out");
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(impl_->rk.get(), 100);
-    if (m == nullptr) continue;
+    MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), 100));
+    if (!m) continue;
     if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      std::string msg = rd_kafka_message_errstr(m);
-      rd_kafka_message_destroy(m);
+      std::string msg = rd_kafka_message_errstr(m.get());
+      m.reset();  // freed before the unassign
       rd_kafka_assign(impl_->rk.get(), nullptr);
       return Fail(Code::kUnavailable, "reading to the end: " + msg);
     }
-    Advance(*progress, m, fn);
-    rd_kafka_message_destroy(m);
+    Advance(*progress, m.get(), fn);
   }
   rd_kafka_assign(impl_->rk.get(), nullptr);
   return std::move(progress->position);

@@ -49,7 +49,7 @@ void BrokerProbe::ProbeOnce() {
     handle_.reset();  // the next probe goes through a new handle
   }
   const int64_t now = clock_.MonotonicNs();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ok_ = r.has_value();
   if (ok_) {
     last_ok_ns_ = now;
@@ -61,7 +61,7 @@ void BrokerProbe::ProbeOnce() {
 
 BrokerProbe::Status BrokerProbe::status() const {
   const int64_t now = clock_.MonotonicNs();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Status s;
   s.since_ok_ms = last_ok_ns_ < 0 ? -1 : (now - last_ok_ns_) / 1'000'000;
   s.ok = s.since_ok_ms >= 0 && s.since_ok_ms <= options_.fresh.count();

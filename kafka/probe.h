@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "base/periodic_task.h"
 #include "base/ready_check.h"
 #include "kafka/client.h"
@@ -49,15 +49,15 @@ class BrokerProbe {
   void ProbeOnce();
   // One metadata request for the topic through the probe's handle (made at the first probe, and
   // made again after kRebuildAfter failures in a row: kleaf_kafka_handle_recoveries_total).
-  Result<void> AskMetadata();
+  [[nodiscard]] Result<void> AskMetadata();
 
   const Properties props_;
   const Options options_;
   Clock& clock_;
-  mutable std::mutex mu_;
-  bool ok_ = false;                            // guarded by mu_
-  int64_t last_ok_ns_ = -1;                    // guarded by mu_
-  std::string last_error_ = "not probed yet";  // guarded by mu_
+  mutable Mutex mu_;
+  bool ok_ KLEAF_GUARDED_BY(mu_) = false;
+  int64_t last_ok_ns_ KLEAF_GUARDED_BY(mu_) = -1;
+  std::string last_error_ KLEAF_GUARDED_BY(mu_) = "not probed yet";
   std::unique_ptr<Handle> handle_;             // the probing thread's only
   int failures_in_a_row_ = 0;                  // the probing thread's only
   PeriodicTask probing_;

@@ -1,10 +1,9 @@
 #include "kafka/producer.h"
 
 #include <atomic>
-#include <mutex>
-#include <shared_mutex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "kafka/internal.h"
 
 namespace kleaf::kafka {
@@ -16,8 +15,8 @@ struct Producer::Impl {
   Producer::Rebuilt rebuilt;
   // Send and Flush use the handle under a shared lock; the poller thread replaces it under an
   // exclusive one after a fatal error.
-  std::shared_mutex mu;
-  KafkaHandle rk;  // guarded by mu
+  SharedMutex mu;
+  KafkaHandle rk KLEAF_GUARDED_BY(mu);
   std::atomic<bool> stop{false};
   std::atomic<int64_t> rebuilds{0};
   std::thread poller;
@@ -35,7 +34,7 @@ void ProducerDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void*) {
   delete cb;
 }
 
-Result<KafkaHandle> NewIdempotentProducer(const Properties& props) {
+[[nodiscard]] Result<KafkaHandle> NewIdempotentProducer(const Properties& props) {
   return NewHandle(RD_KAFKA_PRODUCER, props, [](rd_kafka_conf_t* conf) {
     rd_kafka_conf_set_dr_msg_cb(conf, ProducerDelivered);
   });
@@ -54,7 +53,7 @@ void ServeProducer(Producer::Impl& impl) {
     char errstr[512];
     rd_kafka_resp_err_t fatal = RD_KAFKA_RESP_ERR_NO_ERROR;
     {
-      std::shared_lock lock(impl.mu);
+      ReaderMutexLock lock(impl.mu);
       rd_kafka_poll(impl.rk.get(), 50);
       fatal = rd_kafka_fatal_error(impl.rk.get(), errstr, sizeof(errstr));
     }
@@ -63,7 +62,7 @@ void ServeProducer(Producer::Impl& impl) {
     if (!fresh) continue;  // the same properties made the first handle: not expected
     KafkaHandle broken;
     {
-      std::unique_lock lock(impl.mu);
+      WriterMutexLock lock(impl.mu);
       broken = std::exchange(impl.rk, std::move(*fresh));
     }
     impl.rebuilds.fetch_add(1);
@@ -85,16 +84,21 @@ Result<std::unique_ptr<Producer>> Producer::Create(const Properties& props, Rebu
   auto impl = std::make_unique<Impl>();
   impl->props = std::move(p);
   impl->rebuilt = std::move(rebuilt);
-  impl->rk = std::move(*rk);
+  {
+    WriterMutexLock lock(impl->mu);  // uncontended: the poller starts below
+    impl->rk = std::move(*rk);
+  }
   Impl* raw = impl.get();
   impl->poller = std::thread([raw] { ServeProducer(*raw); });
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
 
 Producer::~Producer() {
-  (void)Flush(milliseconds(2000));
+  (void)Flush(
+      milliseconds(2000));  // best effort: what is left is purged below, failing its callbacks
   impl_->stop.store(true);
   impl_->poller.join();
+  ReaderMutexLock lock(impl_->mu);  // uncontended: the poller has ended
   PurgeAndServe(impl_->rk.get());
 }
 
@@ -102,7 +106,7 @@ Result<void> Producer::Send(const std::string& topic, int32_t partition, std::st
                             const std::optional<std::string>& value,
                             const std::vector<Header>& headers, Delivered delivered) {
   auto* cb = delivered ? new Delivered(std::move(delivered)) : nullptr;
-  std::shared_lock lock(impl_->mu);
+  ReaderMutexLock lock(impl_->mu);
   rd_kafka_resp_err_t err = ProduceOne(impl_->rk.get(), topic, partition, key, value, headers, cb);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     delete cb;
@@ -112,7 +116,7 @@ Result<void> Producer::Send(const std::string& topic, int32_t partition, std::st
 }
 
 Result<void> Producer::Prepare(const std::string& topic, milliseconds timeout) {
-  std::shared_lock lock(impl_->mu);
+  ReaderMutexLock lock(impl_->mu);
   return PrepareTopic(impl_->rk.get(), topic, timeout);
 }
 
@@ -124,7 +128,7 @@ Result<void> Producer::Flush(milliseconds timeout) {
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     rd_kafka_resp_err_t err;
     {
-      std::shared_lock lock(impl_->mu);
+      ReaderMutexLock lock(impl_->mu);
       err = rd_kafka_flush(impl_->rk.get(),
                            static_cast<int>(std::clamp<int64_t>(left.count(), 0, 100)));
     }
@@ -138,7 +142,7 @@ Result<void> Producer::Flush(milliseconds timeout) {
 int64_t Producer::rebuilds() const { return impl_->rebuilds.load(); }
 
 void Producer::InjectFatalErrorForTesting() {
-  std::shared_lock lock(impl_->mu);
+  ReaderMutexLock lock(impl_->mu);
   rd_kafka_test_fatal_error(impl_->rk.get(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
                             "injected by a test");
 }

@@ -28,21 +28,22 @@ class Producer {
   // Called on the producer's thread after a fatal error replaced the handle: the error's text.
   using Rebuilt = std::function<void(const std::string& error)>;
 
-  static Result<std::unique_ptr<Producer>> Create(const Properties& props,
-                                                  Rebuilt rebuilt = nullptr);
+  [[nodiscard]] static Result<std::unique_ptr<Producer>> Create(const Properties& props,
+                                                                Rebuilt rebuilt = nullptr);
   ~Producer();
 
   // Queues a message; `value` nullopt sends a tombstone. Fails at once if the local queue is full
   // or the topic/partition is unknown.
-  Result<void> Send(const std::string& topic, int32_t partition, std::string_view key,
-                    const std::optional<std::string>& value, const std::vector<Header>& headers,
-                    Delivered delivered = nullptr);
+  [[nodiscard]] Result<void> Send(const std::string& topic, int32_t partition, std::string_view key,
+                                  const std::optional<std::string>& value,
+                                  const std::vector<Header>& headers,
+                                  Delivered delivered = nullptr);
   // Learns `topic`'s partitions and leaders now, up to `timeout`, so that the first Send to it
   // goes out at once: otherwise librdkafka looks a new topic up on its next one-second scan, and
   // the first request waits for that.
-  Result<void> Prepare(const std::string& topic, std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<void> Prepare(const std::string& topic, std::chrono::milliseconds timeout);
   // Waits until every queued message is delivered or failed, up to `timeout`.
-  Result<void> Flush(std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<void> Flush(std::chrono::milliseconds timeout);
   // How many times a fatal error replaced the handle.
   int64_t rebuilds() const;
   // Raises a fatal error in the current handle, as a broken idempotent sequence would

@@ -6,13 +6,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "base/mutex.h"
 #include "kafka/internal.h"
 
 namespace kleaf::kafka {
@@ -42,32 +42,18 @@ constexpr milliseconds kRetryPause{200};
 // handshake through the error callback (served by rd_kafka_poll) and then retries for ever, so a
 // wait on an admin request's answer alone would only end at its deadline.
 struct Refusal {
-  std::mutex mu;
-  std::string reason;  // guarded by mu; empty: not refused
+  Mutex mu;
+  std::string reason KLEAF_GUARDED_BY(mu);  // empty: not refused
 };
 
 void OnClientError(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaque) {
   if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION && err != RD_KAFKA_RESP_ERR__SSL) return;
   auto* refusal = static_cast<Refusal*>(opaque);
-  std::lock_guard lock(refusal->mu);
+  MutexLock lock(refusal->mu);
   if (refusal->reason.empty())
     refusal->reason =
         reason != nullptr ? reason : rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err));
 }
-
-struct EventDeleter {
-  void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
-};
-using Event = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
-struct QueueDeleter {
-  void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
-};
-struct OptionsDeleter {
-  void operator()(rd_kafka_AdminOptions_t* o) const { rd_kafka_AdminOptions_destroy(o); }
-};
-struct MetadataDeleter {
-  void operator()(const rd_kafka_metadata_t* m) const { rd_kafka_metadata_destroy(m); }
-};
 
 // Why an attempt failed, and whether another attempt (with a new handle) may succeed.
 struct Failure {
@@ -136,7 +122,7 @@ class AdminClient {
 
   // Sends `call` and waits for its answer until `deadline`; an answer with a whole-request error
   // after which another attempt may succeed is a Failure with `again`.
-  Attempt<Event> Request(const AdminCall& call, TimePoint deadline);
+  Attempt<EventHandle> Request(const AdminCall& call, TimePoint deadline);
 
  private:
   AdminClient() = default;
@@ -151,7 +137,7 @@ class AdminClient {
 
 std::optional<Error> AdminClient::Refused(const std::string& what) {
   rd_kafka_poll(rk_.get(), 0);  // serves the error callback
-  std::lock_guard lock(refusal_.mu);
+  MutexLock lock(refusal_.mu);
   if (refusal_.reason.empty()) return std::nullopt;
   return Error{Code::kUnauthenticated,
                what + ": Kafka refused the connection: " + refusal_.reason +
@@ -180,7 +166,7 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
     const TimePoint asked = SteadyClock::now();
     const rd_kafka_resp_err_t err =
         rd_kafka_metadata(client->rk_.get(), 0, nullptr, &raw, static_cast<int>(wait.count()));
-    std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
+    MetadataHandle metadata(raw);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR && metadata) {
       client->brokers_ = metadata->broker_cnt;
       client->broker_ = metadata->orig_broker_id;
@@ -204,10 +190,9 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
   }
 }
 
-Attempt<Event> AdminClient::Request(const AdminCall& call, TimePoint deadline) {
-  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk_.get()));
-  std::unique_ptr<rd_kafka_AdminOptions_t, OptionsDeleter> options(
-      rd_kafka_AdminOptions_new(rk_.get(), call.op));
+Attempt<EventHandle> AdminClient::Request(const AdminCall& call, TimePoint deadline) {
+  QueueHandle queue(rd_kafka_queue_new(rk_.get()));
+  AdminOptionsHandle options(rd_kafka_AdminOptions_new(rk_.get(), call.op));
   char errstr[512];
   const auto timeout_ms = static_cast<int>(Left(deadline).count());
   rd_kafka_AdminOptions_set_request_timeout(options.get(), timeout_ms, errstr, sizeof(errstr));
@@ -223,8 +208,8 @@ Attempt<Event> AdminClient::Request(const AdminCall& call, TimePoint deadline) {
   const TimePoint give_up = deadline + milliseconds(500);
   constexpr milliseconds kSlice{100};
   while (true) {
-    Event event(rd_kafka_queue_poll(queue.get(),
-                                    static_cast<int>(std::min(kSlice, Left(give_up)).count())));
+    EventHandle event(rd_kafka_queue_poll(
+        queue.get(), static_cast<int>(std::min(kSlice, Left(give_up)).count())));
     if (event) {
       const rd_kafka_resp_err_t err = rd_kafka_event_error(event.get());
       if (Transient(err)) {
@@ -262,8 +247,9 @@ Attempt<int32_t> AdminClient::BrokerCount(const std::string& what, TimePoint dea
 // Runs `attempt` on a new AdminClient until it succeeds, fails for good, or `deadline` passes:
 // then the last attempt's error (kUnavailable "<what> timed out" when no broker answered).
 template <typename T>
-Result<T> WithRetries(const Properties& props, const std::string& what, TimePoint deadline,
-                      const std::function<Attempt<T>(AdminClient&, TimePoint)>& attempt) {
+[[nodiscard]] Result<T> WithRetries(
+    const Properties& props, const std::string& what, TimePoint deadline,
+    const std::function<Attempt<T>(AdminClient&, TimePoint)>& attempt) {
   milliseconds bound = kFirstAttempt;
   while (true) {
     const TimePoint attempt_deadline = std::min(deadline, SteadyClock::now() + bound);
@@ -379,9 +365,8 @@ Attempt<std::map<std::string, Result<TopicInfo>>> DescribeTopicsWith(
     TimePoint deadline) {
   std::vector<const char*> names;
   for (const auto& t : topics) names.push_back(t.c_str());
-  std::unique_ptr<rd_kafka_TopicCollection_t, decltype(&rd_kafka_TopicCollection_destroy)>
-      collection(rd_kafka_TopicCollection_of_topic_names(names.data(), names.size()),
-                 &rd_kafka_TopicCollection_destroy);
+  TopicCollectionHandle collection(
+      rd_kafka_TopicCollection_of_topic_names(names.data(), names.size()));
   auto event = client.Request({.op = RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
                                .what = what,
                                .send =
@@ -398,9 +383,11 @@ Attempt<std::map<std::string, Result<TopicInfo>>> DescribeTopicsWith(
 Attempt<std::map<std::string, Result<std::map<std::string, std::string>>>> TopicConfigsWith(
     AdminClient& client, const std::vector<std::string>& topics,
     const std::vector<std::string>& names, const std::string& what, TimePoint deadline) {
-  std::vector<rd_kafka_ConfigResource_t*> resources;
+  std::vector<ConfigResourceHandle> owned;
+  std::vector<rd_kafka_ConfigResource_t*> resources;  // the array librdkafka reads
   for (const auto& t : topics) {
-    resources.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, t.c_str()));
+    owned.emplace_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, t.c_str()));
+    resources.push_back(owned.back().get());
   }
   auto event = client.Request(
       {.op = RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS,
@@ -410,7 +397,7 @@ Attempt<std::map<std::string, Result<std::map<std::string, std::string>>>> Topic
              rd_kafka_DescribeConfigs(rk, resources.data(), resources.size(), options, queue);
            }},
       deadline);
-  for (auto* r : resources) rd_kafka_ConfigResource_destroy(r);
+  owned.clear();
   if (!event) return std::unexpected(event.error());
   return ReadTopicConfigs(event->get(), names, what);
 }
@@ -549,22 +536,20 @@ Attempt<void> CreateTopicsResult(rd_kafka_event_t* event, bool& to_controller) {
 }
 
 // Asks the cluster to create `topics` and waits for its answer until `deadline`.
-Result<void> CreateTopics(const Properties& props, const std::vector<TopicSpec>& topics,
-                          TimePoint deadline) {
-  std::vector<rd_kafka_NewTopic_t*> new_topics;
-  auto destroy = [&new_topics] {
-    for (auto* n : new_topics) rd_kafka_NewTopic_destroy(n);
-  };
+[[nodiscard]] Result<void> CreateTopics(const Properties& props,
+                                        const std::vector<TopicSpec>& topics, TimePoint deadline) {
+  std::vector<NewTopicHandle> owned;
+  std::vector<rd_kafka_NewTopic_t*> new_topics;  // the array librdkafka reads
   char errstr[512];
   for (const auto& t : topics) {
-    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(t.name.c_str(), t.partitions,
-                                                    t.replication_factor, errstr, sizeof(errstr));
-    if (nt == nullptr) {
-      destroy();
-      return Fail(Code::kInvalidArgument, "topic " + t.name + ": " + errstr);
+    NewTopicHandle nt(rd_kafka_NewTopic_new(t.name.c_str(), t.partitions, t.replication_factor,
+                                            errstr, sizeof(errstr)));
+    if (!nt) return Fail(Code::kInvalidArgument, "topic " + t.name + ": " + errstr);
+    for (const auto& [k, v] : t.configs) {
+      rd_kafka_NewTopic_set_config(nt.get(), k.c_str(), v.c_str());
     }
-    for (const auto& [k, v] : t.configs) rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str());
-    new_topics.push_back(nt);
+    new_topics.push_back(nt.get());
+    owned.push_back(std::move(nt));
   }
   // A later attempt finds the topics an earlier one created (TOPIC_ALREADY_EXISTS: fine).
   bool to_controller = false;
@@ -585,15 +570,14 @@ Result<void> CreateTopics(const Properties& props, const std::vector<TopicSpec>&
         if (!event) return std::unexpected(event.error());
         return CreateTopicsResult(event->get(), to_controller);
       });
-  destroy();
   return result;
 }
 
 // The topics of `topics` that do not exist yet, and a check that those that do have at least
 // their configured partitions (fewer: keys would map elsewhere). Asks until `deadline`.
-Result<std::vector<TopicSpec>> MissingTopics(const Properties& props,
-                                             const std::vector<TopicSpec>& topics,
-                                             TimePoint deadline) {
+[[nodiscard]] Result<std::vector<TopicSpec>> MissingTopics(const Properties& props,
+                                                           const std::vector<TopicSpec>& topics,
+                                                           TimePoint deadline) {
   std::vector<std::string> names;
   for (const auto& t : topics) names.push_back(t.name);
   auto described = DescribeCluster(props, names, {}, Left(deadline));

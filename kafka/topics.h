@@ -29,12 +29,13 @@ struct TopicSpec {
 
 // Creates the topics that do not exist yet; existing ones are left alone (their partition counts
 // are checked: fewer than asked is an error, since keys would map elsewhere).
-Result<void> EnsureTopics(const Properties& props, const std::vector<TopicSpec>& topics,
-                          std::chrono::milliseconds timeout);
+[[nodiscard]] Result<void> EnsureTopics(const Properties& props,
+                                        const std::vector<TopicSpec>& topics,
+                                        std::chrono::milliseconds timeout);
 
 // Number of partitions of `topic` (DescribeTopic): kNotFound when it does not exist.
-Result<int32_t> PartitionCount(const Properties& props, const std::string& topic,
-                               std::chrono::milliseconds timeout);
+[[nodiscard]] Result<int32_t> PartitionCount(const Properties& props, const std::string& topic,
+                                             std::chrono::milliseconds timeout);
 
 struct TopicInfo {
   int32_t partitions = 0;
@@ -48,15 +49,14 @@ struct TopicInfo {
 // The values of topic-level configs of `topic`, in one DescribeConfigs request, e.g.
 // {"cleanup.policy": "compact"}: the broker's default where the topic does not set one. A name the
 // broker does not describe is left out. kNotFound when the topic does not exist.
-Result<std::map<std::string, std::string>> TopicConfigs(const Properties& props,
-                                                        const std::string& topic,
-                                                        const std::vector<std::string>& names,
-                                                        std::chrono::milliseconds timeout);
+[[nodiscard]] Result<std::map<std::string, std::string>> TopicConfigs(
+    const Properties& props, const std::string& topic, const std::vector<std::string>& names,
+    std::chrono::milliseconds timeout);
 
 // Describes `topic` with the admin API (DescribeTopics): kNotFound when it does not exist,
 // kUnavailable when Kafka does not answer within `timeout`.
-Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,
-                                std::chrono::milliseconds timeout);
+[[nodiscard]] Result<TopicInfo> DescribeTopic(const Properties& props, const std::string& topic,
+                                              std::chrono::milliseconds timeout);
 
 // A topic as DescribeCluster found it.
 struct DescribedTopic {
@@ -78,10 +78,9 @@ struct ClusterDescription {
 // The brokers, `topics` (DescribeTopics) and the configs `config_names` of those that exist (one
 // DescribeConfigs), through one handle within `timeout`. Fails as a whole only when Kafka does not
 // answer (kUnavailable) or refuses the client (kUnauthenticated).
-Result<ClusterDescription> DescribeCluster(const Properties& props,
-                                           const std::vector<std::string>& topics,
-                                           const std::vector<std::string>& config_names,
-                                           std::chrono::milliseconds timeout);
+[[nodiscard]] Result<ClusterDescription> DescribeCluster(
+    const Properties& props, const std::vector<std::string>& topics,
+    const std::vector<std::string>& config_names, std::chrono::milliseconds timeout);
 
 // The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.8.0").
 std::string LibraryVersion();

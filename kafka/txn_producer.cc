@@ -1,8 +1,8 @@
 #include "kafka/txn_producer.h"
 
 #include <algorithm>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "kafka/internal.h"
 
 namespace kleaf::kafka {
@@ -11,15 +11,15 @@ using std::chrono::milliseconds;
 
 struct TxnProducer::Impl {
   KafkaHandle rk;
-  std::mutex mu;
-  std::map<std::pair<std::string, int32_t>, int64_t> delivered;  // guarded by mu
+  Mutex mu;
+  std::map<std::pair<std::string, int32_t>, int64_t> delivered KLEAF_GUARDED_BY(mu);
 };
 
 namespace {
 void TxnDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   if (m->err) return;  // the transaction's commit reports the failure
   auto* impl = static_cast<TxnProducer::Impl*>(opaque);
-  std::lock_guard lock(impl->mu);
+  MutexLock lock(impl->mu);
   auto& best = impl->delivered[{rd_kafka_topic_name(m->rkt), m->partition}];
   best = std::max(best, m->offset);
 }
@@ -76,7 +76,7 @@ TxnResult<void> TxnProducer::Commit(milliseconds timeout) {
 TxnResult<void> TxnProducer::Abort(milliseconds timeout) {
   auto r = Check(rd_kafka_abort_transaction(impl_->rk.get(), static_cast<int>(timeout.count())));
   rd_kafka_poll(impl_->rk.get(), 0);
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->delivered.clear();
   return r;
 }
@@ -99,7 +99,7 @@ void TxnProducer::InjectFatalErrorForTesting() {
 
 std::map<std::pair<std::string, int32_t>, int64_t> TxnProducer::TakeDeliveredOffsets() {
   rd_kafka_poll(impl_->rk.get(), 0);
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return std::exchange(impl_->delivered, {});
 }
 
@@ -112,12 +112,9 @@ Result<void> TxnProducer::Flush(milliseconds timeout) {
 TxnResult<void> TxnProducer::SendOffsets(const std::vector<TopicPartition>& offsets,
                                          GroupConsumer& consumer, milliseconds timeout) {
   PartitionList list = ToList(offsets);
-  rd_kafka_consumer_group_metadata_t* cgmd =
-      rd_kafka_consumer_group_metadata(consumer.impl_->rk.get());
-  auto r = Check(rd_kafka_send_offsets_to_transaction(impl_->rk.get(), list.get(), cgmd,
-                                                      static_cast<int>(timeout.count())));
-  rd_kafka_consumer_group_metadata_destroy(cgmd);
-  return r;
+  GroupMetadataHandle cgmd(rd_kafka_consumer_group_metadata(consumer.impl_->rk.get()));
+  return Check(rd_kafka_send_offsets_to_transaction(impl_->rk.get(), list.get(), cgmd.get(),
+                                                    static_cast<int>(timeout.count())));
 }
 
 }  // namespace kleaf::kafka

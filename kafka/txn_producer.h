@@ -36,24 +36,26 @@ class GroupConsumer;
 // A transactional producer (one per owned partition). Not thread-safe: one owner thread.
 class TxnProducer {
  public:
-  static Result<std::unique_ptr<TxnProducer>> Create(const Properties& props,
-                                                     const std::string& transactional_id);
+  [[nodiscard]] static Result<std::unique_ptr<TxnProducer>> Create(
+      const Properties& props, const std::string& transactional_id);
   ~TxnProducer();
 
   // Fences every older producer with the same transactional.id and aborts its open transaction.
-  TxnResult<void> Init(std::chrono::milliseconds timeout);
+  [[nodiscard]] TxnResult<void> Init(std::chrono::milliseconds timeout);
   // As Producer::Prepare: `topic`'s leaders are known before the first Send to it.
-  Result<void> Prepare(const std::string& topic, std::chrono::milliseconds timeout);
-  TxnResult<void> Begin();
-  Result<void> Send(const std::string& topic, int32_t partition, std::string_view key,
-                    const std::optional<std::string>& value, const std::vector<Header>& headers);
+  [[nodiscard]] Result<void> Prepare(const std::string& topic, std::chrono::milliseconds timeout);
+  [[nodiscard]] TxnResult<void> Begin();
+  [[nodiscard]] Result<void> Send(const std::string& topic, int32_t partition, std::string_view key,
+                                  const std::optional<std::string>& value,
+                                  const std::vector<Header>& headers);
   // Adds the consumer's offsets (`next` offsets to read) to the transaction.
-  TxnResult<void> SendOffsets(const std::vector<TopicPartition>& offsets, GroupConsumer& consumer,
-                              std::chrono::milliseconds timeout);
-  TxnResult<void> Commit(std::chrono::milliseconds timeout);
-  TxnResult<void> Abort(std::chrono::milliseconds timeout);
+  [[nodiscard]] TxnResult<void> SendOffsets(const std::vector<TopicPartition>& offsets,
+                                            GroupConsumer& consumer,
+                                            std::chrono::milliseconds timeout);
+  [[nodiscard]] TxnResult<void> Commit(std::chrono::milliseconds timeout);
+  [[nodiscard]] TxnResult<void> Abort(std::chrono::milliseconds timeout);
   // Waits until every message sent so far reached the broker (still uncommitted), up to `timeout`.
-  Result<void> Flush(std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<void> Flush(std::chrono::milliseconds timeout);
   // Offsets of the messages delivered since the last call, per (topic, partition): the highest.
   std::map<std::pair<std::string, int32_t>, int64_t> TakeDeliveredOffsets();
   // The fatal error librdkafka raised on this producer (rd_kafka_fatal_error), if any: after one,

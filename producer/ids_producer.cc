@@ -437,7 +437,7 @@ Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
   }
   std::string ahead;
   {
-    std::lock_guard lock(ahead_mu_);
+    MutexLock lock(ahead_mu_);
     for (size_t i = 0; i < streams_.size(); ++i) {
       ahead_[i] = 0;
       for (int32_t p = 0; p < options_.partitions; ++p) ahead_[i] += ledger_.Ahead(Queue(i, p));
@@ -452,7 +452,7 @@ Result<IdsProducer::RoundResult> IdsProducer::RunRound() {
 }
 
 int64_t IdsProducer::Ahead(size_t stream) const {
-  std::lock_guard lock(ahead_mu_);
+  MutexLock lock(ahead_mu_);
   return ahead_.at(stream);
 }
 

@@ -10,7 +10,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,6 +19,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "base/periodic_task.h"
 #include "kafka/client.h"
 #include "kafka/transaction.h"
@@ -78,7 +78,7 @@ class IdsProducer {
 
   // Creates the stream topics that are missing and the Kafka clients, fences older runs
   // (init_transactions) and finds where each partition's unconsumed batches start.
-  Result<void> Init();
+  [[nodiscard]] Result<void> Init();
 
   struct RoundResult {
     int64_t batches = 0;  // published (committed) in this round
@@ -90,7 +90,7 @@ class IdsProducer {
   // One top-up round: reads back what was published, asks the committed offsets, publishes what is
   // missing in one transaction. After a fencing every later round fails; after another fatal
   // error of the transactional producer the next round replaces it first.
-  Result<RoundResult> RunRound();
+  [[nodiscard]] Result<RoundResult> RunRound();
 
   // Runs rounds on a thread; `on_fatal` is called there once if this producer is fenced (another
   // run of this node took over: the process should exit).
@@ -139,20 +139,20 @@ class IdsProducer {
   // are read back).
   RoundResult CountPublished(std::vector<Sent>& sent);
 
-  Result<void> CatchUp();
-  Result<void> ReadCommittedOffsets();
+  [[nodiscard]] Result<void> CatchUp();
+  [[nodiscard]] Result<void> ReadCommittedOffsets();
   // The next batch of `s`; `wanted` (this round's batches of it still to make) sizes the segment
   // asked for when the stream has none left.
-  Result<IdBatch> NextBatch(StreamState& s, int64_t wanted);
+  [[nodiscard]] Result<IdBatch> NextBatch(StreamState& s, int64_t wanted);
   // A batch of UUIDv7s or ULIDs (spec.mode) from the snowflake generator, into batch.texts.
-  Result<void> DrawId128Batch(const Stream& spec, IdBatch& batch);
+  [[nodiscard]] Result<void> DrawId128Batch(const Stream& spec, IdBatch& batch);
   // Asks the allocator for a segment of `s` sized for `wanted` batches and queues its range.
-  Result<void> FetchSegment(StreamState& s, int64_t wanted);
+  [[nodiscard]] Result<void> FetchSegment(StreamState& s, int64_t wanted);
   // Cuts the next batch off the front range of `s`: the counters, or the IDs they map to when
   // the segment has a format.
-  Result<void> CutSegmentBatch(StreamState& s, IdBatch& batch);
+  [[nodiscard]] Result<void> CutSegmentBatch(StreamState& s, IdBatch& batch);
   // One transaction: the missing batches (per queue) sent, then committed.
-  Result<RoundResult> Publish(const std::vector<int64_t>& deficits);
+  [[nodiscard]] Result<RoundResult> Publish(const std::vector<int64_t>& deficits);
   // Begins the round's transaction at its first batch and sends every batch it can make; how the
   // transaction ended if a step failed.
   std::expected<void, kafka::TxnEnd> SendBatches(const std::vector<int64_t>& deficits,
@@ -160,14 +160,14 @@ class IdsProducer {
   // The four ends of a round's transaction (kafka/transaction.h): committed batches are counted;
   // an unknown outcome is resumed before the next round; a fencing is fatal to this run; another
   // fatal error replaces the producer at the next round.
-  Result<RoundResult> OnTxnEnd(const kafka::TxnEnd& end, std::vector<Sent>& sent);
+  [[nodiscard]] Result<RoundResult> OnTxnEnd(const kafka::TxnEnd& end, std::vector<Sent>& sent);
   RoundResult OnCommitted(std::vector<Sent>& sent);
   Error OnAborted(const kafka::TxnError& why);
   Error OnUnknown(const kafka::TxnEnd& end, std::vector<Sent>& sent);
   Error OnFatal(const kafka::TxnError& why);
   // Creates txn_ and fences older producers of transactional_id (init_transactions, retried up
   // to `timeout`); forgets any unfinished transaction of the old one.
-  Result<void> NewTransactionalProducer(std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<void> NewTransactionalProducer(std::chrono::milliseconds timeout);
   // One round of the round thread; after a fencing, calls on_fatal_ and ends the thread.
   void RunScheduledRound();
 
@@ -183,8 +183,8 @@ class IdsProducer {
   std::map<int32_t, int64_t> read_to_;      // per queue: next offset to read back
   std::map<int32_t, metrics::Gauge*> lag_;  // per queue
   TopUpLedger ledger_;
-  mutable std::mutex ahead_mu_;
-  std::vector<int64_t> ahead_;  // guarded by ahead_mu_: per stream, after the last round
+  mutable Mutex ahead_mu_;
+  std::vector<int64_t> ahead_ KLEAF_GUARDED_BY(ahead_mu_);  // per stream, after the last round
   int64_t round_ = 0;
   std::atomic<bool> fatal_{false};  // fenced
   bool broken_ = false;              // txn_ failed for good (not fenced): the next round replaces it
@@ -195,7 +195,7 @@ class IdsProducer {
   Unfinished unfinished_ = Unfinished::kNone;
   std::vector<Sent> unfinished_sent_;  // the batches of an unfinished commit
   // Finishes the unfinished transaction; an error if it still is.
-  Result<void> FinishTransaction();
+  [[nodiscard]] Result<void> FinishTransaction();
   std::atomic<int64_t> last_round_ok_ns_{-1};
 
   std::function<void()> on_fatal_;

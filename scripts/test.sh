@@ -2,9 +2,10 @@
 # Installs what is missing, checks the C++ changed since the style base with clang-format and
 # clang-tidy (scripts/check-style.sh), builds kleaf with warnings as errors, builds the clang
 # sanitizer build and runs the unit tests under ASan+UBSan and the HTTP fuzzer for a minute in it
-# (tests/fuzz), starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e
-# against the real binary, integration against the broker), and stops the broker again; then starts
-# a cluster of three brokers (compose/kafka.sh cluster-start) for the tests labelled cluster3.
+# (tests/fuzz), builds the unit tests alone under ThreadSanitizer and runs them (build-tsan),
+# starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e against the
+# real binary, integration against the broker), and stops the broker again; then starts a cluster
+# of three brokers (compose/kafka.sh cluster-start) for the tests labelled cluster3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
@@ -25,6 +26,18 @@ cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build "$fuzz_build" -j"$(nproc)"
 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$fuzz_build" -L 'fuzz|unit' --output-on-failure --timeout 600 -j2
+
+# The ThreadSanitizer build (KLEAF_TSAN): clang 16, only the unit-test binary and the libraries it
+# links (no app, benchmarks, e2e or integration tests), at -O1 with line tables only, which keeps
+# it the cheapest of the three builds. Any race report fails its test; tests/tsan.supp holds the
+# suppressions, each with its reason.
+tsan_build=${KLEAF_TSAN_BUILD_DIR:-build-tsan}
+cmake -S . -B "$tsan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_TSAN=ON -DKLEAF_BUILD_BENCH=OFF >/dev/null
+cmake --build "$tsan_build" -j"$(nproc)" --target kleaf_unit_tests
+TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
+  ctest --test-dir "$tsan_build" -L unit --output-on-failure --timeout 600 -j2
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)

@@ -51,7 +51,7 @@ int CrockfordValue(char c) {
 
 // Fills `words` from the kernel's CSPRNG (getrandom(2), which blocks only before the pool is
 // first initialised at boot).
-Result<void> FillRandom(std::vector<uint64_t>& words) {
+[[nodiscard]] Result<void> FillRandom(std::vector<uint64_t>& words) {
   auto* bytes = reinterpret_cast<unsigned char*>(words.data());
   size_t left = words.size() * sizeof(uint64_t);
   while (left > 0) {

@@ -51,18 +51,18 @@ class Id128Layout {
 
   // The ID of the snowflake draw `snowflake_id` with `random`'s low bits in the random field.
   // kResourceExhausted past the 48-bit timestamp (the year 10889).
-  Result<Id128> FromSnowflake(int64_t snowflake_id, Id128 random) const;
+  [[nodiscard]] Result<Id128> FromSnowflake(int64_t snowflake_id, Id128 random) const;
   // The smallest ID of the millisecond `ms` (counter, worker and random bits 0): every ID issued
   // in that millisecond or later is >= it, every one issued before it is below it. With a time
   // unit above 1 ms, `ms` is first rounded down to the start of its snowflake tick, as issued IDs
   // are. kInvalidArgument, naming the range, outside [0, 2^48) milliseconds.
-  Result<Id128> FirstAt(int64_t ms) const;
+  [[nodiscard]] Result<Id128> FirstAt(int64_t ms) const;
   Parts Split(Id128 id) const;
 
   std::string Format(Id128 id) const;
   // The canonical text (UUID: hex digits in either case; ULID: Crockford base32 in either case,
   // I/L read as 1 and O as 0); for UUIDv7 the version and variant must be 7 and RFC 9562's.
-  Result<Id128> Parse(std::string_view text) const;
+  [[nodiscard]] Result<Id128> Parse(std::string_view text) const;
 
   Id128Kind kind() const { return kind_; }
   // Bits after the timestamp (and the UUID's version and variant): 74 or 80.
@@ -84,14 +84,15 @@ class Id128Layout {
 
 // Parses a time (RFC 3339 or epoch milliseconds, ParseTimeMs) and answers the first ID of it
 // (Id128Layout::FirstAt) as JSON: {"id":"…"}.
-Result<std::string> ComposeToJson(const Id128Layout& layout, std::string_view time_text);
+[[nodiscard]] Result<std::string> ComposeToJson(const Id128Layout& layout,
+                                                std::string_view time_text);
 
 // Draws `count` snowflake IDs from `generator` (the node's, shared with the snowflake routes: one
 // sequence per node and tick for all three kinds) and appends the 128-bit IDs they make to `out`
 // (all or nothing). The generator's rules apply unchanged: clock moved back a little → wait; more
 // → kUnavailable; sequence of a tick used up → the next tick (the counter never wraps within a
 // millisecond); lease in doubt → kUnavailable.
-Result<void> NextId128Batch(SnowflakeGenerator& generator, const Id128Layout& layout, int64_t count,
-                            std::vector<Id128>& out);
+[[nodiscard]] Result<void> NextId128Batch(SnowflakeGenerator& generator, const Id128Layout& layout,
+                                          int64_t count, std::vector<Id128>& out);
 
 }  // namespace kleaf::snowflake

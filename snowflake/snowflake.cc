@@ -64,7 +64,7 @@ Result<std::string> ComposeToJson(const SnowflakeLayout& layout, std::string_vie
 namespace {
 
 // A decimal snowflake ID; `name` (the parameter) names it in the error.
-Result<int64_t> ParseId(std::string_view text, std::string_view name) {
+[[nodiscard]] Result<int64_t> ParseId(std::string_view text, std::string_view name) {
   int64_t id = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || id < 0) {
@@ -117,7 +117,7 @@ SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, 
 }
 
 void SnowflakeGenerator::SetFloorMs(int64_t ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   int64_t ticks = layout_.TicksOf(ms);
   if (ticks >= last_ticks_) {
     last_ticks_ = ticks;
@@ -126,23 +126,23 @@ void SnowflakeGenerator::SetFloorMs(int64_t ms) {
 }
 
 int64_t SnowflakeGenerator::last_ms() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // The last millisecond of the newest tick, so a floor set from it excludes the whole tick.
   return last_ticks_ < 0 ? 0 : layout_.MsOf(last_ticks_) + layout_.time_unit_ms() - 1;
 }
 
 int64_t SnowflakeGenerator::last_tick_ms() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_ticks_ < 0 ? 0 : layout_.MsOf(last_ticks_);
 }
 
 Result<int64_t> SnowflakeGenerator::Next() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return NextLocked();
 }
 
 Result<void> SnowflakeGenerator::NextBatch(int64_t count, std::vector<int64_t>& out) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const size_t before = out.size();
   out.reserve(before + count);
   for (int64_t i = 0; i < count; ++i) {

@@ -4,13 +4,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/mutex.h"
 
 namespace kleaf::snowflake {
 
@@ -24,20 +24,21 @@ class SnowflakeLayout {
   };
 
   // Validates: bits add up to 63, each part at least 1 bit, epoch not after `now_ms`, time unit >= 1.
-  static Result<SnowflakeLayout> Make(int timestamp_bits, int worker_bits, int sequence_bits,
-                                      int64_t epoch_ms, int64_t time_unit_ms, int64_t now_ms);
+  [[nodiscard]] static Result<SnowflakeLayout> Make(int timestamp_bits, int worker_bits,
+                                                    int sequence_bits, int64_t epoch_ms,
+                                                    int64_t time_unit_ms, int64_t now_ms);
   static SnowflakeLayout Default();  // 41/10/12, epoch 1288834974657, 1 ms
 
   int64_t Compose(int64_t ticks, int64_t worker_id, int64_t sequence) const {
     return (ticks << (worker_bits_ + sequence_bits_)) | (worker_id << sequence_bits_) | sequence;
   }
   // Fails for a negative ID.
-  Result<Parts> Decode(int64_t id) const;
+  [[nodiscard]] Result<Parts> Decode(int64_t id) const;
   // The smallest ID of the tick holding the wall-clock time `ms` (worker 0, sequence 0): every ID
   // issued at `ms` or later is >= it, every ID issued before its tick is below it, so
   // `id >= FirstIdAt(t0) AND id < FirstIdAt(t1)` selects IDs by time (to the time unit).
   // kInvalidArgument, naming the layout's range, for a time before the epoch or past last_ms().
-  Result<int64_t> FirstIdAt(int64_t ms) const;
+  [[nodiscard]] Result<int64_t> FirstIdAt(int64_t ms) const;
 
   // Ticks (time units since the epoch) of a wall-clock time, and back.
   int64_t TicksOf(int64_t ms) const { return (ms - epoch_ms_) / time_unit_ms_; }
@@ -63,15 +64,18 @@ class SnowflakeLayout {
 
 // Parses a decimal ID and describes it as JSON:
 // {"id":"…","timestamp_ms":…,"time":"…Z","worker_id":…,"sequence":…}.
-Result<std::string> DecodeToJson(const SnowflakeLayout& layout, std::string_view id_text);
+[[nodiscard]] Result<std::string> DecodeToJson(const SnowflakeLayout& layout,
+                                               std::string_view id_text);
 // The same as Leaf's /decodeSnowflakeId answers it, every value a string:
 // {"timestamp":"<ms>(yyyy-MM-dd HH:mm:ss.SSS)","sequenceId":"…","workerId":"…"}, the time in UTC
 // (Leaf wrote its JVM's time zone). Errors name the parameter `snowflakeId`.
-Result<std::string> DecodeToLeafJson(const SnowflakeLayout& layout, std::string_view id_text);
+[[nodiscard]] Result<std::string> DecodeToLeafJson(const SnowflakeLayout& layout,
+                                                   std::string_view id_text);
 
 // Parses a time (RFC 3339 or epoch milliseconds, ParseTimeMs) and answers the first ID of it
 // (SnowflakeLayout::FirstIdAt) as JSON: {"id":"…"}.
-Result<std::string> ComposeToJson(const SnowflakeLayout& layout, std::string_view time_text);
+[[nodiscard]] Result<std::string> ComposeToJson(const SnowflakeLayout& layout,
+                                                std::string_view time_text);
 
 // Issues snowflake IDs for one worker id. Thread-safe (one mutex; IDs strictly increase in the
 // order they are issued). Guarantees, for the lifetime of the object:
@@ -89,9 +93,9 @@ class SnowflakeGenerator {
 
   SnowflakeGenerator(SnowflakeLayout layout, Options options, Clock& clock);
 
-  Result<int64_t> Next();
+  [[nodiscard]] Result<int64_t> Next();
   // Appends `count` IDs to `out` (all or nothing).
-  Result<void> NextBatch(int64_t count, std::vector<int64_t>& out);
+  [[nodiscard]] Result<void> NextBatch(int64_t count, std::vector<int64_t>& out);
 
   // No ID will carry a timestamp at or before `ms`.
   void SetFloorMs(int64_t ms);
@@ -111,7 +115,7 @@ class SnowflakeGenerator {
   int64_t worker_id() const { return options_.worker_id; }
 
  private:
-  Result<int64_t> NextLocked();  // requires mu_
+  [[nodiscard]] Result<int64_t> NextLocked() KLEAF_REQUIRES(mu_);
 
   const SnowflakeLayout layout_;
   const Options options_;
@@ -119,11 +123,11 @@ class SnowflakeGenerator {
   std::atomic<int64_t> limit_ms_;
   std::atomic<int64_t> lease_deadline_ns_;
   std::atomic<int64_t> lease_end_ms_;
-  mutable std::mutex mu_;
-  int64_t last_ticks_ = -1;  // guarded by mu_
-  int64_t last_backward_log_ms_ = 0;  // guarded by mu_: when a clock step back was last logged
-  int64_t sequence_ = 0;     // guarded by mu_
-  std::minstd_rand rng_;     // guarded by mu_
+  mutable Mutex mu_;
+  int64_t last_ticks_ KLEAF_GUARDED_BY(mu_) = -1;
+  int64_t last_backward_log_ms_ KLEAF_GUARDED_BY(mu_) = 0;  // when a clock step back was logged
+  int64_t sequence_ KLEAF_GUARDED_BY(mu_) = 0;
+  std::minstd_rand rng_ KLEAF_GUARDED_BY(mu_);
 };
 
 }  // namespace kleaf::snowflake

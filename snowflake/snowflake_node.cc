@@ -23,7 +23,7 @@ std::string HolderName(int64_t token) {
 // This process's holder token, and the previous process's from the store. The store's lock proves
 // that process is gone; the new token is durable before any claim is sent with it, so the next
 // process can vouch for this one however it ends.
-Result<std::pair<std::string, std::string>> TakeHolderTokens(state::Store& store) {
+[[nodiscard]] Result<std::pair<std::string, std::string>> TakeHolderTokens(state::Store& store) {
   auto previous = store.GetValue(kLeaseHolder);
   if (!previous) return std::unexpected(previous.error());
   std::random_device random;
@@ -33,6 +33,61 @@ Result<std::pair<std::string, std::string>> TakeHolderTokens(state::Store& store
   }
   if (auto w = store.PutValue(kLeaseHolder, token); !w) return std::unexpected(w.error());
   return std::pair{HolderName(token), *previous ? HolderName(**previous) : std::string()};
+}
+
+// The lease options with this process's holder token and the previous process's (TakeHolderTokens).
+[[nodiscard]] Result<WorkerLease::Options> LeaseOptions(WorkerLease::Options lease,
+                                                        state::Store& store) {
+  auto tokens = TakeHolderTokens(store);
+  if (!tokens) return std::unexpected(tokens.error());
+  lease.holder = tokens->first;
+  lease.previous_holder = tokens->second;
+  return lease;
+}
+
+// The lease cache in the local store: the last granted worker id and its lease's end.
+auto CacheLoader(state::Store& store) {
+  return [&store]() -> std::optional<WorkerLease::Cached> {
+    auto id = store.GetValue(kCachedWorker);
+    auto until = store.GetValue(kCachedLeaseUntil);
+    if (!id || !*id || !until || !*until) return std::nullopt;
+    return WorkerLease::Cached{**id, **until};
+  };
+}
+auto CacheSaver(state::Store& store) {
+  return [&store](const WorkerLease::Cached& cached) {
+    return store.Write({{},
+                        {},
+                        {{std::string(kCachedWorker), cached.worker_id},
+                         {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
+                       /*sync=*/true);
+  };
+}
+
+// A granted worker id must fit snowflake.worker_bits and fall in this datacenter's slice: the
+// registry of this datacenter's cluster hands out only its slice, so a grant outside it
+// (allocators configured as another datacenter, a cached lease of another life) is refused.
+[[nodiscard]] Result<void> CheckGrant(const WorkerLease::Grant& grant,
+                                      const SnowflakeLayout& layout,
+                                      const SnowflakeNode::Options& options) {
+  if (grant.worker_id > layout.max_worker_id()) {
+    return Fail(Code::kFailedPrecondition,
+                "the registry granted worker id " + std::to_string(grant.worker_id) +
+                    ", beyond snowflake.worker_bits; the allocators and this node disagree on "
+                    "snowflake.worker_bits");
+  }
+  const allocator::Datacenter& dc = options.datacenter;
+  if (const auto range = allocator::WorkerRangeOf(dc, options.layout.worker_bits);
+      !range.Contains(grant.worker_id)) {
+    return Fail(Code::kFailedPrecondition,
+                "worker id " + std::to_string(grant.worker_id) +
+                    (grant.from_cache ? " (this node's cached lease)" : " (granted)") +
+                    " is outside the ids of " + dc.Describe() + " (" +
+                    std::to_string(range.first) + " to " + std::to_string(range.last) +
+                    "): another datacenter's IDs could repeat; check datacenter.index and "
+                    "datacenter.count on the allocators and this node");
+  }
+  return {};
 }
 
 }  // namespace
@@ -50,46 +105,13 @@ Result<std::unique_ptr<SnowflakeNode>> SnowflakeNode::Start(const Options& optio
   int64_t worker_id = options.generator.worker_id;
   int64_t not_before_ms = 0;
   if (options.lease) {
-    auto tokens = TakeHolderTokens(store);
-    if (!tokens) return std::unexpected(tokens.error());
-    WorkerLease::Options lease = *options.lease;
-    lease.holder = tokens->first;
-    lease.previous_holder = tokens->second;
-    node->lease_.emplace(
-        registry, clock, lease,
-        [&store]() -> std::optional<WorkerLease::Cached> {
-          auto id = store.GetValue(kCachedWorker);
-          auto until = store.GetValue(kCachedLeaseUntil);
-          if (!id || !*id || !until || !*until) return std::nullopt;
-          return WorkerLease::Cached{**id, **until};
-        },
-        [&store](const WorkerLease::Cached& cached) {
-          (void)store.Write({{},
-                             {},
-                             {{std::string(kCachedWorker), cached.worker_id},
-                              {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
-                            /*sync=*/true);
-        });
+    auto lease = LeaseOptions(*options.lease, store);
+    if (!lease) return std::unexpected(lease.error());
+    node->lease_.emplace(registry, clock, *lease, CacheLoader(store), CacheSaver(store));
     auto grant = node->lease_->Acquire();
     if (!grant) return std::unexpected(grant.error());
-    if (grant->worker_id > layout->max_worker_id()) {
-      return Fail(Code::kFailedPrecondition,
-                  "the registry granted worker id " + std::to_string(grant->worker_id) +
-                      ", beyond snowflake.worker_bits; the allocators and this node disagree on "
-                      "snowflake.worker_bits");
-    }
-    // The registry of this datacenter's cluster hands out only its slice; a grant outside it
-    // (allocators configured as another datacenter, a cached lease of another life) is refused.
-    const allocator::Datacenter& dc = options.datacenter;
-    if (const auto range = allocator::WorkerRangeOf(dc, sf.worker_bits);
-        !range.Contains(grant->worker_id)) {
-      return Fail(Code::kFailedPrecondition,
-                  "worker id " + std::to_string(grant->worker_id) +
-                      (grant->from_cache ? " (this node's cached lease)" : " (granted)") +
-                      " is outside the ids of " + dc.Describe() + " (" +
-                      std::to_string(range.first) + " to " + std::to_string(range.last) +
-                      "): another datacenter's IDs could repeat; check datacenter.index and "
-                      "datacenter.count on the allocators and this node");
+    if (auto fits = CheckGrant(*grant, *layout, options); !fits) {
+      return std::unexpected(fits.error());
     }
     worker_id = grant->worker_id;
     not_before_ms = grant->not_before_ms;

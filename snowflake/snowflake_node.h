@@ -41,9 +41,9 @@ class SnowflakeNode {
     allocator::Datacenter datacenter = {};
   };
   // Returns once the generator may issue.
-  static Result<std::unique_ptr<SnowflakeNode>> Start(const Options& options, state::Store& store,
-                                                      allocator::WorkerRegistry& registry,
-                                                      Clock& clock);
+  [[nodiscard]] static Result<std::unique_ptr<SnowflakeNode>> Start(
+      const Options& options, state::Store& store, allocator::WorkerRegistry& registry,
+      Clock& clock);
   ~SnowflakeNode();
 
   SnowflakeGenerator& generator() { return *generator_; }
@@ -64,6 +64,6 @@ class SnowflakeNode {
 // What only the clock can tell about the snowflake keys: a layout that is invalid now (epoch in
 // the future, timestamp bits used up). A node would fail to start on it; checked before anything
 // is created in state.path, a failure is a config error (kInvalidArgument) like a bad key.
-Result<void> CheckLayoutAt(const LayoutOptions& s, int64_t now_ms);
+[[nodiscard]] Result<void> CheckLayoutAt(const LayoutOptions& s, int64_t now_ms);
 
 }  // namespace kleaf::snowflake

@@ -36,10 +36,10 @@ class TimestampGuard {
   // A floor from elsewhere (a recycled worker id's not_before), treated like the stored mark at
   // Start. Call before Start.
   void SetExternalFloorMs(int64_t ms) { external_floor_ms_ = ms; }
-  Result<void> Start();
+  [[nodiscard]] Result<void> Start();
   void Stop();
   // One renewal of the reservation (the thread calls it; tests call it directly).
-  Result<void> Renew();
+  [[nodiscard]] Result<void> Renew();
 
  private:
   SnowflakeGenerator& generator_;

@@ -22,7 +22,19 @@ WorkerLease::WorkerLease(allocator::WorkerRegistry& registry, Clock& clock, Opti
       clock_(clock),
       options_(std::move(options)),
       load_(std::move(load)),
-      save_(std::move(save)) {}
+      save_(std::move(save)),
+      cache_write_failures_(metrics::Registry::Default().GetCounter(
+          "kleaf_worker_cache_write_failures_total",
+          "Writes of this node's worker lease to its local store that failed.")) {}
+
+bool WorkerLease::SaveCached(const Cached& cached) {
+  auto saved = save_(cached);
+  if (saved) return true;
+  cache_write_failures_.Inc();
+  spdlog::warn("[lease] saving the lease of worker id {} (until {}) in the local store failed: {}",
+               cached.worker_id, cached.lease_until_ms, saved.error().message);
+  return false;
+}
 
 WorkerLease::~WorkerLease() { Stop(); }
 
@@ -37,13 +49,14 @@ void WorkerLease::ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms) {
     generator_->SetLeaseEndMs(lease_until_ms);
     generator_->SetLeaseDeadlineNs(deadline);
   }
-  save_({worker_id_, lease_until_ms});
+  // On a failure the store keeps an older lease, which ends earlier: a restart reuses less of it.
+  SaveCached({worker_id_, lease_until_ms});
 }
 
 void WorkerLease::RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease) {
   if (lease.allocator_now_ms <= 0) return;
   const int64_t received_ms = clock_.NowMs();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   offsets_.push_back({lease.allocator_now_ms - (sent_ms + received_ms) / 2,
                       std::max<int64_t>(0, received_ms - sent_ms)});
   if (offsets_.size() > kOffsetSamples) offsets_.pop_front();
@@ -129,7 +142,7 @@ void WorkerLease::Start(SnowflakeGenerator& generator) {
         spdlog::warn("[lease] renewing worker id {} failed: {}", worker_id_, error);
       }
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     last_error_ = error;
   };
   renewal_.Start(milliseconds(options_.renew_interval_ms), PeriodicTask::FirstRun::kAfterInterval,
@@ -141,8 +154,13 @@ void WorkerLease::Stop() {
   if (worker_id_ < 0 || generator_ == nullptr) return;
   generator_->SetLeaseDeadlineNs(0);  // nothing more is issued with this id
   // Forget the lease locally first: once the release may have landed, a restart while Kafka is
-  // unreachable must not go on with an id that could be someone else's.
-  save_({worker_id_, 0});
+  // unreachable must not go on with an id that could be someone else's. When the store cannot
+  // forget it, the id is kept (not released) until the lease expires by itself, so the lease a
+  // restart may reuse is still this node's.
+  if (!SaveCached({worker_id_, 0})) {
+    spdlog::error("[lease] not releasing worker id {}: it expires by itself", worker_id_);
+    return;
+  }
   auto reply = Await<WorkerLeaseInfo>(milliseconds(3000), kNoAnswer, [&](auto done) {
     registry_.ReleaseWorker({.claimant = claimant(),
                              .worker_id = worker_id_,
@@ -162,7 +180,7 @@ WorkerLease::Status WorkerLease::status() const {
   Status s;
   s.worker_id = worker_id_;
   s.valid_for_ms = std::max<int64_t>(0, (deadline_ns_.load() - clock_.MonotonicNs()) / 1'000'000);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   s.last_error = last_error_;
   if (!offsets_.empty()) {
     auto best = std::min_element(

@@ -5,13 +5,14 @@
 #include <atomic>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "allocator/worker_registry.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/metrics.h"
+#include "base/mutex.h"
 #include "base/periodic_task.h"
 #include "snowflake/snowflake.h"
 
@@ -46,7 +47,7 @@ class WorkerLease {
     int64_t lease_until_ms;
   };
   using LoadCache = std::function<std::optional<Cached>()>;
-  using SaveCache = std::function<void(const Cached&)>;
+  using SaveCache = std::function<Result<void>(const Cached&)>;
 
   struct Grant {
     int64_t worker_id;
@@ -61,7 +62,7 @@ class WorkerLease {
   // Claims a worker id (retrying until claim_timeout_ms), or falls back to the cached lease when
   // no allocator answers and that lease has not expired. Errors from the registry (all ids
   // leased, clock too far off) are returned as they are.
-  Result<Grant> Acquire();
+  [[nodiscard]] Result<Grant> Acquire();
   // Starts renewing for `generator` (which must use the acquired id).
   void Start(SnowflakeGenerator& generator);
   // Stops renewing and releases the lease with the generator's last timestamp.
@@ -86,12 +87,15 @@ class WorkerLease {
   }
   void ExtendTo(int64_t sent_mono_ns, int64_t lease_until_ms);
   void RecordOffset(int64_t sent_ms, const allocator::WorkerLeaseInfo& lease);
+  // save_, a failure logged and counted (kleaf_worker_cache_write_failures_total). False on one.
+  bool SaveCached(const Cached& cached);
 
   allocator::WorkerRegistry& registry_;
   Clock& clock_;
   const Options options_;
   LoadCache load_;
   SaveCache save_;
+  metrics::Counter& cache_write_failures_;
   SnowflakeGenerator* generator_ = nullptr;
   int64_t worker_id_ = -1;
   std::atomic<int64_t> deadline_ns_{0};
@@ -101,9 +105,9 @@ class WorkerLease {
     int64_t round_trip_ms;
   };
   static constexpr size_t kOffsetSamples = 8;
-  std::deque<OffsetSample> offsets_;  // guarded by mu_; newest last
-  mutable std::mutex mu_;
-  std::string last_error_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<OffsetSample> offsets_ KLEAF_GUARDED_BY(mu_);  // newest last
+  std::string last_error_ KLEAF_GUARDED_BY(mu_);
   PeriodicTask renewal_;
 };
 

@@ -18,6 +18,6 @@ std::string EncodeExportFile(const std::string& topic, const std::string& export
                              const std::vector<TagRecord>& tags);
 // The tag records of a document read from `in`. Errors (kInvalidArgument): a tag that is not a
 // valid record (its DecodeTag message), or "not an export file: ..." for anything else.
-Result<std::vector<TagRecord>> DecodeExportFile(std::istream& in);
+[[nodiscard]] Result<std::vector<TagRecord>> DecodeExportFile(std::istream& in);
 
 }  // namespace kleaf::state

@@ -24,7 +24,7 @@ std::vector<std::string_view> SplitTabs(std::string_view line) {
 }
 
 // A value as the client wrote it, unescaped; nullopt for SQL NULL. Errors name the problem only.
-Result<std::optional<std::string>> Unescape(std::string_view field) {
+[[nodiscard]] Result<std::optional<std::string>> Unescape(std::string_view field) {
   if (field == "NULL") return std::nullopt;
   std::string out;
   out.reserve(field.size());
@@ -57,7 +57,7 @@ Result<std::optional<std::string>> Unescape(std::string_view field) {
   return out;
 }
 
-Result<int64_t> ParseNumber(std::string_view text) {
+[[nodiscard]] Result<int64_t> ParseNumber(std::string_view text) {
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
@@ -76,7 +76,7 @@ bool IsUtf8(const std::string& text) {
 }
 
 // One data line as a record; errors name the column.
-Result<TagRecord> DecodeRow(std::string_view line, const LeafDumpLimits& limits) {
+[[nodiscard]] Result<TagRecord> DecodeRow(std::string_view line, const LeafDumpLimits& limits) {
   const auto fields = SplitTabs(line);
   if (fields.size() != kColumns) {
     return Fail(Code::kInvalidArgument,

@@ -33,6 +33,7 @@ struct LeafDumpLimits {
 // (kInvalidArgument, "line N: ...": a missing or different header, a wrong column count, a tag
 // against kleaf's tag rules or repeated, max_id not a non-negative integer within `limits`, step
 // not an integer from 1 to limits.max_step, a description that is not UTF-8 or too long).
-Result<std::vector<TagRecord>> DecodeLeafDump(std::istream& in, const LeafDumpLimits& limits);
+[[nodiscard]] Result<std::vector<TagRecord>> DecodeLeafDump(std::istream& in,
+                                                            const LeafDumpLimits& limits);
 
 }  // namespace kleaf::state

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "state/records_json.h"
+
 namespace kleaf::state {
 
 const char* IdModeName(IdMode mode) {
@@ -27,7 +29,7 @@ Result<IdMode> ParseIdMode(std::string_view name) {
 
 std::string TagKey(std::string_view tag) { return "seg/" + std::string(tag); }
 
-std::string EncodeTag(const TagRecord& r) {
+nlohmann::json TagToJson(const TagRecord& r) {
   nlohmann::json j = {{"tag", r.tag},
                       {"max_id", r.max_id},
                       {"step", r.step},
@@ -39,12 +41,13 @@ std::string EncodeTag(const TagRecord& r) {
     j["id_key"] = r.id_key;
     j["id_base"] = r.id_base;
   }
-  return j.dump();
+  return j;
 }
 
-Result<TagRecord> DecodeTag(std::string_view json) {
+std::string EncodeTag(const TagRecord& r) { return TagToJson(r).dump(); }
+
+Result<TagRecord> TagFromJson(const nlohmann::json& j) {
   try {
-    auto j = nlohmann::json::parse(json);
     TagRecord r;
     r.tag = j.at("tag").get<std::string>();
     r.max_id = j.at("max_id").get<int64_t>();
@@ -63,6 +66,16 @@ Result<TagRecord> DecodeTag(std::string_view json) {
   } catch (const std::exception& e) {
     return Fail(Code::kInternal, std::string("corrupt tag record: ") + e.what());
   }
+}
+
+Result<TagRecord> DecodeTag(std::string_view json) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("corrupt tag record: ") + e.what());
+  }
+  return TagFromJson(j);
 }
 
 std::string EncodeWorker(const WorkerRecord& r) {

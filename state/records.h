@@ -14,7 +14,7 @@ namespace kleaf::state {
 enum class IdMode { kPlain, kObfuscated, kObfuscatedTime };
 // "plain", "obfuscated", "obfuscated_time".
 const char* IdModeName(IdMode mode);
-Result<IdMode> ParseIdMode(std::string_view name);
+[[nodiscard]] Result<IdMode> ParseIdMode(std::string_view name);
 
 // One business tag. Invariant: every ID below `max_id` may have been handed out; the next segment
 // of this tag starts at `max_id` or above. `max_id` never decreases, not even across delete.
@@ -50,13 +50,13 @@ struct WorkerRecord {
 };
 
 std::string EncodeTag(const TagRecord& r);
-Result<TagRecord> DecodeTag(std::string_view json);
+[[nodiscard]] Result<TagRecord> DecodeTag(std::string_view json);
 
 // Store key of a tag record: "seg/<tag>".
 std::string TagKey(std::string_view tag);
 
 std::string EncodeWorker(const WorkerRecord& r);
-Result<WorkerRecord> DecodeWorker(std::string_view json);
+[[nodiscard]] Result<WorkerRecord> DecodeWorker(std::string_view json);
 // Store key of a worker record: "wrk/<id>".
 std::string WorkerKey(int64_t worker_id);
 

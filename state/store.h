@@ -19,17 +19,17 @@ class Store {
  public:
   // Opens (creating if missing) the RocksDB directory at `path`. Fails with a clear message if
   // another process holds it.
-  static Result<std::unique_ptr<Store>> Open(const std::string& path);
+  [[nodiscard]] static Result<std::unique_ptr<Store>> Open(const std::string& path);
   ~Store();
 
-  Result<std::optional<TagRecord>> GetTag(std::string_view tag);
+  [[nodiscard]] Result<std::optional<TagRecord>> GetTag(std::string_view tag);
   // Synced: durable when this returns.
-  Result<void> PutTag(const TagRecord& record);
+  [[nodiscard]] Result<void> PutTag(const TagRecord& record);
   // All tag records, deleted ones included, ordered by tag.
-  Result<std::vector<TagRecord>> ListTags();
+  [[nodiscard]] Result<std::vector<TagRecord>> ListTags();
 
-  Result<std::optional<WorkerRecord>> GetWorker(int64_t worker_id);
-  Result<std::vector<WorkerRecord>> ListWorkers();
+  [[nodiscard]] Result<std::optional<WorkerRecord>> GetWorker(int64_t worker_id);
+  [[nodiscard]] Result<std::vector<WorkerRecord>> ListWorkers();
 
   // What Write() stores atomically.
   struct Batch {
@@ -38,7 +38,7 @@ class Store {
     std::vector<std::pair<std::string, int64_t>> values;
   };
   // Writes a batch atomically (one RocksDB write batch); synced if `sync`.
-  Result<void> Write(const Batch& batch, bool sync);
+  [[nodiscard]] Result<void> Write(const Batch& batch, bool sync);
 
   // The unused rest of a segment a gateway kept across a graceful restart (docs/architecture.md,
   // "The rest of a segment across a graceful restart"; Leaf discards it). `scope` names the ID
@@ -51,17 +51,17 @@ class Store {
     int64_t end = 0;
   };
   // Stores `rests` (added to any kept before); synced.
-  Result<void> PutSegmentRests(const std::vector<SegmentRest>& rests);
+  [[nodiscard]] Result<void> PutSegmentRests(const std::vector<SegmentRest>& rests);
   // Returns every kept rest and deletes them all in the same synced write, so a rest is handed
   // back at most once: after a crash while serving it, what was left of it is a gap.
-  Result<std::vector<SegmentRest>> TakeSegmentRests();
+  [[nodiscard]] Result<std::vector<SegmentRest>> TakeSegmentRests();
 
-  Result<std::optional<int64_t>> GetValue(std::string_view name);
+  [[nodiscard]] Result<std::optional<int64_t>> GetValue(std::string_view name);
   // Synced: durable when this returns.
-  Result<void> PutValue(std::string_view name, int64_t value);
+  [[nodiscard]] Result<void> PutValue(std::string_view name, int64_t value);
   // Named text (e.g. which state topic this store is a view of); synced like PutValue.
-  Result<std::optional<std::string>> GetText(std::string_view name);
-  Result<void> PutText(std::string_view name, std::string_view text);
+  [[nodiscard]] Result<std::optional<std::string>> GetText(std::string_view name);
+  [[nodiscard]] Result<void> PutText(std::string_view name, std::string_view text);
 
  private:
   struct Impl;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kafka/client.h"
+#include "kafka/handle.h"
 #include "tests/integration/cluster_env.h"
 
 namespace kleaf::integration {
@@ -32,33 +33,31 @@ std::string UniqueTopic(const std::string& name) {
 // Deletes `topic` with librdkafka's admin API; "" or the error.
 std::string DeleteTopic(const std::string& bootstrap, const std::string& topic) {
   char errstr[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), errstr, sizeof(errstr));
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-  if (rk == nullptr) return errstr;
-  rd_kafka_DeleteTopic_t* del = rd_kafka_DeleteTopic_new(topic.c_str());
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
-  rd_kafka_DeleteTopics(rk, &del, 1, nullptr, queue);
-  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, 30000);
+  kafka::ConfHandle conf(rd_kafka_conf_new());
+  rd_kafka_conf_set(conf.get(), "bootstrap.servers", bootstrap.c_str(), errstr, sizeof(errstr));
+  kafka::KafkaHandle rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof(errstr)));
+  if (!rk) return errstr;
+  (void)conf.release();  // rd_kafka_new took the configuration over
+  kafka::DeleteTopicHandle del(rd_kafka_DeleteTopic_new(topic.c_str()));
+  kafka::QueueHandle queue(rd_kafka_queue_new(rk.get()));
+  rd_kafka_DeleteTopic_t* dels[] = {del.get()};
+  rd_kafka_DeleteTopics(rk.get(), dels, 1, nullptr, queue.get());
+  kafka::EventHandle event(rd_kafka_queue_poll(queue.get(), 30000));
   std::string error;
-  if (event == nullptr) {
+  if (!event) {
     error = "no answer in 30 s";
-  } else if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    error = rd_kafka_event_error_string(event);
+  } else if (rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    error = rd_kafka_event_error_string(event.get());
   } else {
     size_t n = 0;
     const rd_kafka_topic_result_t** results =
-        rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(event), &n);
+        rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(event.get()), &n);
     if (n != 1) {
       error = std::to_string(n) + " results";
     } else if (rd_kafka_topic_result_error(results[0]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
       error = rd_kafka_err2str(rd_kafka_topic_result_error(results[0]));
     }
   }
-  if (event != nullptr) rd_kafka_event_destroy(event);
-  rd_kafka_queue_destroy(queue);
-  rd_kafka_DeleteTopic_destroy(del);
-  rd_kafka_destroy(rk);
   return error;
 }
 

@@ -156,7 +156,17 @@ TEST(RouteTest, ARequestIsServedOnlyOnThePartitionItsTagMapsTo) {
   allocator::Request claim = allocator::op::ClaimWorker{{allocator::Claimant{"n"}}};
   const int32_t registry = kafka::PartitionFor(allocator::kWorkersKey, 12);
   EXPECT_TRUE(CheckRoute(claim, 0, registry, 12).has_value());
-  EXPECT_FALSE(CheckRoute(claim, 0, (registry + 1) % 12, 12).has_value());
+  auto misrouted_claim = CheckRoute(claim, 0, (registry + 1) % 12, 12);
+  ASSERT_FALSE(misrouted_claim.has_value());
+  EXPECT_TRUE(misrouted_claim.error().message.starts_with("registry request belongs to"))
+      << misrouted_claim.error().message;
+  // A tag may be named like the registry key: the operation, not the key, says what it is.
+  allocator::Request same_name = allocator::op::Allocate{std::string(allocator::kWorkersKey)};
+  auto misrouted_tag = CheckRoute(same_name, 0, (registry + 1) % 12, 12);
+  ASSERT_FALSE(misrouted_tag.has_value());
+  EXPECT_TRUE(misrouted_tag.error().message.starts_with("tag '" +
+                                                        std::string(allocator::kWorkersKey) + "'"))
+      << misrouted_tag.error().message;
   // Listing asks every partition for its own tags.
   EXPECT_TRUE(CheckRoute(allocator::op::ListTags{}, 0, 3, 12).has_value());
 }

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/worker_pool.h"
 
 namespace kleaf::gateway {
@@ -602,8 +603,8 @@ TEST(SegmentBufferTest, ChunkDrawRacingAnInstallNeverReturnsAnUngrantedOrDuplica
 TEST(SegmentBufferTest, ChunkedDrawsStayWithTheirBufferWhileTagsAreDeletedAndCreated) {
   ManualClock clock(1'700'000'000'000);
   struct Incarnation {
-    std::mutex mu;
-    std::vector<Segment> granted;  // guarded by mu
+    Mutex mu;
+    std::vector<Segment> granted KLEAF_GUARDED_BY(mu);
   };
   auto next_id = std::make_shared<std::atomic<int64_t>>(1);
   std::vector<std::unique_ptr<Incarnation>> incarnations;  // every buffer ever made, by index
@@ -617,7 +618,7 @@ TEST(SegmentBufferTest, ChunkedDrawsStayWithTheirBufferWhileTagsAreDeletedAndCre
                                        next_id->fetch_add(size + 5);  // gaps between ranges
                                    Segment s{"t", start, start + size, 64};
                                    {
-                                     std::lock_guard lock(record->mu);
+                                     MutexLock lock(record->mu);
                                      record->granted.push_back(s);
                                    }
                                    done(s);
@@ -664,7 +665,9 @@ TEST(SegmentBufferTest, ChunkedDrawsStayWithTheirBufferWhileTagsAreDeletedAndCre
     for (auto [index, id] : mine) {
       ++drawn;
       ASSERT_TRUE(all.insert(id).second) << "duplicate ID " << id;
-      ASSERT_TRUE(InGrantedRange(id, incarnations[index]->granted))
+      Incarnation& record = *incarnations[index];
+      MutexLock lock(record.mu);  // uncontended: the threads have ended
+      ASSERT_TRUE(InGrantedRange(id, record.granted))
           << "ID " << id << " was never granted to the buffer that served it";
     }
   }
