@@ -10,7 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
 build=${KLEAF_TEST_BUILD_DIR:-build-test}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLEAF_WERROR=ON >/dev/null
+# -g1 (line tables, no variable info): backtraces keep file and line, and the build takes about a
+# third less compile time than with -g (gateway/api.cc: 14.1 s against 20.7 s of CPU, gcc 12).
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKLEAF_WERROR=ON >/dev/null
 # Style first (it needs only the configured build's compile_commands.json): a minute at most.
 ./scripts/check-style.sh --build-dir "$build"
 cmake --build "$build" -j"$(nproc)"
@@ -18,17 +21,19 @@ cmake --build "$build" -j"$(nproc)"
 # The clang sanitizer build (KLEAF_FUZZ): clang 16, ASan and UBSan (any report fatal) and libFuzzer
 # coverage on all of kleaf up to producer/, in a build of its own. In it the unit tests run under
 # the sanitizers, and the HTTP fuzzer (tests/fuzz) runs KLEAF_FUZZ_SECONDS (60) over the committed
-# seed corpus, both at once; any finding fails the test.
+# seed corpus, both at once; any finding fails the test. -O1 (ASan's advice) and line tables only,
+# as in the TSan build below: reports keep file and line, and the build is cheaper.
 fuzz_build=${KLEAF_FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_FUZZ=ON \
   -DKLEAF_FUZZ_SECONDS="${KLEAF_FUZZ_SECONDS:-60}" >/dev/null
 cmake --build "$fuzz_build" -j"$(nproc)"
 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$fuzz_build" -L 'fuzz|unit' --output-on-failure --timeout 600 -j2
 
-# The ThreadSanitizer build (KLEAF_TSAN): clang 16, only the unit-test binary and the libraries it
-# links (no app, benchmarks, e2e or integration tests), at -O1 with line tables only, which keeps
+# The ThreadSanitizer build (KLEAF_TSAN): clang 16, only the unit-test binaries and the libraries they
+# link (no app, benchmarks, e2e or integration tests), at -O1 with line tables only, which keeps
 # it the cheapest of the three builds. Any race report fails its test; tests/tsan.supp holds the
 # suppressions, each with its reason.
 tsan_build=${KLEAF_TSAN_BUILD_DIR:-build-tsan}
