@@ -66,12 +66,11 @@ namespace {
   if (same || from.id_mode == state::IdMode::kPlain) return {};
   if (r.id_mode != state::IdMode::kPlain || plain_below > from.id_base) {
     // Plain IDs at or above the exported id_base, or another key, could meet the restored ones.
-    return Fail(Code::kAlreadyExists, "tag '" + r.tag +
-                                          "': its id_mode cannot be restored: the live tag is " +
-                                          state::IdModeName(r.id_mode) + " with max_id " +
-                                          std::to_string(r.max_id) + ", the export " +
-                                          state::IdModeName(from.id_mode) + " from id_base " +
-                                          std::to_string(from.id_base));
+    return Fail(Code::kAlreadyExists,
+                "tag '" + r.tag + "': its id_mode cannot be restored: the live tag is " +
+                    state::IdModeName(r.id_mode) + " with max_id " + std::to_string(r.max_id) +
+                    ", the export " + state::IdModeName(from.id_mode) + " from id_base " +
+                    std::to_string(from.id_base));
   }
   r.id_mode = from.id_mode;
   r.id_key = from.id_key;

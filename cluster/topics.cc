@@ -108,9 +108,8 @@ Result<void> EnsureClusterTopics(const kafka::Properties& props, const ClusterTo
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Existing topics decide: a missing sibling gets the requests topic's count, and a configured
   // count that disagrees with it is reported by CheckLayout, naming the key.
-  auto partitions = ExistingPartitions(props, t.requests,
-                                       t.partitions > 0 ? t.partitions : kDefaultPartitions,
-                                       TimeLeft(deadline));
+  auto partitions = ExistingPartitions(
+      props, t.requests, t.partitions > 0 ? t.partitions : kDefaultPartitions, TimeLeft(deadline));
   if (!partitions) return std::unexpected(partitions.error());
   // The ids topic routes nothing the allocators own: an existing one keeps its own count (the
   // producer reads it from the broker), so a grown requests topic is reported by CheckLayout.

@@ -82,8 +82,8 @@ auto CacheSaver(state::Store& store) {
     return Fail(Code::kFailedPrecondition,
                 "worker id " + std::to_string(grant.worker_id) +
                     (grant.from_cache ? " (this node's cached lease)" : " (granted)") +
-                    " is outside the ids of " + dc.Describe() + " (" +
-                    std::to_string(range.first) + " to " + std::to_string(range.last) +
+                    " is outside the ids of " + dc.Describe() + " (" + std::to_string(range.first) +
+                    " to " + std::to_string(range.last) +
                     "): another datacenter's IDs could repeat; check datacenter.index and "
                     "datacenter.count on the allocators and this node");
   }
