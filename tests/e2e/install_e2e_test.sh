@@ -59,6 +59,10 @@ token=install-test-token-0123456789
 sed -e "s|127.0.0.1:8080|127.0.0.1:0|" -e "s|/var/lib/kleaf/standalone|$work/state|" \
   "$prefix/share/kleaf/examples/standalone.yaml" >"$work/standalone.yaml"
 printf 'admin: {token: "%s"}\n' "$token" >>"$work/standalone.yaml"
+# The files exist before the server starts: its redirections happen in the forked child, which
+# may run after the first read below (seen once on a clean machine: "sed: can't read .../stdout").
+: >"$work/stdout"
+: >"$work/stderr"
 "${hide_trees[@]}" "$prefix/bin/kleaf" standalone --config "$work/standalone.yaml" \
   >"$work/stdout" 2>"$work/stderr" &
 server_pid=$!

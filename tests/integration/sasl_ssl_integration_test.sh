@@ -68,6 +68,10 @@ YAML
 }
 config sasl-allocator allocator kleaf-secret-1
 config sasl-gateway gateway kleaf-secret-1
+# The gateway's output files exist before it starts: the redirections happen in the forked child,
+# which may run after the first read of g.out below.
+: >"$work/g.out"
+: >"$work/g.err"
 "$kleaf" allocator --config "$work/sasl-allocator.yaml" >"$work/a.out" 2>"$work/a.err" &
 pids+=($!)
 "$kleaf" gateway --config "$work/sasl-gateway.yaml" >"$work/g.out" 2>"$work/g.err" &
