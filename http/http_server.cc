@@ -12,11 +12,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/status.hpp>
 #include <charconv>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <optional>
 
+#include "base/mutex.h"
 #include "http/request_reader.h"
 
 namespace kleaf::http {
@@ -66,8 +65,8 @@ struct HttpServer::Impl {
   std::atomic<int> connections{0};
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
-  std::mutex mu;
-  std::condition_variable idle_cv;
+  Mutex mu;  // guards no member: Stop waits on idle_cv for in_flight (an atomic) to reach 0
+  CondVar idle_cv;
   std::vector<std::unique_ptr<Worker>> workers;
   size_t next_worker = 0;  // round-robin of accepted connections; the acceptor's thread only
   // On workers[0]'s io_context; destroyed before the workers (declared after them).
@@ -78,8 +77,8 @@ struct HttpServer::Impl {
   void Accept();
   void RequestDone() {
     if (in_flight.fetch_sub(1) == 1) {
-      std::lock_guard lock(mu);
-      idle_cv.notify_all();
+      MutexLock lock(mu);
+      idle_cv.NotifyAll();
     }
   }
 };
@@ -447,8 +446,8 @@ void HttpServer::Stop(std::chrono::milliseconds grace) {
     impl_->accept_backoff->cancel();
   });
   {
-    std::unique_lock lock(impl_->mu);
-    impl_->idle_cv.wait_for(lock, grace, [this] { return impl_->in_flight.load() == 0; });
+    MutexLock lock(impl_->mu);
+    impl_->idle_cv.WaitFor(lock, grace, [this] { return impl_->in_flight.load() == 0; });
   }
   for (auto& worker : impl_->workers) {
     worker->work.reset();

@@ -66,7 +66,7 @@ metrics::Counter& RequestMetrics::CounterFor(Route& route, size_t method, int st
   if (slot != nullptr) {
     if (metrics::Counter* counter = slot->load(std::memory_order_acquire)) return *counter;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // The registry hands out the same counter for the same labels every time.
   metrics::Counter& counter =
       registry_.GetCounter(std::string(kRequestsName), std::string(kRequestsHelp),

@@ -6,13 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/metrics.h"
+#include "base/mutex.h"
 #include "http/http_server.h"
 
 namespace kleaf::http {
@@ -46,7 +46,7 @@ class RequestMetrics {
   metrics::Registry& registry_;
   RouteOf route_of_;
   std::vector<Route> routes_;  // fixed in the constructor
-  std::mutex mu_;              // looking a counter up in the registry
+  Mutex mu_;                   // serializes looking a counter up in the registry
 };
 
 }  // namespace kleaf::http
