@@ -14,6 +14,8 @@ using Kind = kafka::TxnError::Kind;
 
 // An abort that is not answered in this long leaves the transaction's outcome unknown.
 constexpr milliseconds kAbortTimeout{5000};
+// How long a partition may stay assigned but unfetched before every fetch is started again.
+constexpr milliseconds kUnfetchedBound{10000};
 constexpr const char* kRevoked = "revoked";  // Release()'s reason for an ordinary rebalance
 
 }  // namespace
@@ -130,7 +132,10 @@ Result<void> AllocatorNode::Start() {
   consumer_props.emplace("topic.metadata.refresh.interval.ms", "10000");
   consumer_props["heartbeat.interval.ms"] =
       std::to_string(std::max<int64_t>(options_.session_timeout.count() / 6, 100));
-  auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests});
+  // Each partition is sought to its resume point at its takeover: its fetch starts at the end
+  // on assignment, with no committed-offset fetch whose loss would leave it unfetched for good.
+  auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests},
+                                               nullptr, kafka::GroupConsumer::Start::kEnd);
   if (!consumer) return std::unexpected(consumer.error());
   consumer_ = std::move(*consumer);
   thread_ = std::thread([this] { Run(); });
@@ -244,6 +249,7 @@ void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitio
   revoked_events_.Inc();
   for (const auto& tp : partitions) {
     pending_.erase(tp.partition);
+    unfetched_since_ns_.erase(tp.partition);
     Release(tp.partition, kRevoked);
   }
 }
@@ -312,10 +318,9 @@ void AllocatorNode::FinishTakeovers() {
     }
     pending_.erase(p);
     retry_at_ns_.erase(p);
-    // Whatever the consumer fetched of p so far was dropped while p was pending: read on from
-    // where the last committed batch ended. The seek can be overtaken by the consumer's own start
-    // of the assignment (from the group's offset, or the beginning when the group has none: never
-    // past the resume point), so the floor drops whatever arrives below it as well.
+    // Whatever the consumer fetched of p so far (from its end, where the assignment started it)
+    // was dropped while p was pending: read on from where the last committed batch ended. The
+    // seek drops what was fetched before it; the floor drops whatever arrives below it anyway.
     floor_[p] = std::max<int64_t>(*resume, 0);
     Rewind(p, *resume);
   }
@@ -444,12 +449,39 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
 }
 
 void AllocatorNode::Rewind(int32_t p, int64_t offset) {
-  if (auto r = consumer_->Seek({options_.topics.requests, p, offset}, milliseconds(5000)); !r) {
-    // Cannot re-read the batch: give the partition up so the group hands it out again.
-    spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset,
+  auto r = consumer_->Seek({options_.topics.requests, p, offset}, milliseconds(5000));
+  if (r) {
+    unfetched_since_ns_.erase(p);
+    return;
+  }
+  // Cannot read from the position: serve p only once a takeover seeks it again, a second later
+  // (each takeover fences and restores: retrying at once made a loop of them every 55 ms).
+  spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset,
+                r.error().message);
+  Retake(p, "rewind failed");
+  if (r.error().code != Code::kFailedPrecondition) return;
+  // Assigned to this consumer but not fetched: transient while librdkafka starts the assignment
+  // (it waits for commits in flight), for good if that start was lost. Past a bound, start
+  // every fetch again.
+  const int64_t now = clock_.MonotonicNs();
+  const int64_t since = unfetched_since_ns_.try_emplace(p, now).first->second;
+  if (now - since >= kUnfetchedBound.count() * 1'000'000) RestartFetching();
+}
+
+void AllocatorNode::RestartFetching() {
+  spdlog::warn(
+      "[allocator] partitions of {} stay assigned but unfetched for {} ms: restarting the fetch "
+      "of every assigned partition",
+      options_.topics.requests, kUnfetchedBound.count());
+  unfetched_since_ns_.clear();
+  // Every fetch starts again at its partition's end: each served partition is taken over again,
+  // which seeks it to where its last committed batch ended.
+  std::vector<int32_t> served;
+  for (const auto& [q, unused] : serving_) served.push_back(q);
+  for (int32_t q : served) Retake(q, "fetching restarted");
+  if (auto r = consumer_->Restart(); !r) {
+    spdlog::error("[allocator] cannot restart fetching {}: {}", options_.topics.requests,
                   r.error().message);
-    Release(p, "rewind failed");
-    pending_.insert(p);
   }
 }
 

@@ -133,6 +133,7 @@ class AllocatorNode {
   // other and settles the open transaction), re-reading from the group's committed offset.
   void Retake(int32_t p, const std::string& why);
   void Rewind(int32_t p, int64_t offset);
+  void RestartFetching();
   // Partition p's ownership series (assignments, takeovers, releases, serving); loop thread only.
   struct PartitionMetrics {
     metrics::Counter& assignments;
@@ -155,6 +156,8 @@ class AllocatorNode {
   // be tried again. Loop thread only.
   std::map<int32_t, std::future<Result<Fenced>>> takeovers_in_flight_;
   std::map<int32_t, int64_t> retry_at_ns_;
+  // Since when a takeover's seek has found each partition assigned but unfetched. Loop thread.
+  std::map<int32_t, int64_t> unfetched_since_ns_;
   mutable Mutex serving_mu_;
   std::vector<int32_t> serving_snapshot_ KLEAF_GUARDED_BY(serving_mu_);
   std::atomic<bool> stop_{false};

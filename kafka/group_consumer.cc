@@ -21,12 +21,22 @@ void ResumePaused(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
   impl.paused.clear();
 }
 
+// Sets where each partition of `parts` starts, as `start` says.
+void SetStarts(rd_kafka_topic_partition_list_t* parts, GroupConsumer::Start start) {
+  for (int i = 0; i < parts->cnt; ++i) {
+    // INVALID: librdkafka fetches the group's committed offset first.
+    parts->elems[i].offset =
+        start == GroupConsumer::Start::kEnd ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_INVALID;
+  }
+}
+
 void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
                void* opaque) {
   auto* impl = static_cast<GroupConsumer::Impl*>(opaque);
   GroupConsumer::Event e;
   e.partitions = FromList(parts);
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    SetStarts(parts, impl->start);
     rd_kafka_assign(rk, parts);
     e.kind = GroupConsumer::Event::Kind::kAssigned;
   } else {
@@ -52,7 +62,7 @@ GroupConsumer::~GroupConsumer() { Close(); }
 
 Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& props,
                                                              const std::vector<std::string>& topics,
-                                                             LogSink log) {
+                                                             LogSink log, Start start) {
   Properties p = props;
   p.emplace("enable.auto.commit", "false");
   p.emplace("isolation.level", "read_committed");
@@ -65,6 +75,7 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& p
   p.emplace("socket.nagle.disable", "true");
   auto impl = std::make_unique<Impl>();
   impl->log = std::move(log);
+  impl->start = start;
   Impl* raw = impl.get();
   auto rk = NewHandle(RD_KAFKA_CONSUMER, p, [raw](rd_kafka_conf_t* conf) {
     rd_kafka_conf_set_rebalance_cb(conf, Rebalance);
@@ -131,7 +142,28 @@ Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds ti
       rd_kafka_seek_partitions(impl_->rk.get(), list.get(), static_cast<int>(timeout.count())));
   if (error)
     return Fail(Code::kUnavailable, std::string("seek: ") + rd_kafka_error_string(error.get()));
+  if (const auto err = list->elems[0].err;
+      err == RD_KAFKA_RESP_ERR__STATE || err == RD_KAFKA_RESP_ERR__PREV_IN_PROGRESS) {
+    return Fail(Code::kFailedPrecondition,
+                "seek: partition " + std::to_string(position.partition) + " of " +
+                    position.topic + " is assigned but not being fetched (" +
+                    rd_kafka_err2str(err) + ")");
+  }
   if (list->elems[0].err) return std::unexpected(KafkaError(list->elems[0].err, "seek"));
+  return {};
+}
+
+Result<void> GroupConsumer::Restart() {
+  rd_kafka_topic_partition_list_t* raw = nullptr;
+  if (auto err = rd_kafka_assignment(impl_->rk.get(), &raw); err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return std::unexpected(KafkaError(err, "assignment"));
+  PartitionList list(raw);
+  if (list->cnt == 0) return {};
+  SetStarts(list.get(), impl_->start);
+  ResumePaused(impl_->rk.get(), *impl_);  // a pause would outlive the new assignment
+  if (auto err = rd_kafka_assign(impl_->rk.get(), list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return std::unexpected(KafkaError(err, "assign"));
+  CountRecovery("group_consumer", "restarted");
   return {};
 }
 

@@ -26,17 +26,37 @@ class GroupConsumer {
     std::string error;                       // kError
   };
 
+  // Where the fetch of a newly assigned partition starts.
+  enum class Start {
+    // The group's committed offset (auto.offset.reset when there is none), as any consumer.
+    kCommitted,
+    // The partition's end: for an owner that seeks each partition it takes over to a position
+    // it keeps itself. No committed-offset fetch stands between an assignment and its fetch:
+    // librdkafka 2.8 leaves a partition assigned but never fetched when that fetch fails or is
+    // lost (rdkafka_assignment.c keeps it out of its pending list "until the application
+    // unassigns it"), and Seek on it fails for good.
+    kEnd,
+  };
+
   // `log` receives this consumer's librdkafka log lines; empty: the sink of SetLogSink, if any.
   [[nodiscard]] static Result<std::unique_ptr<GroupConsumer>> Create(
-      const Properties& props, const std::vector<std::string>& topics, LogSink log = nullptr);
+      const Properties& props, const std::vector<std::string>& topics, LogSink log = nullptr,
+      Start start = Start::kCommitted);
   ~GroupConsumer();
 
   Event Poll(std::chrono::milliseconds timeout);
   // The committed offsets of `partitions` (offset -1001 when none).
   [[nodiscard]] Result<std::vector<TopicPartition>> Committed(
       const std::vector<TopicPartition>& partitions, std::chrono::milliseconds timeout);
+  // Moves the fetch of an assigned partition. Code::kFailedPrecondition when the partition is
+  // assigned but its fetch has not started (or is stopping): transient while librdkafka starts
+  // an assignment (it waits for commits in flight), for good when the start was lost (Restart).
   [[nodiscard]] Result<void> Seek(const TopicPartition& position,
                                   std::chrono::milliseconds timeout);
+  // Starts the fetch of every assigned partition again, from where Start says: the assignment
+  // is replaced by itself, the only way librdkafka starts a partition whose start was lost.
+  // Messages fetched and not yet polled are dropped; an application's pauses are lifted.
+  [[nodiscard]] Result<void> Restart();
   // A commit on its way. Its outcome comes once, through Wait. Dropping it does not cancel the
   // commit (librdkafka goes on with it); it must not outlive its GroupConsumer.
   class PendingCommit {

@@ -58,6 +58,7 @@ TxnError ToTxnError(ErrorHandle error);
 struct GroupConsumer::Impl {
   LogSink log;  // this handle's own log sink, if any; outlives rk (declared before it)
   KafkaHandle rk;
+  GroupConsumer::Start start = GroupConsumer::Start::kCommitted;
   std::vector<GroupConsumer::Event> pending;  // rebalance events not yet returned by Poll
   // Partitions paused by Pause() and not resumed since. Touched by the polling thread only
   // (Pause/Resume and the rebalance callback, which runs inside Poll and Close).
