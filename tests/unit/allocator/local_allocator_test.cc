@@ -505,6 +505,16 @@ TEST_F(LocalAllocatorTest, SequencesAfterARestartAreAboveEverythingReturned) {
     ASSERT_TRUE(async.Wait());
     EXPECT_GT((*async.Wait())[0], highest[3]);
     highest[3] = (*async.Wait())[0];
+    // Key 3 uses its section up to exactly the persisted maximum: the restarted allocator must
+    // start above that value, not at it.
+    for (int i = 0; i < 8; ++i) {
+      auto stored = store_->GetSection("chat", 0);
+      ASSERT_TRUE(stored && stored->has_value());
+      if (highest[3] == (*stored)->max_seq) break;
+      auto v = allocator_->Run(op::NextSeq{"chat", {3}});
+      ASSERT_TRUE(v);
+      highest[3] = (*v)[0];
+    }
     // Crash: only the store survives.
     Open();
     auto current = allocator_->Run(op::CurrentSeq{"chat", 3});
