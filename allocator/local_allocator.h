@@ -19,11 +19,14 @@ struct LocalAllocatorOptions {
   int threads = 2;
   WorkerRules workers;
   state::IdMode default_id_mode = state::IdMode::kPlain;  // of tags created without id_mode
+  SpaceRules spaces = {};
 };
 
 // Thread-safe. Owns its worker threads; callbacks run on them. Invariant (docs/architecture.md,
 // I2): the record holding a segment's new max_id is synced to the store before the callback sees
-// it.
+// it. Sequences (I5): the section maxima a NextSeq raises are synced to the store before its
+// values are returned, and only then do the in-memory counters take the values; a restart loads
+// each section at its persisted maximum, above every value returned before.
 class LocalAllocator final : public Allocator {
  public:
   LocalAllocator(state::Store& store, Clock& clock, LocalAllocatorOptions options);
@@ -51,6 +54,19 @@ class LocalAllocator final : public Allocator {
     return Run(op::PutTag{tag, update});
   }
 
+  // Sequence spaces (allocator/sequences.h), as Run() of the op:: types; run on the worker threads.
+  void GetSpace(std::string space, Callback<state::SpaceRecord> done);
+  void PutSpace(std::string space, SpaceUpdate update, Callback<state::SpaceRecord> done);
+  void DeleteSpace(std::string space, Callback<state::SpaceRecord> done);
+  void ListSpaces(Callback<std::vector<state::SpaceRecord>> done);
+  void NextSeq(std::string space, std::vector<uint64_t> keys,
+               Callback<std::vector<uint64_t>> done);
+  void CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done);
+
+  // The counters' heap bytes and tracked keys (for metrics and tests).
+  size_t SequenceMemoryBytes();
+  size_t SequenceTrackedKeys();
+
   // Drains queued work and joins the worker threads.
   void Stop() { pool_.Stop(); }
 
@@ -63,6 +79,7 @@ class LocalAllocator final : public Allocator {
   Clock& clock_;
   const Rules rules_;
   Mutex mu_;  // serializes every operation: read, decide, synced write
+  SequenceCounters counters_ KLEAF_GUARDED_BY(mu_);
   WorkerPool pool_;
 };
 

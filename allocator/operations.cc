@@ -88,7 +88,39 @@ constexpr std::array<const char*, sizeof...(Ops)> NamesOf(std::variant<Ops...>*)
 }
 constexpr auto kOpNames = NamesOf(static_cast<Request*>(nullptr));
 
+Error UnknownSpace(const std::string& space) {
+  return Error{Code::kNotFound, "unknown space '" + space + "'"};
+}
+
+// The live record of `space`: kNotFound when there is none or it is deleted.
+[[nodiscard]] Result<state::SpaceRecord> LiveSpace(const std::string& space, StateReader& reader) {
+  if (auto v = ValidateSpaceName(space); !v) return std::unexpected(v.error());
+  auto existing = reader.GetSpace(space);
+  if (!existing) return std::unexpected(existing.error());
+  if (!*existing || (*existing)->deleted) return std::unexpected(UnknownSpace(space));
+  return **existing;
+}
+
+SectionLoader LoaderOf(StateReader& reader, const std::string& space) {
+  return [&reader, space](uint64_t section) { return reader.GetSection(space, section); };
+}
+
+Error NoSequences() {
+  return Error{Code::kFailedPrecondition,
+               "sequence spaces are not served by the cluster shape yet (standalone only)"};
+}
+
 }  // namespace
+
+Result<std::optional<state::SpaceRecord>> StateReader::GetSpace(const std::string&) {
+  return std::unexpected(NoSequences());
+}
+Result<std::vector<state::SpaceRecord>> StateReader::ListSpaces() {
+  return std::unexpected(NoSequences());
+}
+Result<std::optional<state::SectionRecord>> StateReader::GetSection(const std::string&, uint64_t) {
+  return std::unexpected(NoSequences());
+}
 
 const char* OpName(int index) { return kOpNames.at(static_cast<size_t>(index)); }
 
@@ -97,8 +129,11 @@ std::optional<std::string> RouteKey(const Request& request) {
       []<typename Op>(const Op& op) -> std::optional<std::string> {
         if constexpr (kIsWorkerOp<Op>) {
           return std::string(kWorkersKey);
-        } else if constexpr (std::is_same_v<Op, op::ListTags>) {
+        } else if constexpr (std::is_same_v<Op, op::ListTags> ||
+                             std::is_same_v<Op, op::ListSpaces>) {
           return std::nullopt;
+        } else if constexpr (kIsSequenceOp<Op>) {
+          return op.space;
         } else {
           return op.tag;
         }
@@ -192,6 +227,66 @@ Outcome<op::WorkerStatus> Execute(const op::WorkerStatus&, StateReader& reader, 
   auto all = reader.ListWorkers();
   if (!all) return Failed<op::WorkerStatus>(all.error());
   return Outcome<op::WorkerStatus>{CountWorkers(*all, now_ms, rules.workers)};
+}
+
+Outcome<op::GetSpace> Execute(const op::GetSpace& r, StateReader& reader, const Rules&, int64_t) {
+  return Outcome<op::GetSpace>{LiveSpace(r.space, reader)};
+}
+
+Outcome<op::PutSpace> Execute(const op::PutSpace& r, StateReader& reader, const Rules& rules,
+                              int64_t now_ms) {
+  if (auto v = ValidateSpaceName(r.space); !v) return Failed<op::PutSpace>(v.error());
+  auto existing = reader.GetSpace(r.space);
+  if (!existing) return Failed<op::PutSpace>(existing.error());
+  auto record = ApplySpaceUpdate(*existing, r.space, r.update, rules.spaces, now_ms);
+  if (!record) return Failed<op::PutSpace>(record.error());
+  Outcome<op::PutSpace> o{*record};
+  o.effects.space_writes.push_back(std::move(*record));
+  return o;
+}
+
+Outcome<op::DeleteSpace> Execute(const op::DeleteSpace& r, StateReader& reader, const Rules&,
+                                 int64_t now_ms) {
+  auto live = LiveSpace(r.space, reader);
+  if (!live) return Failed<op::DeleteSpace>(live.error());
+  Outcome<op::DeleteSpace> o{*live};
+  live->deleted = true;
+  live->update_time_ms = now_ms;
+  o.effects.space_writes.push_back(std::move(*live));
+  return o;
+}
+
+Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, const Rules&,
+                                int64_t) {
+  auto all = reader.ListSpaces();
+  if (!all) return Failed<op::ListSpaces>(all.error());
+  std::vector<state::SpaceRecord> live;
+  for (auto& s : *all) {
+    if (!s.deleted) live.push_back(std::move(s));
+  }
+  std::sort(live.begin(), live.end(),
+            [](const auto& a, const auto& b) { return a.space < b.space; });
+  return Outcome<op::ListSpaces>{std::move(live)};
+}
+
+Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules&, int64_t,
+                             SequenceState& seq) {
+  if (r.keys.empty() || r.keys.size() > kMaxSeqKeys) {
+    return Failed<op::NextSeq>(Error{Code::kInvalidArgument,
+                                     "a next_seq asks for 1 to " + std::to_string(kMaxSeqKeys) +
+                                         " keys, not " + std::to_string(r.keys.size())});
+  }
+  auto space = LiveSpace(r.space, reader);
+  if (!space) return Failed<op::NextSeq>(space.error());
+  return Outcome<op::NextSeq>{
+      seq.counters.Next(seq.plan, *space, r.keys, LoaderOf(reader, r.space))};
+}
+
+Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, const Rules&,
+                                int64_t, SequenceState& seq) {
+  auto space = LiveSpace(r.space, reader);
+  if (!space) return Failed<op::CurrentSeq>(space.error());
+  return Outcome<op::CurrentSeq>{seq.counters.Current(*space, r.key, LoaderOf(reader, r.space))};
 }
 
 }  // namespace kleaf::allocator

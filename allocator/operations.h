@@ -13,6 +13,7 @@
 
 #include "allocator/allocation.h"
 #include "allocator/datacenter.h"
+#include "allocator/sequences.h"
 #include "allocator/workers.h"
 #include "base/error.h"
 #include "state/records.h"
@@ -22,6 +23,9 @@ namespace kleaf::allocator {
 // The operations. Each names its result type (`Result`) and its name on the wire and in metric
 // labels (`kName`); a caller that pairs an operation with another operation's result does not
 // compile.
+// The most keys one NextSeq may ask for (the HTTP fan-out call's limit).
+inline constexpr size_t kMaxSeqKeys = 1000;
+
 namespace op {
 
 // A new segment of `tag`; `step` the size the buffer would like (0: the tag's own step).
@@ -74,11 +78,56 @@ struct WorkerStatus {
   static constexpr const char* kName = "worker_status";
 };
 
+// Sequence spaces (allocator/sequences.h, docs/architecture.md "I5: sequences only go up"):
+// administered like tags.
+struct GetSpace {
+  using Result = state::SpaceRecord;
+  static constexpr const char* kName = "get_space";
+  std::string space;
+};
+// Creates or updates; section_size never changes once the space exists. The result is the record
+// as stored.
+struct PutSpace {
+  using Result = state::SpaceRecord;
+  static constexpr const char* kName = "put_space";
+  std::string space;
+  SpaceUpdate update = {};
+};
+// Marks the space deleted (section_size and the sections' maxima are kept); the result is the
+// record as it was.
+struct DeleteSpace {
+  using Result = state::SpaceRecord;
+  static constexpr const char* kName = "delete_space";
+  std::string space;
+};
+// Live spaces ordered by name.
+struct ListSpaces {
+  using Result = std::vector<state::SpaceRecord>;
+  static constexpr const char* kName = "list_spaces";
+};
+// The next value of each of `keys` (1 to kMaxSeqKeys) of the live space `space`, in order (a key listed twice gets
+// two increasing values). Needs the owner's counters: Execute takes a SequenceState.
+struct NextSeq {
+  using Result = std::vector<uint64_t>;
+  static constexpr const char* kName = "next_seq";
+  std::string space;
+  std::vector<uint64_t> keys;
+};
+// The highest value handed out for `key` as far as the owner knows (never below one handed out).
+struct CurrentSeq {
+  using Result = uint64_t;
+  static constexpr const char* kName = "current_seq";
+  std::string space;
+  uint64_t key = 0;
+};
+
 }  // namespace op
 
 // Any one operation, as a transport carries it.
 using Request = std::variant<op::Allocate, op::GetTag, op::PutTag, op::DeleteTag, op::ListTags,
-                             op::ClaimWorker, op::RenewWorker, op::ReleaseWorker, op::WorkerStatus>;
+                             op::ClaimWorker, op::RenewWorker, op::ReleaseWorker, op::WorkerStatus,
+                             op::GetSpace, op::PutSpace, op::DeleteSpace, op::ListSpaces,
+                             op::NextSeq, op::CurrentSeq>;
 inline constexpr int kOpCount = static_cast<int>(std::variant_size_v<Request>);
 
 namespace detail {
@@ -103,8 +152,22 @@ inline constexpr bool kIsWorkerOp =
     std::is_same_v<Op, op::ClaimWorker> || std::is_same_v<Op, op::RenewWorker> ||
     std::is_same_v<Op, op::ReleaseWorker> || std::is_same_v<Op, op::WorkerStatus>;
 
+// Operations of sequence spaces. Standalone only for now: the cluster shape refuses them with
+// kUnimplemented until sections are routed (PartitionFor(SectionRouteKey(space, section))) and a
+// plan's Raises() go into the partition's transaction.
+template <typename Op>
+inline constexpr bool kIsSequenceOp =
+    std::is_same_v<Op, op::GetSpace> || std::is_same_v<Op, op::PutSpace> ||
+    std::is_same_v<Op, op::DeleteSpace> || std::is_same_v<Op, op::ListSpaces> ||
+    std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq>;
+// Those of them that read or move the owner's counters (Execute takes a SequenceState).
+template <typename Op>
+inline constexpr bool kNeedsCounters =
+    std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq>;
+
 // The key that decides which allocator serves `request`: its tag, kWorkersKey for the registry,
-// or nothing for ListTags (every partition answers for its own tags).
+// or nothing for ListTags (every partition answers for its own tags). For the sequence operations:
+// the space's name, or nothing for ListSpaces (provisional: the cluster refuses them).
 std::optional<std::string> RouteKey(const Request& request);
 
 struct Rules {
@@ -116,6 +179,7 @@ struct Rules {
   // The layout's: segments are handed out in this datacenter's residue class (ApplyDatacenter),
   // and with more than one, obfuscated id_modes are refused.
   Datacenter datacenter = {};
+  SpaceRules spaces = {};
 };
 
 // Read access to the current records (the store, or the store plus a batch's staged writes).
@@ -126,13 +190,31 @@ class StateReader {
   // Every tag record this reader covers, deleted ones included.
   [[nodiscard]] virtual Result<std::vector<state::TagRecord>> List() = 0;
   [[nodiscard]] virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
+  // Sequence spaces and their sections. By default kUnimplemented: readers of the cluster shape do
+  // not serve them yet.
+  [[nodiscard]] virtual Result<std::optional<state::SpaceRecord>> GetSpace(const std::string& space);
+  // Every space record this reader covers, deleted ones included.
+  [[nodiscard]] virtual Result<std::vector<state::SpaceRecord>> ListSpaces();
+  [[nodiscard]] virtual Result<std::optional<state::SectionRecord>> GetSection(
+      const std::string& space, uint64_t section);
+};
+
+// The owner's sequence memory, which is not store data: the counters of the sections it serves and
+// the plan of the current transaction (standalone: one operation; cluster: one batch). Execute
+// only adds values to `plan`; the caller writes plan.Raises() durably with the replies and then
+// calls counters.Commit(std::move(plan)) — or drops the plan if the write failed.
+struct SequenceState {
+  SequenceCounters& counters;
+  SeqPlan& plan;
 };
 
 // Records to make durable before a result is released (docs/architecture.md, I2 and I3).
 struct Effects {
   std::vector<state::TagRecord> writes;
   std::vector<state::WorkerRecord> worker_writes;
-  bool empty() const { return writes.empty() && worker_writes.empty(); }
+  std::vector<state::SpaceRecord> space_writes = {};
+  // NextSeq's section raises are not here: they are the SequenceState plan's Raises().
+  bool empty() const { return writes.empty() && worker_writes.empty() && space_writes.empty(); }
 };
 
 template <typename Op>
@@ -160,5 +242,20 @@ Outcome<op::ReleaseWorker> Execute(const op::ReleaseWorker& op, StateReader& rea
                                    const Rules& rules, int64_t now_ms);
 Outcome<op::WorkerStatus> Execute(const op::WorkerStatus& op, StateReader& reader,
                                   const Rules& rules, int64_t now_ms);
+Outcome<op::GetSpace> Execute(const op::GetSpace& op, StateReader& reader, const Rules& rules,
+                              int64_t now_ms);
+Outcome<op::PutSpace> Execute(const op::PutSpace& op, StateReader& reader, const Rules& rules,
+                              int64_t now_ms);
+// A deleted space's counters should be forgotten after the write (SequenceCounters::Forget).
+Outcome<op::DeleteSpace> Execute(const op::DeleteSpace& op, StateReader& reader,
+                                 const Rules& rules, int64_t now_ms);
+Outcome<op::ListSpaces> Execute(const op::ListSpaces& op, StateReader& reader, const Rules& rules,
+                                int64_t now_ms);
+// kNotFound for an unknown or deleted space; the values are in seq.plan, not yet handed out.
+Outcome<op::NextSeq> Execute(const op::NextSeq& op, StateReader& reader, const Rules& rules,
+                             int64_t now_ms, SequenceState& seq);
+// Reads the counters only (seq.plan is not used).
+Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& op, StateReader& reader, const Rules& rules,
+                                int64_t now_ms, SequenceState& seq);
 
 }  // namespace kleaf::allocator

@@ -568,10 +568,20 @@ AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m
   }
   return std::visit(
       [&]<typename Op>(const Op& op) {
-        auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs());
-        const bool segment =
-            std::is_same_v<Op, allocator::op::Allocate> && outcome.result.has_value();
-        return Decision{std::move(outcome.effects), wire::EncodeReply(outcome.result), segment};
+        if constexpr (allocator::kIsSequenceOp<Op>) {
+          // Not yet: sections must be routed by SectionRouteKey and a plan's Raises() go into
+          // the transaction (docs/architecture.md, I5).
+          return Decision{{},
+                          wire::EncodeError(Error{Code::kFailedPrecondition,
+                                                  std::string(Op::kName) +
+                                                      ": sequence spaces are not served by the "
+                                                      "cluster shape yet (standalone only)"})};
+        } else {
+          auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs());
+          const bool segment =
+              std::is_same_v<Op, allocator::op::Allocate> && outcome.result.has_value();
+          return Decision{std::move(outcome.effects), wire::EncodeReply(outcome.result), segment};
+        }
       },
       envelope->request);
 }

@@ -56,6 +56,15 @@ json FieldsOf(const op::RenewWorker& r) {
 }
 json FieldsOf(const op::ReleaseWorker& r) { return FieldsOf(op::RenewWorker{r.report}); }
 json FieldsOf(const op::WorkerStatus&) { return ClaimantJson({}, -1, 0, 0); }
+// Sequence spaces are standalone only (allocator::kIsSequenceOp): their fields are encoded, so
+// that a request names itself in a log, but DecodeRequest does not know them yet and an
+// allocator answers them with an error.
+json FieldsOf(const op::GetSpace& r) { return {{"space", r.space}}; }
+json FieldsOf(const op::PutSpace& r) { return {{"space", r.space}}; }
+json FieldsOf(const op::DeleteSpace& r) { return {{"space", r.space}}; }
+json FieldsOf(const op::ListSpaces&) { return json::object(); }
+json FieldsOf(const op::NextSeq& r) { return {{"space", r.space}, {"keys", r.keys}}; }
+json FieldsOf(const op::CurrentSeq& r) { return {{"space", r.space}, {"key", r.key}}; }
 
 [[nodiscard]] Result<allocator::TagUpdate> UpdateFrom(const json& u) {
   allocator::TagUpdate update;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
+
 #include "state/records_json.h"
 
 namespace kleaf::state {
@@ -99,5 +101,103 @@ Result<WorkerRecord> DecodeWorker(std::string_view json) {
 }
 
 std::string WorkerKey(int64_t worker_id) { return "wrk/" + std::to_string(worker_id); }
+
+namespace {
+
+// nlohmann converts any number to any integer type without a word (-1 becomes 2^64 - 1, 2.5
+// becomes 2), so the fields that must be exact are checked by kind first.
+uint64_t UnsignedField(const nlohmann::json& j, const char* field) {
+  const auto& v = j.at(field);
+  if (!v.is_number_unsigned()) {
+    throw std::invalid_argument(std::string(field) + ": not an unsigned 64-bit integer");
+  }
+  return v.get<uint64_t>();
+}
+
+// An int64 field that must be at least 1 (a divisor, a step).
+int64_t PositiveField(const nlohmann::json& j, const char* field) {
+  const auto& v = j.at(field);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX) ||
+      v.get<int64_t>() < 1) {
+    throw std::invalid_argument(std::string(field) + ": not a positive 64-bit integer");
+  }
+  return v.get<int64_t>();
+}
+
+[[nodiscard]] Result<nlohmann::json> Parse(std::string_view json, const char* what) {
+  try {
+    return nlohmann::json::parse(json);
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("corrupt ") + what + " record: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string SpaceKey(std::string_view space) { return "spc/" + std::string(space); }
+
+nlohmann::json SpaceToJson(const SpaceRecord& r) {
+  return {{"space", r.space},
+          {"section_size", r.section_size},
+          {"step", r.step},
+          {"description", r.description},
+          {"update_time", r.update_time_ms},
+          {"deleted", r.deleted}};
+}
+
+Result<SpaceRecord> SpaceFromJson(const nlohmann::json& j) {
+  try {
+    SpaceRecord r;
+    r.space = j.at("space").get<std::string>();
+    r.section_size = PositiveField(j, "section_size");
+    r.step = PositiveField(j, "step");
+    r.description = j.value("description", "");
+    r.update_time_ms = j.value("update_time", int64_t{0});
+    r.deleted = j.value("deleted", false);
+    return r;
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("corrupt space record: ") + e.what());
+  }
+}
+
+std::string EncodeSpace(const SpaceRecord& r) { return SpaceToJson(r).dump(); }
+
+Result<SpaceRecord> DecodeSpace(std::string_view json) {
+  auto j = Parse(json, "space");
+  if (!j) return std::unexpected(j.error());
+  return SpaceFromJson(*j);
+}
+
+std::string SectionKey(std::string_view space, uint64_t section) {
+  return "sec/" + std::string(space) + "/" + std::to_string(section);
+}
+
+nlohmann::json SectionToJson(const SectionRecord& r) {
+  return {{"space", r.space},
+          {"section", r.section},
+          {"section_size", r.section_size},
+          {"max_seq", r.max_seq}};
+}
+
+Result<SectionRecord> SectionFromJson(const nlohmann::json& j) {
+  try {
+    SectionRecord r;
+    r.space = j.at("space").get<std::string>();
+    r.section = UnsignedField(j, "section");
+    r.section_size = PositiveField(j, "section_size");
+    r.max_seq = UnsignedField(j, "max_seq");
+    return r;
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("corrupt section record: ") + e.what());
+  }
+}
+
+std::string EncodeSection(const SectionRecord& r) { return SectionToJson(r).dump(); }
+
+Result<SectionRecord> DecodeSection(std::string_view json) {
+  auto j = Parse(json, "section");
+  if (!j) return std::unexpected(j.error());
+  return SectionFromJson(*j);
+}
 
 }  // namespace kleaf::state

@@ -49,6 +49,30 @@ struct WorkerRecord {
   std::string holder = {};
 };
 
+// One sequence space (docs/architecture.md, "I5: sequences only go up"): its keys are unsigned
+// 64-bit integers, created by use and never stored one record per key; key k belongs to section
+// k / section_size. `section_size` never changes once a space exists, not even across delete:
+// keys would move to sections whose maxima do not cover their values.
+struct SpaceRecord {
+  std::string space;
+  int64_t section_size = 100000;
+  int64_t step = 10000;  // how far a section's max_seq is raised past the value that passed it
+  std::string description;
+  int64_t update_time_ms = 0;
+  bool deleted = false;  // deleted spaces keep section_size; their sections keep max_seq
+};
+
+// The persisted maximum of one section of a space. Invariant: every value ever handed out for any
+// key of the section is <= max_seq; max_seq never decreases. No record: 0.
+struct SectionRecord {
+  std::string space;
+  uint64_t section = 0;
+  // The space's section_size when written: an owner that is asked with another one maps keys to
+  // sections differently and refuses (allocator/sequences.h).
+  int64_t section_size = 0;
+  uint64_t max_seq = 0;
+};
+
 std::string EncodeTag(const TagRecord& r);
 [[nodiscard]] Result<TagRecord> DecodeTag(std::string_view json);
 
@@ -59,5 +83,18 @@ std::string EncodeWorker(const WorkerRecord& r);
 [[nodiscard]] Result<WorkerRecord> DecodeWorker(std::string_view json);
 // Store key of a worker record: "wrk/<id>".
 std::string WorkerKey(int64_t worker_id);
+
+// Decoding refuses a section_size or step below 1 and a negative or fractional uint64 (a value
+// nlohmann would otherwise convert silently) as corrupt: kInternal.
+std::string EncodeSpace(const SpaceRecord& r);
+[[nodiscard]] Result<SpaceRecord> DecodeSpace(std::string_view json);
+// Store key of a space record: "spc/<space>".
+std::string SpaceKey(std::string_view space);
+
+std::string EncodeSection(const SectionRecord& r);
+[[nodiscard]] Result<SectionRecord> DecodeSection(std::string_view json);
+// Store key of a section record: "sec/<space>/<section>", the section in decimal. A space name
+// has no '/' (tag rules), so the key names one section.
+std::string SectionKey(std::string_view space, uint64_t section);
 
 }  // namespace kleaf::state

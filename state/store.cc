@@ -104,10 +104,45 @@ Result<std::vector<WorkerRecord>> Store::ListWorkers() {
   return out;
 }
 
+Result<std::optional<SpaceRecord>> Store::GetSpace(std::string_view space) {
+  std::string value;
+  auto s = impl_->db->Get(rocksdb::ReadOptions(), SpaceKey(space), &value);
+  if (s.IsNotFound()) return std::optional<SpaceRecord>();
+  if (!s.ok()) return std::unexpected(ToError(s, "reading space"));
+  auto r = DecodeSpace(value);
+  if (!r) return std::unexpected(r.error());
+  return std::optional<SpaceRecord>(std::move(*r));
+}
+
+Result<std::vector<SpaceRecord>> Store::ListSpaces() {
+  std::vector<SpaceRecord> out;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  const rocksdb::Slice prefix("spc/");
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    auto r = DecodeSpace(it->value().ToStringView());
+    if (!r) return std::unexpected(r.error());
+    out.push_back(std::move(*r));
+  }
+  if (!it->status().ok()) return std::unexpected(ToError(it->status(), "listing spaces"));
+  return out;
+}
+
+Result<std::optional<SectionRecord>> Store::GetSection(std::string_view space, uint64_t section) {
+  std::string value;
+  auto s = impl_->db->Get(rocksdb::ReadOptions(), SectionKey(space, section), &value);
+  if (s.IsNotFound()) return std::optional<SectionRecord>();
+  if (!s.ok()) return std::unexpected(ToError(s, "reading section"));
+  auto r = DecodeSection(value);
+  if (!r) return std::unexpected(r.error());
+  return std::optional<SectionRecord>(std::move(*r));
+}
+
 Result<void> Store::Write(const Batch& b, bool sync) {
   rocksdb::WriteBatch batch;
   for (const auto& t : b.tags) batch.Put(TagKey(t.tag), EncodeTag(t));
   for (const auto& w : b.workers) batch.Put(WorkerKey(w.worker_id), EncodeWorker(w));
+  for (const auto& r : b.spaces) batch.Put(SpaceKey(r.space), EncodeSpace(r));
+  for (const auto& r : b.sections) batch.Put(SectionKey(r.space, r.section), EncodeSection(r));
   for (const auto& [name, value] : b.values) {
     batch.Put(std::string(kValuePrefix) + name, std::to_string(value));
   }

@@ -31,11 +31,20 @@ class Store {
   [[nodiscard]] Result<std::optional<WorkerRecord>> GetWorker(int64_t worker_id);
   [[nodiscard]] Result<std::vector<WorkerRecord>> ListWorkers();
 
+  // Sequence spaces (allocator/sequences.h) and the persisted maxima of their sections.
+  [[nodiscard]] Result<std::optional<SpaceRecord>> GetSpace(std::string_view space);
+  // All space records, deleted ones included, ordered by name.
+  [[nodiscard]] Result<std::vector<SpaceRecord>> ListSpaces();
+  [[nodiscard]] Result<std::optional<SectionRecord>> GetSection(std::string_view space,
+                                                                uint64_t section);
+
   // What Write() stores atomically.
   struct Batch {
     std::vector<TagRecord> tags;
     std::vector<WorkerRecord> workers;
     std::vector<std::pair<std::string, int64_t>> values;
+    std::vector<SpaceRecord> spaces = {};
+    std::vector<SectionRecord> sections = {};
   };
   // Writes a batch atomically (one RocksDB write batch); synced if `sync`.
   [[nodiscard]] Result<void> Write(const Batch& batch, bool sync);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -456,6 +457,90 @@ TEST_F(LocalAllocatorTest, GetTagOfADeletedTagIsNotFound) {
   allocator_->DeleteTag("order", twice.Done());
   ASSERT_FALSE(twice.Wait());
   EXPECT_EQ(twice.Wait().error().code, Code::kNotFound);
+}
+
+// ---- sequence spaces ----
+
+SpaceUpdate SpaceOf(int64_t section_size, int64_t step) {
+  SpaceUpdate u;
+  u.section_size = section_size;
+  u.step = step;
+  return u;
+}
+
+TEST_F(LocalAllocatorTest, SectionRaisesAreInTheStoreWhenValuesAreReturned) {
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  for (uint64_t round = 0; round < 30; ++round) {
+    auto v = allocator_->Run(op::NextSeq{"chat", {5, 250}});
+    ASSERT_TRUE(v) << v.error().message;
+    for (size_t i = 0; i < 2; ++i) {
+      const uint64_t key = i == 0 ? 5 : 250;
+      auto stored = store_->GetSection("chat", key / 100);
+      ASSERT_TRUE(stored && stored->has_value());
+      EXPECT_GE((*stored)->max_seq, (*v)[i]) << "key " << key << " got a value above its "
+                                             << "section's persisted maximum";
+    }
+  }
+}
+
+TEST_F(LocalAllocatorTest, SequencesAfterARestartAreAboveEverythingReturned) {
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(10, 7)}));
+  std::map<uint64_t, uint64_t> highest;
+  for (int restart = 0; restart < 4; ++restart) {
+    SCOPED_TRACE(restart);
+    for (int i = 0; i < 40; ++i) {
+      std::vector<uint64_t> keys = {static_cast<uint64_t>(i % 13), 3, 1000000};
+      auto v = allocator_->Run(op::NextSeq{"chat", keys});
+      ASSERT_TRUE(v) << v.error().message;
+      for (size_t k = 0; k < keys.size(); ++k) {
+        EXPECT_GT((*v)[k], highest[keys[k]]) << "key " << keys[k];
+        highest[keys[k]] = (*v)[k];
+      }
+      auto current = allocator_->Run(op::CurrentSeq{"chat", 3});
+      ASSERT_TRUE(current);
+      EXPECT_EQ(*current, highest[3]);
+    }
+    Outcome<std::vector<uint64_t>> async;
+    allocator_->NextSeq("chat", {3}, async.Done());
+    ASSERT_TRUE(async.Wait());
+    EXPECT_GT((*async.Wait())[0], highest[3]);
+    highest[3] = (*async.Wait())[0];
+    // Key 3 uses its section up to exactly the persisted maximum: the restarted allocator must
+    // start above that value, not at it.
+    for (int i = 0; i < 8; ++i) {
+      auto stored = store_->GetSection("chat", 0);
+      ASSERT_TRUE(stored && stored->has_value());
+      if (highest[3] == (*stored)->max_seq) break;
+      auto v = allocator_->Run(op::NextSeq{"chat", {3}});
+      ASSERT_TRUE(v);
+      highest[3] = (*v)[0];
+    }
+    // Crash: only the store survives.
+    Open();
+    auto current = allocator_->Run(op::CurrentSeq{"chat", 3});
+    ASSERT_TRUE(current);
+    EXPECT_GE(*current, highest[3]) << "current never reads below a value handed out";
+  }
+}
+
+TEST_F(LocalAllocatorTest, DeletedSpaceIsRefusedAndKeepsItsSections) {
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  auto before = allocator_->Run(op::NextSeq{"chat", {1}});
+  ASSERT_TRUE(before);
+  ASSERT_TRUE(allocator_->Run(op::DeleteSpace{"chat"}));
+  auto refused = allocator_->Run(op::NextSeq{"chat", {1}});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Code::kNotFound);
+  auto changed = allocator_->Run(op::PutSpace{"chat", SpaceOf(50, 10)});
+  ASSERT_FALSE(changed);
+  EXPECT_EQ(changed.error().code, Code::kFailedPrecondition);
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", {}}));
+  auto after = allocator_->Run(op::NextSeq{"chat", {1}});
+  ASSERT_TRUE(after);
+  EXPECT_GT((*after)[0], (*before)[0]);
+  auto listed = allocator_->Run(op::ListSpaces{});
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->size(), 1u);
 }
 
 }  // namespace

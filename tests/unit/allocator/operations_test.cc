@@ -23,8 +23,28 @@ class MapReader final : public StateReader {
     return out;
   }
   Result<std::vector<state::WorkerRecord>> ListWorkers() override { return workers; }
+  Result<std::optional<state::SpaceRecord>> GetSpace(const std::string& space) override {
+    auto it = spaces.find(space);
+    if (it == spaces.end()) return std::optional<state::SpaceRecord>();
+    return std::optional(it->second);
+  }
+  Result<std::vector<state::SpaceRecord>> ListSpaces() override {
+    std::vector<state::SpaceRecord> out;
+    for (auto& [n, r] : spaces) out.push_back(r);
+    return out;
+  }
+  Result<std::optional<state::SectionRecord>> GetSection(const std::string& space,
+                                                         uint64_t section) override {
+    auto it = sections.find({space, section});
+    if (it == sections.end()) return std::optional<state::SectionRecord>();
+    return std::optional(it->second);
+  }
+  void Write(const std::vector<state::SectionRecord>& raises) {
+    for (const auto& r : raises) sections[{r.space, r.section}] = r;
+  }
   template <typename Op>
   void Apply(const Outcome<Op>& o) {
+    for (const auto& w : o.effects.space_writes) spaces[w.space] = w;
     for (const auto& w : o.effects.writes) tags[w.tag] = w;
     for (const auto& w : o.effects.worker_writes) {
       std::erase_if(workers, [&](const auto& x) { return x.worker_id == w.worker_id; });
@@ -33,6 +53,8 @@ class MapReader final : public StateReader {
   }
   std::map<std::string, state::TagRecord> tags;
   std::vector<state::WorkerRecord> workers;
+  std::map<std::string, state::SpaceRecord> spaces;
+  std::map<std::pair<std::string, uint64_t>, state::SectionRecord> sections;
 };
 
 Rules TestRules() {
@@ -116,7 +138,10 @@ TEST(OperationsTest, SegmentsAreMappedIntoTheRulesDatacenter) {
 TEST(OperationsTest, OperationNamesFollowTheRequestVariant) {
   EXPECT_STREQ(OpName(kOpIndex<op::Allocate>), "allocate");
   EXPECT_STREQ(OpName(kOpIndex<op::WorkerStatus>), "worker_status");
-  EXPECT_EQ(kOpIndex<op::WorkerStatus>, kOpCount - 1);
+  EXPECT_STREQ(OpName(kOpIndex<op::NextSeq>), "next_seq");
+  EXPECT_EQ(kOpIndex<op::CurrentSeq>, kOpCount - 1);
+  EXPECT_EQ(RouteKey(op::NextSeq{"chat", {1}}), "chat");
+  EXPECT_EQ(RouteKey(op::ListSpaces{}), std::nullopt);
   EXPECT_EQ(RouteKey(op::GetTag{"t"}), "t");
   EXPECT_EQ(RouteKey(op::RenewWorker{}), std::string(kWorkersKey));
   EXPECT_EQ(RouteKey(op::ListTags{}), std::nullopt);
@@ -138,6 +163,139 @@ TEST(OperationsTest, ClaimAndRenewRepliesCarryTheAllocatorsClock) {
                        reader, rules, kNow + 1000);
   ASSERT_TRUE(renew.result.has_value()) << renew.result.error().message;
   EXPECT_EQ(renew.result->allocator_now_ms, kNow + 1000);
+}
+
+// ---- sequence spaces ----
+
+SpaceUpdate Space(std::optional<int64_t> section_size, std::optional<int64_t> step) {
+  SpaceUpdate u;
+  u.section_size = section_size;
+  u.step = step;
+  return u;
+}
+
+TEST(OperationsTest, PutSpaceCreatesAndRefusesASectionSizeChange) {
+  MapReader reader;
+  auto created = Execute(op::PutSpace{"chat", Space(100, 10)}, reader, TestRules(), kNow);
+  ASSERT_TRUE(created.result) << created.result.error().message;
+  EXPECT_EQ(created.result->section_size, 100);
+  ASSERT_EQ(created.effects.space_writes.size(), 1u);
+  reader.Apply(created);
+
+  auto changed = Execute(op::PutSpace{"chat", Space(200, std::nullopt)}, reader, TestRules(), kNow);
+  ASSERT_FALSE(changed.result);
+  EXPECT_EQ(changed.result.error().code, Code::kFailedPrecondition);
+  EXPECT_TRUE(changed.effects.empty());
+
+  auto step = Execute(op::PutSpace{"chat", Space(std::nullopt, 20)}, reader, TestRules(), kNow);
+  ASSERT_TRUE(step.result) << step.result.error().message;
+  EXPECT_EQ(step.result->section_size, 100);
+  EXPECT_EQ(step.result->step, 20);
+
+  auto bad = Execute(op::PutSpace{"no/slash", Space(100, 10)}, reader, TestRules(), kNow);
+  ASSERT_FALSE(bad.result);
+  EXPECT_EQ(bad.result.error().code, Code::kInvalidArgument);
+}
+
+TEST(OperationsTest, DeletedSpaceIsNotFoundListedOrServedButKeepsItsSectionSize) {
+  MapReader reader;
+  reader.Apply(Execute(op::PutSpace{"a", Space(100, 10)}, reader, TestRules(), kNow));
+  reader.Apply(Execute(op::PutSpace{"b", Space(50, 10)}, reader, TestRules(), kNow));
+  auto listed = Execute(op::ListSpaces{}, reader, TestRules(), kNow);
+  ASSERT_TRUE(listed.result);
+  ASSERT_EQ(listed.result->size(), 2u);
+  EXPECT_EQ((*listed.result)[0].space, "a");
+
+  auto deleted = Execute(op::DeleteSpace{"a"}, reader, TestRules(), kNow);
+  ASSERT_TRUE(deleted.result);
+  EXPECT_FALSE(deleted.result->deleted) << "the record as it was";
+  reader.Apply(deleted);
+  EXPECT_EQ(Execute(op::GetSpace{"a"}, reader, TestRules(), kNow).result.error().code,
+            Code::kNotFound);
+  EXPECT_EQ(Execute(op::ListSpaces{}, reader, TestRules(), kNow).result->size(), 1u);
+
+  SequenceCounters counters;
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  SequenceState seq{counters, *plan};
+  auto next = Execute(op::NextSeq{"a", {1}}, reader, TestRules(), kNow, seq);
+  ASSERT_FALSE(next.result);
+  EXPECT_EQ(next.result.error().code, Code::kNotFound);
+
+  auto again = Execute(op::PutSpace{"a", Space(std::nullopt, 5)}, reader, TestRules(), kNow);
+  ASSERT_TRUE(again.result);
+  EXPECT_EQ(again.result->section_size, 100) << "re-created spaces keep their section_size";
+}
+
+TEST(OperationsTest, NextSeqPlansValuesAndTheRaisesToWriteFirst) {
+  MapReader reader;
+  reader.Apply(Execute(op::PutSpace{"chat", Space(100, 10)}, reader, TestRules(), kNow));
+  SequenceCounters counters;
+  uint64_t last7 = 0;
+  for (int round = 0; round < 25; ++round) {
+    auto plan = counters.Begin();
+    ASSERT_TRUE(plan);
+    SequenceState seq{counters, *plan};
+    auto o = Execute(op::NextSeq{"chat", {7, 7, 150}}, reader, TestRules(), kNow, seq);
+    ASSERT_TRUE(o.result) << o.result.error().message;
+    ASSERT_EQ(o.result->size(), 3u);
+    EXPECT_GT((*o.result)[0], last7);
+    EXPECT_GT((*o.result)[1], (*o.result)[0]) << "a key listed twice gets two values";
+    last7 = (*o.result)[1];
+    EXPECT_TRUE(o.effects.empty()) << "the raises are the plan's, written by the caller";
+    reader.Write(plan->Raises());
+    ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  }
+  // Every value of a section is at most its persisted maximum.
+  EXPECT_GE(reader.sections.at({"chat", 0}).max_seq, last7);
+
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  SequenceState seq{counters, *plan};
+  auto current = Execute(op::CurrentSeq{"chat", 7}, reader, TestRules(), kNow, seq);
+  ASSERT_TRUE(current.result);
+  EXPECT_EQ(*current.result, last7);
+
+  // A new owner (fresh counters) starts above everything handed out.
+  SequenceCounters fresh;
+  auto plan2 = fresh.Begin();
+  ASSERT_TRUE(plan2);
+  SequenceState seq2{fresh, *plan2};
+  auto after = Execute(op::NextSeq{"chat", {7}}, reader, TestRules(), kNow, seq2);
+  ASSERT_TRUE(after.result);
+  EXPECT_GT((*after.result)[0], last7);
+}
+
+TEST(OperationsTest, NextSeqRefusesAnEmptyOrTooLongKeyList) {
+  MapReader reader;
+  reader.Apply(Execute(op::PutSpace{"chat", Space(100, 10)}, reader, TestRules(), kNow));
+  SequenceCounters counters;
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  SequenceState seq{counters, *plan};
+  for (size_t n : {size_t{0}, kMaxSeqKeys + 1}) {
+    auto o = Execute(op::NextSeq{"chat", std::vector<uint64_t>(n, 1)}, reader, TestRules(), kNow,
+                     seq);
+    ASSERT_FALSE(o.result);
+    EXPECT_EQ(o.result.error().code, Code::kInvalidArgument);
+  }
+  auto max = Execute(op::NextSeq{"chat", std::vector<uint64_t>(kMaxSeqKeys, 1)}, reader,
+                     TestRules(), kNow, seq);
+  ASSERT_TRUE(max.result) << max.result.error().message;
+}
+
+TEST(OperationsTest, ReadersWithoutSequencesRefuseTheSpaceOperations) {
+  class TagsOnly final : public StateReader {
+   public:
+    Result<std::optional<state::TagRecord>> Get(const std::string&) override {
+      return std::optional<state::TagRecord>();
+    }
+    Result<std::vector<state::TagRecord>> List() override { return {}; }
+    Result<std::vector<state::WorkerRecord>> ListWorkers() override { return {}; }
+  } reader;
+  auto o = Execute(op::GetSpace{"chat"}, reader, TestRules(), kNow);
+  ASSERT_FALSE(o.result);
+  EXPECT_EQ(o.result.error().code, Code::kFailedPrecondition);
 }
 
 }  // namespace

@@ -1,0 +1,608 @@
+#include "allocator/sequences.h"
+
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kleaf::allocator {
+namespace {
+
+constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
+constexpr int64_t kNow = 1'700'000'000'000;
+
+state::SpaceRecord Space(int64_t section_size = 100000, int64_t step = 10000,
+                         std::string name = "chat") {
+  state::SpaceRecord s;
+  s.space = std::move(name);
+  s.section_size = section_size;
+  s.step = step;
+  return s;
+}
+
+// The section records of one partition as the state topic keeps them: written only with a
+// committed transaction, and never lowered.
+struct FakeStore {
+  std::map<std::pair<std::string, uint64_t>, state::SectionRecord> records;
+  int loads = 0;
+
+  SectionLoader LoaderFor(const std::string& space) {
+    return [this, space](uint64_t section) -> Result<std::optional<state::SectionRecord>> {
+      ++loads;
+      auto it = records.find({space, section});
+      if (it == records.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+  void Write(const std::vector<state::SectionRecord>& raises) {
+    for (const auto& r : raises) {
+      auto& stored = records[{r.space, r.section}];
+      EXPECT_GT(r.max_seq, stored.max_seq) << "a raise that does not raise";
+      stored = r;
+    }
+  }
+  uint64_t MaxOf(const std::string& space, uint64_t section) const {
+    auto it = records.find({space, section});
+    return it == records.end() ? 0 : it->second.max_seq;
+  }
+};
+
+// One transaction of the owner: plan, make the raises durable, commit. Checks that no value is
+// above the maximum the store holds once the raises are written.
+std::vector<uint64_t> Serve(SequenceCounters& counters, FakeStore& store,
+                            const state::SpaceRecord& space, const std::vector<uint64_t>& keys) {
+  auto plan = counters.Begin();
+  if (!plan) {
+    ADD_FAILURE() << plan.error().message;
+    return {};
+  }
+  auto values = counters.Next(*plan, space, keys, store.LoaderFor(space.space));
+  if (!values) {
+    ADD_FAILURE() << values.error().message;
+    return {};
+  }
+  store.Write(plan->Raises());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint64_t section = SectionOf(keys[i], static_cast<uint64_t>(space.section_size));
+    EXPECT_LE((*values)[i], store.MaxOf(space.space, section)) << "key " << keys[i];
+  }
+  if (auto committed = counters.Commit(std::move(*plan)); !committed) {
+    ADD_FAILURE() << committed.error().message;
+  }
+  return *values;
+}
+
+uint64_t ServeOne(SequenceCounters& counters, FakeStore& store, const state::SpaceRecord& space,
+                  uint64_t key) {
+  auto values = Serve(counters, store, space, {key});
+  return values.empty() ? 0 : values[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections and route keys
+
+TEST(SectionTest, KeysGoToSectionsOfSectionSizeConsecutiveKeys) {
+  EXPECT_EQ(SectionOf(0, 100000), 0u);
+  EXPECT_EQ(OffsetInSection(0, 100000), 0u);
+  EXPECT_EQ(SectionOf(99999, 100000), 0u);
+  EXPECT_EQ(OffsetInSection(99999, 100000), 99999u);
+  EXPECT_EQ(SectionOf(100000, 100000), 1u);
+  EXPECT_EQ(OffsetInSection(100000, 100000), 0u);
+}
+
+TEST(SectionTest, TheLastKeyHasAPartialLastSection) {
+  EXPECT_EQ(SectionOf(kMaxU64, 100000), kMaxU64 / 100000);
+  EXPECT_EQ(OffsetInSection(kMaxU64, 100000), 51615u);  // 2^64 - 1 = 184467440737095 * 10^5 + 51615
+  EXPECT_EQ(SectionOf(kMaxU64, 1), kMaxU64);
+  EXPECT_EQ(OffsetInSection(kMaxU64, 1), 0u);
+  const auto largest = static_cast<uint64_t>(kMaxSectionSize);
+  EXPECT_EQ(SectionOf(kMaxU64, largest), uint64_t{1} << 32 | 1);
+  EXPECT_EQ(OffsetInSection(kMaxU64, largest), 0u);
+  EXPECT_EQ(OffsetInSection(kMaxU64 - 1, largest), largest - 1);  // below OffsetTable::kFree
+}
+
+TEST(SectionTest, ARouteKeyIsSpaceHashSectionAndNeverAValidTagOrSpace) {
+  EXPECT_EQ(SectionRouteKey("chat", 0), "chat#0");
+  EXPECT_EQ(SectionRouteKey("chat", kMaxU64), "chat#18446744073709551615");
+  EXPECT_FALSE(ValidateSpaceName(SectionRouteKey("chat", 7)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// ApplySpaceUpdate
+
+SpaceUpdate Update(std::optional<int64_t> section_size, std::optional<int64_t> step = std::nullopt,
+                   std::optional<std::string> description = std::nullopt) {
+  SpaceUpdate u;
+  u.section_size = section_size;
+  u.step = step;
+  u.description = std::move(description);
+  return u;
+}
+
+TEST(SpaceUpdateTest, ANewSpaceTakesTheDefaultsAndWhatTheUpdateSets) {
+  auto d = ApplySpaceUpdate(std::nullopt, "chat", SpaceUpdate{}, SpaceRules{}, kNow);
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->space, "chat");
+  EXPECT_EQ(d->section_size, 100000);
+  EXPECT_EQ(d->step, 10000);
+  EXPECT_EQ(d->update_time_ms, kNow);
+  EXPECT_FALSE(d->deleted);
+  auto s = ApplySpaceUpdate(std::nullopt, "chat", Update(64, 5, "inbox"), SpaceRules{}, kNow);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->section_size, 64);
+  EXPECT_EQ(s->step, 5);
+  EXPECT_EQ(s->description, "inbox");
+}
+
+TEST(SpaceUpdateTest, NamesFollowTheTagRules) {
+  for (const char* bad : {"", "a/b", "a#1", "a b"}) {
+    auto r = ApplySpaceUpdate(std::nullopt, bad, SpaceUpdate{}, SpaceRules{}, kNow);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+    EXPECT_NE(r.error().message.find("space"), std::string::npos);
+  }
+  EXPECT_FALSE(ApplySpaceUpdate(std::nullopt, std::string(129, 'a'), {}, SpaceRules{}, kNow));
+}
+
+TEST(SpaceUpdateTest, SectionSizeAndStepOutsideTheirRangesAreRefusedNamingTheField) {
+  for (int64_t size : {int64_t{0}, int64_t{-1}, kMaxSectionSize + 1}) {
+    auto r = ApplySpaceUpdate(std::nullopt, "chat", Update(size), SpaceRules{}, kNow);
+    ASSERT_FALSE(r) << size;
+    EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+    EXPECT_NE(r.error().message.find("section_size"), std::string::npos);
+  }
+  EXPECT_TRUE(ApplySpaceUpdate(std::nullopt, "chat", Update(kMaxSectionSize), {}, kNow));
+  EXPECT_TRUE(ApplySpaceUpdate(std::nullopt, "chat", Update(1), {}, kNow));
+  for (int64_t step : {int64_t{0}, kMaxSequenceStep + 1}) {
+    auto r = ApplySpaceUpdate(std::nullopt, "chat", Update(std::nullopt, step), {}, kNow);
+    ASSERT_FALSE(r) << step;
+    EXPECT_NE(r.error().message.find("step"), std::string::npos);
+  }
+  EXPECT_TRUE(
+      ApplySpaceUpdate(std::nullopt, "chat", Update(std::nullopt, kMaxSequenceStep), {}, kNow));
+  EXPECT_FALSE(ApplySpaceUpdate(
+      std::nullopt, "chat", Update(std::nullopt, std::nullopt, std::string(1025, 'x')), {}, kNow));
+}
+
+TEST(SpaceUpdateTest, SectionSizeNeverChangesNotEvenAcrossDelete) {
+  state::SpaceRecord existing = Space(100000, 10000);
+  for (bool deleted : {false, true}) {
+    existing.deleted = deleted;
+    auto r = ApplySpaceUpdate(existing, "chat", Update(50000), SpaceRules{}, kNow);
+    ASSERT_FALSE(r) << deleted;
+    EXPECT_EQ(r.error().code, Code::kFailedPrecondition);
+    EXPECT_NE(r.error().message.find("section_size: cannot change from 100000 to 50000"),
+              std::string::npos)
+        << r.error().message;
+    // Naming the size it has is no change.
+    EXPECT_TRUE(ApplySpaceUpdate(existing, "chat", Update(100000, 7), SpaceRules{}, kNow));
+  }
+}
+
+TEST(SpaceUpdateTest, ARecreatedDeletedSpaceKeepsItsSectionSizeAndNothingElse) {
+  state::SpaceRecord existing = Space(4096, 77);
+  existing.description = "old";
+  existing.deleted = true;
+  SpaceRules rules;
+  rules.default_section_size = 100000;
+  auto r = ApplySpaceUpdate(existing, "chat", SpaceUpdate{}, rules, kNow);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE(r->deleted);
+  EXPECT_EQ(r->section_size, 4096);
+  EXPECT_EQ(r->step, rules.default_step);
+  EXPECT_EQ(r->description, "");
+}
+
+TEST(SpaceUpdateTest, AnUpdateKeepsTheFieldsItDoesNotName) {
+  state::SpaceRecord existing = Space(4096, 77);
+  existing.description = "kept";
+  auto r = ApplySpaceUpdate(existing, "chat", Update(std::nullopt, 99), SpaceRules{}, kNow);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->section_size, 4096);
+  EXPECT_EQ(r->step, 99);
+  EXPECT_EQ(r->description, "kept");
+}
+
+// ---------------------------------------------------------------------------------------------
+// SequenceCounters: values
+
+TEST(SequenceTest, AFreshKeyStartsAtOneAndAKeyOfAPersistedSectionAboveItsMaximum) {
+  SequenceCounters counters;
+  FakeStore store;
+  store.records[{"chat", 3}] = state::SectionRecord{"chat", 3, 100000, 5000};
+  EXPECT_EQ(ServeOne(counters, store, Space(), 7), 1u);
+  EXPECT_EQ(ServeOne(counters, store, Space(), 300'007), 5001u);
+}
+
+TEST(SequenceTest, EveryKeyStrictlyIncreasesOverManyCalls) {
+  SequenceCounters counters;
+  FakeStore store;
+  const auto space = Space(100, 7);
+  std::mt19937_64 rng(28);
+  std::map<uint64_t, uint64_t> last;
+  for (int call = 0; call < 5000; ++call) {
+    std::vector<uint64_t> keys;
+    for (int i = 0; i < 1 + call % 5; ++i) keys.push_back(rng() % 1000);
+    auto values = Serve(counters, store, space, keys);
+    ASSERT_EQ(values.size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_GT(values[i], last[keys[i]]) << "key " << keys[i] << " call " << call;
+      last[keys[i]] = values[i];
+    }
+  }
+}
+
+TEST(SequenceTest, APassingValueRaisesTheSectionMaximumToValuePlusStepMinusOne) {
+  SequenceCounters counters;
+  FakeStore store;
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto v =
+      counters.Next(*plan, Space(100000, 10), std::vector<uint64_t>{42}, store.LoaderFor("chat"));
+  ASSERT_TRUE(v) << v.error().message;
+  ASSERT_EQ(plan->Raises().size(), 1u);
+  const state::SectionRecord raise = plan->Raises()[0];
+  EXPECT_EQ(raise.space, "chat");
+  EXPECT_EQ(raise.section, 0u);
+  EXPECT_EQ(raise.section_size, 100000);
+  EXPECT_EQ(raise.max_seq, 10u);  // value 1 + step 10 - 1
+  store.Write(plan->Raises());
+  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  // Values 2 to 10 of the key, and 1 to 10 of the other keys of the section, need no write.
+  for (uint64_t want = 2; want <= 10; ++want) {
+    auto p = counters.Begin();
+    ASSERT_TRUE(p);
+    auto next = counters.Next(*p, Space(100000, 10), std::vector<uint64_t>{42, 43},
+                              store.LoaderFor("chat"));
+    ASSERT_TRUE(next);
+    EXPECT_EQ((*next)[0], want);
+    EXPECT_TRUE(p->Raises().empty());
+    ASSERT_TRUE(counters.Commit(std::move(*p)));
+  }
+  EXPECT_EQ(ServeOne(counters, store, Space(100000, 10), 42), 11u);
+  EXPECT_EQ(store.MaxOf("chat", 0), 20u);
+}
+
+TEST(SequenceTest, AKeyListedTwiceInOneCallGetsDistinctIncreasingValues) {
+  SequenceCounters counters;
+  FakeStore store;
+  auto values = Serve(counters, store, Space(), {5, 5, 7, 5, 100005, 5});
+  EXPECT_EQ(values, (std::vector<uint64_t>{1, 2, 1, 3, 1, 4}));
+  // Two calls in one plan (two requests of one batch) continue from each other.
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto loader = store.LoaderFor("chat");
+  auto a = counters.Next(*plan, Space(), std::vector<uint64_t>{5, 7}, loader);
+  auto b = counters.Next(*plan, Space(), std::vector<uint64_t>{7, 5}, loader);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a, (std::vector<uint64_t>{5, 2}));
+  EXPECT_EQ(*b, (std::vector<uint64_t>{3, 6}));
+}
+
+TEST(SequenceTest, KeysZeroAndTheLargestCountInTheirOwnSections) {
+  for (int64_t size : {int64_t{1}, int64_t{100000}, kMaxSectionSize}) {
+    SequenceCounters counters;
+    FakeStore store;
+    const auto space = Space(size, 3);
+    for (uint64_t want = 1; want <= 5; ++want) {
+      EXPECT_EQ(Serve(counters, store, space, {0, kMaxU64, kMaxU64 - 1}),
+                (std::vector<uint64_t>{want, want, want}))
+          << size;
+    }
+    // Values 1 and 4 passed the maximum: 1 + 3 - 1, then 4 + 3 - 1.
+    EXPECT_EQ(store.MaxOf("chat", SectionOf(kMaxU64, static_cast<uint64_t>(size))), 6u) << size;
+    EXPECT_EQ(store.MaxOf("chat", 0), 6u) << size;
+  }
+}
+
+TEST(SequenceTest, AKeyAtTheLargestValueIsExhaustedAndTheFailedCallChangesNothing) {
+  SequenceCounters counters;
+  FakeStore store;
+  store.records[{"chat", 0}] = state::SectionRecord{"chat", 0, 100000, kMaxU64 - 2};
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto loader = store.LoaderFor("chat");
+  auto three = counters.Next(*plan, Space(), std::vector<uint64_t>{9, 8, 9, 9}, loader);
+  ASSERT_FALSE(three);
+  EXPECT_EQ(three.error().code, Code::kResourceExhausted);
+  EXPECT_NE(three.error().message.find("key 9"), std::string::npos) << three.error().message;
+  auto two = counters.Next(*plan, Space(), std::vector<uint64_t>{9, 9}, loader);
+  ASSERT_TRUE(two) << two.error().message;
+  EXPECT_EQ(*two, (std::vector<uint64_t>{kMaxU64 - 1, kMaxU64}));
+  ASSERT_EQ(plan->Raises().size(), 1u);
+  EXPECT_EQ(plan->Raises()[0].max_seq, kMaxU64);  // value + step - 1, saturated
+  store.Write(plan->Raises());
+  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  auto p = counters.Begin();
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(counters.Next(*p, Space(), std::vector<uint64_t>{9}, loader));
+  EXPECT_TRUE(counters.Next(*p, Space(), std::vector<uint64_t>{8}, loader));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failover, durability and the plan's discipline
+
+TEST(SequenceTest, ANewOwnerStartsEveryKeyAboveEverythingTheOldOneHandedOut) {
+  FakeStore store;
+  const auto space = Space(1000, 50);
+  std::mt19937_64 rng(5);
+  std::map<uint64_t, uint64_t> handed_out;  // key -> highest value
+  std::map<uint64_t, uint64_t> section_high;
+  auto old_owner = std::make_unique<SequenceCounters>();
+  for (int call = 0; call < 3000; ++call) {
+    const uint64_t key = rng() % 5000;
+    const uint64_t v = ServeOne(*old_owner, store, space, key);
+    handed_out[key] = v;
+    section_high[SectionOf(key, 1000)] = std::max(section_high[SectionOf(key, 1000)], v);
+  }
+  // The hardest case: a key of each section at exactly the section's maximum.
+  for (auto& [section, high] : section_high) {
+    const uint64_t key = section * 1000 + 999;
+    while (old_owner->Current(space, key, store.LoaderFor("chat")).value_or(0) <
+           store.MaxOf("chat", section)) {
+      high = handed_out[key] = ServeOne(*old_owner, store, space, key);
+    }
+    ASSERT_EQ(high, store.MaxOf("chat", section));
+  }
+  old_owner.reset();  // crash: the counters are gone, the store stays
+  SequenceCounters new_owner;
+  for (const auto& [key, v] : handed_out) {
+    auto current = new_owner.Current(space, key, store.LoaderFor("chat"));
+    ASSERT_TRUE(current);
+    EXPECT_GE(*current, section_high[SectionOf(key, 1000)]) << "key " << key;
+    const uint64_t next = ServeOne(new_owner, store, space, key);
+    EXPECT_GT(next, section_high[SectionOf(key, 1000)]) << "key " << key;
+    EXPECT_GT(next, v) << "key " << key;
+  }
+}
+
+TEST(SequenceTest, NoValueAboveThePersistedMaximumWithoutAPlanRaisingIt) {
+  SequenceCounters counters;
+  FakeStore store;
+  const auto space = Space(10, 4);
+  std::mt19937_64 rng(11);
+  for (int call = 0; call < 2000; ++call) {
+    auto plan = counters.Begin();
+    ASSERT_TRUE(plan);
+    const std::vector<uint64_t> keys{rng() % 40, rng() % 40};
+    auto values = counters.Next(*plan, space, keys, store.LoaderFor("chat"));
+    ASSERT_TRUE(values);
+    std::map<uint64_t, uint64_t> raised;
+    for (const auto& r : plan->Raises()) raised[r.section] = r.max_seq;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint64_t section = SectionOf(keys[i], 10);
+      const uint64_t allowed =
+          raised.contains(section) ? raised[section] : store.MaxOf("chat", section);
+      ASSERT_LE((*values)[i], allowed) << "call " << call;
+    }
+    if (call % 3 == 0) continue;  // the transaction aborted: the plan is dropped, nothing written
+    store.Write(plan->Raises());
+    ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  }
+}
+
+TEST(SequenceTest, ADroppedPlanLeavesTheCountersAsTheyWere) {
+  SequenceCounters counters;
+  FakeStore store;
+  ASSERT_EQ(ServeOne(counters, store, Space(), 1), 1u);
+  {
+    auto plan = counters.Begin();
+    ASSERT_TRUE(plan);
+    auto v = counters.Next(*plan, Space(), std::vector<uint64_t>{1, 1}, store.LoaderFor("chat"));
+    ASSERT_TRUE(v);
+    EXPECT_EQ(*v, (std::vector<uint64_t>{2, 3}));
+  }  // dropped: its values were never handed out
+  auto current = counters.Current(Space(), 1, store.LoaderFor("chat"));
+  ASSERT_TRUE(current);
+  EXPECT_EQ(*current, 1u);
+  EXPECT_EQ(ServeOne(counters, store, Space(), 1), 2u);
+}
+
+TEST(SequenceTest, APlanIsCommittedOnceAndOnlyOneIsOpenAtATime) {
+  SequenceCounters counters;
+  FakeStore store;
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto second = counters.Begin();
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, Code::kFailedPrecondition);
+  ASSERT_TRUE(counters.Next(*plan, Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
+  store.Write(plan->Raises());
+  SeqPlan& same = *plan;
+  ASSERT_TRUE(counters.Commit(std::move(same)));
+  EXPECT_FALSE(plan->open());
+  auto again = counters.Commit(std::move(*plan));  // consumed: a second commit is refused
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, Code::kFailedPrecondition);
+  EXPECT_FALSE(counters.Next(*plan, Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
+  // Another partition's plan is refused by these counters, and closes when consumed.
+  SequenceCounters other;
+  auto foreign = other.Begin();
+  ASSERT_TRUE(foreign);
+  EXPECT_FALSE(counters.Next(*foreign, Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
+  EXPECT_FALSE(counters.Commit(std::move(*foreign)));
+  EXPECT_TRUE(other.Begin());
+  EXPECT_EQ(ServeOne(counters, store, Space(), 1), 2u);
+}
+
+TEST(SequenceTest, APlanBegunBeforeAClearIsRefusedAndItsSectionsReloadAboveItsValues) {
+  SequenceCounters counters;
+  FakeStore store;
+  ASSERT_EQ(ServeOne(counters, store, Space(100, 5), 1), 1u);
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto v = counters.Next(*plan, Space(100, 5), std::vector<uint64_t>{1, 1, 1, 1, 1},
+                         store.LoaderFor("chat"));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->back(), 6u);
+  store.Write(plan->Raises());  // durable, and handed out
+  counters.Clear();             // e.g. the partition was revoked and assigned again meanwhile
+  EXPECT_FALSE(
+      counters.Next(*plan, Space(100, 5), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
+  auto committed = counters.Commit(std::move(*plan));
+  ASSERT_FALSE(committed);
+  EXPECT_EQ(committed.error().code, Code::kFailedPrecondition);
+  EXPECT_GT(ServeOne(counters, store, Space(100, 5), 1), 6u);
+}
+
+TEST(SequenceTest, AForgottenSpaceContinuesAboveItsPersistedMaxima) {
+  SequenceCounters counters;
+  FakeStore store;
+  for (int i = 0; i < 3; ++i) ServeOne(counters, store, Space(100, 5), 2);
+  counters.Forget("chat");
+  EXPECT_EQ(counters.Sections(), 0u);
+  EXPECT_EQ(ServeOne(counters, store, Space(100, 5), 2), 6u);  // the persisted max was 5
+}
+
+TEST(SequenceTest, ASectionSizeOtherThanTheOneCountedOrWrittenIsRefused) {
+  SequenceCounters counters;
+  FakeStore store;
+  ServeOne(counters, store, Space(100), 1);
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto counted =
+      counters.Next(*plan, Space(200), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
+  ASSERT_FALSE(counted);
+  EXPECT_EQ(counted.error().code, Code::kFailedPrecondition);
+  EXPECT_NE(counted.error().message.find("section_size 200"), std::string::npos);
+  // A new owner knows the size only from the records.
+  SequenceCounters new_owner;
+  auto p = new_owner.Begin();
+  ASSERT_TRUE(p);
+  auto written = new_owner.Next(*p, Space(200), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
+  ASSERT_FALSE(written);
+  EXPECT_NE(written.error().message.find("written with 100"), std::string::npos)
+      << written.error().message;
+  EXPECT_FALSE(new_owner.Current(Space(200), 1, store.LoaderFor("chat")));
+}
+
+TEST(SequenceTest, ALoaderErrorFailsTheCallAndNothingIsHandedOut) {
+  SequenceCounters counters;
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  SectionLoader broken = [](uint64_t) -> Result<std::optional<state::SectionRecord>> {
+    return Fail(Code::kInternal, "disk on fire");
+  };
+  auto v = counters.Next(*plan, Space(), std::vector<uint64_t>{1}, broken);
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().message, "disk on fire");
+  EXPECT_TRUE(plan->Raises().empty());
+}
+
+TEST(SequenceTest, CurrentIsTheLastValueHandedOutOrTheSectionMaximum) {
+  SequenceCounters counters;
+  FakeStore store;
+  store.records[{"chat", 0}] = state::SectionRecord{"chat", 0, 100000, 70};
+  auto loader = store.LoaderFor("chat");
+  EXPECT_EQ(counters.Current(Space(), 3, loader).value_or(0), 70u);  // not counted: the maximum
+  ServeOne(counters, store, Space(), 3);
+  ServeOne(counters, store, Space(), 3);
+  EXPECT_EQ(counters.Current(Space(), 3, loader).value_or(0), 72u);
+  EXPECT_EQ(counters.Current(Space(), 4, loader).value_or(0), 70u);  // counted, untouched: base
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rebase
+
+TEST(SequenceTest, ASectionWhoseMaximumOutrunsTheDeltasIsRebasedAndStillOnlyGoesUp) {
+  SequenceCounters counters(/*max_delta=*/100);
+  FakeStore store;
+  const auto space = Space(1000, 10);
+  ASSERT_EQ(ServeOne(counters, store, space, 1), 1u);
+  uint64_t last = 0;
+  uint64_t before_rebase = 0;  // the highest value handed out when the section last rebased
+  for (int i = 0; i < 500; ++i) {
+    const uint64_t v = ServeOne(counters, store, space, 7);
+    ASSERT_GT(v, last);
+    last = v;
+    if (counters.TrackedKeys() == 0) before_rebase = v;
+  }
+  ASSERT_GT(before_rebase, 100u) << "no rebase";
+  // Every key restarted at the persisted maximum, at or above everything handed out before.
+  auto current = counters.Current(space, 999, store.LoaderFor("chat"));
+  ASSERT_TRUE(current);
+  EXPECT_GE(*current, before_rebase);
+  EXPECT_GT(ServeOne(counters, store, space, 1), before_rebase);
+  EXPECT_GT(ServeOne(counters, store, space, 7), last);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: at most 16 bytes per active key
+
+// The 10 M-key tests measure the layout and take seconds; under a sanitizer they would take minutes
+// and measure nothing new (the small tests run the same code there).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KLEAF_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KLEAF_SANITIZED 1
+#endif
+#endif
+
+// Bytes the process's heap holds (small blocks and mmapped ones).
+size_t HeapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+// Serves every key once through plans of 100,000 keys and checks the figures: MemoryBytes() per
+// key, and what the heap really grew by per key (the fake store's records included).
+void ExpectAtMost16BytesPerKey(const std::vector<uint64_t>& keys) {
+  const size_t heap_before = HeapInUse();
+  SequenceCounters counters;
+  FakeStore store;
+  const auto space = Space();
+  constexpr size_t kBatch = 100000;
+  for (size_t i = 0; i < keys.size(); i += kBatch) {
+    const size_t n = std::min(kBatch, keys.size() - i);
+    auto plan = counters.Begin();
+    ASSERT_TRUE(plan);
+    auto values =
+        counters.Next(*plan, space, std::span(keys).subspan(i, n), store.LoaderFor("chat"));
+    ASSERT_TRUE(values);
+    store.Write(plan->Raises());
+    ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  }
+  const auto active = static_cast<double>(counters.TrackedKeys());
+  const double counted = static_cast<double>(counters.MemoryBytes()) / active;
+  const double heap = static_cast<double>(HeapInUse() - heap_before) / active;
+  std::printf(
+      "%zu keys in %zu sections: MemoryBytes %zu, %.2f bytes per key; heap grew %.2f bytes "
+      "per key\n",
+      counters.TrackedKeys(), counters.Sections(), counters.MemoryBytes(), counted, heap);
+  EXPECT_LE(counted, 16.0);
+  EXPECT_LE(heap, 16.0);
+  EXPECT_NEAR(counted, heap, 0.1 * heap) << "MemoryBytes() does not count what the heap holds";
+}
+
+TEST(SequenceMemoryTest, TenMillionRandomKeysOverABillionTakeAtMost16BytesEach) {
+#ifdef KLEAF_SANITIZED
+  GTEST_SKIP() << "a layout measurement: not under a sanitizer";
+#endif
+  std::mt19937_64 rng(2026);
+  std::vector<uint64_t> keys(10'000'000);
+  for (auto& k : keys) k = rng() % 1'000'000'000;
+  ExpectAtMost16BytesPerKey(keys);
+}
+
+TEST(SequenceMemoryTest, TenMillionDenseKeysTakeAtMost16BytesEach) {
+#ifdef KLEAF_SANITIZED
+  GTEST_SKIP() << "a layout measurement: not under a sanitizer";
+#endif
+  std::vector<uint64_t> keys(10'000'000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  ExpectAtMost16BytesPerKey(keys);
+}
+
+}  // namespace
+}  // namespace kleaf::allocator
