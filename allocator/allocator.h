@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allocator/allocation.h"
+#include "allocator/sequences.h"
 #include "allocator/worker_registry.h"
 #include "allocator/workers.h"
 #include "base/error.h"
@@ -29,6 +30,19 @@ class Allocator : public WorkerRegistry {
   virtual void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) = 0;
   // Marks the tag deleted (its max_id is kept); answers the record as it was.
   virtual void DeleteTag(std::string tag, Callback<state::TagRecord> done) = 0;
+
+  // Sequence spaces (allocator/sequences.h; docs/architecture.md, I5), administered like tags.
+  virtual void ListSpaces(Callback<std::vector<state::SpaceRecord>> done) = 0;
+  virtual void GetSpace(std::string space, Callback<state::SpaceRecord> done) = 0;
+  virtual void PutSpace(std::string space, SpaceUpdate update,
+                        Callback<state::SpaceRecord> done) = 0;
+  virtual void DeleteSpace(std::string space, Callback<state::SpaceRecord> done) = 0;
+  // The next value of each key (1 to kMaxSeqKeys of them), in order: each strictly above every
+  // value answered for its key before (I5).
+  virtual void NextSeq(std::string space, std::vector<uint64_t> keys,
+                       Callback<std::vector<uint64_t>> done) = 0;
+  // The highest value answered for `key`, never below one answered before.
+  virtual void CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) = 0;
 };
 
 }  // namespace kleaf::allocator

@@ -55,13 +55,13 @@ class LocalAllocator final : public Allocator {
   }
 
   // Sequence spaces (allocator/sequences.h), as Run() of the op:: types; run on the worker threads.
-  void GetSpace(std::string space, Callback<state::SpaceRecord> done);
-  void PutSpace(std::string space, SpaceUpdate update, Callback<state::SpaceRecord> done);
-  void DeleteSpace(std::string space, Callback<state::SpaceRecord> done);
-  void ListSpaces(Callback<std::vector<state::SpaceRecord>> done);
+  void GetSpace(std::string space, Callback<state::SpaceRecord> done) override;
+  void PutSpace(std::string space, SpaceUpdate update, Callback<state::SpaceRecord> done) override;
+  void DeleteSpace(std::string space, Callback<state::SpaceRecord> done) override;
+  void ListSpaces(Callback<std::vector<state::SpaceRecord>> done) override;
   void NextSeq(std::string space, std::vector<uint64_t> keys,
-               Callback<std::vector<uint64_t>> done);
-  void CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done);
+               Callback<std::vector<uint64_t>> done) override;
+  void CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) override;
 
   // The counters' heap bytes and tracked keys (for metrics and tests).
   size_t SequenceMemoryBytes();

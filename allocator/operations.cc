@@ -256,8 +256,7 @@ Outcome<op::DeleteSpace> Execute(const op::DeleteSpace& r, StateReader& reader, 
   return o;
 }
 
-Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, const Rules&,
-                                int64_t) {
+Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, const Rules&, int64_t) {
   auto all = reader.ListSpaces();
   if (!all) return Failed<op::ListSpaces>(all.error());
   std::vector<state::SpaceRecord> live;
@@ -272,9 +271,9 @@ Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, cons
 Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules&, int64_t,
                              SequenceState& seq) {
   if (r.keys.empty() || r.keys.size() > kMaxSeqKeys) {
-    return Failed<op::NextSeq>(Error{Code::kInvalidArgument,
-                                     "a next_seq asks for 1 to " + std::to_string(kMaxSeqKeys) +
-                                         " keys, not " + std::to_string(r.keys.size())});
+    return Failed<op::NextSeq>(
+        Error{Code::kInvalidArgument, "a next_seq asks for 1 to " + std::to_string(kMaxSeqKeys) +
+                                          " keys, not " + std::to_string(r.keys.size())});
   }
   auto space = LiveSpace(r.space, reader);
   if (!space) return Failed<op::NextSeq>(space.error());
@@ -282,8 +281,8 @@ Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Ru
       seq.counters.Next(seq.plan, *space, r.keys, LoaderOf(reader, r.space))};
 }
 
-Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, const Rules&,
-                                int64_t, SequenceState& seq) {
+Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, const Rules&, int64_t,
+                                SequenceState& seq) {
   auto space = LiveSpace(r.space, reader);
   if (!space) return Failed<op::CurrentSeq>(space.error());
   return Outcome<op::CurrentSeq>{seq.counters.Current(*space, r.key, LoaderOf(reader, r.space))};

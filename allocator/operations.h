@@ -23,8 +23,6 @@ namespace kleaf::allocator {
 // The operations. Each names its result type (`Result`) and its name on the wire and in metric
 // labels (`kName`); a caller that pairs an operation with another operation's result does not
 // compile.
-// The most keys one NextSeq may ask for (the HTTP fan-out call's limit).
-inline constexpr size_t kMaxSeqKeys = 1000;
 
 namespace op {
 
@@ -105,8 +103,9 @@ struct ListSpaces {
   using Result = std::vector<state::SpaceRecord>;
   static constexpr const char* kName = "list_spaces";
 };
-// The next value of each of `keys` (1 to kMaxSeqKeys) of the live space `space`, in order (a key listed twice gets
-// two increasing values). Needs the owner's counters: Execute takes a SequenceState.
+// The next value of each of `keys` (1 to kMaxSeqKeys) of the live space `space`, in order (a key
+// listed twice gets two increasing values). Needs the owner's counters: Execute takes a
+// SequenceState.
 struct NextSeq {
   using Result = std::vector<uint64_t>;
   static constexpr const char* kName = "next_seq";
@@ -124,10 +123,10 @@ struct CurrentSeq {
 }  // namespace op
 
 // Any one operation, as a transport carries it.
-using Request = std::variant<op::Allocate, op::GetTag, op::PutTag, op::DeleteTag, op::ListTags,
-                             op::ClaimWorker, op::RenewWorker, op::ReleaseWorker, op::WorkerStatus,
-                             op::GetSpace, op::PutSpace, op::DeleteSpace, op::ListSpaces,
-                             op::NextSeq, op::CurrentSeq>;
+using Request =
+    std::variant<op::Allocate, op::GetTag, op::PutTag, op::DeleteTag, op::ListTags, op::ClaimWorker,
+                 op::RenewWorker, op::ReleaseWorker, op::WorkerStatus, op::GetSpace, op::PutSpace,
+                 op::DeleteSpace, op::ListSpaces, op::NextSeq, op::CurrentSeq>;
 inline constexpr int kOpCount = static_cast<int>(std::variant_size_v<Request>);
 
 namespace detail {
@@ -192,7 +191,8 @@ class StateReader {
   [[nodiscard]] virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
   // Sequence spaces and their sections. By default kUnimplemented: readers of the cluster shape do
   // not serve them yet.
-  [[nodiscard]] virtual Result<std::optional<state::SpaceRecord>> GetSpace(const std::string& space);
+  [[nodiscard]] virtual Result<std::optional<state::SpaceRecord>> GetSpace(
+      const std::string& space);
   // Every space record this reader covers, deleted ones included.
   [[nodiscard]] virtual Result<std::vector<state::SpaceRecord>> ListSpaces();
   [[nodiscard]] virtual Result<std::optional<state::SectionRecord>> GetSection(
@@ -247,8 +247,8 @@ Outcome<op::GetSpace> Execute(const op::GetSpace& op, StateReader& reader, const
 Outcome<op::PutSpace> Execute(const op::PutSpace& op, StateReader& reader, const Rules& rules,
                               int64_t now_ms);
 // A deleted space's counters should be forgotten after the write (SequenceCounters::Forget).
-Outcome<op::DeleteSpace> Execute(const op::DeleteSpace& op, StateReader& reader,
-                                 const Rules& rules, int64_t now_ms);
+Outcome<op::DeleteSpace> Execute(const op::DeleteSpace& op, StateReader& reader, const Rules& rules,
+                                 int64_t now_ms);
 Outcome<op::ListSpaces> Execute(const op::ListSpaces& op, StateReader& reader, const Rules& rules,
                                 int64_t now_ms);
 // kNotFound for an unknown or deleted space; the values are in seq.plan, not yet handed out.

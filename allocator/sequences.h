@@ -34,6 +34,8 @@ inline constexpr int64_t kMaxSectionSize = 0xFFFFFFFF;
 // rebases (SequenceCounters) rare: a section rebases when its maximum passes base + 2^32 - 1, at
 // least 4294 raises of the largest step.
 inline constexpr int64_t kMaxSequenceStep = 1'000'000;
+// The most keys one NextSeq may ask for (the HTTP fan-out call's limit).
+inline constexpr size_t kMaxSeqKeys = 1000;
 
 // What PUT /api/v1/spaces/{space} asks for.
 struct SpaceUpdate {

@@ -2,6 +2,8 @@
 
 namespace kleaf {
 
+// The switches below are tables: one case per line.
+// clang-format off
 std::string_view CodeName(Code code) {
   switch (code) {
     case Code::kInvalidArgument: return "invalid_argument";
@@ -13,6 +15,7 @@ std::string_view CodeName(Code code) {
     case Code::kUnauthenticated: return "unauthenticated";
     case Code::kPayloadTooLarge: return "payload_too_large";
     case Code::kMethodNotAllowed: return "method_not_allowed";
+    case Code::kUnimplemented: return "unimplemented";
     case Code::kInternal: return "internal";
   }
   return "internal";
@@ -21,7 +24,8 @@ std::string_view CodeName(Code code) {
 Code CodeFromName(std::string_view name) {
   for (Code c : {Code::kInvalidArgument, Code::kNotFound, Code::kAlreadyExists,
                  Code::kFailedPrecondition, Code::kResourceExhausted, Code::kUnavailable,
-                 Code::kUnauthenticated, Code::kPayloadTooLarge, Code::kMethodNotAllowed}) {
+                 Code::kUnauthenticated, Code::kPayloadTooLarge, Code::kMethodNotAllowed,
+                 Code::kUnimplemented}) {
     if (CodeName(c) == name) return c;
   }
   return Code::kInternal;
@@ -39,8 +43,10 @@ int HttpStatus(Code code) {
     case Code::kResourceExhausted: return 503;
     case Code::kUnavailable: return 503;
     case Code::kInternal: return 500;
+    case Code::kUnimplemented: return 501;
   }
   return 500;
 }
+// clang-format on
 
 }  // namespace kleaf

@@ -8,6 +8,8 @@
 
 namespace kleaf {
 
+// The comments are aligned as one column.
+// clang-format off
 enum class Code {
   kInvalidArgument,     // bad tag, bad count, bad config value
   kNotFound,            // unknown tag or path
@@ -18,8 +20,10 @@ enum class Code {
   kUnauthenticated,     // admin route without a valid token
   kPayloadTooLarge,
   kMethodNotAllowed,
+  kUnimplemented,       // a route this shape does not serve (yet)
   kInternal,            // a bug or a storage failure
 };
+// clang-format on
 
 struct Error {
   Code code;

@@ -92,12 +92,20 @@ std::expected<void, std::string> Connect(Connection& c, const GatewayAddress& gw
   return {};
 }
 
+// A GET, or a POST of a JSON `body` when there is one.
 std::expected<Reply, std::string> Exchange(Connection& c, const GatewayAddress& gw,
-                                           const std::string& target, milliseconds timeout) {
-  http::request<http::empty_body> req{http::verb::get, target, 11};
+                                           const std::string& target, const std::string& body,
+                                           milliseconds timeout) {
+  http::request<http::string_body> req{body.empty() ? http::verb::get : http::verb::post, target,
+                                       11};
   req.set(http::field::host, gw.host + ":" + std::to_string(gw.port));
   req.set(http::field::user_agent, "kleaf-client");
   req.keep_alive(true);
+  if (!body.empty()) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+  }
   beast::error_code ec;
   c.stream.expires_after(timeout);
   http::async_write(c.stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
@@ -275,9 +283,15 @@ struct HttpClient::Impl {
 
   // One attempt on gateway `g`: a reused connection that turns out closed is retried once on a
   // fresh one (the server may have closed it while idle).
-  std::expected<Reply, std::string> Attempt(size_t g, const std::string& target, milliseconds timeout);
+  std::expected<Reply, std::string> Attempt(size_t g, const std::string& target,
+                                            const std::string& body, milliseconds timeout);
   // The body of a 200 answer to GET /api/v1/<path>/<tag>?count=N, trying the gateways in turn.
-  ClientResult<std::string> Get(const std::string& path, const std::string& tag, int64_t count);
+  ClientResult<std::string> Get(const std::string& path, const std::string& tag, int64_t count) {
+    return Ask("/api/v1/" + path + "/" + tag + "?count=" + std::to_string(count), "");
+  }
+  // The body of a 200 answer to `target` (a POST of `body` if not empty), trying the gateways in
+  // turn. Only for requests whose retry can lose a value but never repeat one.
+  ClientResult<std::string> Ask(const std::string& target, const std::string& body);
   // The gateways in the order one round of Get tries them (GatewayOrder, with who is demoted now).
   std::vector<size_t> RoundOrder();
   // With a local datacenter configured: gateway `g` failed, so it goes last for failback_after.
@@ -299,7 +313,8 @@ struct HttpClient::Impl {
 };
 
 std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std::string& target,
-                                                           milliseconds timeout) {
+                                                            const std::string& body,
+                                                            milliseconds timeout) {
   Pool& pool = *pools[g];
   const GatewayAddress& gw = options.gateways[g];
   std::unique_ptr<Connection> c;
@@ -324,7 +339,7 @@ std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std:
       if (auto r = Connect(*c, gw, left()); !r) return std::unexpected(r.error());
     }
     ++requests;
-    reply = Exchange(*c, gw, target, left());
+    reply = Exchange(*c, gw, target, body, left());
     if (reply || !reused || SteadyClock::now() >= deadline) break;
     c.reset();  // a stale keep-alive connection: try once on a new one
   }
@@ -359,9 +374,8 @@ void HttpClient::Impl::DemoteAfterFailure(size_t g) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.failback_after).count());
 }
 
-ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const std::string& tag,
-                                                int64_t count) {
-  const std::string target = "/api/v1/" + path + "/" + tag + "?count=" + std::to_string(count);
+ClientResult<std::string> HttpClient::Impl::Ask(const std::string& target,
+                                                const std::string& body) {
   const auto deadline = SteadyClock::now() + options.total_timeout;
   std::string last = "no attempt";
   int last_status = 0;
@@ -371,7 +385,7 @@ ClientResult<std::string> HttpClient::Impl::Get(const std::string& path, const s
       if (now >= deadline) break;
       auto timeout = std::min(options.request_timeout,
                               std::chrono::duration_cast<milliseconds>(deadline - now));
-      auto reply = Attempt(g, target, std::max(timeout, milliseconds(1)));
+      auto reply = Attempt(g, target, body, std::max(timeout, milliseconds(1)));
       const GatewayAddress& gw = options.gateways[g];
       const std::string where = gw.host + ":" + std::to_string(gw.port);
       if (reply && reply->status == 200) {
@@ -530,6 +544,73 @@ ClientResult<std::string> HttpClient::NextUlid(const std::string& tag) {
 
 ClientResult<std::vector<std::string>> HttpClient::Ulids(const std::string& tag, int64_t count) {
   return impl_->FetchText("ulid", tag, count);
+}
+
+namespace {
+
+[[nodiscard]] ClientResult<void> CheckSpace(const std::string& space) {
+  if (ValidTag(space)) return {};
+  return std::unexpected(Err(Kind::kInvalidArgument, "space: 1-128 characters of [A-Za-z0-9_.:-]"));
+}
+
+// The "seq" of {"space","key","seq"}, a decimal string.
+[[nodiscard]] ClientResult<uint64_t> ParseSeq(const nlohmann::json& j) {
+  uint64_t seq = 0;
+  if (j.is_object() && j.contains("seq") && j["seq"].is_string()) {
+    const auto& text = j["seq"].get_ref<const std::string&>();
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seq);
+    if (!text.empty() && ec == std::errc() && ptr == text.data() + text.size()) return seq;
+  }
+  return std::unexpected(Err(Kind::kInternal, "answer without a seq: " + j.dump().substr(0, 200)));
+}
+
+// The seq a GET of /api/v1/seq/<space><rest> answers.
+[[nodiscard]] ClientResult<uint64_t> GetSeq(HttpClient::Impl& impl, const std::string& space,
+                                            const std::string& rest) {
+  if (auto ok = CheckSpace(space); !ok) return std::unexpected(ok.error());
+  auto body = impl.Ask("/api/v1/seq/" + space + rest, "");
+  if (!body) return std::unexpected(body.error());
+  return ParseSeq(nlohmann::json::parse(*body, nullptr, false));
+}
+
+}  // namespace
+
+ClientResult<uint64_t> HttpClient::NextSeq(const std::string& space, uint64_t key) {
+  return GetSeq(*impl_, space, "/" + std::to_string(key));
+}
+
+ClientResult<uint64_t> HttpClient::NextSpaceSeq(const std::string& space) {
+  return GetSeq(*impl_, space, "");
+}
+
+ClientResult<uint64_t> HttpClient::CurrentSeq(const std::string& space, uint64_t key) {
+  return GetSeq(*impl_, space, "/" + std::to_string(key) + "/current");
+}
+
+ClientResult<std::vector<uint64_t>> HttpClient::NextSeqs(const std::string& space,
+                                                         const std::vector<uint64_t>& keys) {
+  if (auto ok = CheckSpace(space); !ok) return std::unexpected(ok.error());
+  std::vector<uint64_t> out;
+  out.reserve(keys.size());
+  for (size_t from = 0; from < keys.size(); from += kMaxSeqKeysPerRequest) {
+    const size_t to = std::min(keys.size(), from + kMaxSeqKeysPerRequest);
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = from; i < to; ++i) list.push_back(std::to_string(keys[i]));
+    auto body = impl_->Ask("/api/v1/seq/" + space, nlohmann::json{{"keys", list}}.dump());
+    if (!body) return std::unexpected(body.error());
+    auto j = nlohmann::json::parse(*body, nullptr, false);
+    if (!j.is_object() || !j.contains("seqs") || !j["seqs"].is_array() ||
+        j["seqs"].size() != to - from) {
+      return std::unexpected(
+          Err(Kind::kInternal, "answer without one seq per key: " + body->substr(0, 200)));
+    }
+    for (const auto& entry : j["seqs"]) {
+      auto seq = ParseSeq(entry);
+      if (!seq) return std::unexpected(seq.error());
+      out.push_back(*seq);
+    }
+  }
+  return out;
 }
 
 HttpClient::Stats HttpClient::stats() const {

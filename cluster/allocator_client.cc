@@ -261,6 +261,35 @@ void KafkaAllocatorClient::DeleteTag(std::string tag, Callback<state::TagRecord>
   Call(p, tag, op::DeleteTag{tag}, std::move(done));
 }
 
+namespace {
+Error SequencesUnserved() {
+  return Error{Code::kUnimplemented,
+               "sequence spaces are served by `kleaf standalone` only in this version: the "
+               "cluster shape does not route them to allocators yet"};
+}
+}  // namespace
+
+void KafkaAllocatorClient::ListSpaces(Callback<std::vector<state::SpaceRecord>> done) {
+  done(std::unexpected(SequencesUnserved()));
+}
+void KafkaAllocatorClient::GetSpace(std::string, Callback<state::SpaceRecord> done) {
+  done(std::unexpected(SequencesUnserved()));
+}
+void KafkaAllocatorClient::PutSpace(std::string, allocator::SpaceUpdate,
+                                    Callback<state::SpaceRecord> done) {
+  done(std::unexpected(SequencesUnserved()));
+}
+void KafkaAllocatorClient::DeleteSpace(std::string, Callback<state::SpaceRecord> done) {
+  done(std::unexpected(SequencesUnserved()));
+}
+void KafkaAllocatorClient::NextSeq(std::string, std::vector<uint64_t>,
+                                   Callback<std::vector<uint64_t>> done) {
+  done(std::unexpected(SequencesUnserved()));
+}
+void KafkaAllocatorClient::CurrentSeq(std::string, uint64_t, Callback<uint64_t> done) {
+  done(std::unexpected(SequencesUnserved()));
+}
+
 // Worker-registry requests all go to the partition of allocator::kWorkersKey.
 void KafkaAllocatorClient::ClaimWorker(allocator::WorkerClaim claim,
                                        Callback<allocator::WorkerLeaseInfo> done) {

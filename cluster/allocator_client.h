@@ -60,6 +60,16 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   void ReleaseWorker(allocator::WorkerReport report,
                      allocator::Callback<allocator::WorkerLeaseInfo> done) override;
   void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override;
+  // Sequence spaces are not served by the cluster shape yet: each answers kUnimplemented at once,
+  // without a Kafka round trip (the allocators refuse them too: AllocatorNode's Decide).
+  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override;
+  void GetSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override;
+  void PutSpace(std::string space, allocator::SpaceUpdate update,
+                allocator::Callback<state::SpaceRecord> done) override;
+  void DeleteSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override;
+  void NextSeq(std::string space, std::vector<uint64_t> keys,
+               allocator::Callback<std::vector<uint64_t>> done) override;
+  void CurrentSeq(std::string space, uint64_t key, allocator::Callback<uint64_t> done) override;
 
   void Stop();
 

@@ -134,8 +134,8 @@ Result<void> AllocatorNode::Start() {
       std::to_string(std::max<int64_t>(options_.session_timeout.count() / 6, 100));
   // Each partition is sought to its resume point at its takeover: its fetch starts at the end
   // on assignment, with no committed-offset fetch whose loss would leave it unfetched for good.
-  auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests},
-                                               nullptr, kafka::GroupConsumer::Start::kEnd);
+  auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests}, nullptr,
+                                               kafka::GroupConsumer::Start::kEnd);
   if (!consumer) return std::unexpected(consumer.error());
   consumer_ = std::move(*consumer);
   thread_ = std::thread([this] { Run(); });
@@ -456,8 +456,7 @@ void AllocatorNode::Rewind(int32_t p, int64_t offset) {
   }
   // Cannot read from the position: serve p only once a takeover seeks it again, a second later
   // (each takeover fences and restores: retrying at once made a loop of them every 55 ms).
-  spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset,
-                r.error().message);
+  spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset, r.error().message);
   Retake(p, "rewind failed");
   if (r.error().code != Code::kFailedPrecondition) return;
   // Assigned to this consumer but not fetched: transient while librdkafka starts the assignment

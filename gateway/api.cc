@@ -115,6 +115,14 @@ json TagJson(const state::TagRecord& r) {
               {"update_time", FormatUtcMs(r.update_time_ms)}};
 }
 
+json SpaceJson(const state::SpaceRecord& r) {
+  return json{{"space", r.space},
+              {"section_size", r.section_size},
+              {"step", r.step},
+              {"description", r.description},
+              {"update_time", FormatUtcMs(r.update_time_ms)}};
+}
+
 // Leaf's get routes are @RequestMapping without a method: Spring serves them for every method but
 // OPTIONS, which it answers itself with this Allow list (HEAD comes to kleaf's Api as a GET);
 // Tomcat refuses TRACE.
@@ -155,6 +163,71 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
     }
   }
   return u;
+}
+
+[[nodiscard]] Result<allocator::SpaceUpdate> ParseSpaceUpdate(const std::string& body) {
+  json j = json::parse(body.empty() ? "{}" : body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return Fail(Code::kInvalidArgument,
+                "body: expected a JSON object {section_size?, step?, description?}");
+  }
+  allocator::SpaceUpdate u;
+  for (auto& [key, value] : j.items()) {
+    if (key == "section_size" || key == "step") {
+      if (!value.is_number_integer())
+        return Fail(Code::kInvalidArgument, key + ": expected an integer");
+      (key == "step" ? u.step : u.section_size) = value.get<int64_t>();
+    } else if (key == "description") {
+      if (!value.is_string()) return Fail(Code::kInvalidArgument, "description: expected a string");
+      u.description = value.get<std::string>();
+    } else {
+      return Fail(Code::kInvalidArgument,
+                  key + ": unknown field (expected section_size, step, description)");
+    }
+  }
+  return u;
+}
+
+// A key of a sequence space: an unsigned 64-bit integer in decimal, as a JSON string or a path
+// segment ("0" to "18446744073709551615", no sign, no leading zero).
+[[nodiscard]] Result<uint64_t> ParseKey(std::string_view text) {
+  uint64_t key = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), key);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() ||
+      (text.size() > 1 && text.front() == '0')) {
+    return Fail(Code::kInvalidArgument,
+                "key: expected an unsigned 64-bit integer in decimal (0 to "
+                "18446744073709551615), got '" +
+                    std::string(text.substr(0, 40)) + "'");
+  }
+  return key;
+}
+
+// {"keys":["1","2",...]}: 1 to kMaxSeqKeys keys, each a decimal string (or a JSON integer >= 0).
+[[nodiscard]] Result<std::vector<uint64_t>> ParseKeys(const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto expected = "body: expected {\"keys\": [\"<key>\", ...]} with 1 to " +
+                        std::to_string(allocator::kMaxSeqKeys) + " keys";
+  if (!j.is_object() || !j.contains("keys") || !j["keys"].is_array() || j.size() != 1) {
+    return Fail(Code::kInvalidArgument, expected);
+  }
+  const json& list = j["keys"];
+  if (list.empty() || list.size() > allocator::kMaxSeqKeys) {
+    return Fail(Code::kInvalidArgument, expected + ", got " + std::to_string(list.size()));
+  }
+  std::vector<uint64_t> keys;
+  keys.reserve(list.size());
+  for (const json& k : list) {
+    if (k.is_number_unsigned()) {
+      keys.push_back(k.get<uint64_t>());
+      continue;
+    }
+    if (!k.is_string()) return Fail(Code::kInvalidArgument, "keys: each key is a decimal string");
+    auto key = ParseKey(k.get_ref<const std::string&>());
+    if (!key) return std::unexpected(key.error());
+    keys.push_back(*key);
+  }
+  return keys;
 }
 
 // A path segment with its %XX escapes decoded ("%2B08%3A00" -> "+08:00"); nullopt for a broken
@@ -250,6 +323,12 @@ struct Api::Routes {
       {"/api/v1/workers", kGet, kAdminToken, &Api::ServeWorkers},
       {"/api/v1/tags", kAny, kAdminToken, &Api::ServeTags},
       {"/api/v1/tags/{tag}", kAny, kAdminToken, &Api::ServeTags},
+      {"/api/v1/spaces", kAny, kAdminToken, &Api::ServeSpaces},
+      {"/api/v1/spaces/{space}", kAny, kAdminToken, &Api::ServeSpaces},
+      // Sequences.
+      {"/api/v1/seq/{space}", kAny, kOpen, &Api::ServeSpaceSeq},
+      {"/api/v1/seq/{space}/{key}", kGet, kOpen, &Api::ServeKeySeq},
+      {"/api/v1/seq/{space}/{key}/current", kGet, kOpen, &Api::ServeCurrentSeq},
   };
   static constexpr RouteIndex kIndex{kTable};
   static_assert(kIndex.Valid(),
@@ -266,7 +345,8 @@ void Api::Handle(HttpRequest request, Respond respond) {
   if (!MethodTaken(route.methods, request, respond)) return;
   if (route.gate == Gate::kAdminToken && !Admitted(request, respond)) return;
   const std::string_view query = qmark == std::string_view::npos ? "" : target.substr(qmark + 1);
-  (this->*route.handler)(Call{request, match.param, query, std::move(respond)});
+  (this->*route.handler)(
+      Call{request, match.params.first, match.params.second, query, std::move(respond)});
 }
 
 std::string_view Api::RouteOf(std::string_view target) {
@@ -441,7 +521,117 @@ void Api::ServeTags(Call call) {
   respond(MethodNotAllowed("GET, PUT, DELETE"));
 }
 
+void Api::ServeSpaces(Call call) {
+  const HttpRequest& request = call.request;
+  auto reply = [this, respond = call.respond](Result<state::SpaceRecord> r) {
+    if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+    respond(JsonResponse(SpaceJson(*r)));
+  };
+  if (call.param.empty()) {
+    if (request.method != "GET") return call.respond(MethodNotAllowed("GET"));
+    return allocator_.ListSpaces(
+        [this, respond = std::move(call.respond)](Result<std::vector<state::SpaceRecord>> r) {
+          if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+          json list = json::array();
+          for (const auto& s : *r) list.push_back(SpaceJson(s));
+          respond(JsonResponse(json{{"spaces", list}}));
+        });
+  }
+  auto space = AskedSpace(call);
+  if (!space) return;
+  if (request.method == "GET") return allocator_.GetSpace(*space, reply);
+  if (request.method == "PUT") {
+    auto update = ParseSpaceUpdate(request.body);
+    if (!update) return call.respond(ErrorResponse(update.error()));
+    return allocator_.PutSpace(*space, std::move(*update), reply);
+  }
+  if (request.method == "DELETE") {
+    return allocator_.DeleteSpace(
+        *space, [this, respond = std::move(call.respond)](Result<state::SpaceRecord> r) {
+          if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+          respond(JsonResponse(json{{"deleted", SpaceJson(*r)}}));
+        });
+  }
+  call.respond(MethodNotAllowed("GET, PUT, DELETE"));
+}
+
+void Api::ServeSpaceSeq(Call call) {
+  const std::string& method = call.request.method;
+  if (method != "GET" && method != "POST") return call.respond(MethodNotAllowed("GET, POST"));
+  auto space = AskedSpace(call);
+  if (!space) return;
+  if (method == "GET") return NextSeqs(std::move(*space), {0}, true, std::move(call.respond));
+  auto keys = ParseKeys(call.request.body);
+  if (!keys) return Reject(call.respond, keys.error());
+  NextSeqs(std::move(*space), std::move(*keys), false, std::move(call.respond));
+}
+
+void Api::ServeKeySeq(Call call) {
+  auto space = AskedSpace(call);
+  if (!space) return;
+  auto key = AskedKey(call);
+  if (!key) return;
+  NextSeqs(std::move(*space), {*key}, true, std::move(call.respond));
+}
+
+void Api::ServeCurrentSeq(Call call) {
+  auto space = AskedSpace(call);
+  if (!space) return;
+  auto key = AskedKey(call);
+  if (!key) return;
+  allocator_.CurrentSeq(
+      *space, *key,
+      [this, space = *space, key = *key, respond = std::move(call.respond)](Result<uint64_t> r) {
+        if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+        respond(JsonResponse(
+            json{{"space", space}, {"key", std::to_string(key)}, {"seq", std::to_string(*r)}}));
+      });
+}
+
 // --- What the handlers share.
+
+std::optional<std::string> Api::AskedSpace(Call& call) const {
+  std::string space(call.param);
+  if (auto v = allocator::ValidateSpaceName(space); !v) {
+    Reject(call.respond, v.error());
+    return std::nullopt;
+  }
+  return space;
+}
+
+std::optional<uint64_t> Api::AskedKey(Call& call) const {
+  auto key = ParseKey(call.param2);
+  if (!key) {
+    Reject(call.respond, key.error());
+    return std::nullopt;
+  }
+  return *key;
+}
+
+// One key (`one`): {"space","key","seq"}; a list: {"space","seqs":[{"key","seq"},...]} in the
+// order asked. Values and keys as strings: they go past 2^53.
+void Api::NextSeqs(std::string space, std::vector<uint64_t> keys, bool one, Respond respond) {
+  auto asked = keys;
+  allocator_.NextSeq(
+      space, std::move(keys),
+      [this, space, asked = std::move(asked), one,
+       respond = std::move(respond)](Result<std::vector<uint64_t>> r) {
+        if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+        if (r->size() != asked.size()) {
+          return respond(ErrorResponse(Error{Code::kInternal, "one value per key expected"}));
+        }
+        if (one) {
+          return respond(JsonResponse(json{{"space", space},
+                                           {"key", std::to_string(asked.front())},
+                                           {"seq", std::to_string(r->front())}}));
+        }
+        json seqs = json::array();
+        for (size_t i = 0; i < asked.size(); ++i) {
+          seqs.push_back(json{{"key", std::to_string(asked[i])}, {"seq", std::to_string((*r)[i])}});
+        }
+        respond(JsonResponse(json{{"space", space}, {"seqs", std::move(seqs)}}));
+      });
+}
 
 std::optional<Api::IdsAsked> Api::AskedIds(Call& call, bool leaf) const {
   std::string tag(call.param);

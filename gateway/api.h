@@ -73,7 +73,8 @@ class Api {
   // A request on one of the routes, past its method and gate: what its handler needs.
   struct Call {
     const http::HttpRequest& request;
-    std::string_view param;  // the path's segment in the route's {name} place
+    std::string_view param;   // the path's segment in the route's first {name} place
+    std::string_view param2;  // ... and in its second
     std::string_view query;  // after '?', without it
     http::Respond respond;
   };
@@ -102,6 +103,17 @@ class Api {
   void ServeWorkers(Call call);
   // /api/v1/tags (the list; also /api/v1/tags/, whose {tag} is empty) and /api/v1/tags/{tag}.
   void ServeTags(Call call);
+  // /api/v1/spaces and /api/v1/spaces/{space}, as the tags' routes.
+  void ServeSpaces(Call call);
+  // Sequences (I5): GET /api/v1/seq/{space} (the space's own sequence, key 0), POST of a list of
+  // keys to it (one value each), GET /api/v1/seq/{space}/{key} and its /current.
+  void ServeSpaceSeq(Call call);
+  void ServeKeySeq(Call call);
+  void ServeCurrentSeq(Call call);
+  // Answers 400 and returns nothing for a bad space name or key.
+  std::optional<std::string> AskedSpace(Call& call) const;
+  std::optional<uint64_t> AskedKey(Call& call) const;
+  void NextSeqs(std::string space, std::vector<uint64_t> keys, bool one, http::Respond respond);
 
   // What an IDs route asks for: a valid tag (the route's {tag}) and ?count= (1 on Leaf's
   // routes, which answer one ID).

@@ -54,8 +54,9 @@ enum class Gate {
 
 template <typename Handler>
 struct Route {
-  // Literal segments and at most one "{name}" segment, which matches any one segment (an empty
-  // one too): "/api/v1/segment/{tag}". Also the route's metric label.
+  // Literal segments and at most two "{name}" segments, each matching any one segment (an empty
+  // one too): "/api/v1/segment/{tag}", "/api/v1/seq/{space}/{key}". Also the route's metric
+  // label.
   std::string_view pattern;
   Methods methods;
   Gate gate;
@@ -65,14 +66,20 @@ struct Route {
 // The metric label of a target no route matches.
 inline constexpr std::string_view kNoRoute = "other";
 
+// The path's segments in a pattern's {name} places, in order ("" where it has none).
+struct RouteParams {
+  std::string_view first;
+  std::string_view second;
+};
+
 template <typename Handler>
 struct RouteMatch {
   const Route<Handler>* route = nullptr;  // null: no route matches
-  std::string_view param;                 // the path's segment in the pattern's {name} place
+  RouteParams params;
 };
 
 // A table's routes with their patterns split once, at compile time (a constexpr object). Valid()
-// checks what matching relies on: patterns start with '/', have at most one {name} segment and
+// checks what matching relies on: patterns start with '/', have at most two {name} segments and
 // fewer than PathParts::kMaxParts segments, and no path matches two of them, so the order of the
 // table does not matter.
 template <typename Handler, size_t N>
@@ -91,7 +98,7 @@ class RouteIndex {
   constexpr RouteMatch<Handler> Find(std::string_view path) const {
     const PathParts parts(path);
     for (size_t i = 0; i < N; ++i) {
-      if (auto param = Fit(patterns_[i], parts)) return {&routes_[i], *param};
+      if (auto params = Fit(patterns_[i], parts)) return {&routes_[i], *params};
     }
     return {};
   }
@@ -107,7 +114,7 @@ class RouteIndex {
       }
       size_t params = 0;
       for (size_t s = 0; s < pattern.size(); ++s) params += IsParam(pattern[s]) ? 1 : 0;
-      if (params > 1) return false;
+      if (params > 2) return false;
       for (size_t j = i + 1; j < N; ++j) {
         if (Overlap(pattern, patterns_[j])) return false;
       }
@@ -118,19 +125,21 @@ class RouteIndex {
  private:
   static constexpr bool IsParam(std::string_view segment) { return segment.starts_with('{'); }
 
-  // The segment in the {name} place ("" for a pattern without one) when `parts` fits `pattern`.
-  static constexpr std::optional<std::string_view> Fit(const PathParts& pattern,
-                                                       const PathParts& parts) {
+  // The segments in the {name} places when `parts` fits `pattern`.
+  static constexpr std::optional<RouteParams> Fit(const PathParts& pattern,
+                                                  const PathParts& parts) {
     if (pattern.size() != parts.size()) return std::nullopt;
-    std::string_view param;
+    RouteParams params;
+    bool first = true;
     for (size_t s = 0; s < parts.size(); ++s) {
       if (IsParam(pattern[s])) {
-        param = parts[s];
+        (first ? params.first : params.second) = parts[s];
+        first = false;
       } else if (pattern[s] != parts[s]) {
         return std::nullopt;
       }
     }
-    return param;
+    return params;
   }
 
   // Whether some path fits both patterns.

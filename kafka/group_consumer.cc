@@ -145,9 +145,8 @@ Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds ti
   if (const auto err = list->elems[0].err;
       err == RD_KAFKA_RESP_ERR__STATE || err == RD_KAFKA_RESP_ERR__PREV_IN_PROGRESS) {
     return Fail(Code::kFailedPrecondition,
-                "seek: partition " + std::to_string(position.partition) + " of " +
-                    position.topic + " is assigned but not being fetched (" +
-                    rd_kafka_err2str(err) + ")");
+                "seek: partition " + std::to_string(position.partition) + " of " + position.topic +
+                    " is assigned but not being fetched (" + rd_kafka_err2str(err) + ")");
   }
   if (list->elems[0].err) return std::unexpected(KafkaError(list->elems[0].err, "seek"));
   return {};

@@ -1,7 +1,6 @@
 #include "state/records.h"
 
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 
 #include "state/records_json.h"

@@ -109,6 +109,52 @@ class InlineAllocator final : public allocator::Allocator {
   void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
     done(NoRegistry());
   }
+  // Spaces with the real rules; each key's counter in a map (no sections: not the fuzzer's
+  // business).
+  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override {
+    std::vector<state::SpaceRecord> live;
+    for (const auto& [name, r] : spaces_) {
+      if (!r.deleted) live.push_back(r);
+    }
+    done(std::move(live));
+  }
+  void GetSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
+    auto it = spaces_.find(space);
+    if (it == spaces_.end() || it->second.deleted)
+      return done(Fail(Code::kNotFound, "unknown space"));
+    done(it->second);
+  }
+  void PutSpace(std::string space, allocator::SpaceUpdate update,
+                allocator::Callback<state::SpaceRecord> done) override {
+    std::optional<state::SpaceRecord> existing;
+    if (auto it = spaces_.find(space); it != spaces_.end()) existing = it->second;
+    auto r = allocator::ApplySpaceUpdate(existing, space, update, {}, clock_.NowMs());
+    if (r) spaces_[space] = *r;
+    done(std::move(r));
+  }
+  void DeleteSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
+    auto it = spaces_.find(space);
+    if (it == spaces_.end() || it->second.deleted)
+      return done(Fail(Code::kNotFound, "unknown space"));
+    state::SpaceRecord before = it->second;
+    it->second.deleted = true;
+    done(before);
+  }
+  void NextSeq(std::string space, std::vector<uint64_t> keys,
+               allocator::Callback<std::vector<uint64_t>> done) override {
+    auto it = spaces_.find(space);
+    if (it == spaces_.end() || it->second.deleted)
+      return done(Fail(Code::kNotFound, "unknown space"));
+    std::vector<uint64_t> values;
+    for (uint64_t key : keys) values.push_back(++seqs_[{space, key}]);
+    done(std::move(values));
+  }
+  void CurrentSeq(std::string space, uint64_t key, allocator::Callback<uint64_t> done) override {
+    auto it = spaces_.find(space);
+    if (it == spaces_.end() || it->second.deleted)
+      return done(Fail(Code::kNotFound, "unknown space"));
+    done(seqs_[{space, key}]);
+  }
 
  private:
   static std::unexpected<Error> NoRegistry() {
@@ -116,6 +162,8 @@ class InlineAllocator final : public allocator::Allocator {
   }
   Clock& clock_;
   std::map<std::string, state::TagRecord> tags_;
+  std::map<std::string, state::SpaceRecord> spaces_;
+  std::map<std::pair<std::string, uint64_t>, uint64_t> seqs_;
 };
 
 // What the reader made of the input, in a form two runs can be compared by.

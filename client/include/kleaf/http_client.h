@@ -84,6 +84,20 @@ class HttpClient {
   KLEAF_CLIENT_API ClientResult<std::vector<std::string>> Ulids(const std::string& tag,
                                                                 int64_t count);
 
+  // Sequences of a space (PUT /api/v1/spaces/{space} creates one): the next value of `key`,
+  // strictly greater than every value answered for `key` before, through any gateway. A retried
+  // request can only skip values.
+  KLEAF_CLIENT_API ClientResult<uint64_t> NextSeq(const std::string& space, uint64_t key);
+  // One next value per key, in the order given (a key given twice gets two increasing values):
+  // one request per kMaxSeqKeysPerRequest keys.
+  KLEAF_CLIENT_API ClientResult<std::vector<uint64_t>> NextSeqs(const std::string& space,
+                                                                const std::vector<uint64_t>& keys);
+  static constexpr size_t kMaxSeqKeysPerRequest = 1000;
+  // The highest value answered for `key` (0 if none), never lower than one answered before.
+  KLEAF_CLIENT_API ClientResult<uint64_t> CurrentSeq(const std::string& space, uint64_t key);
+  // The space's own sequence (key 0): strictly increasing across the whole cluster.
+  KLEAF_CLIENT_API ClientResult<uint64_t> NextSpaceSeq(const std::string& space);
+
   struct Stats {
     int64_t requests = 0;           // HTTP requests sent
     int64_t failovers = 0;          // attempts that moved on to another gateway

@@ -274,8 +274,8 @@ TEST(OperationsTest, NextSeqRefusesAnEmptyOrTooLongKeyList) {
   ASSERT_TRUE(plan);
   SequenceState seq{counters, *plan};
   for (size_t n : {size_t{0}, kMaxSeqKeys + 1}) {
-    auto o = Execute(op::NextSeq{"chat", std::vector<uint64_t>(n, 1)}, reader, TestRules(), kNow,
-                     seq);
+    auto o =
+        Execute(op::NextSeq{"chat", std::vector<uint64_t>(n, 1)}, reader, TestRules(), kNow, seq);
     ASSERT_FALSE(o.result);
     EXPECT_EQ(o.result.error().code, Code::kInvalidArgument);
   }

@@ -47,8 +47,7 @@ TEST(WireTest, RequestsSurviveTheirEncoding) {
 // Sequence spaces are standalone only for now: their requests name themselves, but an allocator
 // does not decode them, so none reaches Execute in the cluster shape (issue 28).
 TEST(WireTest, SequenceRequestsAreNotDecodedYet) {
-  const std::string bytes =
-      EncodeRequest(Envelope{allocator::op::NextSeq{"chat", {1, 2}}, 4});
+  const std::string bytes = EncodeRequest(Envelope{allocator::op::NextSeq{"chat", {1, 2}}, 4});
   EXPECT_NE(bytes.find("\"op\":\"next_seq\""), std::string::npos) << bytes;
   auto decoded = DecodeRequest(bytes);
   ASSERT_FALSE(decoded);

@@ -193,7 +193,97 @@ class FakeAllocator final : public allocator::Allocator {
 
   static constexpr int64_t kMaxStep = 1'000'000;
 
+  // Spaces with the real rules; each key's counter in a map (sections are the allocator's
+  // business, tested in allocator/). The keys each NextSeq asked for, in order.
+  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override {
+    Dispatch([this, done] {
+      std::vector<state::SpaceRecord> live;
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& [name, r] : spaces_) {
+          if (!r.deleted) live.push_back(r);
+        }
+      }
+      done(std::move(live));
+    });
+  }
+  void GetSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
+    Dispatch([this, space, done] {
+      Result<state::SpaceRecord> found;
+      {
+        std::lock_guard lock(mu_);
+        auto r = LiveSpace(space);
+        found = r ? Result<state::SpaceRecord>(**r) : std::unexpected(r.error());
+      }
+      done(std::move(found));
+    });
+  }
+  void PutSpace(std::string space, allocator::SpaceUpdate update,
+                allocator::Callback<state::SpaceRecord> done) override {
+    Dispatch([this, space, update, done] {
+      Result<state::SpaceRecord> r;
+      {
+        std::lock_guard lock(mu_);
+        std::optional<state::SpaceRecord> existing;
+        if (auto it = spaces_.find(space); it != spaces_.end()) existing = it->second;
+        r = allocator::ApplySpaceUpdate(existing, space, update, {}, clock_.NowMs());
+        if (r) spaces_[space] = *r;
+      }
+      done(std::move(r));
+    });
+  }
+  void DeleteSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
+    Dispatch([this, space, done] {
+      Result<state::SpaceRecord> before;
+      {
+        std::lock_guard lock(mu_);
+        auto r = LiveSpace(space);
+        before = r ? Result<state::SpaceRecord>(**r) : std::unexpected(r.error());
+        if (r) (*r)->deleted = true;
+      }
+      done(std::move(before));
+    });
+  }
+  void NextSeq(std::string space, std::vector<uint64_t> keys,
+               allocator::Callback<std::vector<uint64_t>> done) override {
+    Dispatch([this, space, keys, done] {
+      Result<std::vector<uint64_t>> values = std::vector<uint64_t>{};
+      {
+        std::lock_guard lock(mu_);
+        asked_keys_.push_back(keys);
+        if (auto r = LiveSpace(space); !r) {
+          values = std::unexpected(r.error());
+        } else {
+          for (uint64_t key : keys) values->push_back(++seqs_[{space, key}]);
+        }
+      }
+      done(std::move(values));
+    });
+  }
+  void CurrentSeq(std::string space, uint64_t key, allocator::Callback<uint64_t> done) override {
+    Dispatch([this, space, key, done] {
+      Result<uint64_t> value;
+      {
+        std::lock_guard lock(mu_);
+        auto r = LiveSpace(space);
+        value = r ? Result<uint64_t>(seqs_[{space, key}]) : std::unexpected(r.error());
+      }
+      done(std::move(value));
+    });
+  }
+  std::vector<std::vector<uint64_t>> asked_keys() {
+    std::lock_guard lock(mu_);
+    return asked_keys_;
+  }
+
  private:
+  Result<state::SpaceRecord*> LiveSpace(const std::string& space) {
+    auto it = spaces_.find(space);
+    if (it == spaces_.end() || it->second.deleted) {
+      return Fail(Code::kNotFound, "unknown space '" + space + "'");
+    }
+    return &it->second;
+  }
   template <typename T>
   void NoRegistry(allocator::Callback<T> done) {
     Dispatch([done] {
@@ -224,6 +314,9 @@ class FakeAllocator final : public allocator::Allocator {
   std::optional<Code> segment_failure_;
   std::optional<allocator::WorkerCounts> worker_counts_;
   std::map<std::string, state::TagRecord> tags_;
+  std::map<std::string, state::SpaceRecord> spaces_;
+  std::map<std::pair<std::string, uint64_t>, uint64_t> seqs_;
+  std::vector<std::vector<uint64_t>> asked_keys_;
   std::deque<std::function<void()>> pending_;
   std::vector<std::function<void()>> never_;
   int segment_requests_ = 0;
@@ -1106,6 +1199,13 @@ TEST(ApiRouteTest, EveryTargetMapsToOneOfTheFixedRoutes) {
       {"/api/v1/workers", "/api/v1/workers"},
       {"/api/v1/tags", "/api/v1/tags"},
       {"/api/v1/tags/order", "/api/v1/tags/{tag}"},
+      {"/api/v1/spaces", "/api/v1/spaces"},
+      {"/api/v1/spaces/inbox", "/api/v1/spaces/{space}"},
+      {"/api/v1/seq/inbox", "/api/v1/seq/{space}"},
+      {"/api/v1/seq/inbox/42", "/api/v1/seq/{space}/{key}"},
+      {"/api/v1/seq/inbox/42/current", "/api/v1/seq/{space}/{key}/current"},
+      {"/api/v1/seq/inbox/42/next", "other"},
+      {"/api/v1/seq/inbox/42/current/x", "other"},
       {"/cache", "/cache"},
       {"/db", "/db"},
       {"/decodeSnowflakeId?snowflakeId=1", "/decodeSnowflakeId"},
@@ -1129,12 +1229,126 @@ TEST(ApiRouteTest, LabelsAreEachRoutePatternOnceAndOther) {
   const auto labels = Api::RouteLabels();
   const std::set<std::string_view> unique(labels.begin(), labels.end());
   EXPECT_EQ(unique.size(), labels.size());
-  EXPECT_EQ(labels.size(), 22u);
+  EXPECT_EQ(labels.size(), 27u);
   EXPECT_EQ(labels.back(), "other");
   for (std::string_view label : labels.first(labels.size() - 1)) {
     EXPECT_TRUE(label.starts_with('/')) << label;
     EXPECT_EQ(Api::RouteOf(label), label) << "a pattern is its own route";
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sequences (I5)
+
+TEST_F(ApiTest, SpacesArePutGotListedAndDeletedByAdminsOnly) {
+  HttpResponse put = Admin("PUT", "/api/v1/spaces/inbox", R"({"section_size":1000,"step":50})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Body(put)["space"], "inbox");
+  EXPECT_EQ(Body(put)["section_size"], 1000);
+  EXPECT_EQ(Body(put)["step"], 50);
+  HttpResponse defaults = Admin("PUT", "/api/v1/spaces/chat");
+  ASSERT_EQ(defaults.status, 200) << defaults.body;
+  EXPECT_EQ(Body(defaults)["section_size"], 100000) << "seqsvr's section of 100,000 users";
+  EXPECT_EQ(Body(defaults)["step"], 10000);
+
+  HttpResponse list = Admin("GET", "/api/v1/spaces");
+  ASSERT_EQ(list.status, 200) << list.body;
+  ASSERT_EQ(Body(list)["spaces"].size(), 2u);
+  EXPECT_EQ(Body(list)["spaces"][0]["space"], "chat");
+  EXPECT_EQ(Admin("GET", "/api/v1/spaces/inbox").status, 200);
+  EXPECT_EQ(Get("/api/v1/spaces/inbox").status, 401) << "admin routes need the token";
+
+  HttpResponse deleted = Admin("DELETE", "/api/v1/spaces/chat");
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(Body(deleted)["deleted"]["space"], "chat");
+  EXPECT_EQ(Admin("GET", "/api/v1/spaces/chat").status, 404);
+  EXPECT_EQ(Admin("POST", "/api/v1/spaces/inbox").status, 405);
+  EXPECT_EQ(Admin("PUT", "/api/v1/spaces").status, 405);
+}
+
+TEST_F(ApiTest, BadSpaceBodiesAndNamesAreBadRequestsNamingTheField) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"/api/v1/spaces/inbox", R"({"step":"ten"})"},
+      {"/api/v1/spaces/inbox", R"({"section_size":1.5})"},
+      {"/api/v1/spaces/inbox", R"({"sections":10})"},
+      {"/api/v1/spaces/inbox", R"([1])"},
+      {"/api/v1/spaces/inbox", "{"},
+      {"/api/v1/spaces/in%20box", "{}"},
+      {"/api/v1/spaces/inbox", R"({"step":0})"},
+      {"/api/v1/spaces/inbox", R"({"section_size":4294967296})"},
+  };
+  for (const auto& [target, body] : cases) {
+    HttpResponse r = Admin("PUT", target, body);
+    EXPECT_EQ(r.status, 400) << target << " " << body << ": " << r.body;
+    EXPECT_EQ(Body(r)["error"]["code"], "invalid_argument") << body;
+  }
+  EXPECT_EQ(Body(Admin("PUT", "/api/v1/spaces/inbox", R"({"sections":10})"))["error"]["message"]
+                .get<std::string>()
+                .rfind("sections: unknown field", 0),
+            0u);
+}
+
+TEST_F(ApiTest, ASequencePerKeyGoesUpWithKeysAndValuesAsStrings) {
+  ASSERT_EQ(Admin("PUT", "/api/v1/spaces/inbox").status, 200);
+  for (int expected = 1; expected <= 3; ++expected) {
+    HttpResponse r = Get("/api/v1/seq/inbox/18446744073709551615");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(Body(r), json({{"space", "inbox"},
+                             {"key", "18446744073709551615"},
+                             {"seq", std::to_string(expected)}}));
+  }
+  HttpResponse current = Get("/api/v1/seq/inbox/18446744073709551615/current");
+  ASSERT_EQ(current.status, 200) << current.body;
+  EXPECT_EQ(Body(current)["seq"], "3");
+  EXPECT_EQ(Body(Get("/api/v1/seq/inbox/7/current"))["seq"], "0") << "a key never asked for";
+
+  HttpResponse whole = Get("/api/v1/seq/inbox");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(Body(whole)["key"], "0") << "the space's own sequence is key 0";
+  EXPECT_EQ(Body(whole)["seq"], "1");
+}
+
+TEST_F(ApiTest, AFanOutAnswersOneValuePerKeyInTheOrderAsked) {
+  ASSERT_EQ(Admin("PUT", "/api/v1/spaces/inbox").status, 200);
+  HttpResponse r = Await(Send("POST", "/api/v1/seq/inbox", R"({"keys":["5","3",5,"5"]})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r), json::parse(R"({"space":"inbox","seqs":[
+      {"key":"5","seq":"1"},{"key":"3","seq":"1"},{"key":"5","seq":"2"},{"key":"5","seq":"3"}]})"));
+  ASSERT_EQ(allocator_.asked_keys().size(), 1u) << "one allocator call for the whole list";
+  EXPECT_EQ(allocator_.asked_keys()[0], (std::vector<uint64_t>{5, 3, 5, 5}));
+
+  std::string most = R"({"keys":[)";
+  for (size_t i = 0; i < allocator::kMaxSeqKeys; ++i)
+    most += (i ? ",\"" : "\"") + std::to_string(i) + "\"";
+  EXPECT_EQ(Await(Send("POST", "/api/v1/seq/inbox", most + "]}")).status, 200);
+  HttpResponse too_many = Await(Send("POST", "/api/v1/seq/inbox", most + ",\"1\"]}"));
+  EXPECT_EQ(too_many.status, 400) << too_many.body;
+  EXPECT_NE(Body(too_many)["error"]["message"].get<std::string>().find("1 to 1000 keys"),
+            std::string::npos)
+      << too_many.body;
+}
+
+TEST_F(ApiTest, BadKeysAndUnknownSpacesAreClearErrorsAndNothingIsDrawn) {
+  ASSERT_EQ(Admin("PUT", "/api/v1/spaces/inbox").status, 200);
+  for (const std::string key :
+       {"-1", "18446744073709551616", "1e3", "", "0x10", "007", "+4", "12a", "%31"}) {
+    HttpResponse r = Get("/api/v1/seq/inbox/" + key);
+    EXPECT_EQ(r.status, 400) << "key '" << key << "': " << r.body;
+    EXPECT_EQ(Body(r)["error"]["code"], "invalid_argument") << key;
+  }
+  for (const std::string body :
+       {R"({"keys":[]})", R"({"keys":["-1"]})", R"({"keys":[-1]})", R"({"keys":[1.5]})",
+        R"({"keys":"1"})", R"({"key":["1"]})", R"({"keys":["1"],"x":1})", "", "[]", "{"}) {
+    HttpResponse r = Await(Send("POST", "/api/v1/seq/inbox", body));
+    EXPECT_EQ(r.status, 400) << "body " << body << ": " << r.body;
+  }
+  EXPECT_TRUE(allocator_.asked_keys().empty()) << "a bad request reached the allocator";
+  HttpResponse unknown = Get("/api/v1/seq/outbox/1");
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  EXPECT_EQ(Body(unknown)["error"]["code"], "not_found");
+  EXPECT_EQ(Get("/api/v1/seq/in%20box/1").status, 400);
+  EXPECT_EQ(Await(Send("PUT", "/api/v1/seq/inbox")).status, 405);
+  EXPECT_EQ(Await(Send("POST", "/api/v1/seq/inbox/1")).status, 405);
 }
 
 TEST(ErrorResponseTest, HasTheJsonShapeAndRetryAfterOnlyOn503) {

@@ -84,6 +84,26 @@ class FakeAllocator final : public allocator::Allocator {
   void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
     done(Unsupported());
   }
+  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override {
+    done(Unsupported());
+  }
+  void GetSpace(std::string, allocator::Callback<state::SpaceRecord> done) override {
+    done(Unsupported());
+  }
+  void PutSpace(std::string, allocator::SpaceUpdate,
+                allocator::Callback<state::SpaceRecord> done) override {
+    done(Unsupported());
+  }
+  void DeleteSpace(std::string, allocator::Callback<state::SpaceRecord> done) override {
+    done(Unsupported());
+  }
+  void NextSeq(std::string, std::vector<uint64_t>,
+               allocator::Callback<std::vector<uint64_t>> done) override {
+    done(Unsupported());
+  }
+  void CurrentSeq(std::string, uint64_t, allocator::Callback<uint64_t> done) override {
+    done(Unsupported());
+  }
 
  private:
   static std::unexpected<Error> Unsupported() {
