@@ -17,6 +17,10 @@ def put(target, body, extra=""):
     return f"PUT {target} HTTP/1.1\r\n{H}{AUTH}{extra}Content-Length: {len(body)}\r\n\r\n{body}"
 
 
+def post(target, body):
+    return f"POST {target} HTTP/1.1\r\n{H}Content-Length: {len(body)}\r\n\r\n{body}"
+
+
 def chunked(target, chunks, trailer="", extra="", te="chunked"):
     out = f"PUT {target} HTTP/1.1\r\n{H}{AUTH}{extra}Transfer-Encoding: {te}\r\n\r\n"
     for c in chunks:
@@ -39,6 +43,12 @@ SEEDS = {
     "tag_put": put("/api/v1/tags/new", '{"step":100,"max_id":5,"description":"d"}'),
     "tag_delete": get("/api/v1/tags/order", AUTH, method="DELETE"),
     "workers": get("/api/v1/workers", AUTH),
+    "space_put_and_seqs": put("/api/v1/spaces/inbox", '{"section_size":100,"step":10}')
+    + get("/api/v1/seq/inbox/42") + get("/api/v1/seq/inbox/42/current") + get("/api/v1/seq/inbox")
+    + post("/api/v1/seq/inbox", '{"keys":["1","2","1"]}'),
+    "spaces_list_and_delete": get("/api/v1/spaces", AUTH) + get("/api/v1/spaces/inbox", AUTH, method="DELETE"),
+    "bad_seq_keys": get("/api/v1/seq/inbox/-1") + get("/api/v1/seq/inbox/18446744073709551616")
+    + post("/api/v1/seq/inbox", '{"keys":[-1]}'),
     "head_pipelined": get("/api/v1/segment/order", method="HEAD") + get("/healthz", method="HEAD")
     + get("/api/segment/get/order"),
     "head_405": get("/api/v1/tags/order", method="HEAD"),
