@@ -195,10 +195,14 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), key);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() ||
       (text.size() > 1 && text.front() == '0')) {
+    // Quoted only when printable ASCII: a cut through UTF-8 (or bytes that never were) is not.
+    const std::string_view shown = text.substr(0, 40);
+    const bool printable =
+        std::all_of(shown.begin(), shown.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
     return Fail(Code::kInvalidArgument,
                 "key: expected an unsigned 64-bit integer in decimal (0 to "
-                "18446744073709551615), got '" +
-                    std::string(text.substr(0, 40)) + "'");
+                "18446744073709551615)" +
+                    (printable ? ", got '" + std::string(shown) + "'" : std::string()));
   }
   return key;
 }

@@ -11,7 +11,10 @@ using nlohmann::json;
 HttpResponse ErrorResponse(const Error& error, int retry_after_s) {
   HttpResponse r;
   r.status = HttpStatus(error.code);
-  r.body = json{{"error", {{"code", CodeName(error.code)}, {"message", error.message}}}}.dump();
+  // A message may quote what a client sent: bytes that are not UTF-8 become U+FFFD instead of
+  // throwing (an exception here ended the process).
+  r.body = json{{"error", {{"code", CodeName(error.code)}, {"message", error.message}}}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
   r.error_code = CodeName(error.code);
   r.error_message = error.message;
   if (r.status == 503 && error.code != Code::kResourceExhausted) {

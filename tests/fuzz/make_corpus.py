@@ -49,6 +49,8 @@ SEEDS = {
     "spaces_list_and_delete": get("/api/v1/spaces", AUTH) + get("/api/v1/spaces/inbox", AUTH, method="DELETE"),
     "bad_seq_keys": get("/api/v1/seq/inbox/-1") + get("/api/v1/seq/inbox/18446744073709551616")
     + post("/api/v1/seq/inbox", '{"keys":[-1]}'),
+    # Found by the fuzzer: a key that is not UTF-8 was quoted into the error, whose JSON threw.
+    "seq_key_not_utf8": get("/api/v1/seq/inbox/\xff\xfe") + get("/api/v1/seq/inbox/" + "1" * 39 + "\xc3\xa9"),
     "head_pipelined": get("/api/v1/segment/order", method="HEAD") + get("/healthz", method="HEAD")
     + get("/api/segment/get/order"),
     "head_405": get("/api/v1/tags/order", method="HEAD"),

@@ -1342,6 +1342,17 @@ TEST_F(ApiTest, BadKeysAndUnknownSpacesAreClearErrorsAndNothingIsDrawn) {
     HttpResponse r = Await(Send("POST", "/api/v1/seq/inbox", body));
     EXPECT_EQ(r.status, 400) << "body " << body << ": " << r.body;
   }
+  // Bytes that are not UTF-8 (raw in the path, or cut by the quote's 40 characters) are refused
+  // with a JSON error like any other bad key.
+  const std::string cut = "\"" + std::string(39, '1') + "\xc3\xa9\"";
+  for (const auto& [target, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/api/v1/seq/inbox/\xff\xfe", ""},
+           {"/api/v1/seq/inbox/" + std::string(39, '1') + "\xc3\xa9", ""},
+           {"/api/v1/seq/inbox", "{\"keys\":[" + cut + "]}"}}) {
+    HttpResponse r = Await(Send(body.empty() ? "GET" : "POST", target, body));
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(Body(r)["error"]["code"], "invalid_argument") << r.body;
+  }
   EXPECT_TRUE(allocator_.asked_keys().empty()) << "a bad request reached the allocator";
   HttpResponse unknown = Get("/api/v1/seq/outbox/1");
   EXPECT_EQ(unknown.status, 404) << unknown.body;
@@ -1349,6 +1360,12 @@ TEST_F(ApiTest, BadKeysAndUnknownSpacesAreClearErrorsAndNothingIsDrawn) {
   EXPECT_EQ(Get("/api/v1/seq/in%20box/1").status, 400);
   EXPECT_EQ(Await(Send("PUT", "/api/v1/seq/inbox")).status, 405);
   EXPECT_EQ(Await(Send("POST", "/api/v1/seq/inbox/1")).status, 405);
+}
+
+TEST(ErrorResponseTest, AMessageWithBytesThatAreNotUtf8IsStillJson) {
+  HttpResponse r = ErrorResponse(Error{Code::kInvalidArgument, "got '\xff\xc3'"});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Body(r)["error"]["message"], "got '\xef\xbf\xbd\xef\xbf\xbd'") << r.body;
 }
 
 TEST(ErrorResponseTest, HasTheJsonShapeAndRetryAfterOnlyOn503) {
