@@ -35,14 +35,18 @@ UBSAN_OPTIONS=print_stacktrace=1 \
 # The ThreadSanitizer build (KLEAF_TSAN): clang 16, only the unit-test binaries and the libraries they
 # link (no app, benchmarks, e2e or integration tests), at -O1 with line tables only, which keeps
 # it the cheapest of the three builds. Any race report fails its test; tests/tsan.supp holds the
-# suppressions, each with its reason.
+# suppressions, each with its reason. Not run here: GroupConsumerTest, the only unit tests that
+# start librdkafka threads (its mock cluster): librdkafka is linked uninstrumented, and its broker
+# threads crash inside TSan's allocator (SIGSEGV in getaddrinfo's realloc on rdk:broker-1); the
+# gcc and ASan builds run them.
 tsan_build=${KLEAF_TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$tsan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_TSAN=ON -DKLEAF_BUILD_BENCH=OFF >/dev/null
 cmake --build "$tsan_build" -j"$(nproc)" --target kleaf_unit_tests
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
-  ctest --test-dir "$tsan_build" -L unit --output-on-failure --timeout 600 -j2
+  ctest --test-dir "$tsan_build" -L unit -E '^GroupConsumerTest\.' --output-on-failure \
+  --timeout 600 -j2
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)
