@@ -106,8 +106,29 @@ SectionLoader LoaderOf(StateReader& reader, const std::string& space) {
 }
 
 Error NoSequences() {
-  return Error{Code::kFailedPrecondition,
-               "sequence spaces are not served by the cluster shape yet (standalone only)"};
+  return Error{Code::kFailedPrecondition, "this reader holds no sequence spaces"};
+}
+
+// The space a NextSeq or CurrentSeq is served with: the record as its sender read it (the
+// cluster: the space's record is another partition's), or the live record the reader holds.
+[[nodiscard]] Result<state::SpaceRecord> SpaceOf(const std::string& space, int64_t section_size,
+                                                 int64_t step, StateReader& reader,
+                                                 const Rules& rules) {
+  if (section_size == 0 && step == 0) return LiveSpace(space, reader);
+  if (auto v = ValidateSpaceName(space); !v) return std::unexpected(v.error());
+  if (section_size < 1 || section_size > kMaxSectionSize) {
+    return Fail(Code::kInvalidArgument, "section_size " + std::to_string(section_size) +
+                                            " of space '" + space + "' is outside 1 to " +
+                                            std::to_string(kMaxSectionSize));
+  }
+  state::SpaceRecord record;
+  record.space = space;
+  record.section_size = section_size;
+  // The sender's step, within this owner's bounds (0: the default); it only sets how far a
+  // raise goes, never which values are handed out.
+  record.step = std::clamp<int64_t>(step > 0 ? step : rules.spaces.default_step, 1,
+                                    rules.spaces.max_step);
+  return record;
 }
 
 }  // namespace
@@ -132,6 +153,14 @@ std::optional<std::string> RouteKey(const Request& request) {
         } else if constexpr (std::is_same_v<Op, op::ListTags> ||
                              std::is_same_v<Op, op::ListSpaces>) {
           return std::nullopt;
+        } else if constexpr (std::is_same_v<Op, op::NextSeq>) {
+          if (op.section_size <= 0 || op.keys.empty()) return op.space;
+          return SectionRouteKey(
+              op.space, SectionOf(op.keys.front(), static_cast<uint64_t>(op.section_size)));
+        } else if constexpr (std::is_same_v<Op, op::CurrentSeq>) {
+          if (op.section_size <= 0) return op.space;
+          return SectionRouteKey(op.space,
+                                 SectionOf(op.key, static_cast<uint64_t>(op.section_size)));
         } else if constexpr (kIsSequenceOp<Op>) {
           return op.space;
         } else {
@@ -139,6 +168,24 @@ std::optional<std::string> RouteKey(const Request& request) {
         }
       },
       request);
+}
+
+std::vector<std::string> RouteKeys(const Request& request) {
+  const auto* next = std::get_if<op::NextSeq>(&request);
+  if (next == nullptr || next->section_size <= 0) {
+    auto key = RouteKey(request);
+    return key ? std::vector<std::string>{std::move(*key)} : std::vector<std::string>{};
+  }
+  std::vector<std::string> keys;
+  std::optional<uint64_t> last;  // keys of a section come together: skip the repeats cheaply
+  for (uint64_t k : next->keys) {
+    const uint64_t section = SectionOf(k, static_cast<uint64_t>(next->section_size));
+    if (last == section) continue;
+    last = section;
+    std::string key = SectionRouteKey(next->space, section);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(std::move(key));
+  }
+  return keys;
 }
 
 Outcome<op::Allocate> Execute(const op::Allocate& r, StateReader& reader, const Rules& rules,
@@ -268,22 +315,22 @@ Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, cons
   return Outcome<op::ListSpaces>{std::move(live)};
 }
 
-Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules&, int64_t,
-                             SequenceState& seq) {
+Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules& rules,
+                             int64_t, SequenceState& seq) {
   if (r.keys.empty() || r.keys.size() > kMaxSeqKeys) {
     return Failed<op::NextSeq>(
         Error{Code::kInvalidArgument, "a next_seq asks for 1 to " + std::to_string(kMaxSeqKeys) +
                                           " keys, not " + std::to_string(r.keys.size())});
   }
-  auto space = LiveSpace(r.space, reader);
+  auto space = SpaceOf(r.space, r.section_size, r.step, reader, rules);
   if (!space) return Failed<op::NextSeq>(space.error());
   return Outcome<op::NextSeq>{
       seq.counters.Next(seq.plan, *space, r.keys, LoaderOf(reader, r.space))};
 }
 
-Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, const Rules&, int64_t,
-                                SequenceState& seq) {
-  auto space = LiveSpace(r.space, reader);
+Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, const Rules& rules,
+                                int64_t, SequenceState& seq) {
+  auto space = SpaceOf(r.space, r.section_size, 0, reader, rules);
   if (!space) return Failed<op::CurrentSeq>(space.error());
   return Outcome<op::CurrentSeq>{seq.counters.Current(*space, r.key, LoaderOf(reader, r.space))};
 }

@@ -106,18 +106,29 @@ struct ListSpaces {
 // The next value of each of `keys` (1 to kMaxSeqKeys) of the live space `space`, in order (a key
 // listed twice gets two increasing values). Needs the owner's counters: Execute takes a
 // SequenceState.
+//
+// In the cluster a space's record lives in the partition of its name and its sections in the
+// partitions of their route keys (SectionRouteKey), owned by other allocators: the sender says
+// what it read of the record, `section_size` and `step` (both 0: the owner reads the record
+// itself, as standalone does). section_size never changes once a space exists, and every section
+// record carries the one it was written with (a mismatch is refused); step only says how far the
+// next raise goes. Every key of one request is in a section of one partition (CheckRoute).
 struct NextSeq {
   using Result = std::vector<uint64_t>;
   static constexpr const char* kName = "next_seq";
   std::string space;
   std::vector<uint64_t> keys;
+  int64_t section_size = 0;
+  int64_t step = 0;
 };
 // The highest value handed out for `key` as far as the owner knows (never below one handed out).
+// `section_size` as for NextSeq.
 struct CurrentSeq {
   using Result = uint64_t;
   static constexpr const char* kName = "current_seq";
   std::string space;
   uint64_t key = 0;
+  int64_t section_size = 0;
 };
 
 }  // namespace op
@@ -151,9 +162,7 @@ inline constexpr bool kIsWorkerOp =
     std::is_same_v<Op, op::ClaimWorker> || std::is_same_v<Op, op::RenewWorker> ||
     std::is_same_v<Op, op::ReleaseWorker> || std::is_same_v<Op, op::WorkerStatus>;
 
-// Operations of sequence spaces. Standalone only for now: the cluster shape refuses them with
-// kUnimplemented until sections are routed (PartitionFor(SectionRouteKey(space, section))) and a
-// plan's Raises() go into the partition's transaction.
+// Operations of sequence spaces.
 template <typename Op>
 inline constexpr bool kIsSequenceOp =
     std::is_same_v<Op, op::GetSpace> || std::is_same_v<Op, op::PutSpace> ||
@@ -165,9 +174,13 @@ inline constexpr bool kNeedsCounters =
     std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq>;
 
 // The key that decides which allocator serves `request`: its tag, kWorkersKey for the registry,
-// or nothing for ListTags (every partition answers for its own tags). For the sequence operations:
-// the space's name, or nothing for ListSpaces (provisional: the cluster refuses them).
+// nothing for ListTags and ListSpaces (every partition answers for its own records), the space's
+// name for the other space operations, and for NextSeq and CurrentSeq the route key of the first
+// key's section (SectionRouteKey; the space's name when the request carries no section_size).
 std::optional<std::string> RouteKey(const Request& request);
+// Every route key of `request`: RouteKey's, and for NextSeq one per key's section (deduplicated,
+// in order of first appearance). An allocator serves a request only if all of them are its own.
+std::vector<std::string> RouteKeys(const Request& request);
 
 struct Rules {
   int64_t max_step = 1000000;
@@ -189,8 +202,8 @@ class StateReader {
   // Every tag record this reader covers, deleted ones included.
   [[nodiscard]] virtual Result<std::vector<state::TagRecord>> List() = 0;
   [[nodiscard]] virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
-  // Sequence spaces and their sections. By default kUnimplemented: readers of the cluster shape do
-  // not serve them yet.
+  // Sequence spaces and their sections. By default kFailedPrecondition: a reader with no
+  // sequence state (both shapes' readers override them).
   [[nodiscard]] virtual Result<std::optional<state::SpaceRecord>> GetSpace(
       const std::string& space);
   // Every space record this reader covers, deleted ones included.

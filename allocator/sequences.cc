@@ -303,7 +303,15 @@ Result<std::vector<uint64_t>> SequenceCounters::Next(SeqPlan& plan, const state:
   auto planned = PlanSpace(plan, space);
   if (!planned) return std::unexpected(planned.error());
   auto sections = Touch(**planned, space, keys, load);
-  if (!sections) return std::unexpected(sections.error());
+  if (!sections) {
+    // A space of the plan with no value yet (e.g. this call was refused for another
+    // section_size) leaves it, with the sections it only loaded: the batch's later requests with
+    // the right section_size are served.
+    const bool valued = std::any_of((*planned)->sections.begin(), (*planned)->sections.end(),
+                                    [](const auto& entry) { return !entry.second.values.empty(); });
+    if (!valued) plan.spaces_.erase(space.space);
+    return std::unexpected(sections.error());
+  }
   // Checked first, so that a failure changes no value.
   if (auto room = CheckRoom(space, keys, *sections); !room) return std::unexpected(room.error());
   const auto size = static_cast<uint64_t>(space.section_size);

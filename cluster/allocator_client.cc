@@ -19,6 +19,13 @@ using allocator::Callback;
 // leader move of a dead broker's partitions takes 9-13 s, so one heal may come during it (harmless:
 // the new reader starts at the end, and what it skips is asked again).
 constexpr int64_t kReplyStallNs = 10'000'000'000;
+// How long a space's record read from its partition is used before it is read again (in the
+// background: the old one serves meanwhile). Bounds how late a gateway sees a new step or a
+// deletion; section_size never changes.
+constexpr int64_t kSpaceFreshNs = 5'000'000'000;
+// NextSeq requests of one space to one partition in flight at a time; keys arriving meanwhile
+// wait and go together in the next request (one Kafka round trip for all of them).
+constexpr int kSeqInFlight = 2;
 
 std::string Nonce() {
   std::random_device rd;
@@ -261,33 +268,241 @@ void KafkaAllocatorClient::DeleteTag(std::string tag, Callback<state::TagRecord>
   Call(p, tag, op::DeleteTag{tag}, std::move(done));
 }
 
-namespace {
-Error SequencesUnserved() {
-  return Error{Code::kUnimplemented,
-               "sequence spaces are served by `kleaf standalone` only in this version: the "
-               "cluster shape does not route them to allocators yet"};
+void KafkaAllocatorClient::KeepSpace(const std::string& space,
+                                     const std::optional<state::SpaceRecord>& record) {
+  MutexLock lock(seq_mu_);
+  if (record) {
+    spaces_[space] = KnownSpace{*record, clock_.MonotonicNs()};
+  } else {
+    spaces_.erase(space);
+  }
 }
-}  // namespace
+
+void KafkaAllocatorClient::GetSpace(std::string space, Callback<state::SpaceRecord> done) {
+  const int32_t p = options_.topics.PartitionOf(space);
+  Call(p, space, op::GetSpace{space},
+       Callback<state::SpaceRecord>(
+           [this, space, done = std::move(done)](Result<state::SpaceRecord> r) {
+             if (r) KeepSpace(space, *r);
+             if (!r && r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
+             done(std::move(r));
+           }));
+}
+
+void KafkaAllocatorClient::PutSpace(std::string space, allocator::SpaceUpdate update,
+                                    Callback<state::SpaceRecord> done) {
+  const int32_t p = options_.topics.PartitionOf(space);
+  Call(p, space, op::PutSpace{space, std::move(update)},
+       Callback<state::SpaceRecord>(
+           [this, space, done = std::move(done)](Result<state::SpaceRecord> r) {
+             if (r) KeepSpace(space, *r);
+             done(std::move(r));
+           }));
+}
+
+void KafkaAllocatorClient::DeleteSpace(std::string space, Callback<state::SpaceRecord> done) {
+  const int32_t p = options_.topics.PartitionOf(space);
+  Call(p, space, op::DeleteSpace{space},
+       Callback<state::SpaceRecord>(
+           [this, space, done = std::move(done)](Result<state::SpaceRecord> r) {
+             if (r || r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
+             done(std::move(r));
+           }));
+}
 
 void KafkaAllocatorClient::ListSpaces(Callback<std::vector<state::SpaceRecord>> done) {
-  done(std::unexpected(SequencesUnserved()));
+  CallEveryPartition(op::ListSpaces{}, +[](const state::SpaceRecord& r) { return r.space; },
+                     std::move(done));
 }
-void KafkaAllocatorClient::GetSpace(std::string, Callback<state::SpaceRecord> done) {
-  done(std::unexpected(SequencesUnserved()));
+
+void KafkaAllocatorClient::WithSpace(const std::string& space, Callback<state::SpaceRecord> then) {
+  std::optional<state::SpaceRecord> known;
+  bool look_up = false;
+  {
+    MutexLock lock(seq_mu_);
+    if (auto it = spaces_.find(space); it != spaces_.end()) {
+      known = it->second.record;
+      // Stale: read it again, and meanwhile go on with it (its section_size cannot have changed).
+      look_up = clock_.MonotonicNs() - it->second.read_ns >= kSpaceFreshNs &&
+                lookups_.try_emplace(space).second;
+    } else {
+      auto& waiting = lookups_[space];
+      waiting.push_back(std::move(then));
+      look_up = waiting.size() == 1;
+    }
+  }
+  if (look_up) LookUpSpace(space);
+  if (known) then(std::move(*known));
 }
-void KafkaAllocatorClient::PutSpace(std::string, allocator::SpaceUpdate,
-                                    Callback<state::SpaceRecord> done) {
-  done(std::unexpected(SequencesUnserved()));
+
+void KafkaAllocatorClient::LookUpSpace(const std::string& space) {
+  GetSpace(space, Callback<state::SpaceRecord>([this, space](Result<state::SpaceRecord> r) {
+             std::vector<Callback<state::SpaceRecord>> waiting;
+             {
+               MutexLock lock(seq_mu_);
+               if (auto it = lookups_.find(space); it != lookups_.end()) {
+                 waiting = std::move(it->second);
+                 lookups_.erase(it);
+               }
+             }
+             for (auto& then : waiting) then(r);
+           }));
 }
-void KafkaAllocatorClient::DeleteSpace(std::string, Callback<state::SpaceRecord> done) {
-  done(std::unexpected(SequencesUnserved()));
+
+int32_t KafkaAllocatorClient::SectionPartition(const state::SpaceRecord& space,
+                                               uint64_t key) const {
+  const uint64_t section = allocator::SectionOf(key, static_cast<uint64_t>(space.section_size));
+  return options_.topics.PartitionOf(allocator::SectionRouteKey(space.space, section));
 }
-void KafkaAllocatorClient::NextSeq(std::string, std::vector<uint64_t>,
+
+void KafkaAllocatorClient::NextSeq(std::string space, std::vector<uint64_t> keys,
                                    Callback<std::vector<uint64_t>> done) {
-  done(std::unexpected(SequencesUnserved()));
+  if (keys.empty() || keys.size() > allocator::kMaxSeqKeys) {
+    return done(Fail(Code::kInvalidArgument, "a next_seq asks for 1 to " +
+                                                 std::to_string(allocator::kMaxSeqKeys) +
+                                                 " keys, not " + std::to_string(keys.size())));
+  }
+  WithSpace(space, Callback<state::SpaceRecord>([this, keys = std::move(keys),
+                                                 done = std::move(done)](
+                                                    Result<state::SpaceRecord> space) {
+              if (!space) return done(std::unexpected(space.error()));
+              // The keys of each partition, in the caller's order (a key's values must rise in it).
+              std::map<int32_t, std::vector<size_t>> by_partition;
+              for (size_t i = 0; i < keys.size(); ++i) {
+                by_partition[SectionPartition(*space, keys[i])].push_back(i);
+              }
+              if (by_partition.size() == 1) {
+                return SubmitSeq(*space, by_partition.begin()->first, SeqPart{keys, done});
+              }
+              struct Gather {
+                Mutex mu;
+                std::vector<uint64_t> values KLEAF_GUARDED_BY(mu);
+                size_t left KLEAF_GUARDED_BY(mu) = 0;
+                std::optional<Error> error KLEAF_GUARDED_BY(mu);
+                Callback<std::vector<uint64_t>> done;
+              };
+              auto g = std::make_shared<Gather>();
+              {
+                MutexLock lock(g->mu);
+                g->values.resize(keys.size());
+                g->left = by_partition.size();
+              }
+              g->done = done;
+              for (auto& [p, positions] : by_partition) {
+                std::vector<uint64_t> part_keys;
+                part_keys.reserve(positions.size());
+                for (size_t i : positions) part_keys.push_back(keys[i]);
+                SubmitSeq(*space, p,
+                          SeqPart{std::move(part_keys),
+                                  [g, positions](Result<std::vector<uint64_t>> r) {
+                                    std::optional<Result<std::vector<uint64_t>>> all;
+                                    {
+                                      MutexLock lock(g->mu);
+                                      if (!r) {
+                                        g->error = r.error();
+                                      } else {
+                                        for (size_t j = 0; j < positions.size(); ++j) {
+                                          g->values[positions[j]] = (*r)[j];
+                                        }
+                                      }
+                                      if (--g->left > 0) return;
+                                      if (g->error) {
+                                        all = std::unexpected(*g->error);
+                                      } else {
+                                        all = std::move(g->values);
+                                      }
+                                    }
+                                    g->done(std::move(*all));
+                                  }});
+              }
+            }));
 }
-void KafkaAllocatorClient::CurrentSeq(std::string, uint64_t, Callback<uint64_t> done) {
-  done(std::unexpected(SequencesUnserved()));
+
+void KafkaAllocatorClient::SubmitSeq(const state::SpaceRecord& space, int32_t partition,
+                                     SeqPart part) {
+  {
+    MutexLock lock(seq_mu_);
+    SeqLane& lane = lanes_[{space.space, partition}];
+    lane.space = space;
+    if (lane.in_flight >= kSeqInFlight) {
+      lane.waiting.push_back(std::move(part));
+      return;
+    }
+    ++lane.in_flight;
+  }
+  std::vector<SeqPart> parts;
+  parts.push_back(std::move(part));
+  SendSeq(space, partition, std::move(parts));
+}
+
+void KafkaAllocatorClient::SendSeq(const state::SpaceRecord& space, int32_t partition,
+                                   std::vector<SeqPart> parts) {
+  op::NextSeq next{space.space, {}, space.section_size, space.step};
+  for (const auto& part : parts) next.keys.insert(next.keys.end(), part.keys.begin(), part.keys.end());
+  const uint64_t section =
+      allocator::SectionOf(next.keys.front(), static_cast<uint64_t>(space.section_size));
+  auto shared = std::make_shared<std::vector<SeqPart>>(std::move(parts));
+  Call(partition, allocator::SectionRouteKey(space.space, section), std::move(next),
+       Callback<std::vector<uint64_t>>(
+           [this, name = space.space, partition, shared](Result<std::vector<uint64_t>> r) {
+             size_t total = 0;
+             for (const auto& part : *shared) total += part.keys.size();
+             if (r && r->size() != total) {
+               r = Fail(Code::kInternal, "the allocator answered " + std::to_string(r->size()) +
+                                             " values for " + std::to_string(total) + " keys");
+             }
+             size_t at = 0;
+             for (auto& part : *shared) {
+               if (!r) {
+                 part.done(std::unexpected(r.error()));
+                 continue;
+               }
+               const auto from = r->begin() + static_cast<std::ptrdiff_t>(at);
+               at += part.keys.size();
+               part.done(std::vector<uint64_t>(from, r->begin() + static_cast<std::ptrdiff_t>(at)));
+             }
+             OnSeqAnswered(name, partition);
+           }));
+}
+
+void KafkaAllocatorClient::OnSeqAnswered(const std::string& space, int32_t partition) {
+  std::vector<SeqPart> next;
+  state::SpaceRecord record;
+  {
+    MutexLock lock(seq_mu_);
+    auto it = lanes_.find({space, partition});
+    if (it == lanes_.end()) return;
+    SeqLane& lane = it->second;
+    --lane.in_flight;
+    size_t keys = 0;
+    // Every part fits in one request (a call has at most kMaxSeqKeys keys).
+    while (!lane.waiting.empty() &&
+           (next.empty() || keys + lane.waiting.front().keys.size() <= allocator::kMaxSeqKeys)) {
+      keys += lane.waiting.front().keys.size();
+      next.push_back(std::move(lane.waiting.front()));
+      lane.waiting.pop_front();
+    }
+    if (next.empty()) {
+      if (lane.in_flight == 0) lanes_.erase(it);
+      return;
+    }
+    ++lane.in_flight;
+    record = lane.space;
+  }
+  SendSeq(record, partition, std::move(next));
+}
+
+void KafkaAllocatorClient::CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) {
+  WithSpace(space, Callback<state::SpaceRecord>(
+                       [this, key, done = std::move(done)](Result<state::SpaceRecord> space) {
+                         if (!space) return done(std::unexpected(space.error()));
+                         const uint64_t section = allocator::SectionOf(
+                             key, static_cast<uint64_t>(space->section_size));
+                         Call(SectionPartition(*space, key),
+                              allocator::SectionRouteKey(space->space, section),
+                              op::CurrentSeq{space->space, key, space->section_size},
+                              std::move(done));
+                       }));
 }
 
 // Worker-registry requests all go to the partition of allocator::kWorkersKey.
@@ -315,37 +530,42 @@ void KafkaAllocatorClient::WorkerStatus(Callback<allocator::WorkerCounts> done) 
 }
 
 void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {
-  // Every partition answers for its own tags; the answer is complete only with all of them.
+  CallEveryPartition(op::ListTags{}, +[](const state::TagRecord& r) { return r.tag; },
+                     std::move(done));
+}
+
+template <typename Op, typename Record>
+void KafkaAllocatorClient::CallEveryPartition(Op op, std::string (*name_of)(const Record&),
+                                              Callback<std::vector<Record>> done) {
+  // Every partition answers for its own records; the answer is complete only with all of them.
   struct Gather {
-    Gather(int partitions, Callback<std::vector<state::TagRecord>> d)
-        : left(partitions), done(std::move(d)) {}
+    Gather(int partitions, Callback<std::vector<Record>> d) : left(partitions), done(std::move(d)) {}
     Mutex mu;
     int left KLEAF_GUARDED_BY(mu);
-    std::vector<state::TagRecord> tags KLEAF_GUARDED_BY(mu);
+    std::vector<Record> records KLEAF_GUARDED_BY(mu);
     std::optional<Error> error KLEAF_GUARDED_BY(mu);
-    const Callback<std::vector<state::TagRecord>> done;
+    const Callback<std::vector<Record>> done;
   };
   auto g = std::make_shared<Gather>(options_.topics.partitions, std::move(done));
   for (int32_t p = 0; p < options_.topics.partitions; ++p) {
-    Call(p, "", op::ListTags{},
-         Callback<std::vector<state::TagRecord>>([g](Result<std::vector<state::TagRecord>> r) {
+    Call(p, "", op, Callback<std::vector<Record>>([g, name_of](Result<std::vector<Record>> r) {
            std::optional<Error> error;
-           std::vector<state::TagRecord> tags;
+           std::vector<Record> records;
            {
              MutexLock lock(g->mu);
              if (!r) {
                g->error = r.error();
              } else {
-               g->tags.insert(g->tags.end(), r->begin(), r->end());
+               g->records.insert(g->records.end(), r->begin(), r->end());
              }
              if (--g->left > 0) return;
              error = std::move(g->error);
-             tags = std::move(g->tags);
+             records = std::move(g->records);
            }
            if (error) return g->done(std::unexpected(std::move(*error)));
-           std::sort(tags.begin(), tags.end(),
-                     [](const auto& a, const auto& b) { return a.tag < b.tag; });
-           g->done(std::move(tags));
+           std::sort(records.begin(), records.end(),
+                     [name_of](const auto& a, const auto& b) { return name_of(a) < name_of(b); });
+           g->done(std::move(records));
          }));
   }
 }

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -60,8 +62,12 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   void ReleaseWorker(allocator::WorkerReport report,
                      allocator::Callback<allocator::WorkerLeaseInfo> done) override;
   void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override;
-  // Sequence spaces are not served by the cluster shape yet: each answers kUnimplemented at once,
-  // without a Kafka round trip (the allocators refuse them too: AllocatorNode's Decide).
+  // Sequence spaces (docs/architecture.md, I5). A space's record lives in the partition of its
+  // name; this node keeps each record it read for kSpaceFreshNs and goes on using it while it reads
+  // it again (section_size never changes; a new step or a deletion reaches this node within that
+  // time). NextSeq sends each key to the partition of its section (SectionRouteKey) with the
+  // space's section_size and step, and coalesces: the keys of one space and partition that arrive
+  // while kSeqInFlight requests of them are in flight travel together in the next request.
   void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override;
   void GetSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override;
   void PutSpace(std::string space, allocator::SpaceUpdate update,
@@ -108,6 +114,31 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   template <typename Op>
   void Call(int32_t partition, std::string key, Op op,
             allocator::Callback<typename Op::Result> done);
+  // Every partition's answer to Op (ListTags, ListSpaces), merged and ordered by `name_of`.
+  template <typename Op, typename Record>
+  void CallEveryPartition(Op op, std::string (*name_of)(const Record&),
+                          allocator::Callback<std::vector<Record>> done);
+  // Completes `then` with the record of `space`: the one kept if any (read again in the
+  // background once it is kSpaceFreshNs old), else read from its partition.
+  void WithSpace(const std::string& space, allocator::Callback<state::SpaceRecord> then);
+  void LookUpSpace(const std::string& space);
+  // Keeps (or, with nullopt, drops) what this node knows of a space after it wrote or read it.
+  void KeepSpace(const std::string& space, const std::optional<state::SpaceRecord>& record);
+  // Keys of one NextSeq call bound for one partition, and where their values go.
+  struct SeqPart {
+    std::vector<uint64_t> keys;
+    allocator::Callback<std::vector<uint64_t>> done;
+  };
+  // The requests of one space to one partition: how many are in flight, and the parts waiting.
+  struct SeqLane {
+    state::SpaceRecord space;
+    int in_flight = 0;
+    std::deque<SeqPart> waiting;
+  };
+  void SubmitSeq(const state::SpaceRecord& space, int32_t partition, SeqPart part);
+  void SendSeq(const state::SpaceRecord& space, int32_t partition, std::vector<SeqPart> parts);
+  void OnSeqAnswered(const std::string& space, int32_t partition);
+  int32_t SectionPartition(const state::SpaceRecord& space, uint64_t key) const;
   // Sends `pending` under a new correlation id.
   void SendLocked(Pending pending) KLEAF_REQUIRES(mu_);
   void Run();
@@ -135,6 +166,16 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   // of scanning every pending one after each reply (with 20,000 in flight that scan took 3/4 of
   // the process's CPU). Ids answered meanwhile are skipped when they reach the front.
   std::deque<std::pair<int64_t, std::string>> deadlines_ KLEAF_GUARDED_BY(mu_);
+  struct KnownSpace {
+    state::SpaceRecord record;
+    int64_t read_ns = 0;
+  };
+  Mutex seq_mu_;  // taken before mu_, never while holding it
+  std::unordered_map<std::string, KnownSpace> spaces_ KLEAF_GUARDED_BY(seq_mu_);
+  // Lookups of a space's record under way, with the calls waiting for it (none: a refresh).
+  std::unordered_map<std::string, std::vector<allocator::Callback<state::SpaceRecord>>> lookups_
+      KLEAF_GUARDED_BY(seq_mu_);
+  std::map<std::pair<std::string, int32_t>, SeqLane> lanes_ KLEAF_GUARDED_BY(seq_mu_);
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::array<metrics::Histogram*, allocator::kOpCount> latency_{};

@@ -52,12 +52,41 @@ class BatchReader final : public allocator::StateReader {
     for (auto& [id, w] : merged) out.push_back(std::move(w));
     return out;
   }
+  Result<std::optional<state::SpaceRecord>> GetSpace(const std::string& space) override {
+    if (auto it = staged_spaces_.find(space); it != staged_spaces_.end()) {
+      return std::optional(it->second);
+    }
+    return store_.GetSpace(space);
+  }
+  Result<std::vector<state::SpaceRecord>> ListSpaces() override {
+    auto all = store_.ListSpaces();
+    if (!all) return all;
+    std::map<std::string, state::SpaceRecord> mine;
+    for (auto& r : *all) {
+      if (topics_.PartitionOf(r.space) == partition_) mine[r.space] = std::move(r);
+    }
+    for (const auto& [space, r] : staged_spaces_) mine[space] = r;
+    std::vector<state::SpaceRecord> out;
+    for (auto& [space, r] : mine) out.push_back(std::move(r));
+    return out;
+  }
+  Result<std::optional<state::SectionRecord>> GetSection(const std::string& space,
+                                                          uint64_t section) override {
+    if (auto it = staged_sections_.find({space, section}); it != staged_sections_.end()) {
+      return std::optional(it->second);
+    }
+    return store_.GetSection(space, section);
+  }
   void Stage(const state::TagRecord& r) { staged_[r.tag] = r; }
   void Stage(const state::WorkerRecord& w) { staged_workers_[w.worker_id] = w; }
+  void Stage(const state::SpaceRecord& r) { staged_spaces_[r.space] = r; }
+  void Stage(const state::SectionRecord& r) { staged_sections_[{r.space, r.section}] = r; }
   state::Store::Batch Staged() const {
     state::Store::Batch b;
     for (const auto& [tag, r] : staged_) b.tags.push_back(r);
     for (const auto& [id, w] : staged_workers_) b.workers.push_back(w);
+    for (const auto& [space, r] : staged_spaces_) b.spaces.push_back(r);
+    for (const auto& [key, r] : staged_sections_) b.sections.push_back(r);
     return b;
   }
 
@@ -67,6 +96,8 @@ class BatchReader final : public allocator::StateReader {
   int32_t partition_;
   std::map<std::string, state::TagRecord> staged_;
   std::map<int64_t, state::WorkerRecord> staged_workers_;
+  std::map<std::string, state::SpaceRecord> staged_spaces_;
+  std::map<std::pair<std::string, uint64_t>, state::SectionRecord> staged_sections_;
 };
 
 AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, Clock& clock)
@@ -421,6 +452,7 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   (void)it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   floor_.erase(p);
+  counters_.erase(p);  // a later takeover starts every section at its persisted maximum (I5)
   MutexLock lock(serving_mu_);
   std::erase(serving_snapshot_, p);
 }
@@ -502,11 +534,29 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
   }
   kafka::TxnProducer& producer = *it->second;
   BatchReader reader(store_, options_.topics, p);
+  // The sequence values of this batch: they reach the counters only if its transaction commits
+  // (I5); dropped otherwise, and the batch, run again, computes them again.
+  allocator::SequenceCounters& counters = CountersOf(p);
+  auto begun = counters.Begin();
+  if (!begun) {
+    Retake(p, "sequence counters: " + begun.error().message);
+    return;
+  }
+  allocator::SeqPlan plan = std::move(*begun);
+  allocator::SequenceState seq{counters, plan};
   int64_t segments = 0;
-  const kafka::TxnEnd end = RunTransaction(p, batch, producer, reader, segments);
+  const kafka::TxnEnd end = RunTransaction(p, batch, producer, reader, seq, segments);
   transactions_[static_cast<size_t>(end.outcome)]->Inc();
+  if (end.outcome != kafka::TxnOutcome::kCommitted) {
+    // Dropped here, while its counters exist: the handlers below may release p and them.
+    allocator::SeqPlan dropped = std::move(plan);
+  }
   switch (end.outcome) {
     case kafka::TxnOutcome::kCommitted:
+      if (auto c = counters.Commit(std::move(plan)); !c) {
+        // Forgetting is always safe: the sections reload at their persisted maxima.
+        spdlog::warn("[allocator] partition {}: sequence counters: {}", p, c.error().message);
+      }
       return OnCommitted(p, batch.back().offset + 1, producer, reader, segments);
     case kafka::TxnOutcome::kAborted:
       return OnAborted(p, batch.front().offset, end.error);
@@ -519,12 +569,25 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
 
 kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::Message>& batch,
                                             kafka::TxnProducer& producer, BatchReader& reader,
-                                            int64_t& segments) {
+                                            allocator::SequenceState& seq, int64_t& segments) {
   if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
   for (const auto& m : batch) {
-    const Decision decision = Decide(p, m, reader);
+    const Decision decision = Decide(p, m, reader, seq);
     if (decision.segment) ++segments;
     if (auto sent = Produce(p, m, decision, producer, reader); !sent) {
+      return kafka::EndFailedTransaction(
+          producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
+          kAbortTimeout);
+    }
+  }
+  // The section maxima this batch's values passed, raised in the same transaction as the replies
+  // that carry those values (I5): a reply is visible only with the raise that covers it.
+  for (const state::SectionRecord& raise : seq.plan.Raises()) {
+    reader.Stage(raise);
+    if (auto sent = producer.Send(options_.topics.state, p,
+                                  state::SectionKey(raise.space, raise.section),
+                                  state::EncodeSection(raise), {});
+        !sent) {
       return kafka::EndFailedTransaction(
           producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
           kAbortTimeout);
@@ -553,7 +616,7 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
 }
 
 AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m,
-                                              BatchReader& reader) {
+                                              BatchReader& reader, allocator::SequenceState& seq) {
   auto envelope =
       m.value
           ? wire::DecodeRequest(*m.value)
@@ -567,14 +630,9 @@ AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m
   }
   return std::visit(
       [&]<typename Op>(const Op& op) {
-        if constexpr (allocator::kIsSequenceOp<Op>) {
-          // Not yet: sections must be routed by SectionRouteKey and a plan's Raises() go into
-          // the transaction (docs/architecture.md, I5).
-          return Decision{{},
-                          wire::EncodeError(Error{Code::kFailedPrecondition,
-                                                  std::string(Op::kName) +
-                                                      ": sequence spaces are not served by the "
-                                                      "cluster shape yet (standalone only)"})};
+        if constexpr (allocator::kNeedsCounters<Op>) {
+          auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs(), seq);
+          return Decision{std::move(outcome.effects), wire::EncodeReply(outcome.result)};
         } else {
           auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs());
           const bool segment =
@@ -598,6 +656,12 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const De
     reader.Stage(worker);
     auto sent = producer.Send(topics.state, p, state::WorkerKey(worker.worker_id),
                               state::EncodeWorker(worker), {});
+    if (!sent) return sent;
+  }
+  for (const auto& space : decision.effects.space_writes) {
+    reader.Stage(space);
+    auto sent =
+        producer.Send(topics.state, p, state::SpaceKey(space.space), state::EncodeSpace(space), {});
     if (!sent) return sent;
   }
   const std::string* correlation = m.header(kCorrelationHeader);
@@ -657,6 +721,12 @@ void AllocatorNode::OnFatal(int32_t p, const kafka::TxnError& why) {
   // broken producer): take it over again with a new producer, whose init_transactions fences the
   // other one.
   Retake(p, std::string(why.fenced ? "fenced" : "fatal error") + ": " + why.message);
+}
+
+allocator::SequenceCounters& AllocatorNode::CountersOf(int32_t p) {
+  auto& counters = counters_[p];
+  if (counters == nullptr) counters = std::make_unique<allocator::SequenceCounters>();
+  return *counters;
 }
 
 void AllocatorNode::Retake(int32_t p, const std::string& why) {

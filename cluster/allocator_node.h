@@ -111,7 +111,7 @@ class AllocatorNode {
   void ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch);
   kafka::TxnEnd RunTransaction(int32_t p, const std::vector<kafka::Message>& batch,
                                kafka::TxnProducer& producer, BatchReader& reader,
-                               int64_t& segments);
+                               allocator::SequenceState& seq, int64_t& segments);
   // What one request makes of the partition's state (pure: allocator::Execute): the records to
   // write and the encoded reply.
   struct Decision {
@@ -119,7 +119,10 @@ class AllocatorNode {
     std::string reply;
     bool segment = false;  // a segment was allocated
   };
-  Decision Decide(int32_t p, const kafka::Message& m, BatchReader& reader);
+  Decision Decide(int32_t p, const kafka::Message& m, BatchReader& reader,
+                  allocator::SequenceState& seq);
+  // The sequence counters of served partition p (made on first use; dropped when p is released).
+  allocator::SequenceCounters& CountersOf(int32_t p);
   // Sends a decision: state records staged and produced, then the reply.
   [[nodiscard]] Result<void> Produce(int32_t p, const kafka::Message& m, const Decision& decision,
                                      kafka::TxnProducer& producer, BatchReader& reader);
@@ -152,6 +155,8 @@ class AllocatorNode {
   // Per served partition, the offset after the last committed batch: requests below it were
   // answered and are never run again, whatever the consumer fetches. Loop thread only.
   std::map<int32_t, int64_t> floor_;
+  // Per served partition, its sections' counters (I5). Loop thread only.
+  std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_;
   // Takeovers under way, one thread each, and when a pending partition whose takeover failed may
   // be tried again. Loop thread only.
   std::map<int32_t, std::future<Result<Fenced>>> takeovers_in_flight_;

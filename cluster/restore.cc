@@ -23,10 +23,13 @@ state::TagRecord MergeRestored(const std::optional<state::TagRecord>& existing,
 namespace {
 
 // The records of one state partition read back, folded as RestorePartition writes them: per tag
-// the highest max_id (of the records read and what the store holds), per worker id the last.
+// the highest max_id (of the records read and what the store holds), per worker id and per space
+// the last, per section the highest max_seq (as for tags: I5 rests on it never going down).
 struct RestoredPartition {
   std::map<std::string, state::TagRecord> tags;
   std::map<int64_t, state::WorkerRecord> workers;  // the last record of each id wins
+  std::map<std::string, state::SpaceRecord> spaces;  // the last record of each space wins
+  std::map<std::pair<std::string, uint64_t>, state::SectionRecord> sections;
   std::optional<int64_t> requests_offset;          // the highest RequestsOffsetKey record
   std::string requests_offset_key;
   int64_t records = 0;
@@ -52,6 +55,19 @@ struct RestoredPartition {
       }
       return;
     }
+    if (m.key.starts_with("spc/")) {
+      if (auto r = state::DecodeSpace(*m.value)) {
+        spaces[r->space] = std::move(*r);
+        ++records;
+      } else {
+        ++skipped;
+      }
+      return;
+    }
+    if (m.key.starts_with("sec/")) {
+      AddSection(m, store);
+      return;
+    }
     if (!m.key.starts_with("seg/")) return;
     auto r = state::DecodeTag(*m.value);
     if (!r) {
@@ -68,6 +84,26 @@ struct RestoredPartition {
     }
     std::string tag = r->tag;  // read before the record is moved from
     tags[tag] = MergeRestored(existing, std::move(*r));
+    ++records;
+  }
+
+  void AddSection(const kafka::Message& m, state::Store& store) {
+    auto r = state::DecodeSection(*m.value);
+    if (!r) {
+      ++skipped;
+      return;
+    }
+    auto key = std::make_pair(r->space, r->section);
+    auto it = sections.find(key);
+    if (it == sections.end()) {
+      auto stored = store.GetSection(r->space, r->section);
+      if (!stored) {
+        store_error = stored.error();
+        return;
+      }
+      it = sections.emplace(key, stored->value_or(*r)).first;
+    }
+    if (r->max_seq >= it->second.max_seq) it->second = std::move(*r);
     ++records;
   }
 };
@@ -107,6 +143,8 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
   state::Store::Batch batch;
   for (auto& [tag, r] : restored.tags) batch.tags.push_back(std::move(r));
   for (auto& [id, w] : restored.workers) batch.workers.push_back(std::move(w));
+  for (auto& [name, r] : restored.spaces) batch.spaces.push_back(std::move(r));
+  for (auto& [key, r] : restored.sections) batch.sections.push_back(std::move(r));
   batch.values.emplace_back(AppliedOffsetKey(p), *end);
   auto stored_offset = store.GetValue(RequestsOffsetKey(p));
   if (!stored_offset) return std::unexpected(stored_offset.error());

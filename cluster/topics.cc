@@ -40,19 +40,42 @@ Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partit
                     " of an allocator whose cluster has " + std::to_string(partitions) +
                     ": the sender's partition count is wrong; restart it without kafka.partitions");
   }
-  const std::optional<std::string> key = allocator::RouteKey(request);
-  if (!key) return {};  // asked of every partition, each for its own tags
-  const int32_t owner = kafka::PartitionFor(*key, partitions);
-  if (owner == arrived_on) return {};
   const bool registry =
       std::visit([]<typename Op>(const Op&) { return allocator::kIsWorkerOp<Op>; }, request);
-  return Fail(Code::kFailedPrecondition,
-              (registry ? std::string("registry request") : "tag '" + *key + "'") +
-                  " belongs to partition " + std::to_string(owner) + " of " +
-                  std::to_string(partitions) + ", but the request arrived on partition " +
-                  std::to_string(arrived_on) +
-                  ": its sender routes with another partition count; refused so that no tag has "
-                  "two owners. Restart the sender without kafka.partitions");
+  const bool sequence =
+      std::visit([]<typename Op>(const Op&) { return allocator::kNeedsCounters<Op>; }, request);
+  if (sequence) {
+    // Sections are routed by their own route keys: a request without section_size would be
+    // served by the partition of the space's name, which does not own the sections.
+    const int64_t section_size = std::visit(
+        []<typename Op>(const Op& op) -> int64_t {
+          if constexpr (allocator::kNeedsCounters<Op>) {
+            return op.section_size;
+          } else {
+            return 0;
+          }
+        },
+        request);
+    if (section_size <= 0) {
+      return Fail(Code::kInvalidArgument,
+                  "a sequence request to an allocator must carry its space's section_size");
+    }
+  }
+  // Asked of every partition (each for its own records) when there is no route key.
+  for (const std::string& key : allocator::RouteKeys(request)) {
+    const int32_t owner = kafka::PartitionFor(key, partitions);
+    if (owner == arrived_on) continue;
+    const std::string what = registry   ? std::string("registry request")
+                             : sequence ? "section '" + key + "'"
+                                        : "tag '" + key + "'";
+    return Fail(Code::kFailedPrecondition,
+                what + " belongs to partition " + std::to_string(owner) + " of " +
+                    std::to_string(partitions) + ", but the request arrived on partition " +
+                    std::to_string(arrived_on) +
+                    ": its sender routes with another partition count; refused so that no tag or "
+                    "section has two owners. Restart the sender without kafka.partitions");
+  }
+  return {};
 }
 
 namespace {

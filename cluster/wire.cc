@@ -56,15 +56,36 @@ json FieldsOf(const op::RenewWorker& r) {
 }
 json FieldsOf(const op::ReleaseWorker& r) { return FieldsOf(op::RenewWorker{r.report}); }
 json FieldsOf(const op::WorkerStatus&) { return ClaimantJson({}, -1, 0, 0); }
-// Sequence spaces are standalone only (allocator::kIsSequenceOp): their fields are encoded, so
-// that a request names itself in a log, but DecodeRequest does not know them yet and an
-// allocator answers them with an error.
+json SpaceUpdateJson(const allocator::SpaceUpdate& update) {
+  json u = json::object();
+  if (update.section_size) u["section_size"] = *update.section_size;
+  if (update.step) u["step"] = *update.step;
+  if (update.description) u["description"] = *update.description;
+  return u;
+}
 json FieldsOf(const op::GetSpace& r) { return {{"space", r.space}}; }
-json FieldsOf(const op::PutSpace& r) { return {{"space", r.space}}; }
+json FieldsOf(const op::PutSpace& r) {
+  return {{"space", r.space}, {"update", SpaceUpdateJson(r.update)}};
+}
 json FieldsOf(const op::DeleteSpace& r) { return {{"space", r.space}}; }
 json FieldsOf(const op::ListSpaces&) { return json::object(); }
-json FieldsOf(const op::NextSeq& r) { return {{"space", r.space}, {"keys", r.keys}}; }
-json FieldsOf(const op::CurrentSeq& r) { return {{"space", r.space}, {"key", r.key}}; }
+json FieldsOf(const op::NextSeq& r) {
+  return {{"space", r.space},
+          {"keys", r.keys},
+          {"section_size", r.section_size},
+          {"step", r.step}};
+}
+json FieldsOf(const op::CurrentSeq& r) {
+  return {{"space", r.space}, {"key", r.key}, {"section_size", r.section_size}};
+}
+
+allocator::SpaceUpdate SpaceUpdateFrom(const json& u) {
+  allocator::SpaceUpdate update;
+  if (u.contains("section_size")) update.section_size = u.at("section_size").get<int64_t>();
+  if (u.contains("step")) update.step = u.at("step").get<int64_t>();
+  if (u.contains("description")) update.description = u.at("description").get<std::string>();
+  return update;
+}
 
 [[nodiscard]] Result<allocator::TagUpdate> UpdateFrom(const json& u) {
   allocator::TagUpdate update;
@@ -113,6 +134,21 @@ std::optional<Result<allocator::Request>> RequestFrom(const std::string& name, c
   if (name == op::RenewWorker::kName) return R(op::RenewWorker{ReportFrom(j)});
   if (name == op::ReleaseWorker::kName) return R(op::ReleaseWorker{ReportFrom(j)});
   if (name == op::WorkerStatus::kName) return R(op::WorkerStatus{});
+  if (name == op::GetSpace::kName) return R(op::GetSpace{j.at("space").get<std::string>()});
+  if (name == op::PutSpace::kName) {
+    return R(op::PutSpace{j.at("space").get<std::string>(), SpaceUpdateFrom(j.at("update"))});
+  }
+  if (name == op::DeleteSpace::kName) return R(op::DeleteSpace{j.at("space").get<std::string>()});
+  if (name == op::ListSpaces::kName) return R(op::ListSpaces{});
+  if (name == op::NextSeq::kName) {
+    return R(op::NextSeq{j.at("space").get<std::string>(),
+                         j.at("keys").get<std::vector<uint64_t>>(),
+                         j.value("section_size", int64_t{0}), j.value("step", int64_t{0})});
+  }
+  if (name == op::CurrentSeq::kName) {
+    return R(op::CurrentSeq{j.at("space").get<std::string>(), j.at("key").get<uint64_t>(),
+                            j.value("section_size", int64_t{0})});
+  }
   return std::nullopt;
 }
 
@@ -173,6 +209,9 @@ json ResultJson(const WorkerCounts& w) {
   return {{"workers", {{"leased", w.leased}, {"free", w.free}}}};
 }
 
+json ResultJson(const std::vector<uint64_t>& seqs) { return {{"seqs", seqs}}; }
+json ResultJson(uint64_t seq) { return {{"seq", seq}}; }
+
 template <typename T>
 std::string Encode(const Result<T>& reply) {
   return reply ? ResultJson(*reply).dump() : EncodeError(reply.error());
@@ -216,6 +255,32 @@ std::string Encode(const Result<T>& reply) {
   if (!j.contains("workers")) return Fail(Code::kInternal, "allocator reply without counts");
   return WorkerCounts{j["workers"].at("leased").get<int64_t>(),
                       j["workers"].at("free").get<int64_t>()};
+}
+
+[[nodiscard]] Result<state::SpaceRecord> ResultFrom(const json& j,
+                                                    std::type_identity<state::SpaceRecord>) {
+  if (!j.contains("space")) return Fail(Code::kInternal, "allocator reply without a space");
+  return state::SpaceFromJson(j.at("space"));
+}
+[[nodiscard]] Result<std::vector<state::SpaceRecord>> ResultFrom(
+    const json& j, std::type_identity<std::vector<state::SpaceRecord>>) {
+  std::vector<state::SpaceRecord> spaces;
+  if (!j.contains("spaces")) return spaces;  // none: the key is left out
+  for (const auto& s : j.at("spaces")) {
+    auto d = state::SpaceFromJson(s);
+    if (!d) return std::unexpected(d.error());
+    spaces.push_back(std::move(*d));
+  }
+  return spaces;
+}
+[[nodiscard]] Result<std::vector<uint64_t>> ResultFrom(const json& j,
+                                                       std::type_identity<std::vector<uint64_t>>) {
+  if (!j.contains("seqs")) return Fail(Code::kInternal, "allocator reply without seqs");
+  return j.at("seqs").get<std::vector<uint64_t>>();
+}
+[[nodiscard]] Result<uint64_t> ResultFrom(const json& j, std::type_identity<uint64_t>) {
+  if (!j.contains("seq")) return Fail(Code::kInternal, "allocator reply without a seq");
+  return j.at("seq").get<uint64_t>();
 }
 
 }  // namespace
@@ -264,6 +329,23 @@ std::string EncodeReply(const Result<std::vector<state::TagRecord>>& reply) {
   return out + "]}";
 }
 
+std::string EncodeReply(const Result<state::SpaceRecord>& reply) {
+  if (!reply) return EncodeError(reply.error());
+  return R"({"space":)" + state::EncodeSpace(*reply) + "}";
+}
+std::string EncodeReply(const Result<std::vector<state::SpaceRecord>>& reply) {
+  if (!reply) return EncodeError(reply.error());
+  if (reply->empty()) return "{}";
+  std::string out = R"({"spaces":[)";
+  for (size_t i = 0; i < reply->size(); ++i) {
+    if (i > 0) out += ',';
+    out += state::EncodeSpace((*reply)[i]);
+  }
+  return out + "]}";
+}
+std::string EncodeReply(const Result<std::vector<uint64_t>>& reply) { return Encode(reply); }
+std::string EncodeReply(const Result<uint64_t>& reply) { return Encode(reply); }
+
 template <typename T>
 Result<T> DecodeReply(std::string_view text) {
   try {
@@ -284,6 +366,11 @@ template Result<std::vector<state::TagRecord>> DecodeReply<std::vector<state::Ta
     std::string_view);
 template Result<WorkerLeaseInfo> DecodeReply<WorkerLeaseInfo>(std::string_view);
 template Result<WorkerCounts> DecodeReply<WorkerCounts>(std::string_view);
+template Result<state::SpaceRecord> DecodeReply<state::SpaceRecord>(std::string_view);
+template Result<std::vector<state::SpaceRecord>> DecodeReply<std::vector<state::SpaceRecord>>(
+    std::string_view);
+template Result<std::vector<uint64_t>> DecodeReply<std::vector<uint64_t>>(std::string_view);
+template Result<uint64_t> DecodeReply<uint64_t>(std::string_view);
 
 std::string EncodeLayout(const ClusterLayout& l) {
   return nlohmann::json{{"partitions", l.partitions},

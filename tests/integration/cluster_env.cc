@@ -389,6 +389,8 @@ std::expected<TagState, std::string> TagFromJson(const nlohmann::json& j) {
                   j.value("description", std::string())};
 }
 
+}  // namespace
+
 std::expected<nlohmann::json, std::string> AdminCall(uint16_t port, const std::string& method,
                                                      const std::string& target, std::string body) {
   e2e::HttpClient client(port, std::chrono::seconds(20));
@@ -403,8 +405,6 @@ std::expected<nlohmann::json, std::string> AdminCall(uint16_t port, const std::s
     return std::unexpected(method + " " + target + ": not JSON: " + reply->body);
   return j;
 }
-
-}  // namespace
 
 std::expected<std::map<std::string, TagState>, std::string> ListTags(uint16_t port) {
   auto j = AdminCall(port, "GET", "/api/v1/tags", "");

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -214,6 +215,10 @@ struct TagState {
   std::string description;
   bool operator==(const TagState&) const = default;
 };
+// `method target` with the tests' admin token; the JSON body of a 200, else an error with the
+// status and body.
+std::expected<nlohmann::json, std::string> AdminCall(uint16_t port, const std::string& method,
+                                                     const std::string& target, std::string body);
 // Admin calls on a gateway (or standalone) with the tests' admin token.
 std::expected<std::map<std::string, TagState>, std::string> ListTags(uint16_t port);
 std::expected<TagState, std::string> GetTag(uint16_t port, const std::string& tag);

@@ -117,6 +117,29 @@ TEST(HttpClientExampleTest, PrintsIdsFromAStandaloneEvenWithADeadGatewayFirst) {
   EXPECT_NE(missing.output.find("404"), std::string::npos) << missing.output;
 }
 
+// The IM example of a sequence space (examples/im_sync_example.cc): messages fanned out to their
+// recipients' mailboxes by next values, devices syncing by current value; it checks every device
+// shows exactly its messages in send order, and fails over past a dead gateway first.
+TEST(ImSyncExampleTest, EveryDeviceShowsItsMessagesInOrder) {
+  e2e::TempDir dir;
+  e2e::TestConfig config(dir.path() / "state");
+  auto server = e2e::StartStandalone(dir.WriteFile("kleaf.yaml", config.Yaml()));
+  ASSERT_TRUE(server) << server.error();
+  auto space = AdminCall(server->port, "PUT", "/api/v1/spaces/inbox", R"({"section_size":1000})");
+  ASSERT_TRUE(space) << space.error();
+  const std::string gateways = "127.0.0.1:1,127.0.0.1:" + std::to_string(server->port);
+  const std::string example = std::string(KLEAF_EXAMPLES_DIR) + "/im_sync_example";
+  auto run = RunScript({example, gateways, "inbox", "40"}, seconds(30));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("every device shows its 40 messages' share, in order"),
+            std::string::npos)
+      << run.output;
+  EXPECT_GE(Count(run.output, "synced"), 4) << run.output;
+  auto missing = RunScript({example, gateways, "no-such-space"}, seconds(30));
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("404"), std::string::npos) << missing.output;
+}
+
 // UUIDv7s and ULIDs through the client library: text as the gateway wrote it, batches larger than
 // one request split and joined in order, failover past a dead gateway.
 TEST(HttpClientTimeOrderedTest, Uuid7sAndUlidsFromAStandaloneWithADeadGatewayFirst) {

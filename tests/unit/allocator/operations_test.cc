@@ -284,6 +284,43 @@ TEST(OperationsTest, NextSeqRefusesAnEmptyOrTooLongKeyList) {
   ASSERT_TRUE(max.result) << max.result.error().message;
 }
 
+// In the cluster the owner of a section does not hold the space's record: the request carries the
+// section_size and step the gateway read. Sections remember their section_size, so a sender with
+// another one is refused instead of mapping keys to the wrong sections.
+TEST(OperationsTest, NextSeqServesWithTheSendersSectionSizeAndRefusesAnotherOne) {
+  MapReader reader;  // no space record: it lives in another partition
+  SequenceCounters counters;
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  SequenceState seq{counters, *plan};
+  auto o = Execute(op::NextSeq{"chat", {7, 150}, 100, 10}, reader, TestRules(), kNow, seq);
+  ASSERT_TRUE(o.result) << o.result.error().message;
+  EXPECT_EQ(*o.result, (std::vector<uint64_t>{1, 1}));
+  const auto raises = plan->Raises();
+  ASSERT_EQ(raises.size(), 2u);
+  EXPECT_EQ(raises[0].section_size, 100);
+  EXPECT_EQ(raises[0].max_seq, 10u) << "raised by the sender's step";
+  reader.Write(raises);
+  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+
+  SequenceCounters other_owner;
+  auto plan2 = other_owner.Begin();
+  ASSERT_TRUE(plan2);
+  SequenceState seq2{other_owner, *plan2};
+  auto wrong = Execute(op::NextSeq{"chat", {7}, 50, 10}, reader, TestRules(), kNow, seq2);
+  ASSERT_FALSE(wrong.result);
+  EXPECT_EQ(wrong.result.error().code, Code::kFailedPrecondition) << wrong.result.error().message;
+  auto zero = Execute(op::NextSeq{"chat", {7}, 0, 10}, reader, TestRules(), kNow, seq2);
+  ASSERT_FALSE(zero.result);
+  EXPECT_EQ(zero.result.error().code, Code::kInvalidArgument);
+  auto right = Execute(op::NextSeq{"chat", {7}, 100, 10}, reader, TestRules(), kNow, seq2);
+  ASSERT_TRUE(right.result) << right.result.error().message;
+  EXPECT_EQ(right.result->front(), 11u) << "a new owner starts at the persisted maximum";
+  auto current = Execute(op::CurrentSeq{"chat", 150, 100}, reader, TestRules(), kNow, seq2);
+  ASSERT_TRUE(current.result) << current.result.error().message;
+  EXPECT_EQ(*current.result, 10u) << "a section not counted here: its persisted maximum";
+}
+
 TEST(OperationsTest, ReadersWithoutSequencesRefuseTheSpaceOperations) {
   class TagsOnly final : public StateReader {
    public:

@@ -171,6 +171,40 @@ TEST(RouteTest, ARequestIsServedOnlyOnThePartitionItsTagMapsTo) {
   EXPECT_TRUE(CheckRoute(allocator::op::ListTags{}, 0, 3, 12).has_value());
 }
 
+// A sequence request is served by the owner of its keys' sections, never by the partition of the
+// space's name, and only if every key's section is that owner's.
+TEST(RouteTest, ASequenceRequestIsServedOnlyWhereEveryKeysSectionLives) {
+  constexpr int64_t kSection = 10;
+  auto partition_of = [](uint64_t key) {
+    return kafka::PartitionFor(allocator::SectionRouteKey("chat", key / kSection), 12);
+  };
+  // Two keys of sections on different partitions.
+  uint64_t other = kSection;
+  while (partition_of(other) == partition_of(0)) other += kSection;
+  const int32_t p0 = partition_of(0);
+  EXPECT_TRUE(CheckRoute(allocator::op::NextSeq{"chat", {0, 3, 0}, kSection}, 12, p0, 12));
+  EXPECT_TRUE(CheckRoute(allocator::op::CurrentSeq{"chat", 5, kSection}, 12, p0, 12));
+  auto mixed = CheckRoute(allocator::op::NextSeq{"chat", {0, other}, kSection}, 12, p0, 12);
+  ASSERT_FALSE(mixed.has_value());
+  EXPECT_EQ(mixed.error().code, Code::kFailedPrecondition);
+  EXPECT_NE(mixed.error().message.find("section 'chat#" + std::to_string(other / kSection) +
+                                       "' belongs to partition " +
+                                       std::to_string(partition_of(other))),
+            std::string::npos)
+      << mixed.error().message;
+  auto elsewhere = CheckRoute(allocator::op::CurrentSeq{"chat", other, kSection}, 12, p0, 12);
+  EXPECT_FALSE(elsewhere.has_value());
+  // Without section_size an allocator cannot tell where the keys' sections live.
+  auto bare = CheckRoute(allocator::op::NextSeq{"chat", {0}}, 12, p0, 12);
+  ASSERT_FALSE(bare.has_value());
+  EXPECT_EQ(bare.error().code, Code::kInvalidArgument);
+  // Spaces' records are routed by name, and listed by every partition.
+  const int32_t named = kafka::PartitionFor("chat", 12);
+  EXPECT_TRUE(CheckRoute(allocator::op::PutSpace{"chat"}, 12, named, 12));
+  EXPECT_FALSE(CheckRoute(allocator::op::GetSpace{"chat"}, 12, (named + 1) % 12, 12));
+  EXPECT_TRUE(CheckRoute(allocator::op::ListSpaces{}, 12, 5, 12));
+}
+
 TEST(RouteTest, ASenderWithAnotherPartitionCountIsRefusedEvenOnTheRightPartition) {
   const allocator::Request r = allocator::op::Allocate{"t1"};
   auto refused = CheckRoute(r, 5, kafka::PartitionFor("t1", 12), 12);

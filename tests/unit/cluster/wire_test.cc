@@ -44,14 +44,56 @@ TEST(WireTest, RequestsSurviveTheirEncoding) {
 
 // The bytes of earlier versions (nlohmann's sorted keys): a changed field name would leave a
 // gateway and an allocator of two versions unable to talk during a rolling restart.
-// Sequence spaces are standalone only for now: their requests name themselves, but an allocator
-// does not decode them, so none reaches Execute in the cluster shape (issue 28).
-TEST(WireTest, SequenceRequestsAreNotDecodedYet) {
-  const std::string bytes = EncodeRequest(Envelope{allocator::op::NextSeq{"chat", {1, 2}}, 4});
-  EXPECT_NE(bytes.find("\"op\":\"next_seq\""), std::string::npos) << bytes;
-  auto decoded = DecodeRequest(bytes);
-  ASSERT_FALSE(decoded);
-  EXPECT_EQ(decoded.error().code, Code::kInvalidArgument);
+// The sequence operations carry what the gateway read of the space (section_size, step): the
+// allocator that owns a section does not hold the space's record.
+TEST(WireTest, SequenceRequestsAndRepliesSurviveTheirEncoding) {
+  const uint64_t big = 18'000'000'000'000'000'000u;  // above INT64_MAX: keys are unsigned
+  auto next = DecodeRequest(EncodeRequest({op::NextSeq{"chat", {1, big, 1}, 100, 7}, 4}));
+  ASSERT_TRUE(next.has_value()) << next.error().message;
+  const auto* n = std::get_if<op::NextSeq>(&next->request);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->space, "chat");
+  EXPECT_EQ(n->keys, (std::vector<uint64_t>{1, big, 1}));
+  EXPECT_EQ(n->section_size, 100);
+  EXPECT_EQ(n->step, 7);
+  auto current = DecodeRequest(EncodeRequest({op::CurrentSeq{"chat", big, 100}, 4}));
+  ASSERT_TRUE(current.has_value());
+  EXPECT_EQ(std::get<op::CurrentSeq>(current->request).key, big);
+  EXPECT_EQ(std::get<op::CurrentSeq>(current->request).section_size, 100);
+  allocator::SpaceUpdate u{std::nullopt, 50, "members"};
+  auto put = DecodeRequest(EncodeRequest({op::PutSpace{"chat", u}, 4}));
+  ASSERT_TRUE(put.has_value());
+  EXPECT_FALSE(std::get<op::PutSpace>(put->request).update.section_size.has_value());
+  EXPECT_EQ(std::get<op::PutSpace>(put->request).update.step, 50);
+  EXPECT_EQ(std::get<op::PutSpace>(put->request).update.description, "members");
+  for (const allocator::Request& r : {allocator::Request{op::GetSpace{"chat"}},
+                                      allocator::Request{op::DeleteSpace{"chat"}},
+                                      allocator::Request{op::ListSpaces{}}}) {
+    auto back = DecodeRequest(EncodeRequest({r, 4}));
+    ASSERT_TRUE(back.has_value()) << EncodeRequest({r, 4});
+    EXPECT_EQ(back->request.index(), r.index());
+  }
+
+  auto seqs = DecodeReply<std::vector<uint64_t>>(
+      EncodeReply(Result<std::vector<uint64_t>>(std::vector<uint64_t>{5, big})));
+  ASSERT_TRUE(seqs.has_value()) << seqs.error().message;
+  EXPECT_EQ(*seqs, (std::vector<uint64_t>{5, big}));
+  auto seq = DecodeReply<uint64_t>(EncodeReply(Result<uint64_t>(big)));
+  ASSERT_TRUE(seq.has_value());
+  EXPECT_EQ(*seq, big);
+  state::SpaceRecord space{"chat", 100, 7, "d", kNow, false};
+  auto one = DecodeReply<state::SpaceRecord>(EncodeReply(Result<state::SpaceRecord>(space)));
+  ASSERT_TRUE(one.has_value()) << one.error().message;
+  EXPECT_EQ(one->section_size, 100);
+  EXPECT_EQ(one->description, "d");
+  auto list = DecodeReply<std::vector<state::SpaceRecord>>(
+      EncodeReply(Result<std::vector<state::SpaceRecord>>(std::vector{space, space})));
+  ASSERT_TRUE(list.has_value());
+  EXPECT_EQ(list->size(), 2u);
+  auto refused = DecodeReply<std::vector<uint64_t>>(
+      EncodeReply(Result<std::vector<uint64_t>>(Fail(Code::kNotFound, "unknown space 'x'"))));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, Code::kNotFound);
 }
 
 TEST(WireTest, RequestBytesAreThoseEarlierVersionsSend) {
