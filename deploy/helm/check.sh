@@ -73,7 +73,7 @@ EOF
         >/dev/null 2>"$work/decode.log" \
         || { cat "$work/decode.log" >&2; fail "$set_name: kleaf refuses the rendered $(basename "$config")"; }
     done
-    echo "$set_name: kleaf loads $(ls "$configs" | wc -l) rendered configs ($(ls "$configs" | tr '\n' ' '))"
+    echo "$set_name: kleaf loads the rendered $(cd "$configs" && echo *.yaml)"
   fi
 done
 

@@ -35,15 +35,16 @@ def main() -> int:
     args = parser.parse_args()
     failures = 0
     for path in args.files:
+        label = os.path.basename(path)
         with open(path, encoding="utf-8") as f:
             objects = [o for o in yaml.safe_load_all(f) if o]
         if not objects:
-            print(f"{path}: no object rendered")
+            print(f"{label}: no object rendered")
             failures += 1
         kinds = collections.Counter(o.get("kind", "?") for o in objects)
         for o in objects:
             for where in nulls(o):
-                print(f'{path}: {o.get("kind")}/{o.get("metadata", {}).get("name")}: {where} is '
+                print(f'{label}: {o.get("kind")}/{o.get("metadata", {}).get("name")}: {where} is '
                       "null (the API server drops it)")
                 failures += 1
         for version in args.kube_version:
@@ -53,14 +54,14 @@ def main() -> int:
                     kubernetes_validate.validate(o, version, strict=True)
                 except kubernetes_validate.ValidationError as e:
                     where = ".".join(str(p) for p in e.path) or "(top)"
-                    print(f"{path}: {name} is not a valid object of Kubernetes {version}: "
+                    print(f"{label}: {name} is not a valid object of Kubernetes {version}: "
                           f"{where}: {e.message}")
                     failures += 1
                 except kubernetes_validate.SchemaNotFoundError as e:
-                    print(f"{path}: {name}: {e.message}")
+                    print(f"{label}: {name}: {e.message}")
                     failures += 1
         summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        print(f"{os.path.basename(path)}: {len(objects)} objects ({summary}) checked against Kubernetes "
+        print(f"{label}: {len(objects)} objects ({summary}) checked against Kubernetes "
               f"{' and '.join(args.kube_version)}")
     return 1 if failures else 0
 
