@@ -8,14 +8,17 @@
 #   scripts/install-deps.sh --test    also what the tests need: GoogleTest and Google Benchmark,
 #                                     faketime, Chromium, Python 3, MariaDB, clang 16 with its
 #                                     sanitizer runtimes, clang-format and clang-tidy
-#                                     (scripts/test.sh), and a Python venv with confluent-kafka for
-#                                     the Python reference consumer
+#                                     (scripts/test.sh), a Python venv with confluent-kafka for
+#                                     the Python reference consumer and kubernetes-validate, and
+#                                     helm built with Go (the Helm chart's check, deploy/helm)
 #   scripts/install-deps.sh --bench   --test, plus wrk and nginx (tests/bench/http_bench.sh)
 #
 # KLEAF_DEPS_CACHE (default /var/cache/kleaf) is where librdkafka is built and installed
 # (<cache>/librdkafka); CMake looks there by default (KLEAF_RDKAFKA_ROOT). With --test, the venv
 # is <cache>/venv (KLEAF_PYTHON in CMake: <cache>/venv/bin/python), made from Debian's python3 (its
-# pip refuses installs outside a venv); confluent-kafka's wheel bundles its own librdkafka.
+# pip refuses installs outside a venv); confluent-kafka's wheel bundles its own librdkafka, and
+# kubernetes-validate the Kubernetes API schemas. helm goes to <cache>/tools/bin, built by the
+# machine's Go (`go install`), the modules it fetches kept in <cache>/go.
 set -euo pipefail
 
 usage() { echo "usage: $0 [--test | --bench]" >&2; exit 2; }
@@ -61,6 +64,8 @@ fi
 cache=${KLEAF_DEPS_CACHE:-/var/cache/kleaf}
 venv=$cache/venv
 confluent_kafka=confluent-kafka==2.16.1     # from PyPI, into $venv (--test)
+kubernetes_validate=kubernetes-validate==1.37.0   # likewise: schemas of Kubernetes 1.25 to 1.37
+helm_version=v3.22.0                        # helm.sh/helm/v3 from the Go module proxy (--test)
 rdkafka_prefix=$cache/librdkafka
 rdkafka_stamp=$rdkafka_prefix/kleaf-built   # the Debian source version, then "kleaf-patch N"
 # kleaf's patch level of librdkafka (patch_librdkafka below; a new level rebuilds the cache).
@@ -108,19 +113,40 @@ if [[ -e $legacy_src_list ]]; then
   fi
 fi
 
-# --- the Python venv of the reference consumer's test (--test, --bench) ---
-# Fast when already there: one import and a version check, no pip call.
+# --- the Python venv of the reference consumer's test and the chart's check (--test, --bench) ---
+# Fast when already there: one import and a version check per package, no pip call.
 if [[ $set_name != run ]]; then
-  want=${confluent_kafka#*==}
-  have=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("confluent-kafka"))' \
-    2>/dev/null || true)
-  if [[ $have != "$want" ]]; then
+  for pin in "$confluent_kafka" "$kubernetes_validate"; do
+    have=$("$venv/bin/python" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' \
+      "${pin%%==*}" 2>/dev/null || true)
+    [[ $have == "${pin#*==}" ]] && continue
     mkdir -p "$cache" || die "cannot create $cache (run as root once)"
     [[ -x $venv/bin/python ]] || /usr/bin/python3 -m venv "$venv" || die "cannot create the venv $venv"
-    echo "install-deps: installing $confluent_kafka into $venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$confluent_kafka" \
-      || die "pip could not install $confluent_kafka into $venv"
-  fi
+    echo "install-deps: installing $pin into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" \
+      || die "pip could not install $pin into $venv"
+  done
+fi
+
+# --- helm, for the Helm chart's check (deploy/helm/check.sh; --test, --bench) ---
+# Built once from its Go module with the machine's Go (several minutes on 2 cores: see
+# docs/operations.md, "How the chart is checked"). A helm in the cache whose build info names
+# this module version is kept (`helm version` says only "v3.22" of a build without release flags).
+helm=$cache/tools/bin/helm
+go=$(command -v go || echo /usr/local/go/bin/go)
+if [[ $set_name != run && ( ! -x $go || \
+      $("$go" version -m "$helm" 2>/dev/null | awk '$1 == "mod" { print $3 }') != "$helm_version" ) ]]; then
+  [[ -x $go ]] || die "helm $helm_version is built with Go, and this machine has no go"
+  mkdir -p "$cache/tools/bin" "$cache/go" || die "cannot create $cache/tools (run as root once)"
+  echo "install-deps: building helm $helm_version with $("$go" env GOVERSION) into $cache/tools/bin"
+  started=$(date +%s)
+  # The modules stay in <cache>/go for a later version; the build cache (hundreds of MB) goes.
+  gocache=$(mktemp -d "$cache/go/build-cache.XXXXXX")
+  GOBIN=$cache/tools/bin GOPATH=$cache/go GOCACHE=$gocache GOFLAGS=-modcacherw CGO_ENABLED=0 \
+    nice -n 10 "$go" install "helm.sh/helm/v3/cmd/helm@$helm_version" \
+    || { rm -rf "$gocache"; die "go install helm.sh/helm/v3/cmd/helm@$helm_version failed"; }
+  rm -rf "$gocache"
+  echo "install-deps: built helm $helm_version in $(($(date +%s) - started)) s"
 fi
 
 if rdkafka_current; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, checks the C++ changed since the style base with clang-format and
+# Installs what is missing, checks the Helm chart (deploy/helm/check.sh: lint, render, validate
+# against the Kubernetes schemas), checks the C++ changed since the style base with clang-format and
 # clang-tidy (scripts/check-style.sh), builds kleaf with warnings as errors, builds the clang
 # sanitizer build and runs the unit tests under ASan+UBSan and the HTTP fuzzer for a minute in it
 # (tests/fuzz), builds the unit tests alone under ThreadSanitizer and runs them (build-tsan),
@@ -9,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
+# The Helm chart first: a few seconds, so a chart error fails before the builds.
+deploy/helm/check.sh
 build=${KLEAF_TEST_BUILD_DIR:-build-test}
 # -g1 (line tables, no variable info): backtraces keep file and line, and the build takes about a
 # third less compile time than with -g (gateway/api.cc: 14.1 s against 20.7 s of CPU, gcc 12).
@@ -17,6 +20,8 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # Style first (it needs only the configured build's compile_commands.json): a minute at most.
 ./scripts/check-style.sh --build-dir "$build"
 cmake --build "$build" -j"$(nproc)"
+# The chart's rendered configs, loaded by the kleaf just built: every key kleaf knows, in range.
+deploy/helm/check.sh --kleaf "$build/kleaf"
 
 # The clang sanitizer build (KLEAF_FUZZ): clang 16, ASan and UBSan (any report fatal) and libFuzzer
 # coverage on all of kleaf up to producer/, in a build of its own. In it the unit tests run under

@@ -1,0 +1,251 @@
+{{/* Names, labels and the parts every kleaf pod shares. */}}
+
+{{- define "kleaf.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's base name; each role appends "-allocator", "-gateway" or "-producer". */}}
+{{- define "kleaf.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kleaf.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "kleaf.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kleaf
+{{- end }}
+
+{{/* dict "root" $ "role" "gateway" */}}
+{{- define "kleaf.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kleaf.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .role }}
+{{- end }}
+
+{{- define "kleaf.roleLabels" -}}
+{{ include "kleaf.labels" .root }}
+app.kubernetes.io/component: {{ .role }}
+{{- end }}
+
+{{- define "kleaf.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kleaf.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the admin token, and its key. */}}
+{{- define "kleaf.adminTokenSecret" -}}
+{{- default (printf "%s-admin-token" (include "kleaf.fullname" .)) .Values.adminToken.existingSecret }}
+{{- end }}
+
+{{- define "kleaf.adminTokenKey" -}}
+{{- if .Values.adminToken.existingSecret }}{{ .Values.adminToken.key }}{{ else }}admin.token{{ end }}
+{{- end }}
+
+{{- define "kleaf.statePath" -}}/var/lib/kleaf/state{{- end }}
+{{- define "kleaf.adminTokenFile" -}}/etc/kleaf/admin/admin.token{{- end }}
+
+{{/*
+The kleaf config of one role (dict "root" $ "role" "gateway"): .Values.config, the role's config
+merged over it, then the keys the chart owns. node.id is not in it: KLEAF_NODE__ID gives it.
+*/}}
+{{- define "kleaf.roleConfig" -}}
+{{- $root := .root }}
+{{- $values := index $root.Values .role }}
+{{- $config := mergeOverwrite (deepCopy ($root.Values.config | default dict)) (deepCopy ($values.config | default dict)) }}
+{{- range $section, $keys := dict "node" (list "id") "http" (list "listen") "state" (list "path") "admin" (list "token" "token_file") }}
+{{- $given := get $config $section }}
+{{- range $key := $keys }}
+{{- if and (kindIs "map" $given) (hasKey $given $key) }}
+{{- fail (printf "config %s.%s: the chart sets it (docs/operations.md, \"Kubernetes\"); remove it from the values" $section $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not (dig "kafka" "bootstrap" "" $config) }}
+{{- fail "config.kafka.bootstrap is required: the Kafka brokers, host:port[,host:port]" }}
+{{- end }}
+{{- $_ := set $config "http" (merge (dict "listen" (printf "0.0.0.0:%d" (int $values.port))) (get $config "http" | default dict)) }}
+{{- $_ = set $config "state" (dict "path" (include "kleaf.statePath" $root)) }}
+{{- if eq .role "gateway" }}
+{{- $_ = set $config "admin" (dict "token_file" (include "kleaf.adminTokenFile" $root)) }}
+{{- end }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/*
+The pod template of one role (dict "root" $ "role" "gateway"). Every role runs the same image
+with `kleaf <role> --config /etc/kleaf/<role>.yaml`, node.id from the pod's name.
+*/}}
+{{- define "kleaf.podTemplate" -}}
+{{- $root := .root }}
+{{- $role := .role }}
+{{- $values := index $root.Values $role }}
+{{- $port := int $values.port }}
+{{- $persistent := and (eq $role "allocator") $values.persistence.enabled }}
+metadata:
+  labels:
+    {{- include "kleaf.roleLabels" . | nindent 4 }}
+  annotations:
+    checksum/config: {{ include "kleaf.roleConfig" . | sha256sum }}
+    {{- if and (eq $role "gateway") (not $root.Values.adminToken.existingSecret) }}
+    checksum/admin-token: {{ include "kleaf.adminTokenValue" $root | sha256sum }}
+    {{- end }}
+    {{- if $root.Values.metrics.podAnnotations }}
+    prometheus.io/scrape: "true"
+    prometheus.io/port: {{ $port | quote }}
+    prometheus.io/path: /metrics
+    {{- end }}
+    {{- with $values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "kleaf.serviceAccountName" $root }}
+  automountServiceAccountToken: false
+  {{- with $root.Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $root.Values.podSecurityContext | nindent 4 }}
+  terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
+  containers:
+    - name: kleaf
+      image: "{{ $root.Values.image.repository }}:{{ $root.Values.image.tag | default $root.Chart.AppVersion }}"
+      imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      args: [{{ $role }}, --config, /etc/kleaf/{{ $role }}.yaml]
+      env:
+        - name: KLEAF_NODE__ID
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        {{- if $root.Values.kafkaPropertiesSecret.name }}
+        - name: KLEAF_KAFKA__PROPERTIES
+          valueFrom:
+            secretKeyRef:
+              name: {{ $root.Values.kafkaPropertiesSecret.name }}
+              key: {{ $root.Values.kafkaPropertiesSecret.key }}
+        {{- end }}
+        {{- with $root.Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      ports:
+        - name: http
+          containerPort: {{ $port }}
+          protocol: TCP
+      startupProbe:
+        httpGet: {path: /healthz, port: http}
+        {{- toYaml $root.Values.probes.startup | nindent 8 }}
+      livenessProbe:
+        httpGet: {path: /healthz, port: http}
+        {{- toYaml $root.Values.probes.liveness | nindent 8 }}
+      readinessProbe:
+        httpGet: {path: /readyz, port: http}
+        {{- toYaml $root.Values.probes.readiness | nindent 8 }}
+      {{- if and (eq $role "gateway") (gt (int $values.preStopSleepSeconds) 0) }}
+      lifecycle:
+        preStop:
+          exec:
+            command: [sleep, {{ $values.preStopSleepSeconds | quote }}]
+      {{- end }}
+      resources:
+        {{- toYaml $values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml $root.Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: config
+          mountPath: /etc/kleaf/{{ $role }}.yaml
+          subPath: {{ $role }}.yaml
+          readOnly: true
+        - name: state
+          mountPath: {{ include "kleaf.statePath" $root }}
+        {{- if eq $role "gateway" }}
+        - name: admin-token
+          mountPath: /etc/kleaf/admin
+          readOnly: true
+        {{- end }}
+        {{- with $root.Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+  volumes:
+    - name: config
+      configMap:
+        name: {{ include "kleaf.fullname" $root }}-config
+    {{- if not $persistent }}
+    - name: state
+      {{- if and (eq $role "allocator") $values.stateSizeLimit }}
+      emptyDir:
+        sizeLimit: {{ $values.stateSizeLimit }}
+      {{- else }}
+      emptyDir: {}
+      {{- end }}
+    {{- end }}
+    {{- if eq $role "gateway" }}
+    - name: admin-token
+      secret:
+        secretName: {{ include "kleaf.adminTokenSecret" $root }}
+        items:
+          - key: {{ include "kleaf.adminTokenKey" $root }}
+            path: admin.token
+    {{- end }}
+    {{- with $root.Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $values.spread }}
+  topologySpreadConstraints:
+    - maxSkew: 1
+      topologyKey: {{ .topologyKey }}
+      whenUnsatisfiable: {{ .whenUnsatisfiable }}
+      labelSelector:
+        matchLabels:
+          {{- include "kleaf.selectorLabels" (dict "root" $root "role" $role) | nindent 10 }}
+  {{- end }}
+  {{- with $values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+The admin token when the chart makes the Secret: adminToken.value; else the token the release's
+Secret already holds (an upgrade keeps it); else a new random one. Drawn once per render.
+*/}}
+{{- define "kleaf.adminTokenValue" -}}
+{{- if not (hasKey . "kleafAdminToken") }}
+{{- $token := .Values.adminToken.value }}
+{{- if not $token }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "kleaf.adminTokenSecret" .) }}
+{{- if and $existing (hasKey ($existing.data | default dict) "admin.token") }}
+{{- $token = index $existing.data "admin.token" | b64dec }}
+{{- else }}
+{{- $token = randAlphaNum 40 }}
+{{- end }}
+{{- end }}
+{{- if lt (len $token) 16 }}
+{{- fail "adminToken.value: kleaf needs at least 16 characters" }}
+{{- end }}
+{{- $_ := set . "kleafAdminToken" $token }}
+{{- end }}
+{{- get . "kleafAdminToken" }}
+{{- end }}
