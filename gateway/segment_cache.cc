@@ -9,6 +9,17 @@
 
 namespace kleaf::gateway {
 
+namespace {
+
+metrics::Counter& FetchErrors(Code code) {
+  return metrics::Registry::Default().GetCounter(
+      "kleaf_segment_fetch_errors_total",
+      "Segment fetches that failed, per error code (not_found: a tag the allocators do not know).",
+      {{"code", std::string(CodeName(code))}});
+}
+
+}  // namespace
+
 struct SegmentCache::Received {
   Mutex mu;
   std::unordered_map<std::string, int64_t> end KLEAF_GUARDED_BY(mu);
@@ -42,7 +53,10 @@ SegmentCache::SegmentCache(allocator::Allocator& allocator, Clock& clock,
     : allocator_(allocator),
       clock_(clock),
       options_(options),
-      received_(std::make_shared<Received>()) {}
+      received_(std::make_shared<Received>()) {
+  // Every code from the first scrape, at 0: alerts on increase() need the start.
+  for (int c = 0; c <= static_cast<int>(Code::kInternal); ++c) FetchErrors(static_cast<Code>(c));
+}
 
 std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
   {
@@ -75,6 +89,7 @@ std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
                     r = std::unexpected(admitted.error());
                   }
                 }
+                if (!r) FetchErrors(r.error().code).Inc();
                 done(std::move(r));
               });
         },

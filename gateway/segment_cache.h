@@ -22,6 +22,7 @@ namespace kleaf::gateway {
 // cluster's state went back (state-topic records lost, an allocator restored from an old copy),
 // and other gateways may be handing out IDs this one already served. The check covers the
 // segments this process received (it keeps the highest end per tag, also across Forget).
+// kleaf_segment_fetch_errors_total{code} counts every fetch that failed, that one included.
 class SegmentCache {
  public:
   SegmentCache(allocator::Allocator& allocator, Clock& clock, SegmentBuffer::Options options);

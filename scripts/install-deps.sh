@@ -9,8 +9,10 @@
 #                                     faketime, Chromium, Python 3, MariaDB, clang 16 with its
 #                                     sanitizer runtimes, clang-format and clang-tidy
 #                                     (scripts/test.sh), a Python venv with confluent-kafka for
-#                                     the Python reference consumer and kubernetes-validate, and
-#                                     helm built with Go (the Helm chart's check, deploy/helm)
+#                                     the Python reference consumer and kubernetes-validate,
+#                                     helm built with Go (the Helm chart's check, deploy/helm),
+#                                     and promtool (from Debian's prometheus package) for the
+#                                     alerting rules' test
 #   scripts/install-deps.sh --bench   --test, plus wrk and nginx (tests/bench/http_bench.sh)
 #
 # KLEAF_DEPS_CACHE (default /var/cache/kleaf) is where librdkafka is built and installed
@@ -18,7 +20,8 @@
 # is <cache>/venv (KLEAF_PYTHON in CMake: <cache>/venv/bin/python), made from Debian's python3 (its
 # pip refuses installs outside a venv); confluent-kafka's wheel bundles its own librdkafka, and
 # kubernetes-validate the Kubernetes API schemas. helm goes to <cache>/tools/bin, built by the
-# machine's Go (`go install`), the modules it fetches kept in <cache>/go.
+# machine's Go (`go install`), the modules it fetches kept in <cache>/go. promtool is
+# <cache>/prometheus/promtool (KLEAF_PROMTOOL in CMake).
 set -euo pipefail
 
 usage() { echo "usage: $0 [--test | --bench]" >&2; exit 2; }
@@ -147,6 +150,27 @@ if [[ $set_name != run && ( ! -x $go || \
     || { rm -rf "$gocache"; die "go install helm.sh/helm/v3/cmd/helm@$helm_version failed"; }
   rm -rf "$gocache"
   echo "install-deps: built helm $helm_version in $(($(date +%s) - started)) s"
+fi
+
+# --- promtool, for the alerting rules' test (--test, --bench) ---
+# Taken out of Debian's prometheus package into the cache, not installed with it: the package's
+# maintainer scripts would enable and start a Prometheus server (port 9090, at every boot), and
+# it pulls in a dozen JavaScript packages for its web pages.
+promtool=$cache/prometheus/promtool
+if [[ $set_name != run && ! -x $promtool ]]; then
+  [[ $(id -u) -eq 0 ]] || die "promtool is not in $cache/prometheus yet (run as root once)"
+  mkdir -p "$cache/prometheus"
+  promtool_work=$(mktemp -d "$cache/prometheus/download.XXXXXX")
+  chown _apt "$promtool_work" 2>/dev/null || true   # apt downloads as its unprivileged _apt user
+  # apt checks the .deb against the SHA256 in Debian's signed index; update it if it has none.
+  (cd "$promtool_work" && { apt-get download -qq prometheus 2>/dev/null \
+    || { apt-get update -qq && apt-get download -qq prometheus; }; }) \
+    || die "apt could not download Debian's prometheus package (for its promtool)"
+  dpkg-deb --fsys-tarfile "$promtool_work"/prometheus_*.deb \
+    | tar -x -C "$promtool_work" ./usr/bin/promtool
+  mv "$promtool_work/usr/bin/promtool" "$promtool"
+  rm -rf "$promtool_work"
+  echo "install-deps: $("$promtool" --version 2>&1 | head -n1) into $promtool"
 fi
 
 if rdkafka_current; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, checks the Helm chart (deploy/helm/check.sh: lint, render, validate
 # against the Kubernetes schemas), checks the C++ changed since the style base with clang-format and
-# clang-tidy (scripts/check-style.sh), builds kleaf with warnings as errors, builds the clang
+# clang-tidy (scripts/check-style.sh) and the Prometheus alerting rules with promtool
+# (tests/prometheus), builds kleaf with warnings as errors, builds the clang
 # sanitizer build and runs the unit tests under ASan+UBSan and the HTTP fuzzer for a minute in it
 # (tests/fuzz), builds the unit tests alone under ThreadSanitizer and runs them (build-tsan),
 # starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e against the
@@ -19,6 +20,9 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKLEAF_WERROR=ON >/dev/null
 # Style first (it needs only the configured build's compile_commands.json): a minute at most.
 ./scripts/check-style.sh --build-dir "$build"
+# The alerting rules, also before the build: promtool needs nothing built (two seconds). The ctest
+# run of every test below runs them again.
+ctest --test-dir "$build" -L rules --output-on-failure
 cmake --build "$build" -j"$(nproc)"
 # The chart's rendered configs, loaded by the kleaf just built: every key kleaf knows, in range.
 deploy/helm/check.sh --kleaf "$build/kleaf"

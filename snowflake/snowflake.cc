@@ -8,6 +8,18 @@
 
 namespace kleaf::snowflake {
 
+namespace {
+
+metrics::Counter& ClockBackward(const std::string& outcome) {
+  return metrics::Registry::Default().GetCounter(
+      "kleaf_snowflake_clock_backward_total",
+      "Snowflake draws that found the wall clock behind the last timestamp issued: waited (back "
+      "by at most snowflake.max_backward_ms) or refused (503).",
+      {{"outcome", outcome}});
+}
+
+}  // namespace
+
 Result<SnowflakeLayout> SnowflakeLayout::Make(int timestamp_bits, int worker_bits,
                                               int sequence_bits, int64_t epoch_ms,
                                               int64_t time_unit_ms, int64_t now_ms) {
@@ -108,6 +120,8 @@ SnowflakeGenerator::SnowflakeGenerator(SnowflakeLayout layout, Options options, 
       limit_ms_(std::numeric_limits<int64_t>::max()),
       lease_deadline_ns_(std::numeric_limits<int64_t>::max()),
       lease_end_ms_(std::numeric_limits<int64_t>::max()),
+      clock_back_waited_(ClockBackward("waited")),
+      clock_back_refused_(ClockBackward("refused")),
       rng_(std::random_device{}()) {
   if (options_.worker_id < 0 || options_.worker_id > layout_.max_worker_id()) {
     // It would spill into the timestamp bits and collide with other workers: a wiring bug.
@@ -179,14 +193,17 @@ Result<int64_t> SnowflakeGenerator::NextLocked() {
                    back_ms > options_.max_backward_ms ? "refusing to issue" : "waiting it out");
     }
     if (back_ms > options_.max_backward_ms) {
+      clock_back_refused_.Inc();
       return Fail(Code::kUnavailable,
                   "clock moved backwards by " + std::to_string(back_ms) + " ms; refusing to issue");
     }
     clock_.SleepFor(std::chrono::milliseconds(back_ms));
     ticks = layout_.TicksOf(clock_.NowMs());
     if (ticks < last_ticks_) {
+      clock_back_refused_.Inc();
       return Fail(Code::kUnavailable, "clock moved backwards and has not caught up; retry");
     }
+    clock_back_waited_.Inc();
   }
   int64_t sequence = 0;
   if (ticks == last_ticks_ && sequence_ < layout_.max_sequence()) {
@@ -197,6 +214,7 @@ Result<int64_t> SnowflakeGenerator::NextLocked() {
       clock_.SleepFor(std::chrono::nanoseconds(0));
       ticks = layout_.TicksOf(clock_.NowMs());
       if (ticks < last_ticks_) {
+        clock_back_refused_.Inc();
         return Fail(Code::kUnavailable, "clock moved backwards while waiting; retry");
       }
     }

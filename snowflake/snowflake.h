@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/metrics.h"
 #include "base/mutex.h"
 
 namespace kleaf::snowflake {
@@ -123,6 +124,10 @@ class SnowflakeGenerator {
   std::atomic<int64_t> limit_ms_;
   std::atomic<int64_t> lease_deadline_ns_;
   std::atomic<int64_t> lease_end_ms_;
+  // kleaf_snowflake_clock_backward_total: draws that found the clock behind the last timestamp
+  // issued and waited it out, or refused (503).
+  metrics::Counter& clock_back_waited_;
+  metrics::Counter& clock_back_refused_;
   mutable Mutex mu_;
   int64_t last_ticks_ KLEAF_GUARDED_BY(mu_) = -1;
   int64_t last_backward_log_ms_ KLEAF_GUARDED_BY(mu_) = 0;  // when a clock step back was logged

@@ -809,6 +809,9 @@ TEST_F(ApiTest, SegmentsBelowWhatTheGatewayAlreadyReceivedAreNeverServed) {
   auto& regressions =
       metrics::Registry::Default().GetCounter("kleaf_segment_regressions_total", "");
   const uint64_t regressions_before = regressions.value();
+  auto& fetch_errors = metrics::Registry::Default().GetCounter("kleaf_segment_fetch_errors_total",
+                                                               "", {{"code", "internal"}});
+  const uint64_t fetch_errors_before = fetch_errors.value();
 
   allocator_.AddTag("order", 10, /*max_id=*/1);  // the state went back to the tag's start
   for (int i = 0; i < 200 && served.size() < 150; ++i) {
@@ -818,6 +821,8 @@ TEST_F(ApiTest, SegmentsBelowWhatTheGatewayAlreadyReceivedAreNeverServed) {
   EXPECT_GE(served.size(), 150u) << "IDs did not resume once the allocator passed the old end ("
                                  << refused << " draws refused)";
   EXPECT_GT(regressions.value(), regressions_before) << "no regressed segment was met";
+  EXPECT_EQ(fetch_errors.value() - fetch_errors_before, regressions.value() - regressions_before)
+      << "each refused segment is a failed fetch";
 }
 
 TEST_F(ApiTest, ConcurrentSegmentRequestsNeverShareAnId) {

@@ -329,7 +329,10 @@ TEST_F(MonitorTest, EveryErrorCodeHasItsSeriesAtZeroFromTheStart) {
                              R"(kleaf_http_errors_total{code="not_found",status="404"} 0)",
                              R"(kleaf_http_errors_total{code="unauthenticated",status="401"} 0)",
                              R"(kleaf_http_errors_total{code="unavailable",status="503"} 0)",
-                             R"(kleaf_http_errors_total{code="internal",status="500"} 0)"}) {
+                             R"(kleaf_http_errors_total{code="internal",status="500"} 0)",
+                             R"(kleaf_segment_fetch_errors_total{code="unavailable"} 0)",
+                             R"(kleaf_segment_fetch_errors_total{code="internal"} 0)",
+                             R"(kleaf_snowflake_clock_backward_total{outcome="refused"} 0)"}) {
     EXPECT_NE(m.find(std::string(series) + "\n"), std::string::npos) << series << "\n" << m;
   }
 }

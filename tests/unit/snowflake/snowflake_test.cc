@@ -6,14 +6,21 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/metrics.h"
 
 namespace kleaf::snowflake {
 namespace {
+
+metrics::Counter& ClockBackward(const std::string& outcome) {
+  return metrics::Registry::Default().GetCounter("kleaf_snowflake_clock_backward_total", "",
+                                                 {{"outcome", outcome}});
+}
 
 constexpr int64_t kLeafEpoch = 1288834974657;
 // 2023-11-14T22:13:20Z: a wall-clock time well inside the default layout.
@@ -355,6 +362,8 @@ TEST(SnowflakeGeneratorTest, ClockBackWithinToleranceWaitsAndIssuesALargerId) {
   clock.Advance(std::chrono::milliseconds(10));
   auto before = gen.Next();
   ASSERT_TRUE(before);
+  const uint64_t waited = ClockBackward("waited").value();
+  const uint64_t refused = ClockBackward("refused").value();
   for (int back : {1, 3, 5}) {
     SCOPED_TRACE(back);
     const int64_t sleeps = clock.sleeps();
@@ -367,6 +376,8 @@ TEST(SnowflakeGeneratorTest, ClockBackWithinToleranceWaitsAndIssuesALargerId) {
     EXPECT_GE(Parts(gen.layout(), *id).timestamp_ms, last);
     before = id;
   }
+  EXPECT_EQ(ClockBackward("waited").value() - waited, 3u);
+  EXPECT_EQ(ClockBackward("refused").value(), refused);
 }
 
 TEST(SnowflakeGeneratorTest, ClockBackBeyondToleranceIsUnavailableAndNeverRepeats) {
@@ -379,6 +390,7 @@ TEST(SnowflakeGeneratorTest, ClockBackBeyondToleranceIsUnavailableAndNeverRepeat
 
   clock.SetWallMs(kNow - 100);
   const int64_t sleeps = clock.sleeps();
+  const uint64_t refusals = ClockBackward("refused").value();
   auto refused = gen.Next();
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Code::kUnavailable);
@@ -391,6 +403,7 @@ TEST(SnowflakeGeneratorTest, ClockBackBeyondToleranceIsUnavailableAndNeverRepeat
   // Just past the tolerance.
   clock.SetWallMs(kNow + 3 - 6);
   EXPECT_FALSE(gen.Next());
+  EXPECT_EQ(ClockBackward("refused").value() - refusals, 3u) << "every refusal counted";
 
   // The clock recovers to the last tick used: issuing resumes without repeating anything.
   clock.SetWallMs(kNow + 3);
