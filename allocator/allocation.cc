@@ -4,6 +4,16 @@
 
 namespace kleaf::allocator {
 
+Result<void> ApplyDescription(const std::optional<std::string>& update, std::string& description) {
+  if (!update) return {};
+  if (update->size() > kMaxDescriptionBytes) {
+    return Fail(Code::kInvalidArgument,
+                "description: at most " + std::to_string(kMaxDescriptionBytes) + " bytes");
+  }
+  description = *update;
+  return {};
+}
+
 using std::chrono::minutes;
 
 Result<Segment> ReserveSegment(state::TagRecord& record, int64_t requested_step, int64_t max_step,
@@ -160,14 +170,7 @@ namespace {
     }
     r.max_id = *update.max_id;
   }
-  if (update.description) {
-    if (update.description->size() > kMaxDescriptionBytes) {
-      return Fail(Code::kInvalidArgument,
-                  "description: at most " + std::to_string(kMaxDescriptionBytes) + " bytes");
-    }
-    r.description = *update.description;
-  }
-  return {};
+  return ApplyDescription(update.description, r.description);
 }
 
 }  // namespace

@@ -18,8 +18,12 @@ namespace kleaf::allocator {
 
 // IDs stay below this so that a buffer's overshooting fetch_add can never wrap int64.
 inline constexpr int64_t kMaxSegmentId = int64_t{1} << 62;
-// The longest description of a tag, in bytes.
+// The longest description of a tag or a space, in bytes.
 inline constexpr size_t kMaxDescriptionBytes = 1024;
+// Sets `description` to an update's, if it has one and it is at most kMaxDescriptionBytes long
+// (kInvalidArgument naming the field otherwise): the one rule of tags' and spaces' descriptions.
+[[nodiscard]] Result<void> ApplyDescription(const std::optional<std::string>& update,
+                                            std::string& description);
 
 // A range [start, end) of a tag, handed to exactly one buffer (docs/architecture.md, "I1: a range
 // is handed to at most one buffer").

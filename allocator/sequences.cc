@@ -38,14 +38,7 @@ constexpr uint64_t kMaxValue = std::numeric_limits<uint64_t>::max();
     }
     r.step = *update.step;
   }
-  if (update.description) {
-    if (update.description->size() > kMaxDescriptionBytes) {
-      return Fail(Code::kInvalidArgument,
-                  "description: at most " + std::to_string(kMaxDescriptionBytes) + " bytes");
-    }
-    r.description = *update.description;
-  }
-  return {};
+  return ApplyDescription(update.description, r.description);
 }
 
 // A space as a request names it: a valid name, a section_size that OffsetTable can index and a

@@ -3,8 +3,8 @@
 // an operation that started after another one ended sees a larger value (a next value) or one at
 // least as large (current). Two allocators and two gateways serve the clients while an allocator
 // is killed with SIGKILL and restarted, the other is paused past its session timeout (its
-// partitions move; it wakes up as a zombie whose answers must never be seen), and a gateway is
-// killed and restarted.
+// partitions move; it wakes up as a zombie whose answers must never be seen), a gateway is
+// killed and restarted, and the broker is restarted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -229,7 +229,7 @@ class SeqClients {
 
 class SequenceIntegrationTest : public KafkaTest {};
 
-TEST_F(SequenceIntegrationTest, EveryKeysValuesFollowRealTimeAcrossKillPauseAndGatewayRestart) {
+TEST_F(SequenceIntegrationTest, EveryKeysValuesFollowRealTimeAcrossKillPauseAndRestarts) {
   Cluster cluster(broker_, "seq");
   auto nodes = cluster.StartNodes(2, 2);
   ASSERT_TRUE(nodes) << nodes.error();
@@ -295,6 +295,18 @@ TEST_F(SequenceIntegrationTest, EveryKeysValuesFollowRealTimeAcrossKillPauseAndG
   clients.SetPort(0, gw_a.port);
   EXPECT_TRUE(clients.WaitForMore(2 * kOpsPerPhase, seconds(60)))
       << "no load after the gateway restart";
+
+  // 4. The broker restarted (stopped cleanly, its data kept): requests fail while it is away;
+  //    afterwards every owner serves from what the state topic committed.
+  {
+    BrokerRestartGuard guard(broker_);
+    auto stopped = broker_.Stop();
+    ASSERT_TRUE(stopped) << stopped.error();
+    auto started = broker_.Start();
+    ASSERT_TRUE(started) << started.error();
+  }
+  EXPECT_TRUE(clients.WaitForMore(kOpsPerPhase, seconds(90)))
+      << "no load after the broker restart";
 
   clients.Stop();
   const auto history = clients.History();
