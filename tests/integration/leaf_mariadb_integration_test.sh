@@ -139,7 +139,7 @@ http_retrying() {
 # --- the import ----------------------------------------------------------------------------------
 "$kleaf" state import --from-leaf "$work/leaf_alloc.tsv" --bump 0 --config "$work/importer.yaml" \
   >"$work/import.out" 2>"$work/import.err" || fail "the import failed: $(cat "$work/import.out" "$work/import.err")"
-grep -q "imported 5 Leaf tags from $work/leaf_alloc.tsv (bump 0): 5 raised, 0 already higher, 0 failed" \
+grep -q "imported 5 Leaf tags from $work/leaf_alloc.tsv (bump 0): 5 raised, 0 already as high, 0 failed" \
   "$work/import.out" || fail "unexpected import summary: $(cat "$work/import.out" "$work/import.err")"
 
 # Every ID is at or above Leaf's max_id; the first is max_id itself (nothing skipped, no overlap).
