@@ -20,7 +20,11 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
     TagUpdate update{r.step, r.max_id + bump, r.description};
     // An obfuscated tag keeps its key and id_base, or its restored IDs would be new ones.
     if (r.id_mode != state::IdMode::kPlain) update.restore_id_format = r;
-    // No deadline of its own: every Allocator answers each call by its own.
+    // No deadline of its own: every Allocator answers each call by its own. A live max_id as high
+    // as the dump's (a re-import) is not raised, though PutTag takes an equal max_id.
+    auto live = Await<state::TagRecord>(
+        kNoDeadline, "", [&](auto done) { allocator.GetTag(r.tag, std::move(done)); });
+    const bool as_high = live && live->max_id >= update.max_id;
     auto result = Await<state::TagRecord>(
         kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, update, std::move(done)); });
     if (!result && result.error().code == Code::kFailedPrecondition && update.restore_id_format) {
@@ -38,7 +42,7 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
       ++counts.failed;
       continue;
     } else {
-      ++counts.raised;
+      ++(as_high ? counts.kept : counts.raised);
     }
     if (r.deleted) {
       auto d = Await<state::TagRecord>(

@@ -13,7 +13,7 @@ namespace kleaf::allocator {
 
 struct ImportCounts {
   int64_t raised = 0;  // max_id set to the record's plus the bump
-  int64_t kept = 0;    // the live max_id was higher already (kFailedPrecondition): kept
+  int64_t kept = 0;    // the live max_id was as high or higher already: kept
   int failed = 0;      // reported on `errors`, one line each
 };
 // Sets each record's step, description and max_id + `bump` through `allocator` (PutTag), one tag

@@ -195,7 +195,7 @@ int RunStateImport(const config::Config& c, const StateImportOptions& options) {
   }
   std::cout << "imported " << records->size() << (options.from_leaf ? " Leaf tags" : " tags")
             << " from " << file << " (bump " << bump << "): " << counts.raised << " raised, "
-            << counts.kept << " already higher, " << counts.failed << " failed" << std::endl;
+            << counts.kept << " already as high, " << counts.failed << " failed" << std::endl;
   return counts.failed == 0 ? 0 : 1;
 }
 

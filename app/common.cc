@@ -61,8 +61,12 @@ std::string WaitForShutdownSignal() {
 }
 
 int StartupError(const std::string& message) {
-  std::cerr << "kleaf: " << message << std::endl;
-  spdlog::error("{}", message);
+  // Once: through the log when it is set up (stderr, text or JSON lines), else plainly.
+  if (LoggingIsSetUp()) {
+    spdlog::error("{}", message);
+  } else {
+    std::cerr << "kleaf: " << message << std::endl;
+  }
   return 1;
 }
 

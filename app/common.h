@@ -23,7 +23,8 @@ std::string WaitForShutdownSignal();
 // The process's logger (log.level, log.format) with librdkafka's own lines routed into it, the
 // process_* metrics and kleaf_build_info{version,librdkafka,rocksdb}.
 void SetUpLoggingAndMetrics(const config::Log& log, const std::string& version);
-// Prints "kleaf: <message>" on stderr, logs it, and returns exit code 1.
+// Says `message` on stderr once (as a log line once logging is set up, else as
+// "kleaf: <message>") and returns exit code 1.
 int StartupError(const std::string& message);
 
 // Creates state.path if missing and opens the store in it.

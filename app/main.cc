@@ -271,7 +271,13 @@ int main(int argc, char** argv) {
   }
   if (auto role = RoleOf(commands)) {
     if (auto checked = CheckRoleConfig(*role, *config); !checked) {
-      std::cerr << "kleaf: config error: " << checked.error().message << "\n";
+      std::cerr << "kleaf: config error: " << checked.error().message;
+      if (commands.importer->parsed() && config->kafka.bootstrap.empty()) {
+        // Most often a standalone's config without --standalone.
+        std::cerr << "; to import into a stopped `kleaf standalone` (its state.path), add "
+                     "--standalone";
+      }
+      std::cerr << "\n";
       return 2;
     }
   }

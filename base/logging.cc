@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -42,6 +43,8 @@ class JsonLogFormatter final : public spdlog::formatter {
   }
 };
 
+std::atomic<bool> logging_set_up{false};
+
 }  // namespace
 
 void SetUpLogging(const std::string& level, const std::string& format) {
@@ -53,6 +56,9 @@ void SetUpLogging(const std::string& level, const std::string& format) {
   }
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
+  logging_set_up.store(true);
 }
+
+bool LoggingIsSetUp() { return logging_set_up.load(); }
 
 }  // namespace kleaf

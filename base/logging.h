@@ -10,5 +10,8 @@ namespace kleaf {
 // (the component taken from the "[component] " prefix every kleaf message starts with), anything
 // else the text pattern; `level` is spdlog's name of the lowest level logged ("info", ...).
 void SetUpLogging(const std::string& level, const std::string& format);
+// Whether SetUpLogging ran: from then on stderr carries log lines only (JSON ones with format
+// json), so a message for the operator goes through the log.
+bool LoggingIsSetUp();
 
 }  // namespace kleaf

@@ -173,13 +173,13 @@ cmd_up() {
 kleaf local cluster is up (files in $DIR):
   gateways   http://127.0.0.1:$PORT_BASE  http://127.0.0.1:$((PORT_BASE + 1))
   allocators http://127.0.0.1:$((PORT_BASE + 10))  http://127.0.0.1:$((PORT_BASE + 11))   (/metrics /readyz)
-  producer   http://127.0.0.1:$((PORT_BASE + 12))   (batches of tag "order" on topic kleaf.ids)
+  producer   http://127.0.0.1:$((PORT_BASE + 12))   (batches of tag "order": topics kleaf.ids.segment.order, kleaf.ids.snowflake.order)
   kafka      127.0.0.1:$KAFKA_PORT
   admin token: $DIR/admin.token
 
   curl http://127.0.0.1:$PORT_BASE/api/segment/get/order
   curl 'http://127.0.0.1:$((PORT_BASE + 1))/api/v1/snowflake/order?count=3'
-  kcat -C -b 127.0.0.1:$KAFKA_PORT -t kleaf.ids -X isolation.level=read_committed -c 2 -e
+  kcat -C -b 127.0.0.1:$KAFKA_PORT -t kleaf.ids.segment.order -X isolation.level=read_committed -c 2 -e
 
 Stop it with: compose/local-cluster.sh down$( [[ $DIR != "$REPO/.local-cluster" ]] && echo " --dir $DIR")
 MSG

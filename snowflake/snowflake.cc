@@ -50,10 +50,9 @@ Result<SnowflakeLayout::Parts> SnowflakeLayout::Decode(int64_t id) const {
 }
 
 Result<int64_t> SnowflakeLayout::FirstIdAt(int64_t ms) const {
-  // The last millisecond of the last tick, saturated: a wide layout can outrun int64 ms.
+  // The last millisecond of the last tick, saturated (MsOf): a wide layout can outrun int64 ms.
   int64_t end_ms = 0;
-  if (__builtin_mul_overflow(max_ticks(), time_unit_ms_, &end_ms) ||
-      __builtin_add_overflow(end_ms, epoch_ms_ + time_unit_ms_ - 1, &end_ms)) {
+  if (__builtin_add_overflow(last_ms(), time_unit_ms_ - 1, &end_ms)) {
     end_ms = std::numeric_limits<int64_t>::max();
   }
   if (ms < epoch_ms_ || ms > end_ms) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,7 +44,16 @@ class SnowflakeLayout {
 
   // Ticks (time units since the epoch) of a wall-clock time, and back.
   int64_t TicksOf(int64_t ms) const { return (ms - epoch_ms_) / time_unit_ms_; }
-  int64_t MsOf(int64_t ticks) const { return epoch_ms_ + ticks * time_unit_ms_; }
+  // Saturates at INT64_MAX: a wide layout with a long time unit (61 timestamp bits of minutes)
+  // outruns 64-bit milliseconds, and its end must read as "never", not as a wrapped date.
+  int64_t MsOf(int64_t ticks) const {
+    int64_t ms = 0;
+    if (__builtin_mul_overflow(ticks, time_unit_ms_, &ms) ||
+        __builtin_add_overflow(ms, epoch_ms_, &ms)) {
+      return std::numeric_limits<int64_t>::max();
+    }
+    return ms;
+  }
 
   int64_t max_ticks() const { return (int64_t{1} << timestamp_bits_) - 1; }
   int64_t max_worker_id() const { return (int64_t{1} << worker_bits_) - 1; }

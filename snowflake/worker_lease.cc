@@ -76,8 +76,13 @@ Result<WorkerLease::Grant> WorkerLease::Acquire() {
       worker_id_ = reply->worker_id;
       ExtendTo(sent, reply->lease_until_ms);
       if (!reply->notice.empty()) spdlog::warn("[lease] {}", reply->notice);
-      spdlog::info("[lease] claimed worker id {} (not before {})", worker_id_,
-                   FormatUtcMs(reply->not_before_ms));
+      if (reply->not_before_ms > 0) {
+        // A recycled id: the last timestamp its previous holders reported, which IDs must pass.
+        spdlog::info("[lease] claimed worker id {} (not before {})", worker_id_,
+                     FormatUtcMs(reply->not_before_ms));
+      } else {
+        spdlog::info("[lease] claimed worker id {} (no earlier timestamp to pass)", worker_id_);
+      }
       return Grant{worker_id_, reply->not_before_ms, false};
     }
     if (reply.error().code == Code::kFailedPrecondition) {

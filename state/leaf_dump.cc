@@ -81,7 +81,10 @@ bool IsUtf8(const std::string& text) {
   if (fields.size() != kColumns) {
     return Fail(Code::kInvalidArgument,
                 "expected 4 tab-separated columns (biz_tag, max_id, step, description), found " +
-                    std::to_string(fields.size()));
+                    std::to_string(fields.size()) +
+                    " (a tab or a line break in a description splits its row when the dump "
+                    "was written with mysql -r/--raw: dump without it, escaped, as "
+                    "docs/migrating-from-leaf.md shows)");
   }
   std::optional<std::string> values[kColumns];
   constexpr const char* kNames[kColumns] = {"biz_tag", "max_id", "step", "description"};

@@ -268,8 +268,12 @@ TEST_F(LeafCompatE2eTest, ImportFromLeafIntoAStoppedStandaloneServesAboveLeafsMa
       << imported.status.ToString() << "\n"
       << imported.out << imported.err;
   EXPECT_NE(imported.out.find("imported 3 Leaf tags"), std::string::npos) << imported.out;
-  EXPECT_NE(imported.out.find("3 raised, 0 already higher, 0 failed"), std::string::npos)
+  EXPECT_NE(imported.out.find("3 raised, 0 already as high, 0 failed"), std::string::npos)
       << imported.out;
+  // The same dump again raises nothing, and says so.
+  auto same = ImportLeaf(dump, config, "same.tsv");
+  ASSERT_TRUE(same.status.exited && same.status.code == 0) << same.err;
+  EXPECT_NE(same.out.find("0 raised, 3 already as high, 0 failed"), std::string::npos) << same.out;
 
   Start(config);
   struct Want {
@@ -316,7 +320,8 @@ TEST_F(LeafCompatE2eTest, ImportFromLeafIntoAStoppedStandaloneServesAboveLeafsMa
       std::string(kLeafHeader) + "leaf-segment-test\t1\t2000\tNULL\n" + "tabbed\t10000\t3\tNULL\n",
       config, "again.tsv");
   ASSERT_TRUE(again.status.exited && again.status.code == 0) << again.err;
-  EXPECT_NE(again.out.find("1 raised, 1 already higher, 0 failed"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("1 raised, 1 already as high, 0 failed"), std::string::npos)
+      << again.out;
   Start(config);
   json after = GetJson("/db", Bearer(kAdminToken));
   ASSERT_EQ(after["items"].size(), 3u) << after.dump();
@@ -351,6 +356,17 @@ TEST_F(LeafCompatE2eTest, ABadLeafDumpImportsNothing) {
   Start(config);
   json db = GetJson("/db", Bearer(kAdminToken));
   EXPECT_EQ(db, json({{"items", json::array()}})) << "a refused dump imported rows";
+}
+
+// A standalone's config (no kafka.bootstrap) without --standalone: the refusal says what to add.
+TEST_F(LeafCompatE2eTest, AnImportWithoutKafkaOrStandaloneNamesTheFlag) {
+  const auto config = Config(Defaults());
+  auto file = dir_.WriteFile("leaf.tsv", std::string(kLeafHeader) + "a\t1\t1\tNULL\n");
+  auto run = RunKleaf({"state", "import", "--from-leaf", file.string(), "--bump", "0", "--config",
+                       config.string()});
+  EXPECT_TRUE(run.status.exited && run.status.code == 2) << run.status.ToString() << run.err;
+  EXPECT_NE(run.err.find("kafka.bootstrap: required"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("add --standalone"), std::string::npos) << run.err;
 }
 
 TEST_F(LeafCompatE2eTest, ImportNeedsExactlyOneSource) {

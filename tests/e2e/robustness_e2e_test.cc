@@ -171,6 +171,16 @@ TEST_F(RobustnessE2eTest, SilentAndHalfSentClientsDoNotHoldUpOthersAndAreTimedOu
   for (int i = 0; i < 5; ++i) silent.push_back(Raw());
   RawConnection half = Raw();
   ASSERT_TRUE(half.Send("GET /api/v1/segment/slow?count=2 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow:"));
+  // A keep-alive connection answered, then silent (issue 29: held open for good after an answer
+  // given at once, as /healthz's is; one that waited for a segment was closed in time).
+  RawConnection answered = Raw();
+  for (const char* target : {"/api/v1/segment/once?count=2", "/healthz"}) {
+    ASSERT_TRUE(
+        answered.Send(std::string("GET ") + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    auto answer = answered.ReadResponse(seconds(5));
+    ASSERT_EQ(StatusOf(answer.data), 200) << target << ": " << answer.data;
+    ASSERT_FALSE(answer.closed) << target;
+  }
 
   // Meanwhile another client is served at once, on the server's only I/O thread.
   HttpClient client(server_.port, seconds(3));
@@ -187,6 +197,10 @@ TEST_F(RobustnessE2eTest, SilentAndHalfSentClientsDoNotHoldUpOthersAndAreTimedOu
   }
   auto got = half.ReadUntilClosed(milliseconds(kIdleTimeoutMs) + seconds(5));
   EXPECT_TRUE(got.closed) << "a half-sent request held its connection past http.idle_timeout_ms";
+  got = answered.ReadUntilClosed(milliseconds(kIdleTimeoutMs) + seconds(5));
+  EXPECT_TRUE(got.closed) << "a keep-alive connection silent after its answer outlived "
+                             "http.idle_timeout_ms";
+  EXPECT_EQ(got.data, "");
   // A busy keep-alive client is not cut off by the idle timeout.
   EXPECT_EQ(client.connections_opened(), 1);
 }

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <iostream>
 #include <regex>
 
 #include "tests/e2e/e2e_env.h"
@@ -88,10 +91,40 @@ TEST(StartupE2eTest, SecondProcessOnTheSameStateRefusesAndTheFirstKeepsServing) 
   EXPECT_TRUE(second.status.exited && second.status.code != 0) << second.status.ToString();
   EXPECT_NE(second.err.find("state"), std::string::npos) << second.err;
   EXPECT_EQ(second.out.find("listening"), std::string::npos) << second.out;
+  // The reason is said once: a log line (logging is set up by then), not that and a copy.
+  const std::string lock = "another kleaf process";
+  const size_t first_lock = second.err.find(lock);
+  ASSERT_NE(first_lock, std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find(lock, first_lock + lock.size()), std::string::npos)
+      << "the startup error was printed twice:\n"
+      << second.err;
 
   auto after = client.Get("/api/v1/segment/shared?count=10");
   ASSERT_TRUE(after) << after.error();
   EXPECT_EQ(after->status, 200) << after->body;
+}
+
+// The disk a fresh state.path takes (blocks allocated, preallocation included), with a few tags.
+TEST(StartupE2eTest, AFreshStateDirectoryTakesAFewMegabytes) {
+  TempDir dir;
+  auto config = dir.WriteFile("kleaf.yaml", TestConfig(dir.path() / "state").Yaml());
+  auto server = StartStandalone(config);
+  ASSERT_TRUE(server) << server.error();
+  HttpClient admin(server->port);
+  for (const char* tag : {"orders", "users", "payments"}) {
+    auto put =
+        admin.Put(std::string("/api/v1/tags/") + tag, R"({"step":1000})", Bearer(kAdminToken));
+    ASSERT_TRUE(put && put->status == 200) << (put ? put->body : put.error());
+  }
+  int64_t bytes = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path() / "state")) {
+    struct stat st {};
+    if (entry.is_regular_file() && ::stat(entry.path().c_str(), &st) == 0) {
+      bytes += st.st_blocks * 512;
+    }
+  }
+  std::cout << "[ startup ] a fresh state.path with 3 tags takes " << bytes / 1024 << " KiB\n";
+  EXPECT_LT(bytes, 16 << 20) << "a fresh state.path takes " << bytes << " bytes of disk";
 }
 
 }  // namespace

@@ -139,24 +139,32 @@ http_retrying() {
 # --- the import ----------------------------------------------------------------------------------
 "$kleaf" state import --from-leaf "$work/leaf_alloc.tsv" --bump 0 --config "$work/importer.yaml" \
   >"$work/import.out" 2>"$work/import.err" || fail "the import failed: $(cat "$work/import.out" "$work/import.err")"
-grep -q "imported 5 Leaf tags from $work/leaf_alloc.tsv (bump 0): 5 raised, 0 already higher, 0 failed" \
+grep -q "imported 5 Leaf tags from $work/leaf_alloc.tsv (bump 0): 5 raised, 0 already as high, 0 failed" \
   "$work/import.out" || fail "unexpected import summary: $(cat "$work/import.out" "$work/import.err")"
+# The same dump again, before any ID is drawn: every max_id is as high already, none is raised.
+"$kleaf" state import --from-leaf "$work/leaf_alloc.tsv" --bump 0 --config "$work/importer.yaml" \
+  >"$work/import-same.out" 2>"$work/import-same.err" || fail "the same import again failed: $(cat "$work/import-same.out" "$work/import-same.err")"
+grep -q "imported 5 Leaf tags from $work/leaf_alloc.tsv (bump 0): 0 raised, 5 already as high, 0 failed" \
+  "$work/import-same.out" || fail "unexpected summary of the same import again: $(cat "$work/import-same.out" "$work/import-same.err")"
 
 # Every ID is at or above Leaf's max_id; the first is max_id itself (nothing skipped, no overlap).
+# Draws follow the 503 'retry' answer too: a draw that needs a segment waits segment.wait_ms
+# (100 ms) for the allocators' reply, which a loaded machine can miss (`notes`, step 5, needs a
+# fresh segment for its 50 IDs: seen beside a build). A 503 serves no ID.
 declare -A highest=()
 for tag in "${!leaf_max[@]}"; do
   want=${leaf_max[$tag]}
-  http GET "/api/segment/get/$tag"
+  http_retrying GET "/api/segment/get/$tag"
   ((status == 200)) || fail "GET $tag: $status $body"
   ((body == want)) || fail "tag $tag: first ID $body, want Leaf's max_id $want"
   highest[$tag]=$body
   for method in POST GET PUT; do
-    http "$method" "/api/segment/get/$tag"
+    http_retrying "$method" "/api/segment/get/$tag"
     ((status == 200)) || fail "$method $tag: $status $body"
     ((body > highest[$tag])) || fail "tag $tag: ID $body after ${highest[$tag]}"
     highest[$tag]=$body
   done
-  http GET "/api/v1/segment/$tag?count=50"
+  http_retrying GET "/api/v1/segment/$tag?count=50"
   ((status == 200)) || fail "GET $tag ?count=50: $status $body"
   for id in $(grep -o '"[0-9]*"' <<<"$body" | tr -d '"'); do
     ((id >= want)) || fail "tag $tag: ID $id below Leaf's max_id $want"
@@ -209,6 +217,9 @@ sql leaf -e "UPDATE leaf_alloc SET max_id = max_id + 1000000 WHERE biz_tag = 'no
 dump "$work/leaf_alloc2.tsv"
 "$kleaf" state import --from-leaf "$work/leaf_alloc2.tsv" --bump 0 --config "$work/importer.yaml" \
   >"$work/import2.out" 2>"$work/import2.err" || fail "the re-import failed: $(cat "$work/import2.out" "$work/import2.err")"
+# Only `notes` went up in Leaf; the other four are as high in kleaf already (served past, or lower).
+grep -q "imported 5 Leaf tags from $work/leaf_alloc2.tsv (bump 0): 1 raised, 4 already as high, 0 failed" \
+  "$work/import2.out" || fail "unexpected re-import summary: $(cat "$work/import2.out" "$work/import2.err")"
 for tag in "${!leaf_max[@]}"; do
   after=$(max_of "$tag")
   ((after >= before[$tag])) || fail "tag $tag: max_id lowered from ${before[$tag]} to $after"
@@ -217,7 +228,7 @@ notes_max=$(max_of notes)
 ((notes_max == 1000077)) || fail "notes: max_id $notes_max after the re-import, want 1000077"
 ((highest[orders] < $(max_of orders))) || fail "orders: max_id not above the IDs served"
 for tag in "${!leaf_max[@]}"; do
-  http GET "/api/segment/get/$tag"
+  http_retrying GET "/api/segment/get/$tag"
   ((status == 200)) || fail "GET $tag after the re-import: $status $body"
   ((body > highest[$tag])) || fail "tag $tag: ID $body after the re-import, not above ${highest[$tag]}"
 done

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <random>
+#include <regex>
 #include <set>
 
 #include "tests/integration/cluster_env.h"
@@ -110,6 +111,21 @@ TEST(LocalClusterIntegrationTest, UpServesIdsFromBothGatewaysAndDownStopsEveryth
   EXPECT_NE(metrics->body.find("kleaf_producer_batches_published_total{tag=\"order\",mode=\"segment\"}"),
             std::string::npos)
       << metrics->body;
+  // ... on the topic the banner's kcat line reads.
+  const auto t = up.output.find(" -t ");
+  ASSERT_NE(t, std::string::npos) << "no kcat line in the banner:\n" << up.output;
+  const std::string topic = up.output.substr(t + 4, up.output.find(' ', t + 4) - (t + 4));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto offsets = RunScript({kafka_sh, "tool", "get-offsets", "--bootstrap-server",
+                                  "127.0.0.1:" + kport, "--topic", topic},
+                                 seconds(60));
+        // "<topic>:<partition>:<end offset>" per partition: some end above 0.
+        return offsets.exit_code == 0 &&
+               std::regex_search(offsets.output, std::regex(":[0-9]+:[1-9][0-9]*"));
+      },
+      std::chrono::seconds(60)))
+      << "the banner's topic " << topic << " holds no batch";
 
   auto stopped = RunScript({script, "down", "--dir", dir.string()}, seconds(120));
   ASSERT_EQ(stopped.exit_code, 0) << stopped.output;

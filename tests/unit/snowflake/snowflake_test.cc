@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "snowflake/snowflake_node.h"
 
 namespace kleaf::snowflake {
 namespace {
@@ -137,6 +138,32 @@ TEST(SnowflakeLayoutTest, MakeRejectsATimeUnitBelowOneMs) {
   EXPECT_FALSE(SnowflakeLayout::Make(41, 10, 12, kLeafEpoch, 0, kNow));
   EXPECT_FALSE(SnowflakeLayout::Make(41, 10, 12, kLeafEpoch, -10, kNow));
   EXPECT_TRUE(SnowflakeLayout::Make(41, 10, 12, kLeafEpoch, 10, kNow));
+}
+
+// 61 timestamp bits of minutes reach past 2^63 milliseconds: the end saturates ("never"), it does
+// not wrap to a past date that refused the layout with "ran out at 2010-11-04" (and was undefined
+// behaviour, seen under UBSan).
+TEST(SnowflakeLayoutTest, AWideLayoutOfLongTicksEndsAtTheLastInt64Millisecond) {
+  for (auto [bits, unit] : {std::pair{61, int64_t{60000}}, std::pair{61, int64_t{1000}},
+                            std::pair{55, int64_t{3'600'000}}}) {
+    SCOPED_TRACE(::testing::Message() << bits << " bits of " << unit << " ms");
+    const int worker_bits = (63 - bits) / 2;
+    auto l =
+        SnowflakeLayout::Make(bits, worker_bits, 63 - bits - worker_bits, kLeafEpoch, unit, kNow);
+    ASSERT_TRUE(l) << l.error().message;
+    EXPECT_EQ(l->last_ms(), INT64_MAX);
+    EXPECT_TRUE(CheckLayoutAt({bits, worker_bits, 63 - bits - worker_bits, kLeafEpoch, unit}, kNow))
+        << "a layout that lasts past 2^63 ms is refused";
+    auto first = l->FirstIdAt(kNow);
+    ASSERT_TRUE(first) << first.error().message;
+    EXPECT_EQ(Parts(*l, *first).timestamp_ms, kLeafEpoch + (kNow - kLeafEpoch) / unit * unit);
+    EXPECT_EQ(Parts(*l, INT64_MAX).timestamp_ms, INT64_MAX);
+  }
+  // One that really ran out is still refused, with its true end.
+  auto narrow = CheckLayoutAt({20, 21, 22, kLeafEpoch, 1}, kNow);
+  ASSERT_FALSE(narrow);
+  EXPECT_NE(narrow.error().message.find("ran out at 2010-11-04"), std::string::npos)
+      << narrow.error().message;
 }
 
 TEST(SnowflakeLayoutTest, DecodeRefusesANegativeId) {

@@ -82,7 +82,9 @@ TEST(LeafDumpTest, ABadRowRefusesTheWholeDumpNamingTheLine) {
   const std::string long_tag(129, 'x');
   for (const Case& c : std::vector<Case>{
            {"a\t1\t2", "line 3: expected 4 tab-separated columns"},
-           {"a\t1\t2\tx\ty", "found 5"},
+           {"a\t1\t2\tx\ty",
+            "found 5 (a tab or a line break in a description splits its row "
+            "when the dump was written with mysql -r/--raw"},
            {"", "found 1"},
            {"bad tag\t1\t2\tx", "line 3: biz_tag 'bad tag': invalid tag"},
            {"\xe8\xae\xa2\t1\t2\tx", "biz_tag"},
