@@ -126,8 +126,8 @@ Error NoSequences() {
   record.section_size = section_size;
   // The sender's step, within this owner's bounds (0: the default); it only sets how far a
   // raise goes, never which values are handed out.
-  record.step = std::clamp<int64_t>(step > 0 ? step : rules.spaces.default_step, 1,
-                                    rules.spaces.max_step);
+  record.step =
+      std::clamp<int64_t>(step > 0 ? step : rules.spaces.default_step, 1, rules.spaces.max_step);
   return record;
 }
 
@@ -315,8 +315,8 @@ Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, cons
   return Outcome<op::ListSpaces>{std::move(live)};
 }
 
-Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules& rules,
-                             int64_t, SequenceState& seq) {
+Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules& rules, int64_t,
+                             SequenceState& seq) {
   if (r.keys.empty() || r.keys.size() > kMaxSeqKeys) {
     return Failed<op::NextSeq>(
         Error{Code::kInvalidArgument, "a next_seq asks for 1 to " + std::to_string(kMaxSeqKeys) +

@@ -311,8 +311,8 @@ void KafkaAllocatorClient::DeleteSpace(std::string space, Callback<state::SpaceR
 }
 
 void KafkaAllocatorClient::ListSpaces(Callback<std::vector<state::SpaceRecord>> done) {
-  CallEveryPartition(op::ListSpaces{}, +[](const state::SpaceRecord& r) { return r.space; },
-                     std::move(done));
+  CallEveryPartition(
+      op::ListSpaces{}, +[](const state::SpaceRecord& r) { return r.space; }, std::move(done));
 }
 
 void KafkaAllocatorClient::WithSpace(const std::string& space, Callback<state::SpaceRecord> then) {
@@ -327,7 +327,7 @@ void KafkaAllocatorClient::WithSpace(const std::string& space, Callback<state::S
                 lookups_.try_emplace(space).second;
     } else {
       auto& waiting = lookups_[space];
-      waiting.push_back(std::move(then));
+      waiting.push_back(then);
       look_up = waiting.size() == 1;
     }
   }
@@ -362,60 +362,59 @@ void KafkaAllocatorClient::NextSeq(std::string space, std::vector<uint64_t> keys
                                                  std::to_string(allocator::kMaxSeqKeys) +
                                                  " keys, not " + std::to_string(keys.size())));
   }
-  WithSpace(space, Callback<state::SpaceRecord>([this, keys = std::move(keys),
-                                                 done = std::move(done)](
-                                                    Result<state::SpaceRecord> space) {
-              if (!space) return done(std::unexpected(space.error()));
-              // The keys of each partition, in the caller's order (a key's values must rise in it).
-              std::map<int32_t, std::vector<size_t>> by_partition;
-              for (size_t i = 0; i < keys.size(); ++i) {
-                by_partition[SectionPartition(*space, keys[i])].push_back(i);
-              }
-              if (by_partition.size() == 1) {
-                return SubmitSeq(*space, by_partition.begin()->first, SeqPart{keys, done});
-              }
-              struct Gather {
-                Mutex mu;
-                std::vector<uint64_t> values KLEAF_GUARDED_BY(mu);
-                size_t left KLEAF_GUARDED_BY(mu) = 0;
-                std::optional<Error> error KLEAF_GUARDED_BY(mu);
-                Callback<std::vector<uint64_t>> done;
-              };
-              auto g = std::make_shared<Gather>();
-              {
-                MutexLock lock(g->mu);
-                g->values.resize(keys.size());
-                g->left = by_partition.size();
-              }
-              g->done = done;
-              for (auto& [p, positions] : by_partition) {
-                std::vector<uint64_t> part_keys;
-                part_keys.reserve(positions.size());
-                for (size_t i : positions) part_keys.push_back(keys[i]);
-                SubmitSeq(*space, p,
-                          SeqPart{std::move(part_keys),
-                                  [g, positions](Result<std::vector<uint64_t>> r) {
-                                    std::optional<Result<std::vector<uint64_t>>> all;
-                                    {
-                                      MutexLock lock(g->mu);
-                                      if (!r) {
-                                        g->error = r.error();
-                                      } else {
-                                        for (size_t j = 0; j < positions.size(); ++j) {
-                                          g->values[positions[j]] = (*r)[j];
-                                        }
-                                      }
-                                      if (--g->left > 0) return;
-                                      if (g->error) {
-                                        all = std::unexpected(*g->error);
-                                      } else {
-                                        all = std::move(g->values);
-                                      }
-                                    }
-                                    g->done(std::move(*all));
-                                  }});
-              }
-            }));
+  WithSpace(
+      space, Callback<state::SpaceRecord>([this, keys = std::move(keys), done = std::move(done)](
+                                              Result<state::SpaceRecord> space) {
+        if (!space) return done(std::unexpected(space.error()));
+        // The keys of each partition, in the caller's order (a key's values must rise in it).
+        std::map<int32_t, std::vector<size_t>> by_partition;
+        for (size_t i = 0; i < keys.size(); ++i) {
+          by_partition[SectionPartition(*space, keys[i])].push_back(i);
+        }
+        if (by_partition.size() == 1) {
+          return SubmitSeq(*space, by_partition.begin()->first, SeqPart{keys, done});
+        }
+        struct Gather {
+          Mutex mu;
+          std::vector<uint64_t> values KLEAF_GUARDED_BY(mu);
+          size_t left KLEAF_GUARDED_BY(mu) = 0;
+          std::optional<Error> error KLEAF_GUARDED_BY(mu);
+          Callback<std::vector<uint64_t>> done;
+        };
+        auto g = std::make_shared<Gather>();
+        {
+          MutexLock lock(g->mu);
+          g->values.resize(keys.size());
+          g->left = by_partition.size();
+        }
+        g->done = done;
+        for (auto& [p, positions] : by_partition) {
+          std::vector<uint64_t> part_keys;
+          part_keys.reserve(positions.size());
+          for (size_t i : positions) part_keys.push_back(keys[i]);
+          SubmitSeq(*space, p,
+                    SeqPart{std::move(part_keys), [g, positions](Result<std::vector<uint64_t>> r) {
+                              std::optional<Result<std::vector<uint64_t>>> all;
+                              {
+                                MutexLock lock(g->mu);
+                                if (!r) {
+                                  g->error = r.error();
+                                } else {
+                                  for (size_t j = 0; j < positions.size(); ++j) {
+                                    g->values[positions[j]] = (*r)[j];
+                                  }
+                                }
+                                if (--g->left > 0) return;
+                                if (g->error) {
+                                  all = std::unexpected(*g->error);
+                                } else {
+                                  all = std::move(g->values);
+                                }
+                              }
+                              g->done(std::move(*all));
+                            }});
+        }
+      }));
 }
 
 void KafkaAllocatorClient::SubmitSeq(const state::SpaceRecord& space, int32_t partition,
@@ -438,7 +437,8 @@ void KafkaAllocatorClient::SubmitSeq(const state::SpaceRecord& space, int32_t pa
 void KafkaAllocatorClient::SendSeq(const state::SpaceRecord& space, int32_t partition,
                                    std::vector<SeqPart> parts) {
   op::NextSeq next{space.space, {}, space.section_size, space.step};
-  for (const auto& part : parts) next.keys.insert(next.keys.end(), part.keys.begin(), part.keys.end());
+  for (const auto& part : parts)
+    next.keys.insert(next.keys.end(), part.keys.begin(), part.keys.end());
   const uint64_t section =
       allocator::SectionOf(next.keys.front(), static_cast<uint64_t>(space.section_size));
   auto shared = std::make_shared<std::vector<SeqPart>>(std::move(parts));
@@ -493,16 +493,14 @@ void KafkaAllocatorClient::OnSeqAnswered(const std::string& space, int32_t parti
 }
 
 void KafkaAllocatorClient::CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) {
-  WithSpace(space, Callback<state::SpaceRecord>(
-                       [this, key, done = std::move(done)](Result<state::SpaceRecord> space) {
-                         if (!space) return done(std::unexpected(space.error()));
-                         const uint64_t section = allocator::SectionOf(
-                             key, static_cast<uint64_t>(space->section_size));
-                         Call(SectionPartition(*space, key),
-                              allocator::SectionRouteKey(space->space, section),
-                              op::CurrentSeq{space->space, key, space->section_size},
-                              std::move(done));
-                       }));
+  WithSpace(space, Callback<state::SpaceRecord>([this, key, done = std::move(done)](
+                                                    Result<state::SpaceRecord> space) {
+              if (!space) return done(std::unexpected(space.error()));
+              const uint64_t section =
+                  allocator::SectionOf(key, static_cast<uint64_t>(space->section_size));
+              Call(SectionPartition(*space, key), allocator::SectionRouteKey(space->space, section),
+                   op::CurrentSeq{space->space, key, space->section_size}, done);
+            }));
 }
 
 // Worker-registry requests all go to the partition of allocator::kWorkersKey.
@@ -530,8 +528,8 @@ void KafkaAllocatorClient::WorkerStatus(Callback<allocator::WorkerCounts> done) 
 }
 
 void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {
-  CallEveryPartition(op::ListTags{}, +[](const state::TagRecord& r) { return r.tag; },
-                     std::move(done));
+  CallEveryPartition(
+      op::ListTags{}, +[](const state::TagRecord& r) { return r.tag; }, std::move(done));
 }
 
 template <typename Op, typename Record>
@@ -539,7 +537,8 @@ void KafkaAllocatorClient::CallEveryPartition(Op op, std::string (*name_of)(cons
                                               Callback<std::vector<Record>> done) {
   // Every partition answers for its own records; the answer is complete only with all of them.
   struct Gather {
-    Gather(int partitions, Callback<std::vector<Record>> d) : left(partitions), done(std::move(d)) {}
+    Gather(int partitions, Callback<std::vector<Record>> d)
+        : left(partitions), done(std::move(d)) {}
     Mutex mu;
     int left KLEAF_GUARDED_BY(mu);
     std::vector<Record> records KLEAF_GUARDED_BY(mu);

@@ -71,7 +71,7 @@ class BatchReader final : public allocator::StateReader {
     return out;
   }
   Result<std::optional<state::SectionRecord>> GetSection(const std::string& space,
-                                                          uint64_t section) override {
+                                                         uint64_t section) override {
     if (auto it = staged_sections_.find({space, section}); it != staged_sections_.end()) {
       return std::optional(it->second);
     }
@@ -547,16 +547,17 @@ void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& b
   int64_t segments = 0;
   const kafka::TxnEnd end = RunTransaction(p, batch, producer, reader, seq, segments);
   transactions_[static_cast<size_t>(end.outcome)]->Inc();
-  if (end.outcome != kafka::TxnOutcome::kCommitted) {
+  if (end.outcome == kafka::TxnOutcome::kCommitted) {
+    if (auto c = counters.Commit(std::move(plan)); !c) {
+      // Forgetting is always safe: the sections reload at their persisted maxima.
+      spdlog::warn("[allocator] partition {}: sequence counters: {}", p, c.error().message);
+    }
+  } else {
     // Dropped here, while its counters exist: the handlers below may release p and them.
     allocator::SeqPlan dropped = std::move(plan);
   }
   switch (end.outcome) {
     case kafka::TxnOutcome::kCommitted:
-      if (auto c = counters.Commit(std::move(plan)); !c) {
-        // Forgetting is always safe: the sections reload at their persisted maxima.
-        spdlog::warn("[allocator] partition {}: sequence counters: {}", p, c.error().message);
-      }
       return OnCommitted(p, batch.back().offset + 1, producer, reader, segments);
     case kafka::TxnOutcome::kAborted:
       return OnAborted(p, batch.front().offset, end.error);
@@ -584,9 +585,9 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
   // that carry those values (I5): a reply is visible only with the raise that covers it.
   for (const state::SectionRecord& raise : seq.plan.Raises()) {
     reader.Stage(raise);
-    if (auto sent = producer.Send(options_.topics.state, p,
-                                  state::SectionKey(raise.space, raise.section),
-                                  state::EncodeSection(raise), {});
+    if (auto sent =
+            producer.Send(options_.topics.state, p, state::SectionKey(raise.space, raise.section),
+                          state::EncodeSection(raise), {});
         !sent) {
       return kafka::EndFailedTransaction(
           producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,

@@ -70,10 +70,7 @@ json FieldsOf(const op::PutSpace& r) {
 json FieldsOf(const op::DeleteSpace& r) { return {{"space", r.space}}; }
 json FieldsOf(const op::ListSpaces&) { return json::object(); }
 json FieldsOf(const op::NextSeq& r) {
-  return {{"space", r.space},
-          {"keys", r.keys},
-          {"section_size", r.section_size},
-          {"step", r.step}};
+  return {{"space", r.space}, {"keys", r.keys}, {"section_size", r.section_size}, {"step", r.step}};
 }
 json FieldsOf(const op::CurrentSeq& r) {
   return {{"space", r.space}, {"key", r.key}, {"section_size", r.section_size}};

@@ -76,12 +76,11 @@ std::vector<std::string> RealTimeOrderViolations(std::vector<SeqOp> ops, size_t 
 
 // The checker catches what it is for, without a broker.
 TEST(SequenceCheckerTest, FlagsAValueThatDidNotRiseAfterAnEarlierOneEnded) {
-  const std::vector<SeqOp> fine = {{false, 1, 0, 10, 5},
-                                   {false, 1, 20, 30, 6},
-                                   {true, 1, 40, 50, 6},
-                                   {false, 1, 45, 60, 9},  // overlaps the current: any order
-                                   {false, 2, 0, 100, 1},  // another key
-                                   {false, 1, 55, 70, 7}};
+  const std::vector<SeqOp> fine = {
+      {false, 1, 0, 10, 5},  {false, 1, 20, 30, 6},
+      {true, 1, 40, 50, 6},  {false, 1, 45, 60, 9},  // overlaps the current: any order
+      {false, 2, 0, 100, 1},                         // another key
+      {false, 1, 55, 70, 7}};
   EXPECT_TRUE(RealTimeOrderViolations(fine).empty());
   // A repeated value (a new owner starting at the last value handed out, not above it).
   auto repeated = fine;
@@ -95,11 +94,11 @@ TEST(SequenceCheckerTest, FlagsAValueThatDidNotRiseAfterAnEarlierOneEnded) {
   EXPECT_TRUE(RealTimeOrderViolations({{false, 3, 0, 50, 9}, {false, 3, 10, 40, 2}}).empty());
 }
 
-constexpr uint64_t kKeys = 200;           // keys 0..199
-constexpr int64_t kSectionSize = 25;      // 8 sections, spread over the 4 partitions
-constexpr int64_t kStep = 20;             // raises every few values of a key: often in flight
-constexpr int kClients = 6;               // threads, each on both gateways in turn
-constexpr int64_t kOpsPerPhase = 400;     // completed operations between two faults, at least
+constexpr uint64_t kKeys = 200;        // keys 0..199
+constexpr int64_t kSectionSize = 25;   // 8 sections, spread over the 4 partitions
+constexpr int64_t kStep = 20;          // raises every few values of a key: often in flight
+constexpr int kClients = 6;            // threads, each on both gateways in turn
+constexpr int64_t kOpsPerPhase = 400;  // completed operations between two faults, at least
 constexpr char kSpace[] = "im";
 
 // Clients of both gateways: each request goes to one of them at random (a port of 0 is a gateway
@@ -165,9 +164,9 @@ class SeqClients {
           keys.push_back(random() % kKeys);
           list.push_back(std::to_string(keys.back()));
         }
-        reply = conns[g]->Request("POST", std::string("/api/v1/seq/") + kSpace,
-                                  json{{"keys", list}}.dump(),
-                                  {{"Content-Type", "application/json"}});
+        reply =
+            conns[g]->Request("POST", std::string("/api/v1/seq/") + kSpace,
+                              json{{"keys", list}}.dump(), {{"Content-Type", "application/json"}});
       } else {
         keys.push_back(random() % kKeys);
         std::string target =
@@ -198,8 +197,8 @@ class SeqClients {
             if (std::stoull(seqs[i].at("key").get<std::string>()) != keys[i]) {
               throw std::runtime_error("keys out of order");
             }
-            mine.push_back({false, keys[i], start, end,
-                            std::stoull(seqs[i].at("seq").get<std::string>())});
+            mine.push_back(
+                {false, keys[i], start, end, std::stoull(seqs[i].at("seq").get<std::string>())});
           }
         } else {
           mine.push_back({kind == 4, keys.front(), start, end,
@@ -305,8 +304,7 @@ TEST_F(SequenceIntegrationTest, EveryKeysValuesFollowRealTimeAcrossKillPauseAndR
     auto started = broker_.Start();
     ASSERT_TRUE(started) << started.error();
   }
-  EXPECT_TRUE(clients.WaitForMore(kOpsPerPhase, seconds(90)))
-      << "no load after the broker restart";
+  EXPECT_TRUE(clients.WaitForMore(kOpsPerPhase, seconds(90))) << "no load after the broker restart";
 
   clients.Stop();
   const auto history = clients.History();

@@ -187,10 +187,10 @@ TEST(RouteTest, ASequenceRequestIsServedOnlyWhereEveryKeysSectionLives) {
   auto mixed = CheckRoute(allocator::op::NextSeq{"chat", {0, other}, kSection}, 12, p0, 12);
   ASSERT_FALSE(mixed.has_value());
   EXPECT_EQ(mixed.error().code, Code::kFailedPrecondition);
-  EXPECT_NE(mixed.error().message.find("section 'chat#" + std::to_string(other / kSection) +
-                                       "' belongs to partition " +
-                                       std::to_string(partition_of(other))),
-            std::string::npos)
+  EXPECT_NE(
+      mixed.error().message.find("section 'chat#" + std::to_string(other / kSection) +
+                                 "' belongs to partition " + std::to_string(partition_of(other))),
+      std::string::npos)
       << mixed.error().message;
   auto elsewhere = CheckRoute(allocator::op::CurrentSeq{"chat", other, kSection}, 12, p0, 12);
   EXPECT_FALSE(elsewhere.has_value());

@@ -66,9 +66,9 @@ TEST(WireTest, SequenceRequestsAndRepliesSurviveTheirEncoding) {
   EXPECT_FALSE(std::get<op::PutSpace>(put->request).update.section_size.has_value());
   EXPECT_EQ(std::get<op::PutSpace>(put->request).update.step, 50);
   EXPECT_EQ(std::get<op::PutSpace>(put->request).update.description, "members");
-  for (const allocator::Request& r : {allocator::Request{op::GetSpace{"chat"}},
-                                      allocator::Request{op::DeleteSpace{"chat"}},
-                                      allocator::Request{op::ListSpaces{}}}) {
+  for (const allocator::Request& r :
+       {allocator::Request{op::GetSpace{"chat"}}, allocator::Request{op::DeleteSpace{"chat"}},
+        allocator::Request{op::ListSpaces{}}}) {
     auto back = DecodeRequest(EncodeRequest({r, 4}));
     ASSERT_TRUE(back.has_value()) << EncodeRequest({r, 4});
     EXPECT_EQ(back->request.index(), r.index());
