@@ -55,7 +55,9 @@ if [[ $set_name == test || $set_name == bench ]]; then
     mariadb-server mariadb-client
     # The fuzzer and the sanitizer build (tests/fuzz): clang 16 with libFuzzer and the sanitizers'
     # runtimes; the style check (scripts/check-style.sh): clang-format and clang-tidy of the same.
-    clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16
+    # llvm-16 for llvm-symbolizer: without it a sanitizer report has no function names, and
+    # tests/tsan.supp, which matches function names, cannot apply (CI at 89d815f).
+    clang-16 libclang-rt-16-dev clang-format-16 clang-tidy-16 llvm-16
     # The Python reference consumer (examples/python) and its test: a venv with confluent-kafka.
     python3 python3-venv
   )

@@ -33,12 +33,15 @@ deploy/helm/check.sh --kleaf "$build/kleaf"
 # seed corpus, both at once; any finding fails the test. -O1 (ASan's advice) and line tables only,
 # as in the TSan build below: reports keep file and line, and the build is cheaper.
 fuzz_build=${KLEAF_FUZZ_BUILD_DIR:-build-fuzz}
+# Reports name functions only through llvm-symbolizer (llvm-16, from install-deps.sh), and
+# tests/tsan.supp matches function names: named here rather than left to a search of PATH.
+symbolizer=external_symbolizer_path=/usr/lib/llvm-16/bin/llvm-symbolizer
 cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_FUZZ=ON \
   -DKLEAF_FUZZ_SECONDS="${KLEAF_FUZZ_SECONDS:-60}" >/dev/null
 cmake --build "$fuzz_build" -j"$(nproc)"
-UBSAN_OPTIONS=print_stacktrace=1 \
+UBSAN_OPTIONS="print_stacktrace=1 $symbolizer" ASAN_OPTIONS="$symbolizer" \
   ctest --test-dir "$fuzz_build" -L 'fuzz|unit' --output-on-failure --timeout 600 -j2
 
 # The ThreadSanitizer build (KLEAF_TSAN): clang 16, only the unit-test binaries and the libraries they
@@ -53,7 +56,7 @@ cmake -S . -B "$tsan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_TSAN=ON -DKLEAF_BUILD_BENCH=OFF >/dev/null
 cmake --build "$tsan_build" -j"$(nproc)" --target kleaf_unit_tests
-TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
+TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1 $symbolizer" \
   ctest --test-dir "$tsan_build" -L unit -E '^GroupConsumerTest\.' --output-on-failure \
   --timeout 600 -j2
 
