@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
+#include <system_error>
 #include <unordered_map>
 
 #include "cluster/wire.h"
@@ -220,7 +222,7 @@ void AllocatorNode::Run() {
       std::map<int32_t, std::vector<kafka::Message>> by_partition;
       for (auto& m : batch) by_partition[m.partition].push_back(std::move(m));
       batch.clear();
-      for (auto& [p, messages] : by_partition) ProcessBatch(p, messages);
+      ProcessBatches(std::move(by_partition));
     }
     OnEvent(event, batch);
     PublishProgress();
@@ -516,82 +518,86 @@ void AllocatorNode::RestartFetching() {
   }
 }
 
-void AllocatorNode::ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch) {
+// One partition's batch from its first record to the end of its transaction. Made and ended by
+// the loop thread; between the two only its commit touches it, on a thread of its own.
+struct AllocatorNode::OpenBatch {
+  OpenBatch(state::Store& store, const ClusterTopics& topics, int32_t partition)
+      : p(partition), reader(store, topics, partition) {}
+  int32_t p;
+  std::vector<kafka::Message> batch;
+  kafka::TxnProducer* producer = nullptr;  // serving_[p] when the batch was opened
+  BatchReader reader;
+  // The sequence values of this batch: they reach the counters only if its transaction commits
+  // (I5); dropped otherwise, and the batch, run again, computes them again.
+  allocator::SequenceCounters* counters = nullptr;
+  std::optional<allocator::SeqPlan> plan;
+  int64_t segments = 0;
+  std::optional<kafka::TxnEnd> end;  // set once the transaction ended (before its commit: failed)
+};
+
+void AllocatorNode::ProcessBatches(std::map<int32_t, std::vector<kafka::Message>> by_partition) {
+  std::vector<std::unique_ptr<OpenBatch>> open;
+  for (auto& [p, messages] : by_partition) {
+    if (auto batch = OpenTransaction(p, std::move(messages))) open.push_back(std::move(batch));
+  }
+  CommitAll(open);
+  EndAll(open);
+}
+
+std::unique_ptr<AllocatorNode::OpenBatch> AllocatorNode::OpenTransaction(
+    int32_t p, std::vector<kafka::Message> batch) {
   auto it = serving_.find(p);
-  if (it == serving_.end()) return;  // re-read from the recorded position once taken over
+  if (it == serving_.end()) return nullptr;  // re-read from the recorded position once taken over
   const int64_t floor = floor_[p];
   if (batch.front().offset < floor) {
     // Requests a committed batch already answered (the consumer started below the resume
     // point): running them again would apply them twice.
-    std::vector<kafka::Message> fresh;
-    for (const auto& m : batch) {
-      if (m.offset >= floor) fresh.push_back(m);
-    }
+    const size_t before = batch.size();
+    std::erase_if(batch, [floor](const kafka::Message& m) { return m.offset < floor; });
     spdlog::info("[allocator] partition {}: {} requests below offset {} skipped (answered)", p,
-                 batch.size() - fresh.size(), floor);
-    if (!fresh.empty()) ProcessBatch(p, fresh);
-    return;
+                 before - batch.size(), floor);
+    if (batch.empty()) return nullptr;
   }
-  kafka::TxnProducer& producer = *it->second;
-  BatchReader reader(store_, options_.topics, p);
-  // The sequence values of this batch: they reach the counters only if its transaction commits
-  // (I5); dropped otherwise, and the batch, run again, computes them again.
   allocator::SequenceCounters& counters = CountersOf(p);
   auto begun = counters.Begin();
   if (!begun) {
     Retake(p, "sequence counters: " + begun.error().message);
-    return;
+    return nullptr;
   }
-  allocator::SeqPlan plan = std::move(*begun);
-  allocator::SequenceState seq{counters, plan};
-  int64_t segments = 0;
-  const kafka::TxnEnd end = RunTransaction(p, batch, producer, reader, seq, segments);
-  transactions_[static_cast<size_t>(end.outcome)]->Inc();
-  if (end.outcome == kafka::TxnOutcome::kCommitted) {
-    if (auto c = counters.Commit(std::move(plan)); !c) {
-      // Forgetting is always safe: the sections reload at their persisted maxima.
-      spdlog::warn("[allocator] partition {}: sequence counters: {}", p, c.error().message);
-    }
-  } else {
-    // Dropped here, while its counters exist: the handlers below may release p and them.
-    allocator::SeqPlan dropped = std::move(plan);
-  }
-  switch (end.outcome) {
-    case kafka::TxnOutcome::kCommitted:
-      return OnCommitted(p, batch.back().offset + 1, producer, reader, segments);
-    case kafka::TxnOutcome::kAborted:
-      return OnAborted(p, batch.front().offset, end.error);
-    case kafka::TxnOutcome::kUnknown:
-      return OnUnknown(p, end.error);
-    case kafka::TxnOutcome::kFatal:
-      return OnFatal(p, end.error);
-  }
+  auto open = std::make_unique<OpenBatch>(store_, options_.topics, p);
+  open->batch = std::move(batch);
+  open->producer = it->second.get();
+  open->counters = &counters;
+  open->plan.emplace(std::move(*begun));
+  if (auto failed = ProduceBatch(*open)) open->end = std::move(*failed);
+  return open;
 }
 
-kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::Message>& batch,
-                                            kafka::TxnProducer& producer, BatchReader& reader,
-                                            allocator::SequenceState& seq, int64_t& segments) {
+std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
+  kafka::TxnProducer& producer = *open.producer;
+  BatchReader& reader = open.reader;
+  const int32_t p = open.p;
   if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
-  for (const auto& m : batch) {
+  const auto failed = [&](const Error& e) {
+    return kafka::EndFailedTransaction(
+        producer, {Kind::kAbortable, false, "producing failed: " + e.message}, clock_,
+        kAbortTimeout);
+  };
+  allocator::SequenceState seq{*open.counters, *open.plan};
+  for (const auto& m : open.batch) {
     const Decision decision = Decide(p, m, reader, seq);
-    if (decision.segment) ++segments;
-    if (auto sent = Produce(p, m, decision, producer, reader); !sent) {
-      return kafka::EndFailedTransaction(
-          producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
-          kAbortTimeout);
-    }
+    if (decision.segment) ++open.segments;
+    if (auto sent = Produce(p, m, decision, producer, reader); !sent) return failed(sent.error());
   }
   // The section maxima this batch's values passed, raised in the same transaction as the replies
   // that carry those values (I5): a reply is visible only with the raise that covers it.
-  for (const state::SectionRecord& raise : seq.plan.Raises()) {
+  for (const state::SectionRecord& raise : open.plan->Raises()) {
     reader.Stage(raise);
     if (auto sent =
             producer.Send(options_.topics.state, p, state::SectionKey(raise.space, raise.section),
                           state::EncodeSection(raise), {});
         !sent) {
-      return kafka::EndFailedTransaction(
-          producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
-          kAbortTimeout);
+      return failed(sent.error());
     }
   }
   // The consumed position, in the state partition beside the batch's records: it commits with
@@ -599,21 +605,85 @@ kafka::TxnEnd AllocatorNode::RunTransaction(int32_t p, const std::vector<kafka::
   // replaced send_offsets_to_transaction, whose AddOffsetsToTxn and TxnOffsetCommit were two
   // more round trips in series on every batch.)
   if (auto sent = producer.Send(options_.topics.state, p, RequestsOffsetKey(p),
-                                wire::EncodeRequestsOffset(batch.back().offset + 1), {});
+                                wire::EncodeRequestsOffset(open.batch.back().offset + 1), {});
       !sent) {
-    return kafka::EndFailedTransaction(
-        producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message}, clock_,
-        kAbortTimeout);
+    return failed(sent.error());
   }
-  const int64_t commit_start = clock_.MonotonicNs();
-  // Half the transaction timeout, as the ids producer: a commit still unanswered by then is
-  // settled by the next owner's init_transactions before the coordinator would expire it.
-  kafka::TxnEnd end =
-      kafka::CommitTransaction(producer, clock_, options_.txn_timeout / 2, kAbortTimeout);
-  if (end.outcome == kafka::TxnOutcome::kCommitted) {
-    commit_latency_.Observe(static_cast<double>(clock_.MonotonicNs() - commit_start) / 1e9);
+  return std::nullopt;
+}
+
+void AllocatorNode::CommitAll(const std::vector<std::unique_ptr<OpenBatch>>& open) {
+  // Each partition has its own producer and transaction: their commits, a round trip to a
+  // transaction coordinator each, overlap rather than queue (one after another they filled the
+  // loop's time under load: docs/benchmarks.md). Nothing else runs meanwhile, and each commit
+  // touches its own producer only.
+  const auto commit = [this](OpenBatch& batch) {
+    const int64_t start = clock_.MonotonicNs();
+    // Half the transaction timeout, as the ids producer: a commit still unanswered by then is
+    // settled by the next owner's init_transactions before the coordinator would expire it.
+    batch.end =
+        kafka::CommitTransaction(*batch.producer, clock_, options_.txn_timeout / 2, kAbortTimeout);
+    if (batch.end->outcome == kafka::TxnOutcome::kCommitted) {
+      commit_latency_.Observe(static_cast<double>(clock_.MonotonicNs() - start) / 1e9);
+    }
+  };
+  std::vector<OpenBatch*> ready;
+  for (const auto& batch : open) {
+    if (!batch->end) ready.push_back(batch.get());
   }
-  return end;
+  if (ready.empty()) return;
+  std::vector<std::future<void>> others;
+  for (size_t i = 1; i < ready.size(); ++i) {
+    try {
+      others.push_back(std::async(std::launch::async, commit, std::ref(*ready[i])));
+    } catch (const std::system_error& e) {  // no thread to be had: commit it here
+      spdlog::debug("[allocator] partition {}: committing on the loop thread: {}", ready[i]->p,
+                    e.what());
+      commit(*ready[i]);
+    }
+  }
+  commit(*ready[0]);
+  for (auto& other : others) other.get();  // each bounded: CommitTransaction's timeouts
+}
+
+void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) {
+  // Every plan is settled before any handler runs: a handler may release a partition, and its
+  // counters with it (RestartFetching releases them all).
+  for (const auto& batch : open) {
+    transactions_[static_cast<size_t>(batch->end->outcome)]->Inc();
+    if (batch->end->outcome == kafka::TxnOutcome::kCommitted) {
+      if (auto c = batch->counters->Commit(std::move(*batch->plan)); !c) {
+        // Forgetting is always safe: the sections reload at their persisted maxima.
+        spdlog::warn("[allocator] partition {}: sequence counters: {}", batch->p,
+                     c.error().message);
+      }
+    }
+    batch->plan.reset();
+  }
+  for (const auto& batch : open) {
+    const int32_t p = batch->p;
+    if (auto it = serving_.find(p); it == serving_.end() || it->second.get() != batch->producer) {
+      // Released by the handler of another partition of this round: what committed is in the
+      // state topic, and the next takeover restores it from there.
+      continue;
+    }
+    const kafka::TxnEnd& end = *batch->end;
+    switch (end.outcome) {
+      case kafka::TxnOutcome::kCommitted:
+        OnCommitted(p, batch->batch.back().offset + 1, *batch->producer, batch->reader,
+                    batch->segments);
+        break;
+      case kafka::TxnOutcome::kAborted:
+        OnAborted(p, batch->batch.front().offset, end.error);
+        break;
+      case kafka::TxnOutcome::kUnknown:
+        OnUnknown(p, end.error);
+        break;
+      case kafka::TxnOutcome::kFatal:
+        OnFatal(p, end.error);
+        break;
+    }
+  }
 }
 
 AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m,

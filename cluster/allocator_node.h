@@ -8,6 +8,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -36,7 +37,8 @@ struct AllocatorNodeOptions {
   std::chrono::milliseconds session_timeout{6000};  // group membership: bounds failover time
 };
 
-// One thread runs the consumer loop; everything below is owned by it.
+// One thread runs the consumer loop; everything below is owned by it. (A round's commits run on
+// threads of their own while the loop waits for them, each with its own partition's producer.)
 //
 // Invariant (docs/architecture.md, I1): this node serves partition p only between a successful
 // init_transactions on p's transactional.id (which fences any previous owner and aborts its open
@@ -107,11 +109,19 @@ class AllocatorNode {
   void RetryPending();
   void FinishTakeovers();
   bool StillAssigned(int32_t p);
-  // One batch of p's requests, one transaction: run it, then handle how it ended.
-  void ProcessBatch(int32_t p, const std::vector<kafka::Message>& batch);
-  kafka::TxnEnd RunTransaction(int32_t p, const std::vector<kafka::Message>& batch,
-                               kafka::TxnProducer& producer, BatchReader& reader,
-                               allocator::SequenceState& seq, int64_t& segments);
+  // One batch of requests per served partition, one transaction each: every transaction is
+  // produced on the loop thread, then they commit at once (CommitAll), then each is ended in
+  // partition order (EndAll).
+  struct OpenBatch;
+  void ProcessBatches(std::map<int32_t, std::vector<kafka::Message>> by_partition);
+  // Begins p's transaction and produces the batch into it; null when p is not served or nothing
+  // of the batch is left to run.
+  std::unique_ptr<OpenBatch> OpenTransaction(int32_t p, std::vector<kafka::Message> batch);
+  // The batch's records, replies, section raises and consumed position; how the transaction
+  // ended if producing failed, nothing when it is ready to commit.
+  std::optional<kafka::TxnEnd> ProduceBatch(OpenBatch& open);
+  void CommitAll(const std::vector<std::unique_ptr<OpenBatch>>& open);
+  void EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open);
   // What one request makes of the partition's state (pure: allocator::Execute): the records to
   // write and the encoded reply.
   struct Decision {

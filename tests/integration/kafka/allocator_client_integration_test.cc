@@ -352,7 +352,7 @@ TEST_F(AllocatorClientIntegrationTest, AFatalTxnProducerErrorIsRepairedByATakeOv
 }
 
 // Where a takeover resumes reading requests: right after the last committed batch, as that batch
-// recorded it in the state topic (cluster/allocator_node.cc, RunTransaction), not as the group's
+// recorded it in the state topic (cluster/allocator_node.cc, ProduceBatch), not as the group's
 // committed offset says. The second allocator belongs to another group (its committed offsets are
 // none: as after offsets.retention.minutes expired them) and has an empty store: it must resume
 // where the first one stopped. Resuming earlier would run the tag's PUT and allocations again
