@@ -317,10 +317,8 @@ Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, cons
 
 Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules& rules, int64_t,
                              SequenceState& seq) {
-  if (r.keys.empty() || r.keys.size() > kMaxSeqKeys) {
-    return Failed<op::NextSeq>(
-        Error{Code::kInvalidArgument, "a next_seq asks for 1 to " + std::to_string(kMaxSeqKeys) +
-                                          " keys, not " + std::to_string(r.keys.size())});
+  if (auto count = CheckSeqKeyCount(r.keys.size()); !count) {
+    return Failed<op::NextSeq>(count.error());
   }
   auto space = SpaceOf(r.space, r.section_size, r.step, reader, rules);
   if (!space) return Failed<op::NextSeq>(space.error());

@@ -9,6 +9,12 @@
 #include "base/tag.h"
 
 namespace kleaf::allocator {
+
+Result<void> CheckSeqKeyCount(size_t keys) {
+  if (keys >= 1 && keys <= kMaxSeqKeys) return {};
+  return Fail(Code::kInvalidArgument, "a next_seq asks for 1 to " + std::to_string(kMaxSeqKeys) +
+                                          " keys, not " + std::to_string(keys));
+}
 namespace {
 
 constexpr uint64_t kMaxValue = std::numeric_limits<uint64_t>::max();

@@ -36,6 +36,9 @@ inline constexpr int64_t kMaxSectionSize = 0xFFFFFFFF;
 inline constexpr int64_t kMaxSequenceStep = 1'000'000;
 // The most keys one NextSeq may ask for (the HTTP fan-out call's limit).
 inline constexpr size_t kMaxSeqKeys = 1000;
+// A next_seq of `keys` keys: 1 to kMaxSeqKeys, else kInvalidArgument saying so (the one check of
+// the gateway's client and of the allocator).
+[[nodiscard]] Result<void> CheckSeqKeyCount(size_t keys);
 
 // What PUT /api/v1/spaces/{space} asks for.
 struct SpaceUpdate {

@@ -357,10 +357,8 @@ int32_t KafkaAllocatorClient::SectionPartition(const state::SpaceRecord& space,
 
 void KafkaAllocatorClient::NextSeq(std::string space, std::vector<uint64_t> keys,
                                    Callback<std::vector<uint64_t>> done) {
-  if (keys.empty() || keys.size() > allocator::kMaxSeqKeys) {
-    return done(Fail(Code::kInvalidArgument, "a next_seq asks for 1 to " +
-                                                 std::to_string(allocator::kMaxSeqKeys) +
-                                                 " keys, not " + std::to_string(keys.size())));
+  if (auto count = allocator::CheckSeqKeyCount(keys.size()); !count) {
+    return done(std::unexpected(count.error()));
   }
   WithSpace(
       space, Callback<state::SpaceRecord>([this, keys = std::move(keys), done = std::move(done)](

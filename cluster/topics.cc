@@ -42,24 +42,22 @@ Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partit
   }
   const bool registry =
       std::visit([]<typename Op>(const Op&) { return allocator::kIsWorkerOp<Op>; }, request);
-  const bool sequence =
-      std::visit([]<typename Op>(const Op&) { return allocator::kNeedsCounters<Op>; }, request);
-  if (sequence) {
-    // Sections are routed by their own route keys: a request without section_size would be
-    // served by the partition of the space's name, which does not own the sections.
-    const int64_t section_size = std::visit(
-        []<typename Op>(const Op& op) -> int64_t {
-          if constexpr (allocator::kNeedsCounters<Op>) {
-            return op.section_size;
-          } else {
-            return 0;
-          }
-        },
-        request);
-    if (section_size <= 0) {
-      return Fail(Code::kInvalidArgument,
-                  "a sequence request to an allocator must carry its space's section_size");
-    }
+  // A sequence request's section_size; nothing for the other operations.
+  const std::optional<int64_t> section_size = std::visit(
+      []<typename Op>(const Op& op) -> std::optional<int64_t> {
+        if constexpr (allocator::kNeedsCounters<Op>) {
+          return op.section_size;
+        } else {
+          return std::nullopt;
+        }
+      },
+      request);
+  const bool sequence = section_size.has_value();
+  // Sections are routed by their own route keys: a request without section_size would be served
+  // by the partition of the space's name, which does not own the sections.
+  if (sequence && *section_size <= 0) {
+    return Fail(Code::kInvalidArgument,
+                "a sequence request to an allocator must carry its space's section_size");
   }
   // Asked of every partition (each for its own records) when there is no route key.
   for (const std::string& key : allocator::RouteKeys(request)) {
