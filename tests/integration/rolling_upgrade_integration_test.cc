@@ -44,8 +44,8 @@ constexpr char kStreamTag[] = "roll-a";
 constexpr int64_t kOpsPerStep = 300;  // client calls that must complete after every step
 // A stopped allocator leaves the group, so the other one serves its partitions well before the
 // session timeout (kafka.session_timeout_ms, 6 s in Cluster::Config) would have moved them: 0.5 to
-// 1.3 s measured. An exit without the leave (as after `kill -9`) took 6.3 to 6.7 s; the clients' calls still succeed then
-// (10 s per call), so this bound is what tells a handover from an expiry.
+// 1.3 s measured. An exit without the leave (as after `kill -9`) took 6.3 to 6.7 s; the clients'
+// calls still succeed then (10 s per call), so this bound is what tells a handover from an expiry.
 constexpr milliseconds kHandover{5000};
 
 // What the clients received, and every call that failed.
@@ -167,7 +167,8 @@ class Clients {
         }
         mine.snowflakes.insert(mine.snowflakes.end(), ids->begin(), ids->end());
       } else {
-        const uint64_t key = static_cast<uint64_t>(index) * kKeysPerClient + (i / 4) % kKeysPerClient;
+        const uint64_t key =
+            static_cast<uint64_t>(index) * kKeysPerClient + (i / 4) % kKeysPerClient;
         auto value = client.NextSeq(kSpace, key);
         took("seq");
         if (!value) {
@@ -182,7 +183,7 @@ class Clients {
 
   const SteadyClock::time_point start_;
   std::vector<std::unique_ptr<HttpClient>> clients_;
-  std::array<Drawn, kClients> drawn_;  // one per thread
+  std::array<Drawn, kClients> drawn_;                             // one per thread
   std::array<std::map<std::string, int64_t>, kClients> longest_;  // one per thread
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> failed_{0};
@@ -318,14 +319,15 @@ TEST_F(RollingUpgradeIntegrationTest, RestartingEveryNodeInTurnFailsNoCallAndRep
   ASSERT_TRUE(clients.WaitForMore(kOpsPerStep, seconds(30)))
       << "no load: " << clients.completed() << " completed, " << clients.failed() << " failed";
   ASSERT_TRUE(WaitUntil([&] { return stream.taken() > 0; }, seconds(30)))
-      << "the consumer took nothing of the producer's streams\n" << producer.Logs();
+      << "the consumer took nothing of the producer's streams\n"
+      << producer.Logs();
   std::cout << "load running after " << SecondsSince(test_start) << " s" << std::endl;
 
   auto sigterm = [&](Node& node) {
     const auto at = SteadyClock::now();
     const e2e::ExitStatus status = Stop(node, seconds(30));
-    EXPECT_TRUE(status.exited && status.code == 0)
-        << node.name << ": " << status.ToString() << "\n" << LastLines(node.Log(), 40);
+    EXPECT_TRUE(status.exited && status.code == 0) << node.name << ": " << status.ToString() << "\n"
+                                                   << LastLines(node.Log(), 40);
     std::cout << node.name << " stopped (SIGTERM) in " << SecondsSince(at) << " s" << std::endl;
   };
 
@@ -401,13 +403,14 @@ TEST_F(RollingUpgradeIntegrationTest, RestartingEveryNodeInTurnFailsNoCallAndRep
   for (const auto& [tag, ids] : drawn.segments) segment_ids += static_cast<int64_t>(ids.size());
   int64_t seq_values = 0;
   for (const auto& [key, values] : drawn.seqs) seq_values += static_cast<int64_t>(values.size());
-  std::cout << "rolling restart done in " << SecondsSince(test_start) << " s: "
-            << clients.completed() << " calls (" << segment_ids << " segment IDs, "
-            << drawn.snowflakes.size() << " snowflake IDs, " << seq_values
-            << " sequence values), " << drawn.failed << " failed, " << clients.failovers()
+  std::cout << "rolling restart done in " << SecondsSince(test_start)
+            << " s: " << clients.completed() << " calls (" << segment_ids << " segment IDs, "
+            << drawn.snowflakes.size() << " snowflake IDs, " << seq_values << " sequence values), "
+            << drawn.failed << " failed, " << clients.failovers()
             << " failovers; the consumer took " << stream.segments().size() << " segment and "
             << stream.snowflakes().size() << " snowflake IDs of the streams; longest call:";
-  for (const auto& [kind, ms] : clients.LongestCalls()) std::cout << " " << kind << " " << ms << " ms";
+  for (const auto& [kind, ms] : clients.LongestCalls())
+    std::cout << " " << kind << " " << ms << " ms";
   std::cout << std::endl;
 
   EXPECT_EQ(drawn.failed, 0);
@@ -416,10 +419,11 @@ TEST_F(RollingUpgradeIntegrationTest, RestartingEveryNodeInTurnFailsNoCallAndRep
   // No ID twice: per segment tag, the stream's IDs of kStreamTag with the clients' ones; every
   // snowflake ID of the gateways and of the stream together.
   for (const auto& tag : kSegmentTags) {
-    std::vector<int64_t> ids = drawn.segments.contains(tag) ? drawn.segments.at(tag)
-                                                            : std::vector<int64_t>{};
+    std::vector<int64_t> ids =
+        drawn.segments.contains(tag) ? drawn.segments.at(tag) : std::vector<int64_t>{};
     EXPECT_FALSE(ids.empty()) << tag;
-    if (tag == kStreamTag) ids.insert(ids.end(), stream.segments().begin(), stream.segments().end());
+    if (tag == kStreamTag)
+      ids.insert(ids.end(), stream.segments().begin(), stream.segments().end());
     EXPECT_EQ(FindDuplicates(ids).count, 0) << tag << " IDs twice: " << Dups(ids);
   }
   std::vector<int64_t> snowflakes = drawn.snowflakes;
@@ -440,11 +444,10 @@ TEST_F(RollingUpgradeIntegrationTest, RestartingEveryNodeInTurnFailsNoCallAndRep
   }
 
   // Every batch either run of the producer committed: none twice, no ID in two of them.
-  const auto published =
-      ReadAll(broker_.bootstrap,
-              StreamTopics(ids_topic, {std::string(kStreamTag) + "/segment",
-                                       std::string(kStreamTag) + "/snowflake"}),
-              Cluster::kPartitions);
+  const auto published = ReadAll(broker_.bootstrap,
+                                 StreamTopics(ids_topic, {std::string(kStreamTag) + "/segment",
+                                                          std::string(kStreamTag) + "/snowflake"}),
+                                 Cluster::kPartitions);
   std::set<std::string> values;
   std::vector<int64_t> published_segments;
   std::vector<int64_t> published_snowflakes;
