@@ -68,7 +68,8 @@ fi
 
 cache=${KLEAF_DEPS_CACHE:-/var/cache/kleaf}
 venv=$cache/venv
-confluent_kafka=confluent-kafka==2.16.1     # from PyPI, into $venv (--test)
+# from PyPI, into $venv (--test); the pin of the example's own requirements file
+confluent_kafka=$(grep -m1 '^confluent-kafka==' "$(dirname "$0")/../examples/python/requirements.txt")
 kubernetes_validate=kubernetes-validate==1.37.0   # likewise: schemas of Kubernetes 1.25 to 1.37
 helm_version=v3.22.0                        # helm.sh/helm/v3 from the Go module proxy (--test)
 rdkafka_prefix=$cache/librdkafka
