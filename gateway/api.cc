@@ -513,7 +513,23 @@ void Api::ServeTags(Call call) {
   if (request.method == "PUT") {
     auto update = ParseTagUpdate(request.body);
     if (!update) return respond(ErrorResponse(update.error()));
-    return allocator_.PutTag(tag, std::move(*update), reply(200));
+    if (!update->id_mode || *update->id_mode == state::IdMode::kPlain) {
+      return allocator_.PutTag(tag, std::move(*update), reply(200));
+    }
+    // Leaving plain: this node's buffered plain segments would go on handing out countable IDs
+    // until used up. They are dropped (a gap); other gateways drop theirs when their next segment
+    // arrives (SegmentBuffer::OnFetched), and the answer says so.
+    return allocator_.PutTag(
+        tag, std::move(*update), [this, tag, respond](Result<state::TagRecord> r) {
+          if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+          segments_.Forget(tag);
+          json body = TagJson(*r);
+          body["note"] = std::string("id_mode ") + state::IdModeName(r->id_mode) +
+                         ": this node dropped its buffered segments of the tag (a gap); other "
+                         "gateways serve the rest of their current plain segment until their next "
+                         "segment of the tag arrives";
+          respond(JsonResponse(body, 200));
+        });
   }
   if (request.method == "DELETE") {
     return allocator_.DeleteTag(tag, [this, tag, respond](Result<state::TagRecord> r) {

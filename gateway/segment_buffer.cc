@@ -271,6 +271,13 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
       last_fetch_mono_ns_ = clock_.MonotonicNs();
       if (ActiveUsedUpLocked()) {
         Install(*result);
+      } else if (active_ && active_->format == nullptr && result->format != nullptr) {
+        // The tag left plain since the active segment was reserved (docs/architecture.md, "Changing
+        // the mode of a live tag"): serving the plain rest would go on handing out countable IDs.
+        // Dropped, a gap: those counters are below the tag's id_base and never reserved again.
+        spdlog::info("[segment] tag {}: no longer plain: the plain rest [{}, {}) is dropped", tag_,
+                     std::min(next_.load(std::memory_order_relaxed), active_->end), active_->end);
+        Install(*result);
       } else {
         standby_ = std::move(*result);
       }

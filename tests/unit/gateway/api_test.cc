@@ -987,6 +987,33 @@ TEST_F(ApiTest, ObfuscatedTagsShowTheirModeButNeverTheKey) {
               "invalid_argument");
 }
 
+// Issue 29: a tag switched from plain to obfuscated went on serving plain, countable IDs from the
+// buffered segments. The node that answers the switch drops them; the answer says what the other
+// gateways do.
+TEST_F(ApiTest, LeavingPlainDropsThisNodesPlainSegmentsAndTheAnswerSaysWhatOthersDo) {
+  ASSERT_EQ(Admin("PUT", "/api/v1/tags/order", R"({"step":1000})").status, 200);
+  HttpResponse first = Get("/api/v1/segment/order?count=1");  // buffers a plain segment
+  ASSERT_EQ(first.status, 200) << first.body;
+  const auto first_body = Body(first);
+  EXPECT_LT(std::stoll(first_body["ids"][0].get<std::string>()), 10);
+  HttpResponse put = Admin("PUT", "/api/v1/tags/order", R"({"id_mode":"obfuscated"})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  const auto put_body = Body(put);
+  ASSERT_TRUE(put_body.contains("note")) << put.body;
+  EXPECT_NE(put_body["note"].get<std::string>().find("other gateways"), std::string::npos);
+  const int64_t base = allocator_.Tag("order")->id_base;
+  HttpResponse ids = Get("/api/v1/segment/order?count=50");
+  ASSERT_EQ(ids.status, 200) << ids.body;
+  const auto body = Body(ids);
+  for (const auto& id : body["ids"]) {
+    EXPECT_GT(std::stoll(id.get<std::string>()), base) << "a plain ID after the switch";
+  }
+  // Only a PUT that names a mode other than plain has the note.
+  HttpResponse described = Admin("PUT", "/api/v1/tags/order", R"({"description":"orders"})");
+  ASSERT_EQ(described.status, 200) << described.body;
+  EXPECT_FALSE(Body(described).contains("note")) << described.body;
+}
+
 TEST_F(ApiTest, PutUpdatesOnlyWhatItNames) {
   ASSERT_EQ(Admin("PUT", "/api/v1/tags/order", R"({"step":5,"description":"d"})").status, 200);
   HttpResponse r = Admin("PUT", "/api/v1/tags/order", R"({"max_id":900})");

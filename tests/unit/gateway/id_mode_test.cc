@@ -2,7 +2,9 @@
 // to obfuscated on a live tag never hands out one ID twice.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -92,6 +94,30 @@ TEST_F(IdModeTest, SwitchingALiveTagToObfuscatedNeverRepeatsAnId) {
   for (const auto& [tag, ranges] : cache_->Drain()) {
     for (const auto& r : ranges) EXPECT_EQ(r.format, nullptr);
   }
+}
+
+// The first obfuscated segment a buffer receives replaces a plain rest at once, rather than
+// waiting behind it: after a switch, plain IDs come out only until the next fetch completes.
+TEST_F(IdModeTest, AnObfuscatedSegmentReplacesThePlainRestAtOnce) {
+  Put(100, std::nullopt);
+  ASSERT_EQ(Draw(5).size(), 5U);  // plain [1, 101) active; its preload (at 10 %) not started
+  Put(std::nullopt, state::IdMode::kObfuscated);
+  auto record = store_->GetTag("order");
+  ASSERT_TRUE(record && record->has_value());
+  const int64_t base = (*record)->id_base;
+  for (int64_t id : Draw(6)) EXPECT_LT(id, base);  // passes the preload point: a fetch starts
+  // The fetch runs on the allocator's thread; wait (bounded) until its segment has arrived.
+  auto buffer = cache_->Get("order");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const SegmentBuffer::Snapshot s = buffer->snapshot();
+    if (!s.fetching && s.active && s.active->start > 1) break;  // the next segment is installed
+    if (!s.fetching && s.standby) break;                         // ... or waits behind the rest
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the preload fetch never completed";
+    std::this_thread::yield();
+  }
+  // 89 plain counters were left; the obfuscated segment replaced them: only permuted IDs now.
+  for (int64_t id : Draw(40)) EXPECT_GT(id, base) << "a plain ID after the obfuscated segment came";
 }
 
 TEST_F(IdModeTest, ChangingAnObfuscatedTagsModeIsRefused) {
