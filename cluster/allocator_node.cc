@@ -579,9 +579,9 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   const int32_t p = open.p;
   if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
   const auto failed = [&](const Error& e) {
-    return kafka::EndFailedTransaction(
-        producer, {Kind::kAbortable, false, "producing failed: " + e.message}, clock_,
-        kAbortTimeout);
+    return kafka::EndFailedTransaction(producer,
+                                       {Kind::kAbortable, false, "producing failed: " + e.message},
+                                       clock_, kAbortTimeout);
   };
   allocator::SequenceState seq{*open.counters, *open.plan};
   for (const auto& m : open.batch) {

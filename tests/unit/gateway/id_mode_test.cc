@@ -112,7 +112,7 @@ TEST_F(IdModeTest, AnObfuscatedSegmentReplacesThePlainRestAtOnce) {
   for (;;) {
     const SegmentBuffer::Snapshot s = buffer->snapshot();
     if (!s.fetching && s.active && s.active->start > 1) break;  // the next segment is installed
-    if (!s.fetching && s.standby) break;                         // ... or waits behind the rest
+    if (!s.fetching && s.standby) break;                        // ... or waits behind the rest
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the preload fetch never completed";
     std::this_thread::yield();
   }
