@@ -340,8 +340,9 @@ Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, co
 Outcome<op::RaiseSection> Execute(const op::RaiseSection& r, StateReader& reader,
                                   const Rules& rules, int64_t, SequenceState& seq) {
   if (r.section_size == 0) {
-    return Failed<op::RaiseSection>(Error{
-        Code::kInvalidArgument, "a raise_section of space '" + r.space + "' needs its section_size"});
+    return Failed<op::RaiseSection>(
+        Error{Code::kInvalidArgument,
+              "a raise_section of space '" + r.space + "' needs its section_size"});
   }
   // The step only says how far a NextSeq raises; a raise sets the maximum itself.
   auto space = SpaceOf(r.space, r.section_size, 1, reader, rules);

@@ -187,9 +187,9 @@ inline constexpr bool kIsSequenceOp =
     std::is_same_v<Op, op::RaiseSection>;
 // Those of them that read or move the owner's counters (Execute takes a SequenceState).
 template <typename Op>
-inline constexpr bool kNeedsCounters = std::is_same_v<Op, op::NextSeq> ||
-                                       std::is_same_v<Op, op::CurrentSeq> ||
-                                       std::is_same_v<Op, op::RaiseSection>;
+inline constexpr bool kNeedsCounters =
+    std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq> ||
+    std::is_same_v<Op, op::RaiseSection>;
 
 // The key that decides which allocator serves `request`: its tag, kWorkersKey for the registry,
 // nothing for ListTags and ListSpaces (every partition answers for its own records), the space's

@@ -76,8 +76,9 @@ Result<Answer> Post(const std::string& host, uint16_t port, const std::string& t
     return Answer{response.result_int(), response.body()};
   } catch (const std::exception& e) {
     return Fail(Code::kUnavailable, "cannot reach the node at " + HttpUrl(host, port) + ": " +
-                                        e.what() + " (is `kleaf standalone` running with this "
-                                                   "config?)");
+                                        e.what() +
+                                        " (is `kleaf standalone` running with this "
+                                        "config?)");
   }
 }
 
@@ -94,9 +95,8 @@ int RunStateBackup(const config::Config& c, const std::string& dir) {
   std::error_code ec;
   const std::string target_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
   if (ec) return StartupError("state backup: " + dir + ": " + ec.message());
-  if (std::filesystem::exists(target_dir, ec) &&
-      (!std::filesystem::is_directory(target_dir, ec) ||
-       !std::filesystem::is_empty(target_dir, ec))) {
+  if (std::filesystem::exists(target_dir, ec) && (!std::filesystem::is_directory(target_dir, ec) ||
+                                                  !std::filesystem::is_empty(target_dir, ec))) {
     return StartupError("state backup: '" + target_dir +
                         "' exists and is not an empty directory: nothing written (give a new or "
                         "empty directory)");
@@ -112,10 +112,9 @@ int RunStateBackup(const config::Config& c, const std::string& dir) {
     // An error answer is {"error":{"code","message"}} (http/http.h).
     const bool described = j.is_object() && j.contains("error") && j["error"].is_object() &&
                            j["error"].contains("message") && j["error"]["message"].is_string();
-    const std::string message =
-        described ? j["error"]["message"].get<std::string>() : answer->body;
-    return StartupError("state backup: the node answered " + std::to_string(answer->status) +
-                        ": " + message);
+    const std::string message = described ? j["error"]["message"].get<std::string>() : answer->body;
+    return StartupError("state backup: the node answered " + std::to_string(answer->status) + ": " +
+                        message);
   }
   std::cout << "backed up the standalone at " << HttpUrl(host, listen->second) << " into "
             << target_dir << std::endl;

@@ -170,8 +170,7 @@ int RunStateExport(const config::Config& c, const std::string& file, bool standa
   f.close();
   if (!f) return StartupError("cannot write " + file);
   std::cout << "exported " << contents->tags.size() << " tags, " << contents->spaces.size()
-            << " spaces and " << contents->sections.size() << " sections to " << file
-            << std::endl;
+            << " spaces and " << contents->sections.size() << " sections to " << file << std::endl;
   return 0;
 }
 

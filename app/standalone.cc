@@ -46,8 +46,8 @@ Result<void> BackUpStore(state::Store& store, const std::string& dir) {
     }
     // RocksDB creates the directory itself.
     if (!fs::remove(dir, ec) || ec) {
-      return Fail(Code::kInternal, "backup: cannot replace the empty directory '" + dir +
-                                       "': " + ec.message());
+      return Fail(Code::kInternal,
+                  "backup: cannot replace the empty directory '" + dir + "': " + ec.message());
     }
   }
   auto made = store.Checkpoint(dir);

@@ -8,9 +8,9 @@
 #include "allocator/import.h"
 #include "base/error.h"
 #include "config/config.h"
-#include "state/store.h"
 #include "state/export_file.h"
 #include "state/records.h"
+#include "state/store.h"
 
 namespace kleaf::app {
 

@@ -9,12 +9,9 @@ namespace kleaf::state {
 
 std::string EncodeExportFile(const std::string& topic, const std::string& exported_at,
                              const ExportContents& contents) {
-  nlohmann::json out = {{"version", kExportFileVersion},
-                        {"topic", topic},
-                        {"exported_at", exported_at},
-                        {"tags", nlohmann::json::array()},
-                        {"spaces", nlohmann::json::array()},
-                        {"sections", nlohmann::json::array()}};
+  nlohmann::json out = {{"version", kExportFileVersion},     {"topic", topic},
+                        {"exported_at", exported_at},        {"tags", nlohmann::json::array()},
+                        {"spaces", nlohmann::json::array()}, {"sections", nlohmann::json::array()}};
   for (const auto& r : contents.tags) out["tags"].push_back(TagToJson(r));
   for (const auto& r : contents.spaces) out["spaces"].push_back(SpaceToJson(r));
   for (const auto& r : contents.sections) out["sections"].push_back(SectionToJson(r));

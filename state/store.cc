@@ -2,14 +2,13 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
-#include <rocksdb/version.h>
 #include <rocksdb/utilities/checkpoint.h>
+#include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
-#include <tuple>
-
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace kleaf::state {
 namespace {

@@ -237,7 +237,8 @@ TEST_F(RecoveryIntegrationTest, ExportThenImportCarriesSequencesAboveEveryValueS
     ASSERT_TRUE(AdminCall(port, "PUT", "/api/v1/spaces/clash", R"({"section_size":10})"));
     e2e::HttpClient http(port);
     for (uint64_t round = 0; round < 4; ++round) {
-      for (uint64_t key = 0; key < kKeys; key += 1 + round) served[key] = NextSeq(http, "inbox", key);
+      for (uint64_t key = 0; key < kKeys; key += 1 + round)
+        served[key] = NextSeq(http, "inbox", key);
     }
     for (int i = 0; i < 5; ++i) gone_served = NextSeq(http, "gone", 3);
     NextSeq(http, "clash", 1);

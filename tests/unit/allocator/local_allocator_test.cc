@@ -602,8 +602,9 @@ TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAbove
     auto next = fresh->Run(op::NextSeq{where.first, {where.second}});
     ASSERT_TRUE(next) << next.error().message;
     const uint64_t section = where.second / 100;
-    auto it = std::find_if(exported.sections.begin(), exported.sections.end(),
-                           [&](const auto& r) { return r.space == "chat" && r.section == section; });
+    auto it = std::find_if(exported.sections.begin(), exported.sections.end(), [&](const auto& r) {
+      return r.space == "chat" && r.section == section;
+    });
     ASSERT_NE(it, exported.sections.end());
     EXPECT_GT((*next)[0], it->max_seq + kBump) << "key " << where.second;
     EXPECT_GT((*next)[0], value + kBump) << "key " << where.second;

@@ -932,8 +932,7 @@ TEST_F(ApiTest, BackupRunsTheNodesBackupWithTheDirAskedOnlyForTheAdmin) {
     ExpectError(Admin("POST", "/api/v1/backup", bad), 400, "invalid_argument");
   }
   ExpectError(Admin("GET", "/api/v1/backup"), 405, "method_not_allowed");
-  ExpectError(Await(Send("POST", "/api/v1/backup", R"({"dir":"/c"})", "")), 401,
-              "unauthenticated");
+  ExpectError(Await(Send("POST", "/api/v1/backup", R"({"dir":"/c"})", "")), 401, "unauthenticated");
   std::lock_guard lock(mu);
   EXPECT_EQ(asked, (std::vector<std::string>{"/b", "/full"}));
 }
