@@ -304,7 +304,9 @@ TEST_F(RecoveryIntegrationTest, ExportThenImportCarriesSequencesAboveEveryValueS
     SCOPED_TRACE("key " + std::to_string(key));
     const uint64_t next = NextSeq(http, "inbox", key);
     EXPECT_GT(next, exported_max[key / kSectionSize] + kBump);
-    if (served.contains(key)) EXPECT_GT(next, served[key] + kBump);
+    if (served.contains(key)) {
+      EXPECT_GT(next, served[key] + kBump);
+    }
   }
   // The deleted space stays deleted; re-created, it continues above its exported maximum.
   auto refused = http.Get("/api/v1/seq/gone/3");
