@@ -43,6 +43,11 @@ class Allocator : public WorkerRegistry {
                        Callback<std::vector<uint64_t>> done) = 0;
   // The highest value answered for `key`, never below one answered before.
   virtual void CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) = 0;
+  // Raises the maximum of section `section` (of `section_size` keys) of `space` to `max_seq`,
+  // never lowering it, and makes every key of it continue above (op::RaiseSection: what
+  // `kleaf state import` restores); answers the maximum after it.
+  virtual void RaiseSection(std::string space, uint64_t section, int64_t section_size,
+                            uint64_t max_seq, Callback<uint64_t> done) = 0;
 };
 
 }  // namespace kleaf::allocator

@@ -90,6 +90,7 @@ template Result<state::SpaceRecord> LocalAllocator::Run(const op::DeleteSpace&);
 template Result<std::vector<state::SpaceRecord>> LocalAllocator::Run(const op::ListSpaces&);
 template Result<std::vector<uint64_t>> LocalAllocator::Run(const op::NextSeq&);
 template Result<uint64_t> LocalAllocator::Run(const op::CurrentSeq&);
+template Result<uint64_t> LocalAllocator::Run(const op::RaiseSection&);
 
 template <typename Op>
 void LocalAllocator::Post(Op op, Callback<typename Op::Result> done) {
@@ -156,6 +157,11 @@ void LocalAllocator::NextSeq(std::string space, std::vector<uint64_t> keys,
 
 void LocalAllocator::CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) {
   Post(op::CurrentSeq{std::move(space), key}, std::move(done));
+}
+
+void LocalAllocator::RaiseSection(std::string space, uint64_t section, int64_t section_size,
+                                  uint64_t max_seq, Callback<uint64_t> done) {
+  Post(op::RaiseSection{std::move(space), section, section_size, max_seq}, std::move(done));
 }
 
 size_t LocalAllocator::SequenceMemoryBytes() {

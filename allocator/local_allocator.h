@@ -62,6 +62,8 @@ class LocalAllocator final : public Allocator {
   void NextSeq(std::string space, std::vector<uint64_t> keys,
                Callback<std::vector<uint64_t>> done) override;
   void CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) override;
+  void RaiseSection(std::string space, uint64_t section, int64_t section_size, uint64_t max_seq,
+                    Callback<uint64_t> done) override;
 
   // The counters' heap bytes and tracked keys (for metrics and tests).
   size_t SequenceMemoryBytes();

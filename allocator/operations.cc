@@ -161,6 +161,8 @@ std::optional<std::string> RouteKey(const Request& request) {
           if (op.section_size <= 0) return op.space;
           return SectionRouteKey(op.space,
                                  SectionOf(op.key, static_cast<uint64_t>(op.section_size)));
+        } else if constexpr (std::is_same_v<Op, op::RaiseSection>) {
+          return SectionRouteKey(op.space, op.section);
         } else if constexpr (kIsSequenceOp<Op>) {
           return op.space;
         } else {
@@ -331,6 +333,20 @@ Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, co
   auto space = SpaceOf(r.space, r.section_size, 0, reader, rules);
   if (!space) return Failed<op::CurrentSeq>(space.error());
   return Outcome<op::CurrentSeq>{seq.counters.Current(*space, r.key, LoaderOf(reader, r.space))};
+}
+
+Outcome<op::RaiseSection> Execute(const op::RaiseSection& r, StateReader& reader,
+                                  const Rules& rules, int64_t, SequenceState& seq) {
+  if (r.section_size == 0) {
+    return Failed<op::RaiseSection>(
+        Error{Code::kInvalidArgument,
+              "a raise_section of space '" + r.space + "' needs its section_size"});
+  }
+  // The step only says how far a NextSeq raises; a raise sets the maximum itself.
+  auto space = SpaceOf(r.space, r.section_size, 1, reader, rules);
+  if (!space) return Failed<op::RaiseSection>(space.error());
+  return Outcome<op::RaiseSection>{
+      seq.counters.Raise(seq.plan, *space, r.section, r.max_seq, LoaderOf(reader, r.space))};
 }
 
 }  // namespace kleaf::allocator

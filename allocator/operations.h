@@ -131,13 +131,29 @@ struct CurrentSeq {
   int64_t section_size = 0;
 };
 
+// Raises the persisted maximum of section `section` of `space` to `max_seq` (never lowers it) and
+// makes every key of the section continue above it: what `kleaf state import` restores of a
+// sequence (docs/operations.md, "Disaster recovery"). The result is the section's maximum after
+// the operation. `section_size` is required (>= 1): the owner of a section does not hold the
+// space's record (cluster), and a section written with another one is refused, naming the space.
+// Works on the sections of deleted spaces too (they keep their maxima). Needs the owner's
+// counters, like NextSeq: the raise is a plan's section record, written with the replies.
+struct RaiseSection {
+  using Result = uint64_t;
+  static constexpr const char* kName = "raise_section";
+  std::string space;
+  uint64_t section = 0;
+  int64_t section_size = 0;
+  uint64_t max_seq = 0;
+};
+
 }  // namespace op
 
 // Any one operation, as a transport carries it.
 using Request =
     std::variant<op::Allocate, op::GetTag, op::PutTag, op::DeleteTag, op::ListTags, op::ClaimWorker,
                  op::RenewWorker, op::ReleaseWorker, op::WorkerStatus, op::GetSpace, op::PutSpace,
-                 op::DeleteSpace, op::ListSpaces, op::NextSeq, op::CurrentSeq>;
+                 op::DeleteSpace, op::ListSpaces, op::NextSeq, op::CurrentSeq, op::RaiseSection>;
 inline constexpr int kOpCount = static_cast<int>(std::variant_size_v<Request>);
 
 namespace detail {
@@ -167,16 +183,19 @@ template <typename Op>
 inline constexpr bool kIsSequenceOp =
     std::is_same_v<Op, op::GetSpace> || std::is_same_v<Op, op::PutSpace> ||
     std::is_same_v<Op, op::DeleteSpace> || std::is_same_v<Op, op::ListSpaces> ||
-    std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq>;
+    std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq> ||
+    std::is_same_v<Op, op::RaiseSection>;
 // Those of them that read or move the owner's counters (Execute takes a SequenceState).
 template <typename Op>
 inline constexpr bool kNeedsCounters =
-    std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq>;
+    std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq> ||
+    std::is_same_v<Op, op::RaiseSection>;
 
 // The key that decides which allocator serves `request`: its tag, kWorkersKey for the registry,
 // nothing for ListTags and ListSpaces (every partition answers for its own records), the space's
-// name for the other space operations, and for NextSeq and CurrentSeq the route key of the first
-// key's section (SectionRouteKey; the space's name when the request carries no section_size).
+// name for the other space operations, for NextSeq and CurrentSeq the route key of the first
+// key's section (SectionRouteKey; the space's name when the request carries no section_size), and
+// for RaiseSection the route key of its section.
 std::optional<std::string> RouteKey(const Request& request);
 // Every route key of `request`: RouteKey's, and for NextSeq one per key's section (deduplicated,
 // in order of first appearance). An allocator serves a request only if all of them are its own.
@@ -270,5 +289,8 @@ Outcome<op::NextSeq> Execute(const op::NextSeq& op, StateReader& reader, const R
 // Reads the counters only (seq.plan is not used).
 Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& op, StateReader& reader, const Rules& rules,
                                 int64_t now_ms, SequenceState& seq);
+// The raise is in seq.plan (its Raises()), not in the effects.
+Outcome<op::RaiseSection> Execute(const op::RaiseSection& op, StateReader& reader,
+                                  const Rules& rules, int64_t now_ms, SequenceState& seq);
 
 }  // namespace kleaf::allocator

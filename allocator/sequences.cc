@@ -270,10 +270,13 @@ Result<std::vector<SeqPlan::Section*>> SequenceCounters::Touch(SeqPlan::Space& p
   return sections;
 }
 
-// The value `offset`'s key is at: its last value in the plan, else in the counters, else base.
+// The value `offset`'s key is at: its last value in the plan, else in the counters (unless the
+// plan rebased the section), else base.
 uint64_t SequenceCounters::ValueOf(const SeqPlan::Section& planned, uint32_t offset) {
   if (auto it = planned.values.find(offset); it != planned.values.end()) return it->second;
-  if (planned.counted) return planned.counted->base + planned.counted->table.Get(offset);
+  if (planned.counted && !planned.rebased) {
+    return planned.counted->base + planned.counted->table.Get(offset);
+  }
   return planned.base;
 }
 
@@ -327,6 +330,33 @@ Result<std::vector<uint64_t>> SequenceCounters::Next(SeqPlan& plan, const state:
   return values;
 }
 
+Result<uint64_t> SequenceCounters::Raise(SeqPlan& plan, const state::SpaceRecord& space,
+                                         uint64_t section, uint64_t max_seq,
+                                         const SectionLoader& load) const {
+  if (auto ok = CheckPlan(plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = CheckSpace(space); !ok) return std::unexpected(ok.error());
+  auto planned = PlanSpace(plan, space);
+  if (!planned) return std::unexpected(planned.error());
+  auto it = (*planned)->sections.find(section);
+  if (it == (*planned)->sections.end()) {
+    auto entry = Entry(space, section, load);
+    if (!entry) {
+      if ((*planned)->sections.empty()) plan.spaces_.erase(space.space);
+      return std::unexpected(entry.error());
+    }
+    it = (*planned)->sections.emplace(section, std::move(*entry)).first;
+  }
+  SeqPlan::Section& s = it->second;
+  if (max_seq <= s.max) return s.max;  // never lowered
+  // Every value handed out so far, in the counters or in this plan, is <= the old maximum <
+  // max_seq: restarting every key at max_seq keeps each key increasing.
+  s.max = max_seq;
+  s.base = max_seq;
+  s.values.clear();
+  s.rebased = true;
+  return s.max;
+}
+
 // ---------------------------------------------------------------------------------------------
 // SequenceCounters: committing and the rest
 
@@ -341,6 +371,11 @@ void SequenceCounters::Apply(std::string_view space, int64_t section_size, uint6
       Section{planned.base, planned.max, OffsetTable(static_cast<uint32_t>(section_size))});
   Section& s = entry->second;
   s.max = std::max(s.max, planned.max);
+  if (planned.rebased && !created) {
+    // Raised by an import: every key restarts at the raised maximum.
+    s.base = planned.base;
+    s.table.Clear();
+  }
   if (s.max - s.base > max_delta_) {
     // Rebase: every key restarts at the persisted maximum, which covers every value handed out.
     s.base = s.max;

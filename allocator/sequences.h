@@ -122,6 +122,9 @@ class SeqPlan {
     // use); null: loaded by this plan, Commit adds it.
     const detail::CountedSection* counted = nullptr;
     std::unordered_map<uint32_t, uint64_t> values;  // offset -> the key's last value in the plan
+    // Raised by Raise: every key restarts at base (the raised maximum); the counters' values of
+    // the section are dropped on Commit.
+    bool rebased = false;
   };
   struct Space {
     int64_t section_size = 0;
@@ -165,6 +168,15 @@ class SequenceCounters {
   [[nodiscard]] Result<std::vector<uint64_t>> Next(SeqPlan& plan, const state::SpaceRecord& space,
                                                    std::span<const uint64_t> keys,
                                                    const SectionLoader& load) const;
+
+  // Raises the maximum of section `section` of `space` to `max_seq` in `plan` (never lowers it:
+  // a maximum as high or higher is kept), for `kleaf state import`. A raised section is rebased in
+  // the plan: every key of it, counted or not, continues above `max_seq`, as after a restart, so
+  // no key hands out a value at or below the restored maximum. Answers the section's maximum after
+  // the plan. Errors as Next's (a section_size other than the section's is kFailedPrecondition).
+  [[nodiscard]] Result<uint64_t> Raise(SeqPlan& plan, const state::SpaceRecord& space,
+                                       uint64_t section, uint64_t max_seq,
+                                       const SectionLoader& load) const;
 
   // After `plan`'s Raises() are durable with its replies: the counters take its values. The plan is
   // consumed whatever happens. A plan begun before a Clear or Forget is refused

@@ -152,18 +152,25 @@ int RunStateReplay(const config::Config& c) {
   return 0;
 }
 
-int RunStateExport(const config::Config& c, const std::string& file) {
-  auto setup = cluster::PrepareCluster(c);
-  if (!setup) return ClusterSetupError(setup.error());
-  auto tags = cluster::ReadAllTags(setup->props, setup->topics);
-  if (!tags) return StartupError(tags.error().message);
-  std::vector<state::TagRecord> records;
-  for (const auto& [tag, r] : *tags) records.push_back(r);
+int RunStateExport(const config::Config& c, const std::string& file, bool standalone) {
+  std::string source;
+  Result<state::ExportContents> contents;
+  if (standalone) {
+    source = "standalone:" + c.state.path;
+    contents = ExportStandalone(c);
+  } else {
+    auto setup = cluster::PrepareCluster(c);
+    if (!setup) return ClusterSetupError(setup.error());
+    source = setup->topics.state;
+    contents = cluster::ReadAllState(setup->props, setup->topics);
+  }
+  if (!contents) return StartupError(contents.error().message);
   std::ofstream f(file, std::ios::trunc);
-  f << state::EncodeExportFile(setup->topics.state, FormatUtcMs(SystemClock::Instance().NowMs()),
-                               records);
+  f << state::EncodeExportFile(source, FormatUtcMs(SystemClock::Instance().NowMs()), *contents);
+  f.close();
   if (!f) return StartupError("cannot write " + file);
-  std::cout << "exported " << tags->size() << " tags to " << file << std::endl;
+  std::cout << "exported " << contents->tags.size() << " tags, " << contents->spaces.size()
+            << " spaces and " << contents->sections.size() << " sections to " << file << std::endl;
   return 0;
 }
 
@@ -175,14 +182,22 @@ int RunStateImport(const config::Config& c, const StateImportOptions& options) {
   const std::string& file = options.file;
   std::ifstream in(file);
   if (!in) return StartupError("cannot read " + file);
-  auto records = options.from_leaf ? state::DecodeLeafDump(
-                                         in, {allocator::kMaxSegmentId - bump, c.segment.max_step,
-                                              allocator::kMaxDescriptionBytes})
-                                   : state::DecodeExportFile(in);
-  if (!records) return StartupError(file + ": " + records.error().message + "; nothing imported");
-  allocator::ImportCounts counts;
+  Result<state::ExportContents> contents;
+  if (options.from_leaf) {
+    auto leaf = state::DecodeLeafDump(
+        in, {allocator::kMaxSegmentId - bump, c.segment.max_step, allocator::kMaxDescriptionBytes});
+    if (leaf) {
+      contents->tags = std::move(*leaf);
+    } else {
+      contents = std::unexpected(leaf.error());
+    }
+  } else {
+    contents = state::DecodeExportFile(in);
+  }
+  if (!contents) return StartupError(file + ": " + contents.error().message + "; nothing imported");
+  allocator::StateImportCounts counts;
   if (options.standalone) {
-    auto imported = ImportIntoStandalone(c, *records, bump, std::cerr);
+    auto imported = ImportIntoStandalone(c, *contents, bump, std::cerr);
     if (!imported) return StartupError(imported.error().message);
     counts = *imported;
   } else {
@@ -190,13 +205,21 @@ int RunStateImport(const config::Config& c, const StateImportOptions& options) {
     if (!setup) return ClusterSetupError(setup.error());
     auto client = StartAllocatorClient(c, *setup, SystemClock::Instance());
     if (!client) return StartupError(client.error().message);
-    counts = allocator::ImportTags(**client, *records, bump, std::cerr);
+    counts = allocator::ImportState(**client, *contents, bump, std::cerr);
     (*client)->Stop();
   }
-  std::cout << "imported " << records->size() << (options.from_leaf ? " Leaf tags" : " tags")
-            << " from " << file << " (bump " << bump << "): " << counts.raised << " raised, "
-            << counts.kept << " already as high, " << counts.failed << " failed" << std::endl;
-  return counts.failed == 0 ? 0 : 1;
+  const auto& t = counts.tags;
+  const auto& s = counts.sequences;
+  std::cout << "imported " << contents->tags.size() << (options.from_leaf ? " Leaf tags" : " tags")
+            << " from " << file << " (bump " << bump << "): " << t.raised << " raised, " << t.kept
+            << " already as high, " << t.failed << " failed";
+  if (!options.from_leaf) {
+    std::cout << "; " << s.spaces << " of " << contents->spaces.size() << " spaces, "
+              << s.sections_raised << " sections raised, " << s.sections_kept
+              << " already as high, " << s.failed << " failed";
+  }
+  std::cout << std::endl;
+  return counts.failed() == 0 ? 0 : 1;
 }
 
 }  // namespace kleaf::app

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 
+#include "app/backup.h"
 #include "app/cluster.h"
 #include "app/common.h"
 #include "app/producer.h"
@@ -82,6 +83,9 @@ struct Commands {
   CLI::App* replay = nullptr;
   CLI::App* exporter = nullptr;
   std::string export_file;
+  bool export_standalone = false;
+  CLI::App* backup = nullptr;
+  std::string backup_dir;
   CLI::App* importer = nullptr;
   CLI::Option* from_leaf = nullptr;
   kleaf::app::StateImportOptions import_options;
@@ -115,15 +119,24 @@ void AddRoleCommands(CLI::App& app, Commands& c) {
 
 // `kleaf state replay|export|import`: disaster recovery.
 void AddStateCommands(CLI::App& app, Commands& c) {
-  c.state = app.add_subcommand("state", "disaster recovery of the state topic");
+  c.state = app.add_subcommand("state", "disaster recovery: the state topic, a standalone's store");
   c.state->require_subcommand(1);
   c.replay =
       c.state->add_subcommand("replay", "rebuild the RocksDB at state.path from the state topic");
   AddConfigOption(c.replay, c);
-  c.exporter =
-      c.state->add_subcommand("export", "write every tag record of the state topic to FILE");
+  c.exporter = c.state->add_subcommand(
+      "export", "write every tag, sequence space and section maximum of the state topic to FILE");
   c.exporter->add_option("file", c.export_file, "output JSON file")->required();
+  c.exporter->add_flag("--standalone", c.export_standalone,
+                       "from the store at state.path of a stopped `kleaf standalone` (or of a "
+                       "`state backup` directory), not a cluster");
   AddConfigOption(c.exporter, c);
+  c.backup = c.state->add_subcommand(
+      "backup",
+      "copy the state of a running `kleaf standalone` into DIR (a RocksDB checkpoint the node "
+      "takes; DIR new or empty, on the node's host)");
+  c.backup->add_option("dir", c.backup_dir, "the directory to create")->required();
+  AddConfigOption(c.backup, c);
   auto& import_options = c.import_options;
   c.importer = c.state->add_subcommand(
       "import",
@@ -136,7 +149,9 @@ void AddStateCommands(CLI::App& app, Commands& c) {
       "a dump of Leaf's leaf_alloc table instead: mysql -B -e 'SELECT "
       "biz_tag,max_id,step,description FROM leaf_alloc' (docs/migrating-from-leaf.md)");
   c.from_leaf->excludes(import_file);
-  c.importer->add_option("--bump", import_options.bump, "added to every max_id (safety margin)")
+  c.importer
+      ->add_option("--bump", import_options.bump,
+                   "added to every max_id and section max_seq (safety margin)")
       ->required();
   c.importer->add_flag(
       "--standalone", import_options.standalone,
@@ -224,8 +239,12 @@ std::optional<kleaf::config::Role> RoleOf(const Commands& c) {
   if (c.allocator->parsed()) return Role::kAllocator;
   if (c.gateway->parsed()) return Role::kGateway;
   if (c.producer->parsed()) return Role::kProducer;
-  // A standalone import works on the local store: the standalone's config, no Kafka.
-  if (c.state->parsed()) return c.import_options.standalone ? Role::kStandalone : Role::kStateTool;
+  // A standalone import or export works on the local store: the standalone's config, no Kafka.
+  if (c.state->parsed()) {
+    const bool local = (c.importer->parsed() && c.import_options.standalone) ||
+                       (c.exporter->parsed() && c.export_standalone) || c.backup->parsed();
+    return local ? Role::kStandalone : Role::kStateTool;
+  }
   return std::nullopt;
 }
 
@@ -241,8 +260,11 @@ int RunCommand(const Commands& c, const kleaf::config::Config& config) {
     if (c.gateway->parsed()) return kleaf::app::RunGateway(config);
     if (c.producer->parsed()) return kleaf::app::RunProducer(config);
     if (c.replay->parsed()) return kleaf::app::RunStateReplay(config);
-    if (c.exporter->parsed()) return kleaf::app::RunStateExport(config, c.export_file);
+    if (c.exporter->parsed()) {
+      return kleaf::app::RunStateExport(config, c.export_file, c.export_standalone);
+    }
     if (c.importer->parsed()) return kleaf::app::RunStateImport(config, c.import_options);
+    if (c.backup->parsed()) return kleaf::app::RunStateBackup(config, c.backup_dir);
   } catch (const std::exception& e) {
     std::cerr << "kleaf: fatal: " << e.what() << "\n";
     return 1;
@@ -272,10 +294,10 @@ int main(int argc, char** argv) {
   if (auto role = RoleOf(commands)) {
     if (auto checked = CheckRoleConfig(*role, *config); !checked) {
       std::cerr << "kleaf: config error: " << checked.error().message;
-      if (commands.importer->parsed() && config->kafka.bootstrap.empty()) {
+      if ((commands.importer->parsed() || commands.exporter->parsed()) &&
+          config->kafka.bootstrap.empty()) {
         // Most often a standalone's config without --standalone.
-        std::cerr << "; to import into a stopped `kleaf standalone` (its state.path), add "
-                     "--standalone";
+        std::cerr << "; for the state.path of a stopped `kleaf standalone`, add --standalone";
       }
       std::cerr << "\n";
       return 2;

@@ -39,7 +39,8 @@ http::HttpServerOptions IdServerOptions(const config::Config& c,
 
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
              const std::string& role, bool use_registry,
-             std::function<std::vector<http::ReadyCheck>()> ready_checks) {
+             std::function<std::vector<http::ReadyCheck>()> ready_checks,
+             std::function<Result<void>(const std::string& dir)> backup) {
   auto listen = config::ParseHostPort(c.http.listen);
   if (!listen) return StartupError("http.listen: " + listen.error().message);
   auto token = gateway::AdminToken(c.admin.token, c.state.path);
@@ -62,7 +63,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   gateway::Monitor::Options monitor_options{role, c.node.id, lease_status, std::move(ready_checks)};
   gateway::Monitor monitor(std::move(monitor_options), segments, generator, clock);
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
-                    lease_status, &monitor},
+                    lease_status, &monitor, std::move(backup)},
                    segments, generator, allocator, blocking);
   http::RequestMetrics request_metrics(metrics::Registry::Default(), gateway::Api::RouteOf,
                                        gateway::Api::RouteLabels());

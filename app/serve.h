@@ -17,9 +17,11 @@ namespace kleaf::app {
 // "kleaf <role> listening on http://HOST:PORT" on stdout once it serves.
 // `use_registry`: lease the worker id from the allocators' registry (gateway) instead of taking
 // snowflake.worker_id from the config (standalone). `ready_checks`: what /readyz checks besides
-// the worker lease (e.g. Kafka and the allocators reachable).
+// the worker lease (e.g. Kafka and the allocators reachable). `backup`: what POST /api/v1/backup
+// runs (gateway::ApiOptions::backup; a standalone's checkpoint), none on a gateway.
 int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator& allocator,
              const std::string& role, bool use_registry,
-             std::function<std::vector<http::ReadyCheck>()> ready_checks = {});
+             std::function<std::vector<http::ReadyCheck>()> ready_checks = {},
+             std::function<Result<void>(const std::string& dir)> backup = {});
 
 }  // namespace kleaf::app

@@ -501,6 +501,14 @@ void KafkaAllocatorClient::CurrentSeq(std::string space, uint64_t key, Callback<
             }));
 }
 
+void KafkaAllocatorClient::RaiseSection(std::string space, uint64_t section, int64_t section_size,
+                                        uint64_t max_seq, Callback<uint64_t> done) {
+  std::string key = allocator::SectionRouteKey(space, section);
+  const int32_t p = options_.topics.PartitionOf(key);
+  Call(p, std::move(key), op::RaiseSection{std::move(space), section, section_size, max_seq},
+       std::move(done));
+}
+
 // Worker-registry requests all go to the partition of allocator::kWorkersKey.
 void KafkaAllocatorClient::ClaimWorker(allocator::WorkerClaim claim,
                                        Callback<allocator::WorkerLeaseInfo> done) {

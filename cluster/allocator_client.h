@@ -76,6 +76,9 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   void NextSeq(std::string space, std::vector<uint64_t> keys,
                allocator::Callback<std::vector<uint64_t>> done) override;
   void CurrentSeq(std::string space, uint64_t key, allocator::Callback<uint64_t> done) override;
+  // To the partition of the section's route key (SectionRouteKey), like a NextSeq of its keys.
+  void RaiseSection(std::string space, uint64_t section, int64_t section_size, uint64_t max_seq,
+                    allocator::Callback<uint64_t> done) override;
 
   void Stop();
 

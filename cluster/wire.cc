@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "allocator/id_format.h"
 #include "state/records_json.h"
@@ -75,6 +76,12 @@ json FieldsOf(const op::NextSeq& r) {
 json FieldsOf(const op::CurrentSeq& r) {
   return {{"space", r.space}, {"key", r.key}, {"section_size", r.section_size}};
 }
+json FieldsOf(const op::RaiseSection& r) {
+  return {{"space", r.space},
+          {"section", r.section},
+          {"section_size", r.section_size},
+          {"max_seq", r.max_seq}};
+}
 
 allocator::SpaceUpdate SpaceUpdateFrom(const json& u) {
   allocator::SpaceUpdate update;
@@ -111,6 +118,16 @@ allocator::WorkerReport ReportFrom(const json& j) {
           j.value("last_timestamp", int64_t{0})};
 }
 
+// Field `field` of `j` as an unsigned 64-bit integer; throws (a malformed request) for a negative
+// or fractional number, which get<uint64_t> would convert.
+uint64_t UnsignedOf(const json& j, const char* field) {
+  const json& v = j.at(field);
+  if (!v.is_number_unsigned()) {
+    throw std::invalid_argument(std::string(field) + ": not an unsigned 64-bit integer");
+  }
+  return v.get<uint64_t>();
+}
+
 // The operation named `name`, read from `j`; nullopt for an unknown name.
 std::optional<Result<allocator::Request>> RequestFrom(const std::string& name, const json& j) {
   using R = Result<allocator::Request>;
@@ -145,6 +162,10 @@ std::optional<Result<allocator::Request>> RequestFrom(const std::string& name, c
   if (name == op::CurrentSeq::kName) {
     return R(op::CurrentSeq{j.at("space").get<std::string>(), j.at("key").get<uint64_t>(),
                             j.value("section_size", int64_t{0})});
+  }
+  if (name == op::RaiseSection::kName) {
+    return R(op::RaiseSection{j.at("space").get<std::string>(), UnsignedOf(j, "section"),
+                              j.at("section_size").get<int64_t>(), UnsignedOf(j, "max_seq")});
   }
   return std::nullopt;
 }

@@ -35,7 +35,8 @@ std::string EncodeReply(const Result<allocator::WorkerCounts>& reply);
 std::string EncodeReply(const Result<state::SpaceRecord>& reply);
 std::string EncodeReply(const Result<std::vector<state::SpaceRecord>>& reply);
 std::string EncodeReply(const Result<std::vector<uint64_t>>& reply);  // NextSeq's values
-std::string EncodeReply(const Result<uint64_t>& reply);               // CurrentSeq's value
+std::string EncodeReply(
+    const Result<uint64_t>& reply);  // CurrentSeq's value, RaiseSection's maximum
 // A reply that is only an error (a request that could not be decoded or routed).
 std::string EncodeError(const Error& error);
 // kInternal for a reply that is not one; the allocator's error as it sent it.

@@ -325,6 +325,7 @@ struct Api::Routes {
       {"/api/v1/ulid/compose/{time}", kGet, kOpen, &Api::ServeUlidCompose},
       // Admin.
       {"/api/v1/workers", kGet, kAdminToken, &Api::ServeWorkers},
+      {"/api/v1/backup", kAny, kAdminToken, &Api::ServeBackup},
       {"/api/v1/tags", kAny, kAdminToken, &Api::ServeTags},
       {"/api/v1/tags/{tag}", kAny, kAdminToken, &Api::ServeTags},
       {"/api/v1/spaces", kAny, kAdminToken, &Api::ServeSpaces},
@@ -486,6 +487,28 @@ void Api::ServeWorkers(Call call) {
     if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
     respond(JsonResponse(
         json{{"source", "registry"}, {"node", node}, {"leased", r->leased}, {"free", r->free}}));
+  });
+}
+
+void Api::ServeBackup(Call call) {
+  if (call.request.method != "POST") return call.respond(MethodNotAllowed("POST"));
+  if (!options_.backup) {
+    return call.respond(ErrorResponse(
+        Error{Code::kUnimplemented,
+              "backup: only a standalone node backs up its state; a cluster's state is in Kafka "
+              "(kleaf state export)"}));
+  }
+  json j = json::parse(call.request.body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("dir") || !j["dir"].is_string() || j.size() != 1) {
+    return call.respond(
+        ErrorResponse(Error{Code::kInvalidArgument, "body: expected a JSON object {\"dir\"}"}));
+  }
+  std::string dir = j["dir"].get<std::string>();
+  // A checkpoint flushes and copies files: not on the I/O thread.
+  blocking_.Post([this, dir = std::move(dir), respond = std::move(call.respond)] {
+    auto done = options_.backup(dir);
+    if (!done) return respond(ErrorResponse(done.error(), options_.retry_after_s));
+    respond(JsonResponse(json{{"backup", dir}}));
   });
 }
 

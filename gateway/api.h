@@ -41,6 +41,10 @@ struct ApiOptions {
   // Serves "/" (the monitoring page), /api/v1/status and /readyz; without it they answer 404
   // (/readyz: 200 with no checks). Not owned.
   Monitor* monitor = nullptr;
+  // POST /api/v1/backup {"dir"} (admin): a consistent copy of this node's state store in `dir`, on
+  // the node's host (a standalone node's RocksDB checkpoint, app/standalone.h). Run on the
+  // blocking pool. Empty (a cluster gateway, whose state is in Kafka): the route answers 501.
+  std::function<Result<void>(const std::string& dir)> backup = {};
 };
 
 // Routes requests, through one route table (api.cc), to segment buffers, the snowflake generator
@@ -101,6 +105,7 @@ class Api {
   void ServeUuid7Compose(Call call);
   void ServeUlidCompose(Call call);
   void ServeWorkers(Call call);
+  void ServeBackup(Call call);
   // /api/v1/tags (the list; also /api/v1/tags/, whose {tag} is empty) and /api/v1/tags/{tag}.
   void ServeTags(Call call);
   // /api/v1/spaces and /api/v1/spaces/{space}, as the tags' routes.

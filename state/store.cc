@@ -2,10 +2,13 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace kleaf::state {
 namespace {
@@ -139,6 +142,35 @@ Result<std::optional<SectionRecord>> Store::GetSection(std::string_view space, u
   auto r = DecodeSection(value);
   if (!r) return std::unexpected(r.error());
   return std::optional<SectionRecord>(std::move(*r));
+}
+
+Result<std::vector<SectionRecord>> Store::ListSections() {
+  std::vector<SectionRecord> out;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  const rocksdb::Slice prefix("sec/");
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    auto r = DecodeSection(it->value().ToStringView());
+    if (!r) return std::unexpected(r.error());
+    out.push_back(std::move(*r));
+  }
+  if (!it->status().ok()) return std::unexpected(ToError(it->status(), "listing sections"));
+  std::sort(out.begin(), out.end(), [](const SectionRecord& a, const SectionRecord& b) {
+    return std::tie(a.space, a.section) < std::tie(b.space, b.section);
+  });
+  return out;
+}
+
+Result<void> Store::Checkpoint(const std::string& dir) {
+  rocksdb::Checkpoint* raw = nullptr;
+  if (auto s = rocksdb::Checkpoint::Create(impl_->db.get(), &raw); !s.ok()) {
+    return std::unexpected(ToError(s, "checkpoint"));
+  }
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // Flushes the memtable first (log_size_for_flush 0), so the copy needs no write-ahead log.
+  if (auto s = checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0); !s.ok()) {
+    return std::unexpected(ToError(s, "checkpoint into '" + dir + "'"));
+  }
+  return {};
 }
 
 Result<void> Store::Write(const Batch& b, bool sync) {

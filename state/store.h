@@ -37,6 +37,13 @@ class Store {
   [[nodiscard]] Result<std::vector<SpaceRecord>> ListSpaces();
   [[nodiscard]] Result<std::optional<SectionRecord>> GetSection(std::string_view space,
                                                                 uint64_t section);
+  // All section records (of deleted spaces too), ordered by space, then section.
+  [[nodiscard]] Result<std::vector<SectionRecord>> ListSections();
+
+  // A consistent copy of the whole store in `dir` (a RocksDB checkpoint: SST files hard-linked
+  // when `dir` is on the same file system, copied otherwise), taken while the store serves. `dir`
+  // must not exist (RocksDB creates it); it can be opened as a store of its own.
+  [[nodiscard]] Result<void> Checkpoint(const std::string& dir);
 
   // What Write() stores atomically.
   struct Batch {

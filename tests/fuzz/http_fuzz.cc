@@ -155,6 +155,11 @@ class InlineAllocator final : public allocator::Allocator {
       return done(Fail(Code::kNotFound, "unknown space"));
     done(seqs_[{space, key}]);
   }
+  // No HTTP route raises a section: only `kleaf state import` does.
+  void RaiseSection(std::string, uint64_t, int64_t, uint64_t,
+                    allocator::Callback<uint64_t> done) override {
+    done(Fail(Code::kUnimplemented, "not in the fuzzer"));
+  }
 
  private:
   static std::unexpected<Error> NoRegistry() {

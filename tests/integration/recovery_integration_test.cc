@@ -1,12 +1,14 @@
 // Disaster recovery of the state topic: `kleaf state replay` rebuilds a RocksDB that a standalone
 // kleaf serves with the live cluster's tags, and `kleaf state export` + `kleaf state import
-// --bump` carry the tags to a new topic prefix (a lost topic) above every ID served before.
+// --bump` carry the tags, the sequence spaces and their section maxima to a new topic prefix (a
+// lost topic) above every ID and sequence value served before.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "tests/e2e/http_client.h"
 #include "tests/integration/cluster_env.h"
 #include "tests/integration/id_load.h"
 
@@ -203,6 +205,115 @@ TEST_F(RecoveryIntegrationTest, ExportThenImportOnANewPrefixContinuesAboveEveryI
       }
     }
   }
+}
+
+// The next value of `key` of `space` through the gateway at `port`; 0 (with a failure) on error.
+uint64_t NextSeq(e2e::HttpClient& http, const std::string& space, uint64_t key) {
+  auto reply = http.Get("/api/v1/seq/" + space + "/" + std::to_string(key));
+  if (!reply || reply->status != 200) {
+    ADD_FAILURE() << "seq " << space << "/" << key << ": "
+                  << (reply ? std::to_string(reply->status) + " " + reply->body : reply.error());
+    return 0;
+  }
+  return std::stoull(nlohmann::json::parse(reply->body)["seq"].get<std::string>());
+}
+
+TEST_F(RecoveryIntegrationTest, ExportThenImportCarriesSequencesAboveEveryValueServed) {
+  constexpr int64_t kBump = 1000;
+  constexpr uint64_t kSectionSize = 10;
+  constexpr uint64_t kKeys = 120;  // 12 sections, spread over every partition
+  e2e::TempDir export_dir;
+  const auto export_file = export_dir.path() / "state.json";
+  std::map<uint64_t, uint64_t> served;  // key of "inbox" -> the highest value served
+  uint64_t gone_served = 0;             // key 3 of the deleted space "gone"
+  {
+    Cluster old_cluster(broker_, "seqexport");
+    auto nodes = old_cluster.StartNodes(1, 1);
+    ASSERT_TRUE(nodes) << nodes.error();
+    const uint16_t port = nodes->gateways[0]->port;
+    ASSERT_TRUE(AdminCall(port, "PUT", "/api/v1/spaces/inbox",
+                          R"({"section_size":10,"step":7,"description":"mail"})"));
+    ASSERT_TRUE(AdminCall(port, "PUT", "/api/v1/spaces/gone", R"({"section_size":5,"step":3})"));
+    ASSERT_TRUE(AdminCall(port, "PUT", "/api/v1/spaces/clash", R"({"section_size":10})"));
+    e2e::HttpClient http(port);
+    for (uint64_t round = 0; round < 4; ++round) {
+      for (uint64_t key = 0; key < kKeys; key += 1 + round)
+        served[key] = NextSeq(http, "inbox", key);
+    }
+    for (int i = 0; i < 5; ++i) gone_served = NextSeq(http, "gone", 3);
+    NextSeq(http, "clash", 1);
+    ASSERT_TRUE(AdminCall(port, "DELETE", "/api/v1/spaces/gone", ""));
+    auto result = old_cluster.Run({"state", "export", export_file.string(), "--config",
+                                   nodes->allocators[0]->config.string()});
+    ASSERT_TRUE(result.status.exited && result.status.code == 0)
+        << result.status.ToString() << "\nstdout:\n"
+        << result.out << "\nstderr:\n"
+        << result.err;
+    std::cout << "export: " << result.out;
+  }  // the old cluster and its topics are gone for good
+
+  auto file = nlohmann::json::parse(e2e::ReadFile(export_file), nullptr, false);
+  ASSERT_TRUE(file.is_object()) << e2e::ReadFile(export_file);
+  EXPECT_EQ(file.value("version", 0), 2);
+  ASSERT_TRUE(file.contains("spaces") && file.contains("sections")) << file.dump(2);
+  std::map<std::string, nlohmann::json> spaces;
+  for (const auto& sp : file["spaces"]) spaces[sp.value("space", std::string())] = sp;
+  ASSERT_EQ(spaces.size(), 3u) << file.dump(2);
+  EXPECT_EQ(spaces["inbox"].value("section_size", 0), 10);
+  EXPECT_EQ(spaces["inbox"].value("step", 0), 7);
+  EXPECT_TRUE(spaces["gone"].value("deleted", false));
+  std::map<uint64_t, uint64_t> exported_max;  // section of "inbox" -> max_seq
+  for (const auto& sec : file["sections"]) {
+    if (sec.value("space", std::string()) == "inbox") {
+      exported_max[sec["section"].get<uint64_t>()] = sec["max_seq"].get<uint64_t>();
+    }
+  }
+  ASSERT_EQ(exported_max.size(), kKeys / kSectionSize) << file.dump(2);
+  for (const auto& [key, value] : served) {
+    EXPECT_LE(value, exported_max[key / kSectionSize]) << "key " << key << " above its section";
+  }
+
+  Cluster new_cluster(broker_, "seqimport");
+  auto nodes = new_cluster.StartNodes(1, 1);
+  ASSERT_TRUE(nodes) << nodes.error();
+  const uint16_t port = nodes->gateways[0]->port;
+  // A space of the same name with another section_size: refused by name, the rest imported.
+  ASSERT_TRUE(AdminCall(port, "PUT", "/api/v1/spaces/clash", R"({"section_size":20})"));
+  auto import_config = new_cluster.WriteConfig(
+      "import.yaml", new_cluster.Config("importer", new_cluster.dir() / "importer-state")
+                         .Set("kafka.reply_partition", "3"));
+  auto result = new_cluster.Run({"state", "import", export_file.string(), "--bump",
+                                 std::to_string(kBump), "--config", import_config.string()});
+  std::cout << "import: " << result.out << result.err;
+  EXPECT_TRUE(result.status.exited && result.status.code == 1) << result.status.ToString();
+  EXPECT_NE(result.err.find("space clash: section_size: cannot change from 20 to 10"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.out.find("2 of 3 spaces, " + std::to_string(exported_max.size() + 1) +
+                            " sections raised, 0 already as high, 1 failed"),
+            std::string::npos)
+      << result.out;
+
+  auto inbox = AdminCall(port, "GET", "/api/v1/spaces/inbox", "");
+  ASSERT_TRUE(inbox) << inbox.error();
+  EXPECT_EQ((*inbox)["section_size"], 10);
+  EXPECT_EQ((*inbox)["step"], 7);
+  EXPECT_EQ((*inbox)["description"], "mail");
+  e2e::HttpClient http(port);
+  for (uint64_t key = 0; key < kKeys; ++key) {
+    SCOPED_TRACE("key " + std::to_string(key));
+    const uint64_t next = NextSeq(http, "inbox", key);
+    EXPECT_GT(next, exported_max[key / kSectionSize] + kBump);
+    if (served.contains(key)) {
+      EXPECT_GT(next, served[key] + kBump);
+    }
+  }
+  // The deleted space stays deleted; re-created, it continues above its exported maximum.
+  auto refused = http.Get("/api/v1/seq/gone/3");
+  ASSERT_TRUE(refused) << refused.error();
+  EXPECT_EQ(refused->status, 404) << refused->body;
+  ASSERT_TRUE(AdminCall(port, "PUT", "/api/v1/spaces/gone", "{}"));
+  EXPECT_GT(NextSeq(http, "gone", 3), gone_served + kBump);
 }
 
 }  // namespace

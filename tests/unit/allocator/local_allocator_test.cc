@@ -10,10 +10,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
+#include "allocator/import.h"
 #include "base/clock.h"
+#include "state/export_file.h"
 #include "state/store.h"
 #include "tests/unit/testing/temp_dir.h"
 
@@ -541,6 +544,113 @@ TEST_F(LocalAllocatorTest, DeletedSpaceIsRefusedAndKeepsItsSections) {
   auto listed = allocator_->Run(op::ListSpaces{});
   ASSERT_TRUE(listed);
   EXPECT_EQ(listed->size(), 1u);
+}
+
+// What `kleaf state export --standalone` reads of a store, through the export file and back.
+state::ExportContents ExportedThroughTheFile(state::Store& store) {
+  state::ExportContents contents;
+  contents.tags = store.ListTags().value();
+  contents.spaces = store.ListSpaces().value();
+  contents.sections = store.ListSections().value();
+  std::istringstream file(state::EncodeExportFile("standalone:test", "now", contents));
+  return state::DecodeExportFile(file).value();
+}
+
+TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAboveEveryValue) {
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"gone", SpaceOf(50, 5)}));
+  std::map<std::pair<std::string, uint64_t>, uint64_t> highest;
+  for (int i = 0; i < 300; ++i) {
+    const std::vector<uint64_t> keys = {static_cast<uint64_t>(i % 7), 150 + i % 3, 99'999};
+    auto v = allocator_->Run(op::NextSeq{"chat", keys});
+    ASSERT_TRUE(v) << v.error().message;
+    for (size_t k = 0; k < keys.size(); ++k) highest[{"chat", keys[k]}] = (*v)[k];
+  }
+  auto gone = allocator_->Run(op::NextSeq{"gone", {3}});
+  ASSERT_TRUE(gone);
+  highest[{"gone", 3}] = (*gone)[0];
+  ASSERT_TRUE(allocator_->Run(op::DeleteSpace{"gone"}));
+  const state::ExportContents exported = ExportedThroughTheFile(*store_);
+  ASSERT_EQ(exported.spaces.size(), 2u);
+  ASSERT_EQ(exported.sections.size(), 4u);  // chat 0, 1, 999; gone 0
+
+  // A fresh node: one of its sections is higher already (kept), the others are raised.
+  testing::TempDir other;
+  auto fresh_store = state::Store::Open(other.Sub("fresh"));
+  ASSERT_TRUE(fresh_store) << fresh_store.error().message;
+  auto fresh = std::make_unique<LocalAllocator>(**fresh_store, clock_, options_);
+  ASSERT_TRUE(fresh->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  ASSERT_TRUE(fresh->Run(op::RaiseSection{"chat", 999, 100, 1'000'000}));
+  constexpr int64_t kBump = 1000;
+  std::ostringstream errors;
+  auto counts = ImportState(*fresh, exported, kBump, errors);
+  EXPECT_EQ(errors.str(), "");
+  EXPECT_EQ(counts.failed(), 0);
+  EXPECT_EQ(counts.sequences.spaces, 2);
+  EXPECT_EQ(counts.sequences.sections_raised, 3);
+  EXPECT_EQ(counts.sequences.sections_kept, 1);
+  for (const auto& r : exported.sections) {
+    auto stored = (*fresh_store)->GetSection(r.space, r.section);
+    ASSERT_TRUE(stored && stored->has_value()) << r.space << " " << r.section;
+    EXPECT_EQ((*stored)->max_seq,
+              r.space == "chat" && r.section == 999 ? 1'000'000 : r.max_seq + kBump)
+        << r.space << " " << r.section;
+  }
+  // Every key continues above the exported maximum of its section plus the bump.
+  for (const auto& [where, value] : highest) {
+    if (where.first == "gone") continue;
+    auto next = fresh->Run(op::NextSeq{where.first, {where.second}});
+    ASSERT_TRUE(next) << next.error().message;
+    const uint64_t section = where.second / 100;
+    auto it = std::find_if(exported.sections.begin(), exported.sections.end(), [&](const auto& r) {
+      return r.space == "chat" && r.section == section;
+    });
+    ASSERT_NE(it, exported.sections.end());
+    EXPECT_GT((*next)[0], it->max_seq + kBump) << "key " << where.second;
+    EXPECT_GT((*next)[0], value + kBump) << "key " << where.second;
+  }
+  // The deleted space is deleted again, with its section_size and its raised section kept.
+  auto refused = fresh->Run(op::NextSeq{"gone", {3}});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Code::kNotFound);
+  ASSERT_TRUE(fresh->Run(op::PutSpace{"gone", {}}));
+  auto again = fresh->Run(op::NextSeq{"gone", {3}});
+  ASSERT_TRUE(again);
+  const uint64_t gone_before = highest[{"gone", 3}];
+  EXPECT_GT((*again)[0], gone_before + kBump);
+
+  // Importing the same file again lowers nothing: every section is as high already.
+  std::ostringstream errors2;
+  auto twice = ImportState(*fresh, exported, kBump, errors2);
+  EXPECT_EQ(errors2.str(), "");
+  EXPECT_EQ(twice.sequences.sections_raised, 0);
+  EXPECT_EQ(twice.sequences.sections_kept, 4);
+  fresh->Stop();
+}
+
+TEST_F(LocalAllocatorTest, AnImportIntoASpaceOfAnotherSectionSizeFailsNamingItAndTouchesNothing) {
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  ASSERT_TRUE(allocator_->Run(op::NextSeq{"chat", {1}}));
+  ASSERT_TRUE(allocator_->Run(op::PutSpace{"inbox", SpaceOf(10, 10)}));
+  ASSERT_TRUE(allocator_->Run(op::NextSeq{"inbox", {1}}));
+  const state::ExportContents exported = ExportedThroughTheFile(*store_);
+  testing::TempDir other;
+  auto fresh_store = state::Store::Open(other.Sub("fresh"));
+  ASSERT_TRUE(fresh_store);
+  LocalAllocator fresh(**fresh_store, clock_, options_);
+  ASSERT_TRUE(fresh.Run(op::PutSpace{"chat", SpaceOf(1000, 10)}));
+  std::ostringstream errors;
+  auto counts = ImportState(fresh, exported, 0, errors);
+  EXPECT_EQ(counts.failed(), 1);
+  EXPECT_NE(errors.str().find("space chat: section_size: cannot change from 1000 to 100"),
+            std::string::npos)
+      << errors.str();
+  EXPECT_EQ(counts.sequences.spaces, 1) << "inbox is imported";
+  EXPECT_EQ(counts.sequences.sections_raised, 1);
+  auto untouched = (*fresh_store)->GetSection("chat", 0);
+  ASSERT_TRUE(untouched);
+  EXPECT_FALSE(untouched->has_value()) << "no section of the refused space is written";
+  fresh.Stop();
 }
 
 }  // namespace

@@ -139,8 +139,13 @@ TEST(OperationsTest, OperationNamesFollowTheRequestVariant) {
   EXPECT_STREQ(OpName(kOpIndex<op::Allocate>), "allocate");
   EXPECT_STREQ(OpName(kOpIndex<op::WorkerStatus>), "worker_status");
   EXPECT_STREQ(OpName(kOpIndex<op::NextSeq>), "next_seq");
-  EXPECT_EQ(kOpIndex<op::CurrentSeq>, kOpCount - 1);
+  EXPECT_STREQ(OpName(kOpIndex<op::RaiseSection>), "raise_section");
+  EXPECT_EQ(kOpIndex<op::RaiseSection>, kOpCount - 1);
   EXPECT_EQ(RouteKey(op::NextSeq{"chat", {1}}), "chat");
+  // A raise goes to the owner of its section, as a next_seq of the section's keys does.
+  EXPECT_EQ(RouteKey(op::RaiseSection{"chat", 7, 100, 5}), SectionRouteKey("chat", 7));
+  EXPECT_EQ(RouteKeys(op::RaiseSection{"chat", 7, 100, 5}),
+            RouteKeys(op::NextSeq{"chat", {700, 799}, 100, 1}));
   EXPECT_EQ(RouteKey(op::ListSpaces{}), std::nullopt);
   EXPECT_EQ(RouteKey(op::GetTag{"t"}), "t");
   EXPECT_EQ(RouteKey(op::RenewWorker{}), std::string(kWorkersKey));
@@ -264,6 +269,37 @@ TEST(OperationsTest, NextSeqPlansValuesAndTheRaisesToWriteFirst) {
   auto after = Execute(op::NextSeq{"chat", {7}}, reader, TestRules(), kNow, seq2);
   ASSERT_TRUE(after.result);
   EXPECT_GT((*after.result)[0], last7);
+}
+
+TEST(OperationsTest, RaiseSectionRaisesThePlanAndNeedsTheSectionSizeNotTheSpaceRecord) {
+  MapReader reader;  // no space record: in the cluster it is another partition's
+  SequenceCounters counters;
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  SequenceState seq{counters, *plan};
+  auto missing = Execute(op::RaiseSection{"chat", 3, 0, 500}, reader, TestRules(), kNow, seq);
+  ASSERT_FALSE(missing.result);
+  EXPECT_EQ(missing.result.error().code, Code::kInvalidArgument);
+  auto raised = Execute(op::RaiseSection{"chat", 3, 100, 500}, reader, TestRules(), kNow, seq);
+  ASSERT_TRUE(raised.result) << raised.result.error().message;
+  EXPECT_EQ(*raised.result, 500u);
+  EXPECT_TRUE(raised.effects.empty()) << "the raise is the plan's, written by the caller";
+  auto raises = plan->Raises();
+  ASSERT_EQ(raises.size(), 1u);
+  EXPECT_EQ(raises[0].space, "chat");
+  EXPECT_EQ(raises[0].section, 3u);
+  EXPECT_EQ(raises[0].section_size, 100);
+  EXPECT_EQ(raises[0].max_seq, 500u);
+  reader.Write(raises);
+  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  // Lower: kept, nothing to write.
+  auto plan2 = counters.Begin();
+  ASSERT_TRUE(plan2);
+  SequenceState seq2{counters, *plan2};
+  auto kept = Execute(op::RaiseSection{"chat", 3, 100, 20}, reader, TestRules(), kNow, seq2);
+  ASSERT_TRUE(kept.result);
+  EXPECT_EQ(*kept.result, 500u);
+  EXPECT_TRUE(plan2->Raises().empty());
 }
 
 TEST(OperationsTest, NextSeqRefusesAnEmptyOrTooLongKeyList) {

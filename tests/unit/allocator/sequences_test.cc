@@ -391,6 +391,106 @@ TEST(SequenceTest, NoValueAboveThePersistedMaximumWithoutAPlanRaisingIt) {
   }
 }
 
+// One transaction of `kleaf state import`: raise `section` to `max_seq`, write, commit; the
+// maximum after it.
+uint64_t RaiseOne(SequenceCounters& counters, FakeStore& store, const state::SpaceRecord& space,
+                  uint64_t section, uint64_t max_seq) {
+  auto plan = counters.Begin();
+  if (!plan) {
+    ADD_FAILURE() << plan.error().message;
+    return 0;
+  }
+  auto after = counters.Raise(*plan, space, section, max_seq, store.LoaderFor(space.space));
+  if (!after) {
+    ADD_FAILURE() << after.error().message;
+    return 0;
+  }
+  store.Write(plan->Raises());
+  if (auto committed = counters.Commit(std::move(*plan)); !committed) {
+    ADD_FAILURE() << committed.error().message;
+  }
+  return *after;
+}
+
+TEST(SequenceTest, ARaisedSectionContinuesAboveTheRaisedMaximumForCountedAndNewKeys) {
+  SequenceCounters counters;
+  FakeStore store;
+  const auto space = Space(100, 10);
+  for (int i = 0; i < 25; ++i) ServeOne(counters, store, space, 7);  // key 7 at 25, max 30
+  ASSERT_EQ(store.MaxOf("chat", 0), 30u);
+  EXPECT_EQ(RaiseOne(counters, store, space, 0, 5000), 5000u);
+  EXPECT_EQ(store.MaxOf("chat", 0), 5000u) << "the raise is a section record of the transaction";
+  EXPECT_EQ(ServeOne(counters, store, space, 7), 5001u) << "a counted key restarts above it";
+  EXPECT_EQ(ServeOne(counters, store, space, 8), 5001u) << "so does a key never seen";
+  EXPECT_EQ(ServeOne(counters, store, space, 7), 5002u);
+  // A section never loaded before: raised from its persisted maximum (none: 0).
+  EXPECT_EQ(RaiseOne(counters, store, space, 3, 900), 900u);
+  EXPECT_EQ(ServeOne(counters, store, space, 350), 901u);
+}
+
+TEST(SequenceTest, ARaiseNeverLowersAMaximumNorMovesItsKeys) {
+  SequenceCounters counters;
+  FakeStore store;
+  const auto space = Space(100, 10);
+  for (int i = 0; i < 25; ++i) ServeOne(counters, store, space, 7);
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  for (uint64_t lower : {uint64_t{0}, uint64_t{20}, uint64_t{30}}) {
+    auto after = counters.Raise(*plan, space, 0, lower, store.LoaderFor("chat"));
+    ASSERT_TRUE(after) << after.error().message;
+    EXPECT_EQ(*after, 30u) << "raised to " << lower;
+  }
+  EXPECT_TRUE(plan->Raises().empty()) << "nothing to write";
+  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  EXPECT_EQ(ServeOne(counters, store, space, 7), 26u) << "the key goes on where it was";
+  EXPECT_EQ(store.MaxOf("chat", 0), 30u);
+}
+
+TEST(SequenceTest, ARaiseAfterValuesOfTheSamePlanKeepsLaterValuesAboveIt) {
+  SequenceCounters counters;
+  FakeStore store;
+  const auto space = Space(100, 10);
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto first = counters.Next(*plan, space, std::vector<uint64_t>{1, 1}, store.LoaderFor("chat"));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(*first, (std::vector<uint64_t>{1, 2}));
+  ASSERT_TRUE(counters.Raise(*plan, space, 0, 700, store.LoaderFor("chat")));
+  auto later = counters.Next(*plan, space, std::vector<uint64_t>{1, 2}, store.LoaderFor("chat"));
+  ASSERT_TRUE(later);
+  EXPECT_EQ(*later, (std::vector<uint64_t>{701, 701}));
+  store.Write(plan->Raises());
+  EXPECT_EQ(store.MaxOf("chat", 0), 710u);
+  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  EXPECT_EQ(ServeOne(counters, store, space, 1), 702u);
+}
+
+TEST(SequenceTest, ADroppedRaiseLeavesTheCountersAndARaiseWithAnotherSectionSizeIsRefused) {
+  SequenceCounters counters;
+  FakeStore store;
+  const auto space = Space(100, 10);
+  ASSERT_EQ(ServeOne(counters, store, space, 1), 1u);
+  {
+    auto plan = counters.Begin();
+    ASSERT_TRUE(plan);
+    ASSERT_TRUE(counters.Raise(*plan, space, 0, 700, store.LoaderFor("chat")));
+  }  // the transaction aborted
+  EXPECT_EQ(ServeOne(counters, store, space, 1), 2u);
+  auto plan = counters.Begin();
+  ASSERT_TRUE(plan);
+  auto other = counters.Raise(*plan, Space(1000, 10), 0, 700, store.LoaderFor("chat"));
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, Code::kFailedPrecondition);
+  EXPECT_NE(other.error().message.find("'chat'"), std::string::npos) << other.error().message;
+  // A section only written (not counted) with another section_size is refused as well.
+  SequenceCounters fresh;
+  auto fresh_plan = fresh.Begin();
+  ASSERT_TRUE(fresh_plan);
+  auto written = fresh.Raise(*fresh_plan, Space(1000, 10), 0, 700, store.LoaderFor("chat"));
+  ASSERT_FALSE(written);
+  EXPECT_EQ(written.error().code, Code::kFailedPrecondition);
+}
+
 TEST(SequenceTest, ADroppedPlanLeavesTheCountersAsTheyWere) {
   SequenceCounters counters;
   FakeStore store;

@@ -96,6 +96,36 @@ TEST(WireTest, SequenceRequestsAndRepliesSurviveTheirEncoding) {
   EXPECT_EQ(refused.error().code, Code::kNotFound);
 }
 
+TEST(WireTest, ARaiseSectionSurvivesItsEncodingWithUnsignedValuesAboveInt64) {
+  const uint64_t big = 18'000'000'000'000'000'000u;
+  auto raise =
+      DecodeRequest(EncodeRequest({op::RaiseSection{"chat", big - 1, 4294967295, big}, 4}));
+  ASSERT_TRUE(raise.has_value()) << raise.error().message;
+  EXPECT_EQ(raise->partitions, 4);
+  const auto* r = std::get_if<op::RaiseSection>(&raise->request);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->space, "chat");
+  EXPECT_EQ(r->section, big - 1);
+  EXPECT_EQ(r->section_size, 4294967295);
+  EXPECT_EQ(r->max_seq, big);
+  EXPECT_EQ(EncodeRequest({op::RaiseSection{"c", 2, 10, 77}, 3}),
+            R"({"max_seq":77,"op":"raise_section","partitions":3,"section":2,"section_size":10,)"
+            R"("space":"c"})");
+  // Every field is required: a raise without its section_size or maximum is not one.
+  for (const char* text : {R"({"op":"raise_section","space":"c","section":2,"max_seq":7})",
+                           R"({"op":"raise_section","space":"c","section":2,"section_size":10})",
+                           R"({"op":"raise_section","space":"c","section":-2,"section_size":10,)"
+                           R"("max_seq":7})"}) {
+    auto bad = DecodeRequest(text);
+    ASSERT_FALSE(bad.has_value()) << text;
+    EXPECT_EQ(bad.error().code, Code::kInvalidArgument) << text;
+  }
+  // The reply is the section's maximum after the raise.
+  auto after = DecodeReply<uint64_t>(EncodeReply(Result<uint64_t>(big)));
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(*after, big);
+}
+
 TEST(WireTest, RequestBytesAreThoseEarlierVersionsSend) {
   EXPECT_EQ(EncodeRequest({op::Allocate{"t", 10}, 12}),
             R"({"op":"allocate","partitions":12,"step":10,"tag":"t"})");

@@ -271,6 +271,11 @@ class FakeAllocator final : public allocator::Allocator {
       done(std::move(value));
     });
   }
+  // The API serves no import: not in this fake.
+  void RaiseSection(std::string, uint64_t, int64_t, uint64_t,
+                    allocator::Callback<uint64_t> done) override {
+    done(Fail(Code::kUnimplemented, "not in this fake"));
+  }
   std::vector<std::vector<uint64_t>> asked_keys() {
     std::lock_guard lock(mu_);
     return asked_keys_;
@@ -903,6 +908,33 @@ TEST_F(ApiTest, AdminRoutesAreClosedWithoutAConfiguredToken) {
   MakeApi(o);
   ExpectError(Await(Send("GET", "/api/v1/tags", "", "Bearer ")), 401, "unauthenticated");
   ExpectError(Await(Send("GET", "/api/v1/tags", "", "")), 401, "unauthenticated");
+}
+
+// POST /api/v1/backup {"dir"}: ApiOptions::backup (a standalone's checkpoint) with the dir asked,
+// its error as the answer; without it (a cluster gateway) 501.
+TEST_F(ApiTest, BackupRunsTheNodesBackupWithTheDirAskedOnlyForTheAdmin) {
+  ExpectError(Admin("POST", "/api/v1/backup", R"({"dir":"/b"})"), 501, "unimplemented");
+  ApiOptions o = DefaultOptions();
+  std::mutex mu;
+  std::vector<std::string> asked;
+  o.backup = [&](const std::string& dir) -> Result<void> {
+    std::lock_guard lock(mu);
+    asked.push_back(dir);
+    if (dir == "/full") return Fail(Code::kFailedPrecondition, "'/full' exists and is not empty");
+    return {};
+  };
+  MakeApi(o);
+  auto done = Admin("POST", "/api/v1/backup", R"({"dir":"/b"})");
+  EXPECT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(done.body, R"({"backup":"/b"})");
+  ExpectError(Admin("POST", "/api/v1/backup", R"({"dir":"/full"})"), 409, "failed_precondition");
+  for (const char* bad : {"", "{}", R"({"dir":1})", R"({"dir":"/b","x":1})", "[]"}) {
+    ExpectError(Admin("POST", "/api/v1/backup", bad), 400, "invalid_argument");
+  }
+  ExpectError(Admin("GET", "/api/v1/backup"), 405, "method_not_allowed");
+  ExpectError(Await(Send("POST", "/api/v1/backup", R"({"dir":"/c"})", "")), 401, "unauthenticated");
+  std::lock_guard lock(mu);
+  EXPECT_EQ(asked, (std::vector<std::string>{"/b", "/full"}));
 }
 
 // /api/v1/workers: this node's lease (ApiOptions::lease_status, handed over as a value) with the

@@ -104,6 +104,10 @@ class FakeAllocator final : public allocator::Allocator {
   void CurrentSeq(std::string, uint64_t, allocator::Callback<uint64_t> done) override {
     done(Unsupported());
   }
+  void RaiseSection(std::string, uint64_t, int64_t, uint64_t,
+                    allocator::Callback<uint64_t> done) override {
+    done(Unsupported());
+  }
 
  private:
   static std::unexpected<Error> Unsupported() {
