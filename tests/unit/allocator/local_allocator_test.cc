@@ -561,7 +561,8 @@ TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAbove
   ASSERT_TRUE(allocator_->Run(op::PutSpace{"gone", SpaceOf(50, 5)}));
   std::map<std::pair<std::string, uint64_t>, uint64_t> highest;
   for (int i = 0; i < 300; ++i) {
-    const std::vector<uint64_t> keys = {static_cast<uint64_t>(i % 7), static_cast<uint64_t>(150 + i % 3), 99'999};
+    const std::vector<uint64_t> keys = {static_cast<uint64_t>(i % 7),
+                                        static_cast<uint64_t>(150 + i % 3), 99'999};
     auto v = allocator_->Run(op::NextSeq{"chat", keys});
     ASSERT_TRUE(v) << v.error().message;
     for (size_t k = 0; k < keys.size(); ++k) highest[{"chat", keys[k]}] = (*v)[k];
