@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,17 @@ namespace {
 using std::chrono::seconds;
 
 class RecoveryIntegrationTest : public KafkaTest {};
+
+// `kleaf state export FILE` of `cluster`, with the config of `allocator`; must exit 0.
+void ExportState(Cluster& cluster, const std::filesystem::path& file, const Node& allocator) {
+  auto result =
+      cluster.Run({"state", "export", file.string(), "--config", allocator.config.string()});
+  ASSERT_TRUE(result.status.exited && result.status.code == 0)
+      << result.status.ToString() << "\nstdout:\n"
+      << result.out << "\nstderr:\n"
+      << result.err;
+  std::cout << "export: " << result.out;
+}
 
 // Loads each gateway of `gateways` with 2 clients over `tags` for at most a few seconds; returns
 // the highest ID served per tag (with ADD_FAILUREs for whatever went wrong).
@@ -149,13 +161,7 @@ TEST_F(RecoveryIntegrationTest, ExportThenImportOnANewPrefixContinuesAboveEveryI
     ASSERT_TRUE(live) << live.error();
     exported = *live;
 
-    auto result = old_cluster.Run({"state", "export", export_file.string(), "--config",
-                                   nodes->allocators[0]->config.string()});
-    ASSERT_TRUE(result.status.exited && result.status.code == 0)
-        << result.status.ToString() << "\nstdout:\n"
-        << result.out << "\nstderr:\n"
-        << result.err;
-    std::cout << "export: " << result.out;
+    ExportState(old_cluster, export_file, *nodes->allocators[0]);
   }  // the old cluster and its topics are gone for good (the "loss")
 
   auto file = nlohmann::json::parse(e2e::ReadFile(export_file), nullptr, false);
@@ -243,13 +249,7 @@ TEST_F(RecoveryIntegrationTest, ExportThenImportCarriesSequencesAboveEveryValueS
     for (int i = 0; i < 5; ++i) gone_served = NextSeq(http, "gone", 3);
     NextSeq(http, "clash", 1);
     ASSERT_TRUE(AdminCall(port, "DELETE", "/api/v1/spaces/gone", ""));
-    auto result = old_cluster.Run({"state", "export", export_file.string(), "--config",
-                                   nodes->allocators[0]->config.string()});
-    ASSERT_TRUE(result.status.exited && result.status.code == 0)
-        << result.status.ToString() << "\nstdout:\n"
-        << result.out << "\nstderr:\n"
-        << result.err;
-    std::cout << "export: " << result.out;
+    ExportState(old_cluster, export_file, *nodes->allocators[0]);
   }  // the old cluster and its topics are gone for good
 
   auto file = nlohmann::json::parse(e2e::ReadFile(export_file), nullptr, false);
