@@ -1,18 +1,9 @@
 #include "gateway/tag_history.h"
 
+#include <algorithm>
 #include <set>
 
 namespace kleaf::gateway {
-
-namespace {
-
-// What a cumulative counter added since `before`; from zero when it went back (reset).
-template <typename T>
-T Delta(T now, T before) {
-  return now >= before ? now - before : now;
-}
-
-}  // namespace
 
 TagHistory::TagHistory(int64_t interval_ms) : interval_ms_(interval_ms > 0 ? interval_ms : 1) {}
 
@@ -38,12 +29,14 @@ void TagHistory::Sample(int64_t now_ms, const std::vector<TagCounters>& tags) {
     }
     if (!t.tracked && tracked_ < kMaxTags) {
       t.tracked = true;
+      t.ring.resize(kPoints);
       ++tracked_;
     }
     const bool reset = c.issued < t.last.issued || c.fetches < t.last.fetches;
     const uint64_t issued = reset ? c.issued : c.issued - t.last.issued;
     const uint64_t fetches = reset ? c.fetches : c.fetches - t.last.fetches;
-    const int64_t fetch_ns = reset ? c.fetch_ns : Delta(c.fetch_ns, t.last.fetch_ns);
+    const int64_t fetch_ns =
+        reset ? c.fetch_ns : std::max<int64_t>(0, c.fetch_ns - t.last.fetch_ns);
     const int64_t elapsed_ms = now_ms > t.last_ms ? now_ms - t.last_ms : interval_ms_;
     if (t.tracked) {
       Point& p = t.ring[t.head];

@@ -2,7 +2,6 @@
 // that the monitoring page plots them as soon as it opens (/api/v1/status, "history").
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,11 +25,11 @@ struct TagCounters {
 // calls Sample (app/serve.cc runs it every `http.status_history_interval_ms`; tests call it with
 // explicit times), HTTP threads read Series.
 //
-// At most kMaxTags tags have a ring: the first ones sampled (in order of first sample, by name
-// within one), until one of them is gone from a sample (its buffer was dropped: a deleted or
-// unknown tag), which frees its slot for the next tag sampled. The others are counted
-// (untracked()) and keep only their last counters, so that their rate is right from the sample
-// that gives them a slot.
+// At most kMaxTags tags have a ring: the first ones sampled (in order of first sample, in the order
+// given within one: the Monitor gives them by name), until one of them is gone from a sample (its
+// buffer was dropped: a deleted or unknown tag), which frees its slot for the next tag sampled. The
+// others are counted (untracked()) and keep only their last counters, so that their rate is right
+// from the sample that gives them a slot.
 class TagHistory {
  public:
   static constexpr size_t kPoints = 60;
@@ -60,12 +59,12 @@ class TagHistory {
 
  private:
   struct Tag {
-    TagCounters last;      // the counters at the previous sample
-    int64_t last_ms = 0;   // its time
-    bool tracked = false;  // has a ring
-    std::array<Point, kPoints> ring{};
-    size_t head = 0;  // where the next point goes
-    size_t size = 0;  // points held (at most kPoints)
+    TagCounters last;         // the counters at the previous sample
+    int64_t last_ms = 0;      // its time
+    bool tracked = false;     // has a ring
+    std::vector<Point> ring;  // kPoints once tracked; untracked tags keep only `last`
+    size_t head = 0;          // where the next point goes
+    size_t size = 0;          // points held (at most kPoints)
   };
 
   const int64_t interval_ms_;
