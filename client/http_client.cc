@@ -491,8 +491,13 @@ ClientResult<std::string> HttpClient::Impl::Ask(const std::string& target,
                                        code + ": " + message,
                                    reply->status, code));
       }
-      last = reply ? where + " answered " + std::to_string(reply->status) : where + ": " + reply.error();
-      last_status = reply ? reply->status : 0;
+      // An attempt the total deadline cut short (e.g. "resolve: Operation canceled") says less
+      // than the full attempt before it: the error reported is the last full attempt's.
+      if (timeout >= options.request_timeout || last == "no attempt") {
+        last = reply ? where + " answered " + std::to_string(reply->status)
+                     : where + ": " + reply.error();
+        last_status = reply ? reply->status : 0;
+      }
       DemoteAfterFailure(g);
       ++failovers;
     }

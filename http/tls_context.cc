@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509err.h>
 
 #include <cerrno>
 #include <cstring>
@@ -81,10 +82,16 @@ Result<std::shared_ptr<ssl::context>> MakeServerTlsContext(const TlsFiles& files
   if (auto r = CheckReadable("http.tls.key_file", files.key_file); !r) {
     return std::unexpected(r.error());
   }
+  // OpenSSL 3 refuses a key of another certificate as it loads it (X509_R_KEY_VALUES_MISMATCH);
+  // SSL_CTX_check_private_key below catches it in older versions.
   if (SSL_CTX_use_PrivateKey_file(ctx, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return std::unexpected(
-        KeyFail("http.tls.key_file", "no PEM private key in '" + files.key_file + "' matching " +
-                                         "http.tls.cert_file: " + OpenSslError()));
+    const bool mismatch = ERR_GET_REASON(ERR_peek_error()) == X509_R_KEY_VALUES_MISMATCH;
+    return std::unexpected(KeyFail("http.tls.key_file",
+                                   (mismatch ? "the key in '" + files.key_file +
+                                                   "' does not match the certificate of "
+                                                   "http.tls.cert_file: "
+                                             : "no PEM private key in '" + files.key_file + "': ") +
+                                       OpenSslError()));
   }
   if (SSL_CTX_check_private_key(ctx) != 1) {
     return std::unexpected(KeyFail("http.tls.key_file", "the key in '" + files.key_file +
