@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -276,6 +277,13 @@ TEST_F(TlsE2eTest, CurlWithTheRightCaGetsIdsAndAWrongCaIsRefused) {
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("\"ids\""), std::string::npos) << ok.out;
   EXPECT_TRUE(ok.out.ends_with("\n200")) << ok.out;
+  // An answer of many TLS records (10000 IDs, about 200 KB) arrives whole.
+  Shell big =
+      Curl(server->port, "--cacert " + Quote(pki_->CaCert()), "'/api/v1/snowflake/t1?count=10000'");
+  EXPECT_EQ(big.code, 0) << big.out.substr(0, 200);
+  EXPECT_TRUE(big.out.ends_with("\n200")) << big.out.substr(0, 200);
+  const auto body = nlohmann::json::parse(big.out.substr(0, big.out.rfind('\n')), nullptr, false);
+  EXPECT_TRUE(body.is_object() && body["ids"].size() == 10000u);
 
   Pki other(dir_.path(), "other-ca");
   Shell refused = Curl(server->port, "--cacert " + Quote(other.CaCert()));
