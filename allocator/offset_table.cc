@@ -33,6 +33,14 @@ uint32_t OffsetTable::Get(uint32_t offset) const {
   }
 }
 
+void OffsetTable::Prefetch(uint32_t offset) const {
+  if (direct()) {
+    if (offset < direct_.size()) __builtin_prefetch(&direct_[offset]);
+  } else if (!slots_.empty()) {
+    __builtin_prefetch(&slots_[SlotOf(offset)]);
+  }
+}
+
 void OffsetTable::Set(uint32_t offset, uint32_t delta) {
   assert(offset < span_ && delta >= 1);
   if (direct()) {

@@ -29,6 +29,9 @@ class OffsetTable {
 
   // 0 when `offset` was never set.
   uint32_t Get(uint32_t offset) const;
+  // Asks the CPU to bring `offset`'s slot into its cache, so that a Get or Set of it a few keys
+  // later does not wait for memory (a fan-out's keys are scattered over tables of megabytes).
+  void Prefetch(uint32_t offset) const;
   // Sets `offset`'s delta (>= 1; offset < span).
   void Set(uint32_t offset, uint32_t delta);
   // Every offset back to 0, memory released.

@@ -319,7 +319,15 @@ Result<std::vector<uint64_t>> SequenceCounters::Next(SeqPlan& plan, const state:
   const auto size = static_cast<uint64_t>(space.section_size);
   std::vector<uint64_t> values;
   values.reserve(keys.size());
+  // The counters' slots of the keys a few places ahead are fetched while this one is counted.
+  constexpr size_t kAhead = 8;
+  auto prefetch = [&](size_t i) {
+    const SeqPlan::Section& s = *(*sections)[i];
+    if (s.counted && !s.rebased) s.counted->table.Prefetch(OffsetInSection(keys[i], size));
+  };
+  for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) prefetch(i);
   for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + kAhead < keys.size()) prefetch(i + kAhead);
     SeqPlan::Section& s = *(*sections)[i];
     const uint32_t offset = OffsetInSection(keys[i], size);
     const uint64_t v = ValueOf(s, offset) + 1;

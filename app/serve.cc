@@ -6,6 +6,7 @@
 
 #include "app/common.h"
 #include "base/clock.h"
+#include "base/periodic_task.h"
 #include "base/worker_pool.h"
 #include "gateway/admin_token.h"
 #include "gateway/api.h"
@@ -61,7 +62,11 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   std::function<snowflake::WorkerLease::Status()> lease_status;
   if (lease) lease_status = [lease] { return lease->status(); };
   gateway::Monitor::Options monitor_options{role, c.node.id, lease_status, std::move(ready_checks)};
+  monitor_options.history_interval_ms = c.http.status_history_interval_ms;
   gateway::Monitor monitor(std::move(monitor_options), segments, generator, clock);
+  PeriodicTask history;  // the page's plots: one point per tag each interval
+  history.Start(std::chrono::milliseconds(c.http.status_history_interval_ms),
+                PeriodicTask::FirstRun::kAfterInterval, [&monitor] { monitor.SampleHistory(); });
   gateway::Api api({c.http.max_batch, c.segment.wait_ms, c.segment.retry_after_s, *token,
                     lease_status, &monitor, std::move(backup)},
                    segments, generator, allocator, blocking);
@@ -84,6 +89,7 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
                }));
   // Stop taking requests, finish the waits, stop issuing, then persist.
   server.Stop();
+  history.Stop();
   blocking.Stop();
   gateway::KeepSegmentRests(store, segments, rest_scope);
   (*snowflake)->Stop();

@@ -329,6 +329,8 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.http.idle_timeout_ms = v; }));
   f.push_back(IntField("http.max_connections", 1, 1000000,
                        [](Config& c, int64_t v) { c.http.max_connections = static_cast<int>(v); }));
+  f.push_back(IntField("http.status_history_interval_ms", 100, 60000,
+                       [](Config& c, int64_t v) { c.http.status_history_interval_ms = v; }));
   f.push_back(StringField("state.path", [](Config& c, const std::string& s) -> Result<void> {
     if (s.empty()) return Fail(Code::kInvalidArgument, "must not be empty");
     c.state.path = s;

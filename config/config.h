@@ -35,6 +35,8 @@ struct Http {
   int64_t body_limit_bytes = 65536;
   int64_t idle_timeout_ms = 30000;        // a connection silent this long is closed
   int max_connections = 10000;            // further connections are refused until some close
+  // How often the monitoring page's per-tag history takes a point (60 points are kept).
+  int64_t status_history_interval_ms = 5000;
   HttpTls tls;
 };
 

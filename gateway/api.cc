@@ -6,6 +6,7 @@
 
 #include "base/tag.h"
 #include "gateway/leaf_views.h"
+#include "gateway/seq_json.h"
 
 namespace kleaf::gateway {
 
@@ -186,52 +187,6 @@ HttpResponse JsonResponse(const json& j, int status = 200) {
     }
   }
   return u;
-}
-
-// A key of a sequence space: an unsigned 64-bit integer in decimal, as a JSON string or a path
-// segment ("0" to "18446744073709551615", no sign, no leading zero).
-[[nodiscard]] Result<uint64_t> ParseKey(std::string_view text) {
-  uint64_t key = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), key);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() ||
-      (text.size() > 1 && text.front() == '0')) {
-    // Quoted only when printable ASCII: a cut through UTF-8 (or bytes that never were) is not.
-    const std::string_view shown = text.substr(0, 40);
-    const bool printable =
-        std::all_of(shown.begin(), shown.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
-    return Fail(Code::kInvalidArgument,
-                "key: expected an unsigned 64-bit integer in decimal (0 to "
-                "18446744073709551615)" +
-                    (printable ? ", got '" + std::string(shown) + "'" : std::string()));
-  }
-  return key;
-}
-
-// {"keys":["1","2",...]}: 1 to kMaxSeqKeys keys, each a decimal string (or a JSON integer >= 0).
-[[nodiscard]] Result<std::vector<uint64_t>> ParseKeys(const std::string& body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  const auto expected = "body: expected {\"keys\": [\"<key>\", ...]} with 1 to " +
-                        std::to_string(allocator::kMaxSeqKeys) + " keys";
-  if (!j.is_object() || !j.contains("keys") || !j["keys"].is_array() || j.size() != 1) {
-    return Fail(Code::kInvalidArgument, expected);
-  }
-  const json& list = j["keys"];
-  if (list.empty() || list.size() > allocator::kMaxSeqKeys) {
-    return Fail(Code::kInvalidArgument, expected + ", got " + std::to_string(list.size()));
-  }
-  std::vector<uint64_t> keys;
-  keys.reserve(list.size());
-  for (const json& k : list) {
-    if (k.is_number_unsigned()) {
-      keys.push_back(k.get<uint64_t>());
-      continue;
-    }
-    if (!k.is_string()) return Fail(Code::kInvalidArgument, "keys: each key is a decimal string");
-    auto key = ParseKey(k.get_ref<const std::string&>());
-    if (!key) return std::unexpected(key.error());
-    keys.push_back(*key);
-  }
-  return keys;
 }
 
 // A path segment with its %XX escapes decoded ("%2B08%3A00" -> "+08:00"); nullopt for a broken
@@ -604,7 +559,7 @@ void Api::ServeSpaceSeq(Call call) {
   auto space = AskedSpace(call);
   if (!space) return;
   if (method == "GET") return NextSeqs(std::move(*space), {0}, true, std::move(call.respond));
-  auto keys = ParseKeys(call.request.body);
+  auto keys = ParseSeqKeys(call.request.body);
   if (!keys) return Reject(call.respond, keys.error());
   NextSeqs(std::move(*space), std::move(*keys), false, std::move(call.respond));
 }
@@ -643,7 +598,7 @@ std::optional<std::string> Api::AskedSpace(Call& call) const {
 }
 
 std::optional<uint64_t> Api::AskedKey(Call& call) const {
-  auto key = ParseKey(call.param2);
+  auto key = ParseSeqKey(call.param2);
   if (!key) {
     Reject(call.respond, key.error());
     return std::nullopt;
@@ -668,11 +623,9 @@ void Api::NextSeqs(std::string space, std::vector<uint64_t> keys, bool one, Resp
                                            {"key", std::to_string(asked.front())},
                                            {"seq", std::to_string(r->front())}}));
         }
-        json seqs = json::array();
-        for (size_t i = 0; i < asked.size(); ++i) {
-          seqs.push_back(json{{"key", std::to_string(asked[i])}, {"seq", std::to_string((*r)[i])}});
-        }
-        respond(JsonResponse(json{{"space", space}, {"seqs", std::move(seqs)}}));
+        HttpResponse list;
+        AppendSeqList(list.body, space, asked, *r);
+        respond(std::move(list));
       });
 }
 

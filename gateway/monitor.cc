@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "allocator/id_format.h"
+#include "state/records.h"
+
 namespace kleaf::gateway {
 
 using http::HttpResponse;
@@ -63,7 +66,26 @@ json ReadyJson(const std::vector<ReadyCheck>& checks) {
   return {{"ready", ready}, {"checks", ready_checks}};
 }
 
-json TagsJson(const std::vector<SegmentBuffer::Snapshot>& snapshots) {
+// The id_mode this node serves the tag in: its newest segment's; null before the first arrives.
+json IdModeJson(const SegmentBuffer::Snapshot& s) {
+  const auto& newest = s.standby ? s.standby : s.active;
+  if (!newest) return nullptr;
+  return state::IdModeName(newest->format ? newest->format->mode() : state::IdMode::kPlain);
+}
+
+// {"time_ms","ids_per_s","fetch_ms"} as arrays, oldest first; null for a tag without a ring.
+json HistoryJson(const std::optional<std::vector<TagHistory::Point>>& points) {
+  if (!points) return nullptr;
+  json time = json::array(), rate = json::array(), fetch = json::array();
+  for (const auto& p : *points) {
+    time.push_back(p.time_ms);
+    rate.push_back(p.ids_per_s);
+    fetch.push_back(p.fetch_ms ? json(*p.fetch_ms) : json(nullptr));
+  }
+  return {{"time_ms", time}, {"ids_per_s", rate}, {"fetch_ms", fetch}};
+}
+
+json TagsJson(const std::vector<SegmentBuffer::Snapshot>& snapshots, const TagHistory& history) {
   json tags = json::array();
   for (const auto& s : snapshots) {
     json active = SegmentJson(s.active);
@@ -76,7 +98,9 @@ json TagsJson(const std::vector<SegmentBuffer::Snapshot>& snapshots) {
                     {"ids_left", IdsLeft(s)},
                     {"next_ready", s.standby.has_value()},
                     {"fetching", s.fetching},
-                    {"last_error", s.last_error ? json(s.last_error->message) : json(nullptr)}});
+                    {"last_error", s.last_error ? json(s.last_error->message) : json(nullptr)},
+                    {"id_mode", IdModeJson(s)},
+                    {"history", HistoryJson(history.Series(s.tag))}});
   }
   return tags;
 }
@@ -103,7 +127,8 @@ Monitor::Monitor(Options options, SegmentCache& segments, snowflake::SnowflakeGe
       snowflake_(snowflake),
       clock_(clock),
       started_ms_(clock.NowMs()),
-      registry_(metrics::Registry::Default()) {
+      registry_(metrics::Registry::Default()),
+      history_(options_.history_interval_ms) {
   collector_id_ = registry_.AddCollector([this] { Collect(); });
   // Every error code with its status present from the first scrape, at 0 (rate() alerts need the
   // start); the server's own framing answers (400, 413, 431, ...) appear when first sent.
@@ -247,9 +272,21 @@ std::string Monitor::StatusJson() {
       {"runs_out", FormatUtcMs(layout.last_ms())},
       {"timestamp_remaining_s", (layout.last_ms() - now) / 1000}};
   out["ready"] = ReadyJson(Readiness());
-  out["tags"] = TagsJson(segments_.Snapshots());
+  out["tags"] = TagsJson(segments_.Snapshots(), history_);
+  out["history"] = {{"interval_ms", history_.interval_ms()},
+                    {"points", TagHistory::kPoints},
+                    {"max_tags", TagHistory::kMaxTags},
+                    {"untracked_tags", history_.untracked()}};
   out["recent_errors"] = ErrorsJson(RecentErrors());
   return out.dump(-1, ' ', false, json::error_handler_t::replace);  // paths may be any bytes
+}
+
+void Monitor::SampleHistory() {
+  std::vector<TagCounters> counters;
+  for (const auto& s : segments_.Snapshots()) {
+    counters.push_back({s.tag, s.issued, s.fetches, s.fetch_ns});
+  }
+  history_.Sample(clock_.NowMs(), counters);
 }
 
 }  // namespace kleaf::gateway

@@ -17,6 +17,7 @@
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "gateway/segment_cache.h"
+#include "gateway/tag_history.h"
 #include "http/http.h"
 #include "snowflake/snowflake.h"
 #include "snowflake/worker_lease.h"
@@ -37,6 +38,8 @@ class Monitor {
     // Readiness conditions besides the lease, e.g. "Kafka reachable"; may be empty.
     std::function<std::vector<http::ReadyCheck>()> ready_checks;
     size_t recent_errors = 20;  // error answers kept for the status page
+    // The period of SampleHistory, which the wiring drives (http.status_history_interval_ms).
+    int64_t history_interval_ms = 5000;
   };
   struct ErrorEntry {
     int64_t time_ms;
@@ -61,8 +64,12 @@ class Monitor {
   std::vector<ErrorEntry> RecentErrors() const;
 
   // GET /api/v1/status: node, worker lease, snowflake range, readiness, every buffered tag's two
-  // segments, recent errors. IDs are strings (JavaScript loses precision above 2^53).
+  // segments, id_mode and history (TagHistory's points), recent errors. IDs are strings
+  // (JavaScript loses precision above 2^53).
   std::string StatusJson();
+  // Adds a point to every buffered tag's history (TagHistory::Sample) at the clock's time. From
+  // one thread at a time: the wiring's PeriodicTask every Options::history_interval_ms, or a test.
+  void SampleHistory();
   // The conditions /readyz checks: the worker lease is held and renewing (or the worker id comes
   // from config), plus Options::ready_checks.
   std::vector<http::ReadyCheck> Readiness();
@@ -83,6 +90,7 @@ class Monitor {
   const int64_t started_ms_;
   metrics::Registry& registry_;
   int collector_id_ = -1;
+  TagHistory history_;
 
   mutable Mutex mu_;
   std::deque<ErrorEntry> recent_ KLEAF_GUARDED_BY(mu_);  // newest last

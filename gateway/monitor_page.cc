@@ -38,6 +38,13 @@ const std::string& Monitor::Page() {
   #banner.show { display:block; }
   .bar { height:6px; background:var(--line); border-radius:3px; min-width:80px; }
   .bar > div { height:6px; background:var(--ok); border-radius:3px; }
+  /* The plots' line colours are used nowhere else: the browser test finds the lines by them. */
+  :root { --rate:#1f6feb; --latency:#d9480f; }
+  .plots { display:flex; gap:.6rem; }
+  .plot-box { display:flex; flex-direction:column; font-size:.75rem; color:var(--muted); }
+  svg.plot { background:#fbfcfd; border:1px solid var(--line); }
+  svg.plot polyline { fill:none; stroke-width:2; }
+  svg.rate polyline { stroke:var(--rate); } svg.latency polyline { stroke:var(--latency); }
 </style>
 </head>
 <body>
@@ -68,10 +75,12 @@ const std::string& Monitor::Page() {
   <section>
     <h2>Segment buffers</h2>
     <table>
-      <thead><tr><th>tag</th><th>active: next</th><th>active: end</th><th>fill</th><th>standby</th>
-        <th>step</th><th>IDs left</th><th>next ready</th><th>preload</th><th>last error</th></tr></thead>
-      <tbody id="tags"><tr><td colspan="10" class="muted">no tag buffered yet</td></tr></tbody>
+      <thead><tr><th>tag</th><th>id_mode</th><th>active: next</th><th>active: end</th><th>fill</th><th>standby</th>
+        <th>step</th><th>IDs left</th><th>next ready</th><th>preload</th><th>last error</th>
+        <th>last minutes: IDs/s (blue), segment fetch ms (orange)</th></tr></thead>
+      <tbody id="tags"><tr><td colspan="12" class="muted">no tag buffered yet</td></tr></tbody>
     </table>
+    <p class="muted" id="history-note"></p>
   </section>
   <section>
     <h2>Recent errors</h2>
@@ -106,6 +115,43 @@ function fill(body, rows, empty, cols) {
   }
   for (const r of rows) body.appendChild(r);
 }
+const PLOT_W = 160, PLOT_H = 36, PLOT_PAD = 3;
+// One small line plot of `values` (null: no value, the line breaks) at `times` (Unix ms) over the
+// `windowMs` before `nowMs`, scaled to its own maximum: inline SVG, parsed from markup that holds
+// only numbers and the fixed `label`.
+function plot(cls, times, values, nowMs, windowMs, label) {
+  let max = 0, last = null;
+  for (const v of values) {
+    if (v !== null) { max = Math.max(max, v); last = v; }
+  }
+  const x = (t) => Math.max(0, Math.min(PLOT_W, PLOT_W - (nowMs - t) * PLOT_W / windowMs));
+  const y = (v) => max > 0 ? PLOT_H - PLOT_PAD - (PLOT_H - 2 * PLOT_PAD) * v / max : PLOT_H - PLOT_PAD;
+  const lines = [];
+  let run = [];
+  const flush = () => {
+    if (run.length === 1) run.unshift([Math.max(0, run[0][0] - 4), run[0][1]]);  // a lone point: a dash
+    if (run.length > 1) {
+      lines.push('<polyline shape-rendering="crispEdges" points="' +
+          run.map((p) => p[0].toFixed(1) + "," + p[1].toFixed(1)).join(" ") + '"/>');
+    }
+    run = [];
+  };
+  for (let i = 0; i < values.length; ++i) {
+    if (values[i] === null) flush(); else run.push([x(times[i]), y(values[i])]);
+  }
+  flush();
+  const fmt = (v) => v === null ? "\u2013" : v >= 100 ? String(Math.round(v)) : v.toFixed(1);
+  const box = document.createElement("div");
+  box.className = "plot-box";
+  box.innerHTML = '<svg class="plot ' + cls + '" width="' + PLOT_W + '" height="' + PLOT_H +
+      '" viewBox="0 0 ' + PLOT_W + " " + PLOT_H + '"><title>' + label + ": last " + fmt(last) +
+      ", max " + fmt(max) + "</title>" + lines.join("") + "</svg>";
+  const caption = document.createElement("span");
+  caption.className = "plot-caption " + cls;
+  caption.textContent = label + " \u2264 " + fmt(max);
+  box.appendChild(caption);
+  return box;
+}
 function render(s) {
   $("node").textContent = s.node.role + " \u00b7 node " + s.node.id + " \u00b7 up " + s.node.uptime_s + " s";
   $("ready-badge").replaceChildren(badge(s.ready.ready, "ready", "not ready"));
@@ -128,10 +174,14 @@ function render(s) {
     cell(tr, c.detail);
     return tr;
   }), "no checks", 3);
+  const h = s.history;
+  const now = Date.parse(s.node.time);
+  const windowMs = h.interval_ms * h.points;
   fill($("tags"), s.tags.map((t) => {
     const tr = document.createElement("tr");
     tr.dataset.tag = t.tag;
     cell(tr, t.tag, "tag");
+    cell(tr, t.id_mode, "id-mode");
     cell(tr, t.active ? t.active.next : null, "num active-next");
     cell(tr, t.active ? t.active.end : null, "num active-end");
     const bar = document.createElement("div");
@@ -151,8 +201,23 @@ function render(s) {
     cell(tr, t.next_ready ? "yes" : "no");
     cell(tr, t.fetching ? "fetching" : "idle");
     cell(tr, t.last_error, t.last_error ? "err" : "");
+    const plots = cell(tr, "", "plots-cell");
+    if (t.history) {
+      const box = document.createElement("div");
+      box.className = "plots";
+      box.appendChild(plot("rate", t.history.time_ms, t.history.ids_per_s, now, windowMs, "IDs/s"));
+      box.appendChild(plot("latency", t.history.time_ms, t.history.fetch_ms, now, windowMs, "fetch ms"));
+      plots.appendChild(box);
+    } else {
+      plots.textContent = "no history (more than " + h.max_tags + " tags)";
+      plots.className = "muted";
+    }
     return tr;
-  }), "no tag buffered yet", 10);
+  }), "no tag buffered yet", 12);
+  $("history-note").textContent = "Plots: IDs/s handed out and the mean time of the segment fetches " +
+      "completed, per " + h.interval_ms / 1000 + " s, over the last " + windowMs / 60000 + " min " +
+      "(kept by the node). At most " + h.max_tags + " tags have plots: the first buffered" +
+      (h.untracked_tags > 0 ? "; " + h.untracked_tags + " more tags have none." : ".");
   fill($("errors"), s.recent_errors.slice().reverse().map((e) => {
     const tr = document.createElement("tr");
     cell(tr, e.time);

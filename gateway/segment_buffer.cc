@@ -235,6 +235,7 @@ void SegmentBuffer::StartPreload() {
 std::optional<int64_t> SegmentBuffer::PrepareFetchLocked(int64_t demand) {
   if (fetching_ || standby_ || drained_) return std::nullopt;
   fetching_ = true;
+  fetch_asked_mono_ns_ = clock_.MonotonicNs();
   int64_t step = 0;  // first fetch: the tag's own step
   if (last_fetch_mono_ns_ >= 0) {
     auto lasted = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -257,6 +258,7 @@ void SegmentBuffer::OnFetched(Result<allocator::Segment> result) {
     MutexLock lock(mu_);
     fetching_ = false;
     ++completions_;
+    fetch_ns_total_ += std::max<int64_t>(0, clock_.MonotonicNs() - fetch_asked_mono_ns_);
     if (result && drained_) {
       // Arrived after the drain: nobody will serve it, and it is not in the kept rests (a gap).
     } else if (result) {
@@ -326,6 +328,7 @@ void SegmentBuffer::CountIssued(int64_t n) {
     issued_.store(counter, std::memory_order_release);
   }
   counter->Inc(static_cast<uint64_t>(n));
+  issued_count_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
 }
 
 SegmentBuffer::Snapshot SegmentBuffer::snapshot() const {
@@ -339,6 +342,9 @@ SegmentBuffer::Snapshot SegmentBuffer::snapshot() const {
   s.min_step = min_step_;
   s.fetching = fetching_;
   s.last_error = last_error_;
+  s.issued = issued_count_.load(std::memory_order_relaxed);
+  s.fetches = completions_;
+  s.fetch_ns = fetch_ns_total_;
   return s;
 }
 

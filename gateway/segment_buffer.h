@@ -64,6 +64,11 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
     int64_t min_step = 0;
     bool fetching = false;
     std::optional<Error> last_error;
+    // Since the buffer was created: IDs counted by CountIssued, fetches completed (failed ones
+    // too) and their total time from asking to the answer (TagHistory's rates and latencies).
+    uint64_t issued = 0;
+    uint64_t fetches = 0;
+    int64_t fetch_ns = 0;
   };
 
   static std::shared_ptr<SegmentBuffer> Create(std::string tag, FetchFn fetch, Clock& clock,
@@ -159,6 +164,7 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   const Options options_;
   std::function<void()> draw_hook_;
   std::atomic<metrics::Counter*> issued_{nullptr};
+  std::atomic<uint64_t> issued_count_{0};  // this buffer's share of issued_, for snapshots
 
   // Active segment, read lock-free under the sequence lock gen_.
   alignas(64) std::atomic<uint64_t> gen_{0};
@@ -184,6 +190,8 @@ class SegmentBuffer : public std::enable_shared_from_this<SegmentBuffer> {
   int64_t step_ KLEAF_GUARDED_BY(mu_) = 0;                 // size of the last segment fetched
   int64_t min_step_ KLEAF_GUARDED_BY(mu_) = 0;             // the tag's configured step
   int64_t last_fetch_mono_ns_ KLEAF_GUARDED_BY(mu_) = -1;
+  int64_t fetch_asked_mono_ns_ KLEAF_GUARDED_BY(mu_) = 0;  // when the fetch in flight started
+  int64_t fetch_ns_total_ KLEAF_GUARDED_BY(mu_) = 0;       // of the completions_ so far
   bool drained_ KLEAF_GUARDED_BY(mu_) = false;  // Drain() ran; no more fetches
   // Every format a segment of this buffer had (a tag has at most one besides plain, in
   // practice): kept for the buffer's life so that IdRange::format stays valid.

@@ -4,9 +4,14 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <map>
+#include <random>
+#include <vector>
 
+#include "allocator/sequences.h"
 #include "base/clock.h"
 #include "gateway/segment_buffer.h"
+#include "gateway/seq_json.h"
 #include "snowflake/snowflake.h"
 
 namespace kleaf::gateway {
@@ -95,6 +100,114 @@ void BM_SnowflakeNext(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_SnowflakeNext)->Threads(1)->Threads(2)->UseRealTime();
+
+// --- Sequences (issue 28): one fan-out of 1,000 random keys of [0, 1,000,000), as a standalone
+// node serves POST /api/v1/seq/{space}: the body read, the counters' plan (Begin, Next, the raises
+// kept in a map standing for the store, Commit), the answer written. Each part alone too, and the
+// body read by the general JSON reader as the reference of the same run.
+
+std::vector<uint64_t> RandomKeys(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> key(0, 999'999);
+  std::vector<uint64_t> keys(n);
+  for (auto& k : keys) k = key(rng);
+  return keys;
+}
+
+std::string KeysBody(const std::vector<uint64_t>& keys) {
+  std::string body = "{\"keys\":[";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    body += (i == 0 ? "\"" : ",\"") + std::to_string(keys[i]) + "\"";
+  }
+  return body + "]}";
+}
+
+// 64 different fan-outs, cycled through.
+const std::vector<std::vector<uint64_t>>& FanOuts() {
+  static const auto* fan_outs = [] {
+    auto* f = new std::vector<std::vector<uint64_t>>;
+    for (uint64_t i = 0; i < 64; ++i) f->push_back(RandomKeys(allocator::kMaxSeqKeys, i));
+    return f;
+  }();
+  return *fan_outs;
+}
+
+struct SeqOwner {
+  allocator::SequenceCounters counters;
+  state::SpaceRecord space = [] {
+    state::SpaceRecord r;  // the defaults: sections of 100,000 keys, step 10,000
+    r.space = "bench";
+    return r;
+  }();
+  std::map<uint64_t, uint64_t> maxima;  // section -> max_seq, the store's part
+
+  std::vector<uint64_t> Serve(const std::vector<uint64_t>& keys) {
+    auto plan = counters.Begin();
+    auto values = counters.Next(
+        *plan, space, keys,
+        [this](uint64_t section) -> Result<std::optional<state::SectionRecord>> {
+          auto it = maxima.find(section);
+          if (it == maxima.end()) return std::nullopt;
+          return state::SectionRecord{"bench", section, space.section_size, it->second};
+        });
+    for (const auto& raise : plan->Raises()) maxima[raise.section] = raise.max_seq;
+    (void)counters.Commit(std::move(*plan));
+    return std::move(*values);
+  }
+};
+
+void BM_SeqCountersFanOut1000(benchmark::State& state) {
+  SeqOwner owner;
+  for (int i = 0; i < 1000; ++i) owner.Serve(FanOuts()[i % 64]);  // every key active
+  size_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(owner.Serve(FanOuts()[i++ % 64]));
+  state.SetItemsProcessed(state.iterations() * allocator::kMaxSeqKeys);
+}
+BENCHMARK(BM_SeqCountersFanOut1000);
+
+void BM_SeqKeysRead1000(benchmark::State& state) {
+  const std::string body = KeysBody(FanOuts()[0]);
+  for (auto _ : state) benchmark::DoNotOptimize(ParseSeqKeys(body));
+  state.SetItemsProcessed(state.iterations() * allocator::kMaxSeqKeys);
+}
+BENCHMARK(BM_SeqKeysRead1000);
+
+// The reference: the general JSON reader that read every fan-out before the hand-written one.
+void BM_SeqKeysReadGeneral1000(benchmark::State& state) {
+  const std::string body = KeysBody(FanOuts()[0]);
+  for (auto _ : state) benchmark::DoNotOptimize(detail::ParseAnySeqKeys(body));
+  state.SetItemsProcessed(state.iterations() * allocator::kMaxSeqKeys);
+}
+BENCHMARK(BM_SeqKeysReadGeneral1000);
+
+void BM_SeqListWrite1000(benchmark::State& state) {
+  const auto& keys = FanOuts()[0];
+  const std::vector<uint64_t> values(keys.size(), 123'456'789);
+  for (auto _ : state) {
+    std::string out;
+    AppendSeqList(out, "bench", keys, values);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * allocator::kMaxSeqKeys);
+}
+BENCHMARK(BM_SeqListWrite1000);
+
+void BM_SeqFanOut1000(benchmark::State& state) {
+  SeqOwner owner;
+  std::vector<std::string> bodies;
+  for (const auto& keys : FanOuts()) bodies.push_back(KeysBody(keys));
+  for (int i = 0; i < 1000; ++i) owner.Serve(FanOuts()[i % 64]);
+  size_t i = 0;
+  for (auto _ : state) {
+    auto keys = ParseSeqKeys(bodies[i++ % 64]);
+    auto values = owner.Serve(*keys);
+    std::string out;
+    AppendSeqList(out, "bench", *keys, values);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * allocator::kMaxSeqKeys);
+}
+BENCHMARK(BM_SeqFanOut1000);
 
 }  // namespace
 }  // namespace kleaf::gateway

@@ -124,6 +124,7 @@ http:
   body_limit_bytes: 2048
   idle_timeout_ms: 1000
   max_connections: 64
+  status_history_interval_ms: 250
 segment:
   auto_create: true
   default_step: 50
@@ -153,6 +154,7 @@ log:
   EXPECT_EQ(c->http.body_limit_bytes, 2048);
   EXPECT_EQ(c->http.idle_timeout_ms, 1000);
   EXPECT_EQ(c->http.max_connections, 64);
+  EXPECT_EQ(c->http.status_history_interval_ms, 250);
   EXPECT_TRUE(c->segment.auto_create);
   EXPECT_EQ(c->segment.default_step, 50);
   EXPECT_EQ(c->segment.max_step, 5000);
@@ -298,6 +300,7 @@ TEST(ConfigWrongTypeTest, NonScalarKeyIsAnErrorNotAnException) {
 TEST(ConfigRangeTest, IntegersOutsideTheirRangeAreNamed) {
   ExpectKeyError("http:\n  threads: 0\n", "http.threads");
   ExpectKeyError("http:\n  threads: 257\n", "http.threads");
+  ExpectKeyError("http:\n  status_history_interval_ms: 99\n", "http.status_history_interval_ms");
   ExpectKeyError("http:\n  max_batch: 0\n", "http.max_batch");
   ExpectKeyError("http:\n  header_limit_bytes: 10\n", "http.header_limit_bytes");
   ExpectKeyError("segment:\n  preload_percent: 100\n", "segment.preload_percent");

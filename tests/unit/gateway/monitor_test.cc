@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -41,15 +42,26 @@ constexpr int64_t kWorkerId = 7;
 class FakeAllocator final : public allocator::Allocator {
  public:
   explicit FakeAllocator(Clock& clock) : clock_(clock) {}
-  void AddTag(const std::string& tag, int64_t step) {
+  void AddTag(const std::string& tag, int64_t step, state::IdMode mode = state::IdMode::kPlain) {
     std::lock_guard lock(mu_);
     tags_[tag] = state::TagRecord{tag, 1, step, "", 0, false};
+    if (mode != state::IdMode::kPlain) {
+      tags_[tag].id_mode = mode;
+      tags_[tag].id_key = "00112233445566778899aabbccddeeff";
+      tags_[tag].id_base = 1;
+    }
+  }
+  // Runs inside each segment fetch, before it answers (a test moves the clock: the fetch's time).
+  void SetFetchHook(std::function<void()> hook) {
+    std::lock_guard lock(mu_);
+    fetch_hook_ = std::move(hook);
   }
   void AllocateSegment(std::string tag, int64_t step,
                        allocator::Callback<allocator::Segment> done) override {
     Result<allocator::Segment> r = Fail(Code::kNotFound, "unknown tag '" + tag + "'");
     {
       std::lock_guard lock(mu_);
+      if (fetch_hook_) fetch_hook_();
       if (auto it = tags_.find(tag); it != tags_.end()) {
         r = allocator::ReserveSegment(it->second, step, 1'000'000, clock_.NowMs());
       }
@@ -116,6 +128,7 @@ class FakeAllocator final : public allocator::Allocator {
   Clock& clock_;
   std::mutex mu_;
   std::map<std::string, state::TagRecord> tags_;
+  std::function<void()> fetch_hook_;
 };
 
 // The value of one series in a /metrics text, e.g. Value(text, R"(kleaf_x{tag="a"})").
@@ -409,6 +422,68 @@ TEST_F(MonitorTest, MetricsShowBufferFillStepAndTimestampRange) {
   // A tag no longer buffered loses its gauges.
   cache_.Forget("mb-tag");
   EXPECT_EQ(Metrics().find("tag=\"mb-tag\"}"), std::string::npos);
+}
+
+// The tag of that name in a status document; null when it is not there.
+json TagOf(const json& status, const std::string& tag) {
+  for (const auto& t : status["tags"]) {
+    if (t["tag"] == tag) return t;
+  }
+  return nullptr;
+}
+
+TEST_F(MonitorTest, StatusShowsEachTagsIdMode) {
+  allocator_.AddTag("im-plain", 100);
+  allocator_.AddTag("im-obf", 100, state::IdMode::kObfuscated);
+  ASSERT_EQ(Get("/api/v1/segment/im-plain").status, 200);
+  ASSERT_EQ(Get("/api/v1/segment/im-obf").status, 200);
+  cache_.Get("im-none");  // buffered, no segment yet
+  json s = Status();
+  EXPECT_EQ(TagOf(s, "im-plain")["id_mode"], "plain") << s.dump();
+  EXPECT_EQ(TagOf(s, "im-obf")["id_mode"], "obfuscated") << s.dump();
+  EXPECT_TRUE(TagOf(s, "im-none")["id_mode"].is_null()) << s.dump();
+}
+
+TEST_F(MonitorTest, StatusShowsEachTagsHistoryOfRateAndFetchLatency) {
+  json s = Status();
+  EXPECT_EQ(s["history"]["interval_ms"], 5000);
+  EXPECT_EQ(s["history"]["points"], 60);
+  EXPECT_EQ(s["history"]["max_tags"], 32);
+  EXPECT_EQ(s["history"]["untracked_tags"], 0);
+  allocator_.AddTag("hi-a", 100);
+  allocator_.SetFetchHook([this] { clock_.Advance(std::chrono::milliseconds(3)); });
+  // 15 IDs: the first segment and, past 10 % of it, the standby: two fetches of 3 ms each.
+  ASSERT_EQ(Get("/api/v1/segment/hi-a?count=15").status, 200);
+  json h = TagOf(Status(), "hi-a")["history"];
+  ASSERT_TRUE(h.is_object()) << h.dump();
+  EXPECT_TRUE(h["ids_per_s"].empty()) << "not sampled yet";
+
+  clock_.Advance(std::chrono::seconds(5));
+  const int64_t first = clock_.NowMs();
+  monitor_->SampleHistory();
+  ASSERT_EQ(Get("/api/v1/segment/hi-a?count=35").status, 200);  // within the first segment
+  clock_.Advance(std::chrono::seconds(5));
+  monitor_->SampleHistory();
+  s = Status();
+  h = TagOf(s, "hi-a")["history"];
+  EXPECT_EQ(h["time_ms"], json::array({first, first + 5000})) << h.dump();
+  EXPECT_EQ(h["ids_per_s"], json::array({3.0, 7.0})) << h.dump();
+  ASSERT_EQ(h["fetch_ms"].size(), 2u) << h.dump();
+  EXPECT_DOUBLE_EQ(h["fetch_ms"][0].get<double>(), 3.0) << h.dump();
+  EXPECT_TRUE(h["fetch_ms"][1].is_null()) << "no fetch in the second interval: " << h.dump();
+  // Every field the page read before is still there.
+  for (const char* key : {"tag", "active", "standby", "step", "min_step", "ids_left", "next_ready",
+                          "fetching", "last_error"}) {
+    EXPECT_TRUE(TagOf(s, "hi-a").contains(key)) << key;
+  }
+}
+
+TEST_F(MonitorTest, PageDrawsTheIdModeAndThePlots) {
+  HttpResponse r = Get("/");
+  EXPECT_NE(r.body.find("t.id_mode"), std::string::npos);
+  EXPECT_NE(r.body.find("t.history.ids_per_s"), std::string::npos);
+  EXPECT_NE(r.body.find("t.history.fetch_ms"), std::string::npos);
+  EXPECT_NE(r.body.find("<polyline"), std::string::npos);
 }
 
 TEST_F(MonitorTest, PageIsSelfContainedAndPollsTheStatusEndpoint) {
