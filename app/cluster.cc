@@ -75,7 +75,7 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
                                  [&node, &probe] { return cluster::NodeReadiness(node, probe); }));
   auto port = server->Start();
   if (!port) return std::unexpected(port.error());
-  return "; " + HttpUrl(listen->first, *port);
+  return "; " + HttpUrl(listen->first, *port, c.http.tls.enabled());
 }
 
 }  // namespace
@@ -101,7 +101,8 @@ int RunAllocator(const config::Config& c) {
   spdlog::info("[allocator] node {} running (group {}, {} partitions){}", c.node.id,
                options.group_id, options.topics.partitions, *http_note);
   std::cout << "kleaf allocator running" << *http_note << std::endl;
-  spdlog::info("[allocator] {} received; shutting down", WaitForShutdownSignal());
+  spdlog::info("[allocator] {} received; shutting down",
+               WaitForShutdownSignal(ReloadTlsOnHangup(server)));
   if (server) server->Stop();
   probe.Stop();
   node.Stop();

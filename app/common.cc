@@ -50,14 +50,26 @@ void SetUpLoggingAndMetrics(const config::Log& log, const std::string& version) 
 
 void BlockShutdownSignals() {
   sigset_t signals = ShutdownSignals();
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 }
 
-std::string WaitForShutdownSignal() {
+std::string WaitForShutdownSignal(const std::function<void()>& on_hangup) {
   sigset_t signals = ShutdownSignals();
-  int signal = 0;
-  sigwait(&signals, &signal);
-  return signal == SIGTERM ? "SIGTERM" : "SIGINT";
+  sigaddset(&signals, SIGHUP);
+  for (;;) {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (signal != SIGHUP) return signal == SIGTERM ? "SIGTERM" : "SIGINT";
+    spdlog::info("SIGHUP received; reloading the HTTPS certificate (if any)");
+    if (on_hangup) on_hangup();
+  }
+}
+
+std::function<void()> ReloadTlsOnHangup(std::optional<http::HttpServer>& server) {
+  return [&server] {
+    if (server) (void)server->ReloadTls();  // a failure is logged and counted by the server
+  };
 }
 
 int StartupError(const std::string& message) {
@@ -106,6 +118,7 @@ http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& 
   o.body_limit_bytes = static_cast<uint64_t>(c.http.body_limit_bytes);
   o.idle_timeout = std::chrono::milliseconds(c.http.idle_timeout_ms);
   o.max_connections = c.http.max_connections;
+  o.tls = {c.http.tls.cert_file, c.http.tls.key_file, c.http.tls.client_ca_file};
   return o;
 }
 
@@ -119,8 +132,9 @@ http::HttpServerOptions OpsHttpOptions(const config::Config& c, const std::strin
   return o;
 }
 
-std::string HttpUrl(const std::string& host, uint16_t port) {
-  return "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+std::string HttpUrl(const std::string& host, uint16_t port, bool tls) {
+  return (tls ? "https://" : "http://") +
+         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
          std::to_string(port);
 }
 

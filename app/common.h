@@ -2,7 +2,9 @@
 // store, the allocator client, the HTTP server's settings.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/clock.h"
@@ -15,11 +17,15 @@
 
 namespace kleaf::app {
 
-// Blocks SIGINT and SIGTERM in the calling thread; threads started later inherit the mask, so
-// only WaitForShutdownSignal receives them. Call before starting any thread.
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread; threads started later inherit the
+// mask, so only WaitForShutdownSignal receives them. Call before starting any thread.
 void BlockShutdownSignals();
-// Waits for SIGINT or SIGTERM; returns its name.
-std::string WaitForShutdownSignal();
+// Waits for SIGINT or SIGTERM; returns its name. A SIGHUP meanwhile calls `on_hangup` (reloads
+// the HTTPS certificate) and the wait goes on: SIGHUP never stops a role.
+std::string WaitForShutdownSignal(const std::function<void()>& on_hangup = {});
+// The on_hangup of a role whose HTTP server may be absent (no http.listen): reloads its TLS
+// files, if any.
+std::function<void()> ReloadTlsOnHangup(std::optional<http::HttpServer>& server);
 // The process's logger (log.level, log.format) with librdkafka's own lines routed into it, the
 // process_* metrics and kleaf_build_info{version,librdkafka,rocksdb}.
 void SetUpLoggingAndMetrics(const config::Log& log, const std::string& version);
@@ -44,8 +50,8 @@ http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& 
 // counted in the per-route request metrics.
 http::HttpServerOptions OpsHttpOptions(const config::Config& c, const std::string& host,
                                        uint16_t port);
-// "http://HOST:PORT", with an IPv6 host in brackets.
-std::string HttpUrl(const std::string& host, uint16_t port);
+// "http://HOST:PORT" ("https://" with `tls`), with an IPv6 host in brackets.
+std::string HttpUrl(const std::string& host, uint16_t port, bool tls = false);
 
 // The snowflake keys of `c` as the snowflake node takes them; `use_registry`: the worker id is
 // leased (gateway, producer) instead of snowflake.worker_id (standalone).

@@ -66,6 +66,12 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
 [[nodiscard]] kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role,
                                                   const kleaf::config::Config& config) {
   if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
+  if (config.http.tls.enabled()) {
+    const auto& t = config.http.tls;
+    if (auto r = kleaf::http::CheckTlsFiles({t.cert_file, t.key_file, t.client_ca_file}); !r) {
+      return r;
+    }
+  }
   if (!kleaf::config::IssuesSnowflakeIds(role)) return {};
   return kleaf::snowflake::CheckLayoutAt(kleaf::app::SnowflakeLayoutOptions(config.snowflake),
                                          kleaf::SystemClock::Instance().NowMs());

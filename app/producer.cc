@@ -160,7 +160,7 @@ struct ProducerNode {
       }));
   auto port = node.server->Start();
   if (!port) return std::unexpected(port.error());
-  return "; " + HttpUrl(listen->first, *port);
+  return "; " + HttpUrl(listen->first, *port, c.http.tls.enabled());
 }
 
 // Starts the node's components, serves until SIGINT or SIGTERM, and stops them: the exit code,
@@ -191,7 +191,8 @@ struct ProducerNode {
   std::cout << "kleaf producer running" << *http_note << std::endl;
   // Fenced: another run of this node took over; stop like on SIGTERM, but exit with an error.
   node.producer->Start([] { ::kill(::getpid(), SIGTERM); });
-  spdlog::info("[producer] {} received; shutting down", WaitForShutdownSignal());
+  spdlog::info("[producer] {} received; shutting down",
+               WaitForShutdownSignal(ReloadTlsOnHangup(node.server)));
   node.Stop();
   if (node.producer->fatal()) {
     spdlog::error("[producer] stopped: fenced by a newer run of this node");

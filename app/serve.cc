@@ -79,12 +79,14 @@ int ServeIds(const config::Config& c, state::Store& store, allocator::Allocator&
   auto port = server.Start();
   if (!port) return StartupError(port.error().message);
 
-  const std::string url = HttpUrl(listen->first, *port);
+  const std::string url = HttpUrl(listen->first, *port, c.http.tls.enabled());
   spdlog::info("[{}] node {} serving on {} (state {}, worker id {})", role, c.node.id, url,
                c.state.path, worker_id);
   std::cout << "kleaf " << role << " listening on " << url << std::endl;
 
-  spdlog::info("[{}] {} received; shutting down", role, WaitForShutdownSignal());
+  spdlog::info("[{}] {} received; shutting down", role, WaitForShutdownSignal([&server] {
+                 (void)server.ReloadTls();  // a failure is logged and counted by the server
+               }));
   // Stop taking requests, finish the waits, stop issuing, then persist.
   server.Stop();
   history.Stop();

@@ -5,15 +5,18 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cctype>
 #include <charconv>
 #include <deque>
 #include <expected>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -25,6 +28,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
@@ -35,21 +39,100 @@ ClientError Err(Kind kind, std::string message, int status = 0, std::string code
 }
 
 // One keep-alive connection; used by one thread at a time (borrowed from its gateway's pool).
-// Every operation runs on the connection's own io_context with a deadline on the stream.
+// Every operation runs on the connection's own io_context with a deadline on the stream. Over
+// HTTPS the TLS stream wraps a TCP stream of its own and `stream` stays unused.
 struct Connection {
+  explicit Connection(std::shared_ptr<ssl::context> context) : tls_context(std::move(context)) {
+    if (tls_context) tls.emplace(ioc, *tls_context);
+  }
   asio::io_context ioc;
+  std::shared_ptr<ssl::context> tls_context;  // null: plain HTTP; outlives tls
   beast::tcp_stream stream{ioc};
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
   bool open = false;
 
+  beast::tcp_stream& Tcp() { return tls ? tls->next_layer() : stream; }
+  // Calls `f` with the stream requests go through: the TLS one or the TCP one.
+  template <class F>
+  void WithStream(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(stream);
+    }
+  }
+
   void Close() {
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream.close();
+    Tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Tcp().close();
     buffer.clear();
     open = false;
   }
 };
+
+// A client TLS context (TLS 1.2+) verifying servers against `o.ca_file`, with the client
+// certificate of mutual TLS if given; errors name the option.
+ClientResult<std::shared_ptr<ssl::context>> MakeTlsContext(const HttpClient::Options& o) {
+  if (o.ca_file.empty()) {
+    if (!o.cert_file.empty() || !o.key_file.empty()) {
+      return std::unexpected(
+          Err(Kind::kInvalidArgument, "cert_file and key_file (mutual TLS) need ca_file"));
+    }
+    return nullptr;
+  }
+  if (o.cert_file.empty() != o.key_file.empty()) {
+    return std::unexpected(Err(Kind::kInvalidArgument, "cert_file and key_file go together"));
+  }
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
+  beast::error_code ec;
+  context->load_verify_file(o.ca_file, ec);
+  if (ec) {
+    return std::unexpected(
+        Err(Kind::kInvalidArgument, "ca_file '" + o.ca_file + "': " + ec.message()));
+  }
+  context->set_verify_mode(ssl::verify_peer, ec);
+  if (!o.cert_file.empty()) {
+    context->use_certificate_chain_file(o.cert_file, ec);
+    if (ec) {
+      return std::unexpected(
+          Err(Kind::kInvalidArgument, "cert_file '" + o.cert_file + "': " + ec.message()));
+    }
+    context->use_private_key_file(o.key_file, ssl::context::pem, ec);
+    if (ec) {
+      return std::unexpected(
+          Err(Kind::kInvalidArgument, "key_file '" + o.key_file + "': " + ec.message()));
+    }
+  }
+  return context;
+}
+
+// The TLS handshake of a connected `c` with `gw`: SNI and the name checked against the
+// certificate are gw.host (its IP address when it is one).
+std::expected<void, std::string> Handshake(Connection& c, const GatewayAddress& gw,
+                                           milliseconds timeout) {
+  SSL* ssl = c.tls->native_handle();
+  beast::error_code ec;
+  asio::ip::make_address(gw.host, ec);
+  if (!ec) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), gw.host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, gw.host.c_str());
+    SSL_set1_host(ssl, gw.host.c_str());
+  }
+  ec = {};
+  c.Tcp().expires_after(timeout);
+  c.tls->async_handshake(ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
+  c.ioc.restart();
+  c.ioc.run();
+  if (ec) {
+    c.Close();
+    return std::unexpected("TLS handshake with " + gw.host + ": " + ec.message());
+  }
+  return {};
+}
 
 struct Reply {
   int status = 0;
@@ -80,14 +163,17 @@ std::expected<void, std::string> Connect(Connection& c, const GatewayAddress& gw
                          });
   RunOne(c.ioc);
   if (ec) return std::unexpected("resolve " + gw.host + ": " + ec.message());
-  c.stream.expires_after(timeout);
-  c.stream.async_connect(results, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+  c.Tcp().expires_after(timeout);
+  c.Tcp().async_connect(results, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
   RunOne(c.ioc);
   if (ec) {
     c.Close();
     return std::unexpected("connect: " + ec.message());
   }
-  c.stream.socket().set_option(tcp::no_delay(true), ec);
+  c.Tcp().socket().set_option(tcp::no_delay(true), ec);
+  if (c.tls) {
+    if (auto r = Handshake(c, gw, timeout); !r) return r;
+  }
   c.open = true;
   return {};
 }
@@ -107,8 +193,10 @@ std::expected<Reply, std::string> Exchange(Connection& c, const GatewayAddress& 
     req.prepare_payload();
   }
   beast::error_code ec;
-  c.stream.expires_after(timeout);
-  http::async_write(c.stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+  c.Tcp().expires_after(timeout);
+  c.WithStream([&](auto& stream) {
+    http::async_write(stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+  });
   RunOne(c.ioc);
   if (ec) {
     c.Close();
@@ -116,7 +204,9 @@ std::expected<Reply, std::string> Exchange(Connection& c, const GatewayAddress& 
   }
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 * 1024 * 1024);
-  http::async_read(c.stream, c.buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; });
+  c.WithStream([&](auto& stream) {
+    http::async_read(stream, c.buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; });
+  });
   RunOne(c.ioc);
   if (ec) {
     c.Close();
@@ -125,7 +215,7 @@ std::expected<Reply, std::string> Exchange(Connection& c, const GatewayAddress& 
   auto& res = parser.get();
   Reply reply{static_cast<int>(res.result_int()), std::move(res.body())};
   if (!res.keep_alive()) c.Close();
-  c.stream.expires_never();
+  c.Tcp().expires_never();
   return reply;
 }
 
@@ -270,6 +360,7 @@ struct HttpClient::Impl {
   };
 
   Options options;
+  std::shared_ptr<ssl::context> tls;         // options' HTTPS settings; null: plain HTTP
   std::vector<std::unique_ptr<Pool>> pools;  // one per gateway
   std::atomic<size_t> preferred{0};          // the gateway that answered last
   // Per gateway: steady-clock nanoseconds until which it counts as demoted (GatewayOrder), set
@@ -334,7 +425,7 @@ std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std:
   for (int pass = 0; pass < 2; ++pass) {
     bool reused = c != nullptr;
     if (!c) {
-      c = std::make_unique<Connection>();
+      c = std::make_unique<Connection>(tls);
       ++connections_opened;
       if (auto r = Connect(*c, gw, left()); !r) return std::unexpected(r.error());
     }
@@ -400,8 +491,13 @@ ClientResult<std::string> HttpClient::Impl::Ask(const std::string& target,
                                        code + ": " + message,
                                    reply->status, code));
       }
-      last = reply ? where + " answered " + std::to_string(reply->status) : where + ": " + reply.error();
-      last_status = reply ? reply->status : 0;
+      // An attempt the total deadline cut short (e.g. "resolve: Operation canceled") says less
+      // than the full attempt before it: the error reported is the last full attempt's.
+      if (timeout >= options.request_timeout || last == "no attempt") {
+        last = reply ? where + " answered " + std::to_string(reply->status)
+                     : where + ": " + reply.error();
+        last_status = reply ? reply->status : 0;
+      }
       DemoteAfterFailure(g);
       ++failovers;
     }
@@ -462,8 +558,11 @@ ClientResult<std::unique_ptr<HttpClient>> HttpClient::Create(Options options) {
         Err(Kind::kInvalidArgument, "local_datacenter " + std::to_string(options.local_datacenter) +
                                         ": no gateway of that datacenter is listed (host:port@N)"));
   }
+  auto tls = MakeTlsContext(options);
+  if (!tls) return std::unexpected(tls.error());
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->tls = std::move(*tls);
   impl->demoted_until = std::make_unique<std::atomic<int64_t>[]>(impl->options.gateways.size());
   for (size_t i = 0; i < impl->options.gateways.size(); ++i) impl->demoted_until[i].store(0);
   for (size_t i = 0; i < impl->options.gateways.size(); ++i) impl->pools.push_back(std::make_unique<Impl::Pool>());

@@ -103,6 +103,52 @@ constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
   return {};
 }
 
+// http.tls: a mapping of cert_file, key_file, client_ca_file; errors name http.tls.<key>.
+[[nodiscard]] Result<void> SetHttpTls(const YAML::Node& n, Config& c) {
+  const std::string key = "http.tls";
+  c.http.tls = HttpTls{};
+  if (n.IsNull()) return {};
+  if (!n.IsMap()) {
+    return std::unexpected(
+        KeyError(key, "expected a mapping of cert_file, key_file, client_ca_file"));
+  }
+  std::set<std::string> seen;
+  for (const auto& entry : n) {
+    const std::string name = entry.first.as<std::string>();
+    const std::string k = key + "." + name;
+    if (!seen.insert(name).second) return std::unexpected(KeyError(k, "duplicate key"));
+    if (!entry.second.IsScalar() || entry.second.Scalar().empty()) {
+      return std::unexpected(KeyError(k, "expected a file path"));
+    }
+    const std::string& v = entry.second.Scalar();
+    if (name == "cert_file") {
+      c.http.tls.cert_file = v;
+    } else if (name == "key_file") {
+      c.http.tls.key_file = v;
+    } else if (name == "client_ca_file") {
+      c.http.tls.client_ca_file = v;
+    } else {
+      return std::unexpected(KeyError(k, "unknown key (cert_file, key_file, client_ca_file)"));
+    }
+  }
+  return {};
+}
+
+// http.tls: the certificate and its key together; a client CA only with them.
+[[nodiscard]] Result<void> CheckHttpTls(const HttpTls& t) {
+  if (!t.cert_file.empty() && t.key_file.empty()) {
+    return Fail(Code::kInvalidArgument, "http.tls.key_file: required with http.tls.cert_file");
+  }
+  if (t.cert_file.empty() && !t.key_file.empty()) {
+    return Fail(Code::kInvalidArgument, "http.tls.cert_file: required with http.tls.key_file");
+  }
+  if (t.cert_file.empty() && !t.client_ca_file.empty()) {
+    return Fail(Code::kInvalidArgument,
+                "http.tls.client_ca_file: needs http.tls.cert_file and http.tls.key_file");
+  }
+  return {};
+}
+
 // A Kafka topic or group name: 1-249 characters of [A-Za-z0-9._-], or empty for the default.
 [[nodiscard]] Result<void> CheckKafkaName(const std::string& s) {
   if (s.size() > 249) return Fail(Code::kInvalidArgument, "must be at most 249 characters");
@@ -406,6 +452,7 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.producer.check_interval_ms = v; }));
   f.push_back(Field{"producer.streams", SetStreams});
   f.push_back(Field{"kafka.properties", SetKafkaProperties});
+  f.push_back(Field{"http.tls", SetHttpTls});
   f.push_back(IntField("datacenter.index", 0, kMaxDatacenters - 1,
                        [](Config& c, int64_t v) { c.datacenter.index = v; }));
   f.push_back(IntField("datacenter.count", 1, kMaxDatacenters,
@@ -515,6 +562,7 @@ Result<void> CheckDatacenter(const Config& c) {
 
 // Checks that span several keys; each message names the key to change.
 [[nodiscard]] Result<void> CrossCheck(const Config& c) {
+  if (auto r = CheckHttpTls(c.http.tls); !r) return r;
   const auto& s = c.snowflake;
   if (s.timestamp_bits + s.worker_bits + s.sequence_bits != 63) {
     return Fail(Code::kInvalidArgument,

@@ -15,6 +15,15 @@ struct Node {
   std::string id;  // stable node identity; default: the host name
 };
 
+// http.tls: HTTPS on the HTTP listener. Both files or neither; client_ca_file adds mutual TLS (a
+// client certificate signed by that CA is required). Read at start and again on SIGHUP.
+struct HttpTls {
+  std::string cert_file;       // PEM certificate chain, the server's first
+  std::string key_file;        // PEM private key of that certificate
+  std::string client_ca_file;  // PEM CA certificates; empty: no client certificate asked for
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct Http {
   std::string listen = "127.0.0.1:8080";  // host:port; port 0 picks a free port
   // http.listen was given. Allocators serve /metrics, /healthz, /readyz only then, so that an
@@ -28,6 +37,7 @@ struct Http {
   int max_connections = 10000;            // further connections are refused until some close
   // How often the monitoring page's per-tag history takes a point (60 points are kept).
   int64_t status_history_interval_ms = 5000;
+  HttpTls tls;
 };
 
 struct State {

@@ -8,24 +8,34 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/status.hpp>
 #include <charconv>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
+#include "base/metrics.h"
 #include "base/mutex.h"
 #include "http/request_reader.h"
+#include "http/tls_context.h"
 
 namespace kleaf::http {
 
 namespace beast_http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = boost::asio::ip::tcp;
+namespace ssl = boost::asio::ssl;
 
 namespace {
-class Session;
+// What the worker's sweep sees of a connection, plain or TLS.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void CloseIfExpired(uint64_t now_ticks) = 0;
+};
 }  // namespace
 
 // One I/O thread and the io_context only it runs (nginx's worker, in a thread): a connection lives
@@ -41,7 +51,7 @@ struct Worker {
   const uint64_t idle_ticks;  // TicksFor(the server's idle timeout), computed once
   uint64_t ticks = 0;         // ticks since start; only this worker's thread touches it
   // This worker's connections, for the sweep; expired entries are dropped by the sweep.
-  std::vector<std::weak_ptr<Session>> sessions;
+  std::vector<std::weak_ptr<SessionBase>> sessions;
   // Keeps run() going while no connection has an operation pending: a request waiting for a
   // segment on a worker thread must still find its I/O thread when its answer is posted.
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -72,6 +82,15 @@ struct HttpServer::Impl {
   // On workers[0]'s io_context; destroyed before the workers (declared after them).
   std::optional<tcp::acceptor> acceptor;
   std::optional<net::steady_timer> accept_backoff;
+  // The TLS settings new connections handshake with (null: plain HTTP); replaced by ReloadTls,
+  // while each connection keeps the one it started with.
+  Mutex tls_mu;
+  std::shared_ptr<ssl::context> tls KLEAF_GUARDED_BY(tls_mu);
+
+  std::shared_ptr<ssl::context> CurrentTls() {
+    MutexLock lock(tls_mu);
+    return tls;
+  }
 
   Impl(HttpServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
   void Accept();
@@ -100,10 +119,20 @@ void AppendNumber(std::string& out, uint64_t v) {
 // ParseBufferBound() plus the answer being written. An answer is serialized into a buffer the
 // connection keeps (status line and fields) and written with the body in one gathering send,
 // synchronously when the socket takes it all (the usual case), else asynchronously.
-class Session : public std::enable_shared_from_this<Session> {
+//
+// `Stream` is tcp::socket (plain HTTP) or ssl::stream<tcp::socket> (HTTPS): one code path for both,
+// so every deadline and limit holds over TLS too. Over TLS the connection first handshakes, under
+// the idle deadline, and answers always go out through the asynchronous write (a TLS record the
+// socket took half of cannot be resumed synchronously).
+template <class Stream>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Impl& server, Worker& worker)
-      : socket_(std::move(socket)),
+  static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
+
+  Session(tcp::socket&& socket, std::shared_ptr<ssl::context> tls, HttpServer::Impl& server,
+          Worker& worker)
+      : tls_(std::move(tls)),
+        socket_(MakeStream(std::move(socket), tls_.get())),
         server_(server),
         worker_(worker),
         reader_(RequestLimits{server.options.header_limit_bytes, server.options.body_limit_bytes}) {
@@ -114,23 +143,51 @@ class Session : public std::enable_shared_from_this<Session> {
   // On the worker's thread.
   void Start() {
     boost::system::error_code ignored;
-    socket_.non_blocking(true, ignored);
-    socket_.set_option(tcp::no_delay(true), ignored);
+    Tcp().non_blocking(true, ignored);
+    Tcp().set_option(tcp::no_delay(true), ignored);
     head_.reserve(256);
-    worker_.sessions.push_back(weak_from_this());
-    NextRequest();
+    worker_.sessions.push_back(this->weak_from_this());
+    if constexpr (kTls) {
+      // The handshake is the first thing the connection waits for: the request's deadline.
+      deadline_ = worker_.IdleDeadline();
+      socket_.async_handshake(ssl::stream_base::server,
+                              [self = this->shared_from_this()](boost::system::error_code ec) {
+                                // e.g. plain HTTP, an unknown CA, no client certificate
+                                if (ec) return self->Close();
+                                self->NextRequest();
+                              });
+    } else {
+      NextRequest();
+    }
   }
 
   // From the worker's sweep: closes the connection once its deadline has passed. The operation
   // pending on it ends with an error and the connection goes away.
-  void CloseIfExpired(uint64_t now_ticks) {
+  void CloseIfExpired(uint64_t now_ticks) override {
     if (now_ticks < deadline_) return;
     deadline_ = kNoDeadline;
     boost::system::error_code ignored;
-    socket_.close(ignored);
+    Tcp().close(ignored);
   }
 
  private:
+  static Stream MakeStream(tcp::socket&& socket, ssl::context* tls) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), *tls);
+    } else {
+      (void)tls;
+      return std::move(socket);
+    }
+  }
+
+  tcp::socket& Tcp() {
+    if constexpr (kTls) {
+      return socket_.next_layer();
+    } else {
+      return socket_;
+    }
+  }
+
   // Reads and answers requests until one has to wait (for bytes, for its answer, for the socket to
   // drain). The one place a request's deadline starts: when the connection is ready for it
   // (accepted, or the previous answer written whole), for the whole request however slowly its
@@ -167,14 +224,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ReadMore() {
     auto space = reader_.ReadBuffer();
-    socket_.async_read_some(net::buffer(space.data(), space.size()),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                              // EOF, reset or timeout: nothing to answer (a request cut off by
-                              // the peer cannot be answered either).
-                              if (ec) return self->Close();
-                              self->reader_.CommitRead(n);
-                              if (self->Pump()) self->NextRequest();
-                            });
+    socket_.async_read_some(
+        net::buffer(space.data(), space.size()),
+        [self = this->shared_from_this()](boost::system::error_code ec, size_t n) {
+          // EOF, reset or timeout: nothing to answer (a request cut off by
+          // the peer cannot be answered either).
+          if (ec) return self->Close();
+          self->reader_.CommitRead(n);
+          if (self->Pump()) self->NextRequest();
+        });
   }
 
   // Hands the request to the handler. True when its answer came at once and went out whole,
@@ -193,7 +251,7 @@ class Session : public std::enable_shared_from_this<Session> {
     deadline_ = kNoDeadline;  // the handler's time is bounded by the handler (segment.wait_ms)
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
     in_dispatch_ = true;
-    server_.handler(std::move(outcome.request), [self = shared_from_this()](HttpResponse r) {
+    server_.handler(std::move(outcome.request), [self = this->shared_from_this()](HttpResponse r) {
       // Called at once from inside the handler (the usual case): the answer is written once the
       // handler returns, so the handler never runs again inside itself. From anywhere else: on
       // the connection's thread, later.
@@ -233,22 +291,29 @@ class Session : public std::enable_shared_from_this<Session> {
     body_ = std::move(r.body);
     const std::string_view body =
         head_request_ || !HasBody(r.status) ? std::string_view() : std::string_view(body_);
-    out_ = {net::buffer(head_), net::buffer(body.data(), body.size())};
-    boost::system::error_code ec;
-    const size_t sent = socket_.write_some(out_, ec);
-    if (ec && ec != net::error::would_block && ec != net::error::try_again) {
-      Close();
-      return false;
-    }
-    if (sent == head_.size() + body.size()) {
-      if (!keep_alive_) {
-        LingeringClose();
+    size_t sent = 0;
+    if constexpr (kTls) {
+      // One buffer, so one TLS record (Asio's TLS stream writes one buffer at a time).
+      head_.append(body);
+      out_ = {net::buffer(head_), net::const_buffer()};
+    } else {
+      out_ = {net::buffer(head_), net::buffer(body.data(), body.size())};
+      boost::system::error_code ec;
+      sent = socket_.write_some(out_, ec);
+      if (ec && ec != net::error::would_block && ec != net::error::try_again) {
+        Close();
         return false;
       }
-      return true;  // the caller goes on with NextRequest, which starts the next deadline
+      if (sent == head_.size() + body.size()) {
+        if (!keep_alive_) {
+          LingeringClose();
+          return false;
+        }
+        return true;  // the caller goes on with NextRequest, which starts the next deadline
+      }
     }
-    // The socket's send buffer is full: the rest goes out when it drains, and a client that does
-    // not read it is closed like a silent one.
+    // The socket's send buffer is full (or TLS): the rest goes out when it drains, and a client
+    // that does not read it is closed like a silent one.
     deadline_ = worker_.IdleDeadline();
     if (sent < head_.size()) {
       out_[0] += sent;
@@ -257,7 +322,7 @@ class Session : public std::enable_shared_from_this<Session> {
       out_[0] = net::const_buffer();
     }
     net::async_write(socket_, out_,
-                     [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                     [self = this->shared_from_this()](boost::system::error_code ec, size_t) {
                        if (ec) return self->Close();
                        if (!self->keep_alive_) return self->LingeringClose();
                        self->NextRequest();
@@ -301,31 +366,35 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close() {
     deadline_ = kNoDeadline;
     boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
-    socket_.close(ignored);
+    Tcp().shutdown(tcp::socket::shutdown_send, ignored);
+    Tcp().close(ignored);
   }
 
   // After an answer that ends the connection (e.g. 413 with the body unread): stop sending, then
   // read and discard until the client closes or a short deadline passes. Closing at once with
   // unread input would reset the connection and could destroy the answer before the client reads
   // it. Nothing read here is parsed or answered.
+  //
+  // Over TLS the drain reads the raw bytes under the TLS layer (nothing of them is used), and no
+  // close_notify is sent: the answer's Content-Length or Connection: close already ends it.
   void LingeringClose() {
     boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    Tcp().shutdown(tcp::socket::shutdown_send, ignored);
     deadline_ = worker_.DeadlineAfter(std::chrono::seconds(2));
     drain_buffer_ = std::make_unique<std::array<char, 4096>>();
     Drain();
   }
 
   void Drain() {
-    socket_.async_read_some(net::buffer(*drain_buffer_),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                              if (ec) return self->Close();
-                              self->Drain();
-                            });
+    Tcp().async_read_some(net::buffer(*drain_buffer_),
+                          [self = this->shared_from_this()](boost::system::error_code ec, size_t) {
+                            if (ec) return self->Close();
+                            self->Drain();
+                          });
   }
 
-  tcp::socket socket_;
+  std::shared_ptr<ssl::context> tls_;  // null for plain HTTP; outlives socket_
+  Stream socket_;
   HttpServer::Impl& server_;
   Worker& worker_;
   RequestReader reader_;
@@ -390,8 +459,15 @@ void HttpServer::Impl::Accept() {
           boost::system::error_code ignored;
           socket.close(ignored);
         } else {
-          auto session = std::make_shared<Session>(std::move(socket), *this, worker);
-          net::post(worker.ioc, [session = std::move(session)] { session->Start(); });
+          if (auto tls_context = CurrentTls()) {
+            auto session = std::make_shared<Session<ssl::stream<tcp::socket>>>(
+                std::move(socket), std::move(tls_context), *this, worker);
+            net::post(worker.ioc, [session = std::move(session)] { session->Start(); });
+          } else {
+            auto session =
+                std::make_shared<Session<tcp::socket>>(std::move(socket), nullptr, *this, worker);
+            net::post(worker.ioc, [session = std::move(session)] { session->Start(); });
+          }
         }
         Accept();
       });
@@ -402,8 +478,53 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler)
 
 HttpServer::~HttpServer() { Stop(std::chrono::milliseconds(0)); }
 
+Result<void> CheckTlsFiles(const TlsFiles& files) {
+  auto context = MakeServerTlsContext(files);
+  if (!context) return std::unexpected(context.error());
+  return {};
+}
+
+namespace {
+
+metrics::Counter& TlsReloads(const char* result) {
+  return metrics::Registry::Default().GetCounter(
+      "kleaf_http_tls_reloads_total",
+      "Reloads of the HTTPS certificate and key (SIGHUP) by result; on error the previous "
+      "certificate stays in use.",
+      {{"result", result}});
+}
+
+}  // namespace
+
+Result<void> HttpServer::ReloadTls() {
+  const TlsFiles& files = impl_->options.tls;
+  if (files.cert_file.empty()) return {};
+  auto context = MakeServerTlsContext(files);
+  if (!context) {
+    TlsReloads("error").Inc();
+    spdlog::error("[http] TLS reload failed, keeping the current certificate: {}",
+                  context.error().message);
+    return std::unexpected(context.error());
+  }
+  {
+    MutexLock lock(impl_->tls_mu);
+    impl_->tls = std::move(*context);
+  }
+  TlsReloads("ok").Inc();
+  spdlog::info("[http] TLS certificate reloaded from {}", files.cert_file);
+  return {};
+}
+
 Result<uint16_t> HttpServer::Start() {
   auto& o = impl_->options;
+  if (!o.tls.cert_file.empty()) {
+    auto context = MakeServerTlsContext(o.tls);
+    if (!context) return std::unexpected(context.error());
+    TlsReloads("ok");  // both series from the start, at 0
+    TlsReloads("error");
+    MutexLock lock(impl_->tls_mu);
+    impl_->tls = std::move(*context);
+  }
   // A tick of an eighth of the idle timeout: a silent connection is closed between 1 and 1.25
   // idle timeouts (plus a tick) after its deadline started.
   const auto tick = std::clamp(o.idle_timeout / 8, std::chrono::milliseconds(10),

@@ -22,6 +22,18 @@ namespace kleaf::http {
 using AnswerHook = std::function<void(std::string_view method, std::string_view target, int status,
                                       std::chrono::nanoseconds elapsed)>;
 
+// HTTPS (http.tls): PEM files, read at Start and again at each ReloadTls. Empty cert_file: plain
+// HTTP. client_ca_file: mutual TLS, a client certificate signed by one of its CAs is required.
+struct TlsFiles {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+};
+
+// The checks Start makes of `files` (readable, the key matches the certificate, the certificate
+// valid now), for a start-up config check; the error names the http.tls key at fault.
+[[nodiscard]] Result<void> CheckTlsFiles(const TlsFiles& files);
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: any free port
@@ -35,6 +47,9 @@ struct HttpServerOptions {
   // it is closed within a check or two.
   std::chrono::milliseconds idle_timeout{30000};
   int max_connections = 10000;
+  // TLS on every connection when tls.cert_file is set (TLS 1.2 or later). The handshake is bounded
+  // by idle_timeout like a request: a client that connects and never completes it is closed.
+  TlsFiles tls;
   // Called with every answer of status >= 400 (the handler's and the server's own 400/413/431),
   // on the connection's I/O thread: counts errors and keeps the recent ones for the status page.
   std::function<void(std::string_view method, std::string_view target, const HttpResponse&)>
@@ -60,6 +75,11 @@ class HttpServer {
   [[nodiscard]] Result<uint16_t> Start();
   // Stops accepting, lets requests in flight finish (up to `grace`), then stops the I/O threads.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+  // Reads options.tls's files again (SIGHUP): connections accepted from now on handshake with the
+  // new certificate, established ones keep theirs. A failure (logged, naming the key, and counted
+  // in kleaf_http_tls_reloads_total{result="error"}) keeps the current certificate. Any thread;
+  // a no-op without TLS.
+  Result<void> ReloadTls();
 
   struct Impl;
 

@@ -94,4 +94,6 @@ expect_refusal 'config node.id' -f "$small" --set config.node.id=gw-1
 expect_refusal 'config http.listen' -f "$small" --set gateway.config.http.listen=0.0.0.0:80
 expect_refusal producer.config.producer.streams -f "$small" --set producer.enabled=true
 expect_refusal 'adminToken.value' -f "$small" --set adminToken.value=short
+expect_refusal 'config http.tls' -f "$small" --set config.http.tls.cert_file=/x.pem
+expect_refusal 'http.tls.secretName' -f "$small" --set http.tls.enabled=true
 echo "check-helm: chart OK (${#sets[@]} values sets, Kubernetes ${kube_versions[*]})"

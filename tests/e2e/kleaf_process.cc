@@ -253,7 +253,7 @@ void KleafProcess::StopPump() {
 std::expected<uint16_t, std::string> KleafProcess::WaitListening(
     std::chrono::milliseconds timeout) {
   // The port is what follows the last colon, whatever the host looks like.
-  static const std::regex kListening(R"(kleaf standalone listening on http://\S+:(\d+)\r?\n)");
+  static const std::regex kListening(R"(kleaf standalone listening on https?://\S+:(\d+)\r?\n)");
   std::unique_lock lock(mu_);
   std::smatch match;
   bool found = cv_.wait_for(lock, timeout, [&] {

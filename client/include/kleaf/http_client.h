@@ -62,6 +62,13 @@ class HttpClient {
     // With local_datacenter: a gateway that failed is tried after the others for this long, then
     // first again (the client fails back to its own datacenter).
     std::chrono::milliseconds failback_after{5000};
+    // HTTPS (gateways with http.tls): each gateway's certificate is verified against the CA
+    // certificates in this PEM file, and its name against GatewayAddress::host (an IP address or
+    // a DNS name, as listed). Empty: plain HTTP. TLS 1.2 or later.
+    std::string ca_file;
+    // Mutual TLS (gateways with http.tls.client_ca_file): this client's certificate and key, PEM.
+    std::string cert_file;
+    std::string key_file;
   };
 
   KLEAF_CLIENT_API static ClientResult<std::unique_ptr<HttpClient>> Create(Options options);

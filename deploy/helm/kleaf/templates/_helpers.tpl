@@ -67,7 +67,7 @@ merged over it, then the keys the chart owns. node.id is not in it: KLEAF_NODE__
 {{- $root := .root }}
 {{- $values := index $root.Values .role }}
 {{- $config := mergeOverwrite (deepCopy ($root.Values.config | default dict)) (deepCopy ($values.config | default dict)) }}
-{{- range $section, $keys := dict "node" (list "id") "http" (list "listen") "state" (list "path") "admin" (list "token" "token_file") }}
+{{- range $section, $keys := dict "node" (list "id") "http" (list "listen" "tls") "state" (list "path") "admin" (list "token" "token_file") }}
 {{- $given := get $config $section }}
 {{- range $key := $keys }}
 {{- if and (kindIs "map" $given) (hasKey $given $key) }}
@@ -79,6 +79,18 @@ merged over it, then the keys the chart owns. node.id is not in it: KLEAF_NODE__
 {{- fail "config.kafka.bootstrap is required: the Kafka brokers, host:port[,host:port]" }}
 {{- end }}
 {{- $_ := set $config "http" (merge (dict "listen" (printf "0.0.0.0:%d" (int $values.port))) (get $config "http" | default dict)) }}
+{{- with $root.Values.http.tls }}
+{{- if .enabled }}
+{{- if not .secretName }}
+{{- fail "http.tls.secretName is required with http.tls.enabled: a kubernetes.io/tls Secret (tls.crt, tls.key)" }}
+{{- end }}
+{{- $tls := dict "cert_file" "/etc/kleaf/tls/tls.crt" "key_file" "/etc/kleaf/tls/tls.key" }}
+{{- if .clientCA }}
+{{- $_ = set $tls "client_ca_file" "/etc/kleaf/tls/ca.crt" }}
+{{- end }}
+{{- $_ = set (get $config "http") "tls" $tls }}
+{{- end }}
+{{- end }}
 {{- $_ = set $config "state" (dict "path" (include "kleaf.statePath" $root)) }}
 {{- if eq .role "gateway" }}
 {{- $_ = set $config "admin" (dict "token_file" (include "kleaf.adminTokenFile" $root)) }}
@@ -108,6 +120,9 @@ metadata:
     prometheus.io/scrape: "true"
     prometheus.io/port: {{ $port | quote }}
     prometheus.io/path: /metrics
+    {{- if $root.Values.http.tls.enabled }}
+    prometheus.io/scheme: https
+    {{- end }}
     {{- end }}
     {{- with $values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
@@ -146,14 +161,28 @@ spec:
         - name: http
           containerPort: {{ $port }}
           protocol: TCP
+      {{- $tls := $root.Values.http.tls }}
+      {{- $scheme := ternary "HTTPS" "HTTP" (and $tls.enabled true) }}
       startupProbe:
-        httpGet: {path: /healthz, port: http}
+        {{- if and $tls.enabled $tls.clientCA }}
+        tcpSocket: {port: http}
+        {{- else }}
+        httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
+        {{- end }}
         {{- toYaml $root.Values.probes.startup | nindent 8 }}
       livenessProbe:
-        httpGet: {path: /healthz, port: http}
+        {{- if and $tls.enabled $tls.clientCA }}
+        tcpSocket: {port: http}
+        {{- else }}
+        httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
+        {{- end }}
         {{- toYaml $root.Values.probes.liveness | nindent 8 }}
       readinessProbe:
-        httpGet: {path: /readyz, port: http}
+        {{- if and $tls.enabled $tls.clientCA }}
+        tcpSocket: {port: http}
+        {{- else }}
+        httpGet: {path: /readyz, port: http, scheme: {{ $scheme }}}
+        {{- end }}
         {{- toYaml $root.Values.probes.readiness | nindent 8 }}
       {{- if and (eq $role "gateway") (gt (int $values.preStopSleepSeconds) 0) }}
       lifecycle:
@@ -175,6 +204,11 @@ spec:
         {{- if eq $role "gateway" }}
         - name: admin-token
           mountPath: /etc/kleaf/admin
+          readOnly: true
+        {{- end }}
+        {{- if $root.Values.http.tls.enabled }}
+        - name: tls
+          mountPath: /etc/kleaf/tls
           readOnly: true
         {{- end }}
         {{- with $root.Values.extraVolumeMounts }}
@@ -200,6 +234,11 @@ spec:
         items:
           - key: {{ include "kleaf.adminTokenKey" $root }}
             path: admin.token
+    {{- end }}
+    {{- if $root.Values.http.tls.enabled }}
+    - name: tls
+      secret:
+        secretName: {{ $root.Values.http.tls.secretName }}
     {{- end }}
     {{- with $root.Values.extraVolumes }}
     {{- toYaml . | nindent 4 }}
