@@ -3,7 +3,7 @@
 # against the Kubernetes schemas), checks the C++ changed since the style base with clang-format and
 # clang-tidy (scripts/check-style.sh) and the Prometheus alerting rules with promtool
 # (tests/prometheus), builds kleaf with warnings as errors, builds the clang
-# sanitizer build and runs the unit tests under ASan+UBSan and the HTTP fuzzer for a minute in it
+# sanitizer build and runs the unit tests under ASan+UBSan and the HTTP and TLS fuzzers in it
 # (tests/fuzz), builds the unit tests alone under ThreadSanitizer and runs them (build-tsan),
 # starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e against the
 # real binary, integration against the broker), and stops the broker again; then starts a cluster
@@ -29,8 +29,9 @@ deploy/helm/check.sh --kleaf "$build/kleaf"
 
 # The clang sanitizer build (KLEAF_FUZZ): clang 16, ASan and UBSan (any report fatal) and libFuzzer
 # coverage on all of kleaf up to producer/, in a build of its own. In it the unit tests run under
-# the sanitizers, and the HTTP fuzzer (tests/fuzz) runs KLEAF_FUZZ_SECONDS (60) over the committed
-# seed corpus, both at once; any finding fails the test. -O1 (ASan's advice) and line tables only,
+# the sanitizers while the fuzzers (tests/fuzz) run over their committed seed corpora, the HTTP one
+# for KLEAF_FUZZ_SECONDS (60), the TLS listener's for KLEAF_HTTPS_FUZZ_SECONDS (30); any finding
+# fails its test. -O1 (ASan's advice) and line tables only,
 # as in the TSan build below: reports keep file and line, and the build is cheaper.
 fuzz_build=${KLEAF_FUZZ_BUILD_DIR:-build-fuzz}
 # Reports name functions only through llvm-symbolizer (llvm-16, from install-deps.sh), and
