@@ -81,28 +81,7 @@ kleaf_port=$port
 nginx_url="http://127.0.0.1:$nginx_port/id.txt"
 segment_url="http://127.0.0.1:$kleaf_port/api/segment/get/bench"
 snowflake_url="http://127.0.0.1:$kleaf_port/api/snowflake/get/bench"
-for url in "$nginx_url" "$segment_url" "$snowflake_url"; do wrk -t1 -c32 -d1s "$url" >/dev/null; done
-for shape in "-t1 -c32" "-t2 -c128"; do
-  echo
-  echo "| wrk $shape | round | load (1 min) | nginx req/s (A) | kleaf segment (B) | kleaf snowflake (C) | B/A | C/A |"
-  echo "|---|---|---|---|---|---|---|---|"
-  sums=(0 0 0)
-  for r in $(seq "$rounds"); do
-    # shellcheck disable=SC2086
-    a=$(rps "$(wrk $shape -d"${duration}s" "$nginx_url")")
-    # shellcheck disable=SC2086
-    b=$(rps "$(wrk $shape -d"${duration}s" "$segment_url")")
-    # shellcheck disable=SC2086
-    c=$(rps "$(wrk $shape -d"${duration}s" "$snowflake_url")")
-    sums=("$(bc -l <<<"${sums[0]} + $a")" "$(bc -l <<<"${sums[1]} + $b")" "$(bc -l <<<"${sums[2]} + $c")")
-    printf '| %s | %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f |\n' "$shape" "$r" \
-      "$(cut -d' ' -f1 /proc/loadavg)" "$a" "$b" "$c" "$(bc -l <<<"$b/$a")" "$(bc -l <<<"$c/$a")"
-  done
-  printf '\nwrk %s: mean nginx %.0f, kleaf segment %.0f (%.2f x nginx), kleaf snowflake %.0f (%.2f x nginx)\n' \
-    "$shape" "$(bc -l <<<"${sums[0]}/$rounds")" "$(bc -l <<<"${sums[1]}/$rounds")" \
-    "$(bc -l <<<"${sums[1]}/${sums[0]}")" "$(bc -l <<<"${sums[2]}/$rounds")" \
-    "$(bc -l <<<"${sums[2]}/${sums[0]}")"
-done
+throughput_table "" "$nginx_url" "$segment_url" "$snowflake_url"
 echo "load average after: $(load)"
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true

@@ -70,3 +70,33 @@ log:
   level: warn
 CONF
 }
+
+# throughput_table KIND NGINX_URL SEGMENT_URL SNOWFLAKE_URL: wrk -t1 -c32 and -t2 -c128 (after a
+# 1 s warm-up of each URL), $rounds rounds of nginx (A), kleaf's segment ID (B) and snowflake ID
+# (C), $duration s each; prints every run with the round's B/A and C/A, then the ratio of the
+# means. KIND names the protocol in the header ("" or "HTTPS "); rps (the caller's) reads a run.
+throughput_table() {
+  local kind=$1 nginx_url=$2 segment_url=$3 snowflake_url=$4 shape r a b c
+  for url in "$nginx_url" "$segment_url" "$snowflake_url"; do wrk -t1 -c32 -d1s "$url" >/dev/null; done
+  for shape in "-t1 -c32" "-t2 -c128"; do
+    echo
+    echo "| wrk $shape | round | load (1 min) | nginx ${kind}req/s (A) | kleaf ${kind}segment (B) | kleaf ${kind}snowflake (C) | B/A | C/A |"
+    echo "|---|---|---|---|---|---|---|---|"
+    local sums=(0 0 0)
+    for r in $(seq "$rounds"); do
+      # shellcheck disable=SC2086
+      a=$(rps "$(wrk $shape -d"${duration}s" "$nginx_url")")
+      # shellcheck disable=SC2086
+      b=$(rps "$(wrk $shape -d"${duration}s" "$segment_url")")
+      # shellcheck disable=SC2086
+      c=$(rps "$(wrk $shape -d"${duration}s" "$snowflake_url")")
+      sums=("$(bc -l <<<"${sums[0]} + $a")" "$(bc -l <<<"${sums[1]} + $b")" "$(bc -l <<<"${sums[2]} + $c")")
+      printf '| %s | %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f |\n' "$shape" "$r" \
+        "$(cut -d' ' -f1 /proc/loadavg)" "$a" "$b" "$c" "$(bc -l <<<"$b/$a")" "$(bc -l <<<"$c/$a")"
+    done
+    printf '\nwrk %s: mean nginx %.0f, kleaf segment %.0f (%.2f x nginx), kleaf snowflake %.0f (%.2f x nginx)\n' \
+      "$shape" "$(bc -l <<<"${sums[0]}/$rounds")" "$(bc -l <<<"${sums[1]}/$rounds")" \
+      "$(bc -l <<<"${sums[1]}/${sums[0]}")" "$(bc -l <<<"${sums[2]}/$rounds")" \
+      "$(bc -l <<<"${sums[2]}/${sums[0]}")"
+  done
+}
