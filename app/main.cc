@@ -64,9 +64,10 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
 // The config checks of a role's node: its keys (config::CheckConfigFor), then, where it issues
 // snowflake IDs, its layout at the current time.
 [[nodiscard]] kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role,
-                                                  const kleaf::config::Config& config) {
+                                                  const kleaf::config::Config& config,
+                                                  bool uses_tls_files) {
   if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
-  if (config.http.tls.enabled()) {
+  if (uses_tls_files && config.http.tls.enabled()) {
     const auto& t = config.http.tls;
     if (auto r = kleaf::http::CheckTlsFiles({t.cert_file, t.key_file, t.client_ca_file}); !r) {
       return r;
@@ -298,9 +299,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto role = RoleOf(commands)) {
-    if (auto checked = CheckRoleConfig(*role, *config); !checked) {
+    // State export and import serve nothing and read no certificate: an expired one must not
+    // keep an operator from them (state backup does read it: it talks HTTPS to its node).
+    const bool uses_tls_files = !commands.state->parsed() || commands.backup->parsed();
+    if (auto checked = CheckRoleConfig(*role, *config, uses_tls_files); !checked) {
       std::cerr << "kleaf: config error: " << checked.error().message;
-      if ((commands.importer->parsed() || commands.exporter->parsed()) &&
+      const bool local_tool = (commands.importer->parsed() && commands.import_options.standalone) ||
+                              (commands.exporter->parsed() && commands.export_standalone);
+      if ((commands.importer->parsed() || commands.exporter->parsed()) && !local_tool &&
           config->kafka.bootstrap.empty()) {
         // Most often a standalone's config without --standalone.
         std::cerr << "; for the state.path of a stopped `kleaf standalone`, add --standalone";

@@ -441,6 +441,52 @@ TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
   EXPECT_TRUE(exit.exited && exit.code == 0) << exit.ToString();
 }
 
+// `kleaf state backup` runs with its node's config and talks HTTPS to it, trusting exactly the
+// certificate the node serves; export and import read no certificate, so an expired one does not
+// keep an operator from them.
+TEST_F(TlsE2eTest, StateBackupTalksHttpsToItsNodeAndExportIgnoresTheCertificate) {
+  auto server = StartStandalone(WriteConfig());
+  ASSERT_TRUE(server) << server.error();
+  // The command line reaches the node at http.listen: the port it took.
+  config_.Set("http.listen", "127.0.0.1:" + std::to_string(server->port));
+  const std::filesystem::path config = dir_.WriteFile("tool.yaml", config_.Yaml());
+  const std::filesystem::path backup = dir_.path() / "backup";
+  CommandResult run = RunKleaf({"state", "backup", backup.string(), "--config", config.string()});
+  EXPECT_TRUE(run.status.exited && run.status.code == 0) << run.status.ToString() << "\n"
+                                                         << run.err;
+  EXPECT_NE(run.out.find("https://127.0.0.1:"), std::string::npos) << run.out;
+  EXPECT_TRUE(std::filesystem::exists(backup / "CURRENT")) << run.out;
+
+  // A tool whose config names another certificate (same CA) than the node serves is refused: the
+  // node's own certificate is the one trusted.
+  pki_->Issue("server2", "2002");
+  ASSERT_FALSE(HasFatalFailure());
+  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("server2")) +
+                              ", key_file: " + Quote(pki_->Key("server2")) + "}");
+  const std::filesystem::path other = dir_.WriteFile("other.yaml", config_.Yaml());
+  CommandResult refused =
+      RunKleaf({"state", "backup", (dir_.path() / "backup2").string(), "--config", other.string()});
+  EXPECT_TRUE(refused.status.exited && refused.status.code != 0) << refused.status.ToString();
+  EXPECT_NE(refused.err.find("certificate verify failed"), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "backup2" / "CURRENT"));
+
+  server->process->Terminate();
+  ExitStatus exit = server->process->WaitExit(kExitTimeout);
+  EXPECT_TRUE(exit.exited && exit.code == 0) << exit.ToString();
+  pki_->Issue("expired", "5003", true, "faketime '2020-01-01 00:00:00'", 1);
+  ASSERT_FALSE(HasFatalFailure());
+  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("expired")) +
+                              ", key_file: " + Quote(pki_->Key("expired")) + "}");
+  const std::filesystem::path expired = dir_.WriteFile("expired.yaml", config_.Yaml());
+  const std::filesystem::path file = dir_.path() / "state.json";
+  CommandResult exported =
+      RunKleaf({"state", "export", file.string(), "--standalone", "--config", expired.string()});
+  EXPECT_TRUE(exported.status.exited && exported.status.code == 0)
+      << exported.status.ToString() << "\n"
+      << exported.err;
+  EXPECT_TRUE(std::filesystem::exists(file));
+}
+
 // SIGHUP used to end the process (its default action): now it reloads, and without TLS only logs.
 TEST(SighupE2eTest, SighupDoesNotStopAPlainHttpNode) {
   TempDir dir;
