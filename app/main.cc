@@ -304,10 +304,9 @@ int main(int argc, char** argv) {
     const bool uses_tls_files = !commands.state->parsed() || commands.backup->parsed();
     if (auto checked = CheckRoleConfig(*role, *config, uses_tls_files); !checked) {
       std::cerr << "kleaf: config error: " << checked.error().message;
-      const bool local_tool = (commands.importer->parsed() && commands.import_options.standalone) ||
-                              (commands.exporter->parsed() && commands.export_standalone);
-      if ((commands.importer->parsed() || commands.exporter->parsed()) && !local_tool &&
-          config->kafka.bootstrap.empty()) {
+      // A cluster's import or export (RoleOf: kStateTool, not --standalone) without Kafka.
+      if ((commands.importer->parsed() || commands.exporter->parsed()) &&
+          *role == kleaf::config::Role::kStateTool && config->kafka.bootstrap.empty()) {
         // Most often a standalone's config without --standalone.
         std::cerr << "; for the state.path of a stopped `kleaf standalone`, add --standalone";
       }
