@@ -16,8 +16,6 @@ using Kind = kafka::TxnError::Kind;
 
 // An abort that is not answered in this long leaves the transaction's outcome unknown.
 constexpr milliseconds kAbortTimeout{5000};
-// How long a partition may stay assigned but unfetched before every fetch is started again.
-constexpr milliseconds kUnfetchedBound{10000};
 constexpr const char* kRevoked = "revoked";  // Release()'s reason for an ordinary rebalance
 
 }  // namespace
@@ -165,10 +163,11 @@ Result<void> AllocatorNode::Start() {
   consumer_props.emplace("topic.metadata.refresh.interval.ms", "10000");
   consumer_props["heartbeat.interval.ms"] =
       std::to_string(std::max<int64_t>(options_.session_timeout.count() / 6, 100));
-  // Each partition is sought to its resume point at its takeover: its fetch starts at the end
-  // on assignment, with no committed-offset fetch whose loss would leave it unfetched for good.
+  // Each partition's fetch starts at its takeover, at its resume point (an absolute offset): no
+  // committed-offset fetch whose loss would leave it unfetched for good, no lookup of its end
+  // whose late answer would undo the takeover's seek and skip the requests in between.
   auto consumer = kafka::GroupConsumer::Create(consumer_props, {options_.topics.requests}, nullptr,
-                                               kafka::GroupConsumer::Start::kEnd);
+                                               kafka::GroupConsumer::Start::kSought);
   if (!consumer) return std::unexpected(consumer.error());
   consumer_ = std::move(*consumer);
   thread_ = std::thread([this] { Run(); });
@@ -282,7 +281,6 @@ void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitio
   revoked_events_.Inc();
   for (const auto& tp : partitions) {
     pending_.erase(tp.partition);
-    unfetched_since_ns_.erase(tp.partition);
     Release(tp.partition, kRevoked);
   }
 }
@@ -351,9 +349,9 @@ void AllocatorNode::FinishTakeovers() {
     }
     pending_.erase(p);
     retry_at_ns_.erase(p);
-    // Whatever the consumer fetched of p so far (from its end, where the assignment started it)
-    // was dropped while p was pending: read on from where the last committed batch ended. The
-    // seek drops what was fetched before it; the floor drops whatever arrives below it anyway.
+    // The consumer fetches p from here on: from where the last committed batch ended (the seek
+    // drops whatever a fetch before a retake had left unpolled; the floor drops whatever
+    // arrives below it anyway).
     floor_[p] = std::max<int64_t>(*resume, 0);
     Rewind(p, *resume);
   }
@@ -394,6 +392,7 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
   if (!marks) return std::unexpected(marks.error());
   out.producer = std::move(*producer);
   out.restored = *restored;
+  out.requests_start = marks->first;
   out.requests_end = marks->second;
   return out;
 }
@@ -424,7 +423,9 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
         p, resume, options_.topics.requests, fenced.requests_end);
     resume = fenced.requests_end;
   }
-  if (resume < 0) resume = -2;  // nothing ever committed on p: librdkafka's "beginning"
+  // Nothing ever committed on p: its first request still kept. An absolute offset, as every
+  // position the consumer is given (GroupConsumer::Start::kSought).
+  if (resume < 0) resume = fenced.requests_start;
   serving_[p] = std::move(fenced.producer);
   takeovers_.fetch_add(1);
   MetricsOf(p).takeovers.Inc();
@@ -484,38 +485,11 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
 
 void AllocatorNode::Rewind(int32_t p, int64_t offset) {
   auto r = consumer_->Seek({options_.topics.requests, p, offset}, milliseconds(5000));
-  if (r) {
-    unfetched_since_ns_.erase(p);
-    return;
-  }
+  if (r) return;
   // Cannot read from the position: serve p only once a takeover seeks it again, a second later
   // (each takeover fences and restores: retrying at once made a loop of them every 55 ms).
   spdlog::error("[allocator] partition {}: cannot rewind to {}: {}", p, offset, r.error().message);
   Retake(p, "rewind failed");
-  if (r.error().code != Code::kFailedPrecondition) return;
-  // Assigned to this consumer but not fetched: transient while librdkafka starts the assignment
-  // (it waits for commits in flight), for good if that start was lost. Past a bound, start
-  // every fetch again.
-  const int64_t now = clock_.MonotonicNs();
-  const int64_t since = unfetched_since_ns_.try_emplace(p, now).first->second;
-  if (now - since >= kUnfetchedBound.count() * 1'000'000) RestartFetching();
-}
-
-void AllocatorNode::RestartFetching() {
-  spdlog::warn(
-      "[allocator] partitions of {} stay assigned but unfetched for {} ms: restarting the fetch "
-      "of every assigned partition",
-      options_.topics.requests, kUnfetchedBound.count());
-  unfetched_since_ns_.clear();
-  // Every fetch starts again at its partition's end: each served partition is taken over again,
-  // which seeks it to where its last committed batch ended.
-  std::vector<int32_t> served;
-  for (const auto& [q, unused] : serving_) served.push_back(q);
-  for (int32_t q : served) Retake(q, "fetching restarted");
-  if (auto r = consumer_->Restart(); !r) {
-    spdlog::error("[allocator] cannot restart fetching {}: {}", options_.topics.requests,
-                  r.error().message);
-  }
 }
 
 // One partition's batch from its first record to the end of its transaction. Made and ended by
@@ -648,7 +622,7 @@ void AllocatorNode::CommitAll(const std::vector<std::unique_ptr<OpenBatch>>& ope
 
 void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) {
   // Every plan is settled before any handler runs: a handler may release a partition, and its
-  // counters with it (RestartFetching releases them all).
+  // counters with it.
   for (const auto& batch : open) {
     transactions_[static_cast<size_t>(batch->end->outcome)]->Inc();
     if (batch->end->outcome == kafka::TxnOutcome::kCommitted) {

@@ -93,7 +93,8 @@ class AllocatorNode {
   struct Fenced {
     std::unique_ptr<kafka::TxnProducer> producer;
     RestoreResult restored;
-    int64_t requests_end = 0;  // the end of requests partition p, read after the fence
+    int64_t requests_start = 0;  // the first offset of requests partition p, read after the fence
+    int64_t requests_end = 0;    // its end
     int64_t started_ns = 0;
   };
   // Fences p's previous owner and restores p, on a thread of its own with Kafka handles of its
@@ -146,7 +147,6 @@ class AllocatorNode {
   // other and settles the open transaction), re-reading from the group's committed offset.
   void Retake(int32_t p, const std::string& why);
   void Rewind(int32_t p, int64_t offset);
-  void RestartFetching();
   // Partition p's ownership series (assignments, takeovers, releases, serving); loop thread only.
   struct PartitionMetrics {
     metrics::Counter& assignments;
@@ -171,8 +171,6 @@ class AllocatorNode {
   // be tried again. Loop thread only.
   std::map<int32_t, std::future<Result<Fenced>>> takeovers_in_flight_;
   std::map<int32_t, int64_t> retry_at_ns_;
-  // Since when a takeover's seek has found each partition assigned but unfetched. Loop thread.
-  std::map<int32_t, int64_t> unfetched_since_ns_;
   mutable Mutex serving_mu_;
   std::vector<int32_t> serving_snapshot_ KLEAF_GUARDED_BY(serving_mu_);
   std::atomic<bool> stop_{false};

@@ -1,6 +1,8 @@
 #include "kafka/group_consumer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "kafka/internal.h"
@@ -21,13 +23,46 @@ void ResumePaused(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
   impl.paused.clear();
 }
 
-// Sets where each partition of `parts` starts, as `start` says.
-void SetStarts(rd_kafka_topic_partition_list_t* parts, GroupConsumer::Start start) {
-  for (int i = 0; i < parts->cnt; ++i) {
-    // INVALID: librdkafka fetches the group's committed offset first.
-    parts->elems[i].offset =
-        start == GroupConsumer::Start::kEnd ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_INVALID;
+// Start::kCommitted: each partition of `parts` starts at the group's committed offset.
+void StartAtCommitted(rd_kafka_topic_partition_list_t* parts) {
+  // INVALID: librdkafka fetches the group's committed offset first.
+  for (int i = 0; i < parts->cnt; ++i) parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+}
+
+// Start::kSought: assigns to librdkafka the partitions being fetched, each from where its last
+// message polled left it (or where it was last started, when none was polled since), and
+// `moved`, if any, from its own offset. Absolute positions only: no lookup that could answer
+// late stands between any of them and its fetch.
+Result<void> AssignStarted(rd_kafka_t* rk, GroupConsumer::Impl& impl,
+                           const std::optional<TopicPartition>& moved) {
+  auto positions = impl.started;
+  if (!positions.empty()) {
+    std::vector<TopicPartition> polled;
+    for (const auto& [key, at] : positions) polled.push_back({key.first, key.second, at});
+    PartitionList list = ToList(polled);
+    if (rd_kafka_position(rk, list.get()) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      for (int i = 0; i < list->cnt; ++i) {
+        const auto& e = list->elems[i];
+        if (e.err == RD_KAFKA_RESP_ERR_NO_ERROR && e.offset >= 0)
+          positions[{e.topic, e.partition}] = e.offset;
+      }
+    }
   }
+  if (moved) positions[{moved->topic, moved->partition}] = moved->offset;
+  std::vector<TopicPartition> assignment;
+  for (const auto& [key, at] : positions) assignment.push_back({key.first, key.second, at});
+  PartitionList list = ToList(assignment);
+  if (auto err = rd_kafka_assign(rk, list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return std::unexpected(KafkaError(err, "assign"));
+  // A pause asked for before the partition was first fetched found no partition to hold in
+  // librdkafka (it skips it): hold it now. Pausing a held partition again changes nothing.
+  std::vector<TopicPartition> paused;
+  for (const auto& [key, at] : positions) {
+    if (impl.paused.contains(key)) paused.push_back({key.first, key.second, at});
+  }
+  if (!paused.empty()) rd_kafka_pause_partitions(rk, ToList(paused).get());
+  impl.started = std::move(positions);
+  return {};
 }
 
 void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
@@ -35,9 +70,18 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
   auto* impl = static_cast<GroupConsumer::Impl*>(opaque);
   GroupConsumer::Event e;
   e.partitions = FromList(parts);
+  impl->owned.clear();
+  impl->started.clear();
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-    SetStarts(parts, impl->start);
-    rd_kafka_assign(rk, parts);
+    if (impl->start == GroupConsumer::Start::kSought) {
+      // The group's assignment is taken (the rebalance completes), nothing is fetched yet.
+      impl->owned = e.partitions;
+      PartitionList none(rd_kafka_topic_partition_list_new(0));
+      rd_kafka_assign(rk, none.get());
+    } else {
+      StartAtCommitted(parts);
+      rd_kafka_assign(rk, parts);
+    }
     e.kind = GroupConsumer::Event::Kind::kAssigned;
   } else {
     // A pause outlives the assignment in librdkafka: lift it while the partitions are still ours.
@@ -137,6 +181,19 @@ Result<std::vector<TopicPartition>> GroupConsumer::Committed(
 }
 
 Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds timeout) {
+  if (impl_->start == Start::kSought) {
+    const bool owned = std::ranges::any_of(impl_->owned, [&](const TopicPartition& tp) {
+      return tp.topic == position.topic && tp.partition == position.partition;
+    });
+    if (!owned) {
+      return Fail(Code::kFailedPrecondition,
+                  "seek: partition " + std::to_string(position.partition) + " of " +
+                      position.topic + " is not assigned to this member");
+    }
+    if (auto r = AssignStarted(impl_->rk.get(), *impl_, position); !r)
+      return Fail(Code::kUnavailable, "seek: " + r.error().message);
+    return {};
+  }
   PartitionList list = ToList({position});
   ErrorHandle error(
       rd_kafka_seek_partitions(impl_->rk.get(), list.get(), static_cast<int>(timeout.count())));
@@ -158,8 +215,14 @@ Result<void> GroupConsumer::Restart() {
     return std::unexpected(KafkaError(err, "assignment"));
   PartitionList list(raw);
   if (list->cnt == 0) return {};
-  SetStarts(list.get(), impl_->start);
   ResumePaused(impl_->rk.get(), *impl_);  // a pause would outlive the new assignment
+  if (impl_->start == Start::kSought) {
+    if (auto r = AssignStarted(impl_->rk.get(), *impl_, std::nullopt); !r)
+      return std::unexpected(r.error());
+    CountRecovery("group_consumer", "restarted");
+    return {};
+  }
+  StartAtCommitted(list.get());
   if (auto err = rd_kafka_assign(impl_->rk.get(), list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return std::unexpected(KafkaError(err, "assign"));
   CountRecovery("group_consumer", "restarted");
@@ -251,6 +314,7 @@ Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets,
 }
 
 std::vector<TopicPartition> GroupConsumer::Assignment() {
+  if (impl_->start == Start::kSought) return impl_->owned;
   rd_kafka_topic_partition_list_t* list = nullptr;
   if (rd_kafka_assignment(impl_->rk.get(), &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return {};
   PartitionList owned(list);
@@ -292,6 +356,8 @@ bool GroupConsumer::Close(milliseconds timeout) {
     if (rd_kafka_event_type(ev.get()) == RD_KAFKA_EVENT_REBALANCE) {
       ResumePaused(rk, *impl_);
       rd_kafka_assign(rk, nullptr);
+      impl_->owned.clear();
+      impl_->started.clear();
     }
   };
   QueueHandle queue(rd_kafka_queue_new(rk));

@@ -30,12 +30,13 @@ class GroupConsumer {
   enum class Start {
     // The group's committed offset (auto.offset.reset when there is none), as any consumer.
     kCommitted,
-    // The partition's end: for an owner that seeks each partition it takes over to a position
-    // it keeps itself. No committed-offset fetch stands between an assignment and its fetch:
-    // librdkafka 2.8 leaves a partition assigned but never fetched when that fetch fails or is
-    // lost (rdkafka_assignment.c keeps it out of its pending list "until the application
-    // unassigns it"), and Seek on it fails for good.
-    kEnd,
+    // Nowhere: a newly assigned partition is not fetched until the owner seeks it, to a position
+    // it keeps itself. No librdkafka lookup stands between an assignment and its fetch, as one
+    // would for a logical start: librdkafka 2.8 leaves a partition assigned but never fetched
+    // when its committed-offset fetch fails (rdkafka_assignment.c keeps it out of its pending
+    // list "until the application unassigns it"), and undoes a seek made while a lookup of its
+    // end is in flight (the lookup, answered late, is made again and the fetch goes there).
+    kSought,
   };
 
   // `log` receives this consumer's librdkafka log lines; empty: the sink of SetLogSink, if any.
@@ -49,13 +50,20 @@ class GroupConsumer {
   [[nodiscard]] Result<std::vector<TopicPartition>> Committed(
       const std::vector<TopicPartition>& partitions, std::chrono::milliseconds timeout);
   // Moves the fetch of an assigned partition. Code::kFailedPrecondition when the partition is
-  // assigned but its fetch has not started (or is stopping): transient while librdkafka starts
-  // an assignment (it waits for commits in flight), for good when the start was lost (Restart).
+  // not assigned to this member, or (Start::kCommitted) its fetch has not started or is
+  // stopping: transient while librdkafka starts an assignment (it waits for commits in flight),
+  // for good when the start was lost (Restart). Under Start::kCommitted a seek made while the
+  // partition's start is still being looked up (no committed offset: auto.offset.reset) may be
+  // undone by that lookup. Under Start::kSought the first seek starts the fetch, and every seek
+  // is an assignment of absolute positions that nothing undoes: the other fetched partitions
+  // start again where the last message polled (or the last seek) left them, what was fetched of
+  // them and not yet polled is dropped and fetched again.
   [[nodiscard]] Result<void> Seek(const TopicPartition& position,
                                   std::chrono::milliseconds timeout);
-  // Starts the fetch of every assigned partition again, from where Start says: the assignment
-  // is replaced by itself, the only way librdkafka starts a partition whose start was lost.
-  // Messages fetched and not yet polled are dropped; an application's pauses are lifted.
+  // Starts the fetch of every assigned partition again, the only way librdkafka starts a
+  // partition whose start was lost: the assignment is replaced by itself, each partition from
+  // where Start says (Start::kSought: each sought partition where Seek describes). Messages
+  // fetched and not yet polled are dropped; an application's pauses are lifted.
   [[nodiscard]] Result<void> Restart();
   // A commit on its way. Its outcome comes once, through Wait. Dropping it does not cancel the
   // commit (librdkafka goes on with it); it must not outlive its GroupConsumer.
@@ -88,7 +96,8 @@ class GroupConsumer {
   // must treat that as "not claimed", and see PendingCommit for how to know when it is settled).
   [[nodiscard]] Result<void> Commit(const std::vector<TopicPartition>& offsets,
                                     std::chrono::milliseconds timeout);
-  // The partitions assigned right now (rebalance events still queued for Poll may be older).
+  // The partitions the group assigned to this member right now, fetched or not (rebalance
+  // events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();
   // Stops / restarts fetching `partitions`. Only partitions this consumer paused are resumed
   // (resuming a partition that was never paused restarted it from a stale position in

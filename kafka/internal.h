@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -63,6 +64,10 @@ struct GroupConsumer::Impl {
   // Partitions paused by Pause() and not resumed since. Touched by the polling thread only
   // (Pause/Resume and the rebalance callback, which runs inside Poll and Close).
   std::set<std::pair<std::string, int32_t>> paused;
+  // Start::kSought: the partitions the group assigned to this member, and of those the ones
+  // being fetched with the position each was last started at. Polling thread only.
+  std::vector<TopicPartition> owned;
+  std::map<std::pair<std::string, int32_t>, int64_t> started;
 };
 
 }  // namespace kleaf::kafka
