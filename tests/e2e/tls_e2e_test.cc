@@ -146,8 +146,7 @@ void ExpectRefused(const std::filesystem::path& config, const std::string& messa
 TEST_F(TlsE2eTest, AnExpiredCertificateIsRefusedAtStartNamingTheKey) {
   pki_->Issue("expired", "5001", true, "faketime '2020-01-01 00:00:00'", 1);
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("expired")) +
-                              ", key_file: " + Quote(pki_->Key("expired")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("expired"), pki_->Key("expired")));
   // Issued at faketime's 2020-01-01 00:00:00 (plus the second or so its clock runs) for a day.
   ExpectRefused(WriteConfig(), "http.tls.cert_file: certificate expired on Jan  2 00:00:");
   ExpectRefused(WriteConfig(), " 2020 GMT");
@@ -156,8 +155,7 @@ TEST_F(TlsE2eTest, AnExpiredCertificateIsRefusedAtStartNamingTheKey) {
 TEST_F(TlsE2eTest, ANotYetValidCertificateIsRefusedAtStart) {
   pki_->Issue("future", "5002", true, "faketime -f '+30d'", 2);
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("future")) +
-                              ", key_file: " + Quote(pki_->Key("future")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("future"), pki_->Key("future")));
   ExpectRefused(WriteConfig(), "http.tls.cert_file: certificate not valid before");
 }
 
@@ -170,11 +168,9 @@ TEST_F(TlsE2eTest, BadTlsFilesAreRefusedAtStartNamingTheKey) {
   ExpectRefused(WriteConfig(), "http.tls.key_file: the key in");
   config_.Set("http.tls", "{cert_file: " + cert + "}");
   ExpectRefused(WriteConfig(), "http.tls.key_file: required with http.tls.cert_file");
-  config_.Set("http.tls", "{cert_file: " + Quote(dir_.path() / "missing.pem") +
-                              ", key_file: " + Quote(dir_.path() / "tls.key") + "}");
+  config_.Set("http.tls", TlsSetting(dir_.path() / "missing.pem", dir_.path() / "tls.key"));
   ExpectRefused(WriteConfig(), "http.tls.cert_file: cannot read");
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Key("server2")) +
-                              ", key_file: " + Quote(dir_.path() / "tls.key") + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Key("server2"), dir_.path() / "tls.key"));
   ExpectRefused(WriteConfig(), "http.tls.cert_file: no PEM certificate");
 }
 
@@ -259,8 +255,7 @@ TEST_F(TlsE2eTest, StateBackupTalksHttpsToItsNodeAndExportIgnoresTheCertificate)
   // node's own certificate is the one trusted.
   pki_->Issue("server2", "2002");
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("server2")) +
-                              ", key_file: " + Quote(pki_->Key("server2")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("server2"), pki_->Key("server2")));
   const std::filesystem::path other = dir_.WriteFile("other.yaml", config_.Yaml());
   CommandResult refused =
       RunKleaf({"state", "backup", (dir_.path() / "backup2").string(), "--config", other.string()});
@@ -273,8 +268,7 @@ TEST_F(TlsE2eTest, StateBackupTalksHttpsToItsNodeAndExportIgnoresTheCertificate)
   EXPECT_TRUE(exit.exited && exit.code == 0) << exit.ToString();
   pki_->Issue("expired", "5003", true, "faketime '2020-01-01 00:00:00'", 1);
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("expired")) +
-                              ", key_file: " + Quote(pki_->Key("expired")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("expired"), pki_->Key("expired")));
   const std::filesystem::path expired = dir_.WriteFile("expired.yaml", config_.Yaml());
   const std::filesystem::path file = dir_.path() / "state.json";
   CommandResult exported =
