@@ -1,7 +1,11 @@
 #include "tests/e2e/http_client.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,11 +13,14 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <csignal>
 #include <cstring>
 #include <optional>
 
@@ -22,10 +29,14 @@ namespace kleaf::e2e {
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
 using tcp = boost::asio::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
+
+constexpr std::chrono::seconds kSendTimeout{10};
+constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -44,6 +55,61 @@ int MillisLeft(SteadyClock::time_point deadline) {
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
+// OpenSSL's error queue as text.
+std::string SslErrors() {
+  std::string text;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    text += std::string(buf) + "; ";
+  }
+  return text.empty() ? "no OpenSSL error" : text;
+}
+
+// A client context that trusts `ca_file` alone and refuses an unverified server; null (the error
+// queue says why) when the file cannot be read.
+SSL_CTX* NewClientContext(const std::filesystem::path& ca_file) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) return nullptr;
+  if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
+    SSL_CTX_free(ctx);
+    return nullptr;
+  }
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  return ctx;
+}
+
+// The server's certificate must name `ip`, the address connected to (the test certificates carry
+// an IP subjectAltName).
+bool ExpectPeerAt(SSL* ssl, const std::string& ip) {
+  return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip.c_str()) == 1;
+}
+
+// Runs `call` (SSL_connect, SSL_read, SSL_write, SSL_shutdown on `ssl` over the non-blocking `fd`)
+// until it returns > 0, polling the socket for what OpenSSL waits for. Otherwise returns its
+// result with `*error` = SSL_get_error: SSL_ERROR_WANT_READ/WRITE means the deadline passed.
+template <class Call>
+int RetryTls(SSL* ssl, int fd, SteadyClock::time_point deadline, Call call, int* error) {
+  for (;;) {
+    ERR_clear_error();
+    const int n = call();
+    if (n > 0) return n;
+    *error = SSL_get_error(ssl, n);
+    const short events = *error == SSL_ERROR_WANT_READ    ? POLLIN
+                         : *error == SSL_ERROR_WANT_WRITE ? POLLOUT
+                                                          : 0;
+    if (events == 0) return n;
+    pollfd p{fd, events, 0};
+    const int ready = ::poll(&p, 1, MillisLeft(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return n;
+  }
+}
+
+bool TimedOut(int ssl_error) {
+  return ssl_error == SSL_ERROR_WANT_READ || ssl_error == SSL_ERROR_WANT_WRITE;
+}
+
 }  // namespace
 
 std::string HttpReply::Header(std::string_view name) const {
@@ -54,53 +120,86 @@ std::string HttpReply::Header(std::string_view name) const {
 }
 
 // Each operation is started asynchronously and the io_context run until it completes; the
-// tcp_stream's expiry bounds it (Beast's synchronous calls have no deadline).
+// tcp_stream's expiry bounds it (Beast's synchronous calls have no deadline). Over TLS the same
+// tcp_stream lies under a Beast ssl_stream.
 struct HttpClient::Impl {
   uint16_t port;
   std::chrono::milliseconds timeout;
+  Transport transport;
   net::io_context ioc;
-  std::optional<beast::tcp_stream> stream;
+  std::optional<ssl::context> tls_context;  // made on the first TLS connect
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
+
+  bool open() const { return plain.has_value() || tls.has_value(); }
+  beast::tcp_stream& tcp_layer() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  // Calls `op` with the stream requests go through.
+  template <class Op>
+  void WithStream(Op op) {
+    if (tls) {
+      op(*tls);
+    } else {
+      op(*plain);
+    }
+  }
 
   void Run() {
     ioc.restart();
     ioc.run();
   }
 
-  beast::error_code Connect() {
-    stream.emplace(ioc);
+  // An error text, empty once connected (and over TLS, the server verified).
+  std::string Connect() {
     buffer.clear();
-    stream->expires_after(timeout);
+    if (transport.tls()) {
+      if (!tls_context) {
+        SSL_CTX* ctx = NewClientContext(transport.ca_file);
+        if (ctx == nullptr) return "cannot load " + transport.ca_file.string() + ": " + SslErrors();
+        tls_context.emplace(ctx);
+      }
+      tls.emplace(ioc, *tls_context);
+    } else {
+      plain.emplace(ioc);
+    }
+    tcp_layer().expires_after(timeout);
     beast::error_code result = net::error::would_block;
     tcp::endpoint endpoint(net::ip::make_address_v4("127.0.0.1"), port);
-    stream->async_connect(endpoint, [&](beast::error_code ec) { result = ec; });
+    tcp_layer().async_connect(endpoint, [&](beast::error_code ec) { result = ec; });
     Run();
-    if (!result) {
-      beast::error_code ignored;
-      stream->socket().set_option(tcp::no_delay(true), ignored);
-    }
-    return result;
+    if (result) return result.message();
+    beast::error_code ignored;
+    tcp_layer().socket().set_option(tcp::no_delay(true), ignored);
+    if (!tls) return "";
+    ExpectPeerAt(tls->native_handle(), "127.0.0.1");
+    result = net::error::would_block;
+    tls->async_handshake(ssl::stream_base::client, [&](beast::error_code ec) { result = ec; });
+    Run();
+    return result ? "TLS handshake: " + result.message() : "";
   }
 };
 
-HttpClient::HttpClient(uint16_t port, std::chrono::milliseconds timeout)
+HttpClient::HttpClient(uint16_t port, std::chrono::milliseconds timeout, Transport transport)
     : impl_(std::make_unique<Impl>()) {
   impl_->port = port;
   impl_->timeout = timeout;
+  impl_->transport = std::move(transport);
 }
 
 HttpClient::~HttpClient() { Close(); }
 
+// Over TLS without close_notify: the server sees the connection end as a client that went away.
 void HttpClient::Close() {
-  if (impl_->stream) {
+  if (impl_->open()) {
     beast::error_code ignored;
-    impl_->stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-    impl_->stream->close();
-    impl_->stream.reset();
+    impl_->tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    impl_->tcp_layer().close();
   }
+  impl_->tls.reset();
+  impl_->plain.reset();
 }
 
-bool HttpClient::connected() const { return impl_->stream.has_value(); }
+bool HttpClient::connected() const { return impl_->open(); }
 
 std::expected<HttpReply, std::string> HttpClient::Get(const std::string& target,
                                                       const Headers& headers) {
@@ -121,11 +220,10 @@ std::expected<HttpReply, std::string> HttpClient::Request(const std::string& met
                                                           const std::string& target,
                                                           std::string body,
                                                           const Headers& headers) {
-  if (!impl_->stream) {
-    if (auto ec = impl_->Connect(); ec) {
-      impl_->stream.reset();
-      return std::unexpected("connect to port " + std::to_string(impl_->port) + ": " +
-                             ec.message());
+  if (!impl_->open()) {
+    if (std::string error = impl_->Connect(); !error.empty()) {
+      Close();
+      return std::unexpected("connect to port " + std::to_string(impl_->port) + ": " + error);
     }
     ++connections_opened_;
   }
@@ -142,10 +240,11 @@ std::expected<HttpReply, std::string> HttpClient::Request(const std::string& met
     req.prepare_payload();
   }
 
-  auto& stream = *impl_->stream;
   beast::error_code result = net::error::would_block;
-  stream.expires_after(impl_->timeout);
-  http::async_write(stream, req, [&](beast::error_code ec, std::size_t) { result = ec; });
+  impl_->tcp_layer().expires_after(impl_->timeout);
+  impl_->WithStream([&](auto& stream) {
+    http::async_write(stream, req, [&](beast::error_code ec, std::size_t) { result = ec; });
+  });
   impl_->Run();
   if (result) {
     Close();
@@ -154,9 +253,11 @@ std::expected<HttpReply, std::string> HttpClient::Request(const std::string& met
   http::response_parser<http::string_body> parser;
   parser.body_limit(256 << 20);
   result = net::error::would_block;
-  stream.expires_after(impl_->timeout);
-  http::async_read(stream, impl_->buffer, parser,
-                   [&](beast::error_code ec, std::size_t) { result = ec; });
+  impl_->tcp_layer().expires_after(impl_->timeout);
+  impl_->WithStream([&](auto& stream) {
+    http::async_read(stream, impl_->buffer, parser,
+                     [&](beast::error_code ec, std::size_t) { result = ec; });
+  });
   impl_->Run();
   if (result) {
     Close();
@@ -174,8 +275,17 @@ std::expected<HttpReply, std::string> HttpClient::Request(const std::string& met
   return reply;
 }
 
+// The SSL object owns a reference to its SSL_CTX: one context per connection, freed with it.
+struct RawConnection::Tls {
+  SSL* ssl = nullptr;
+  ~Tls() { SSL_free(ssl); }
+};
+
+RawConnection::RawConnection(int fd) : fd_(fd) {}
+
 std::expected<RawConnection, std::string> RawConnection::Connect(uint16_t port,
-                                                                 const std::string& host) {
+                                                                 const std::string& host,
+                                                                 const Transport& transport) {
   sockaddr_storage storage{};
   socklen_t length = 0;
   if (auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
@@ -198,16 +308,51 @@ std::expected<RawConnection, std::string> RawConnection::Connect(uint16_t port,
     ::close(fd);
     return std::unexpected(error);
   }
-  return RawConnection(fd);
+  // Non-blocking from here on: every read and write waits in poll(2) with a deadline.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  RawConnection connection(fd);
+  if (transport.tls()) {
+    if (std::string error = connection.StartTls(host, transport.ca_file); !error.empty()) {
+      return std::unexpected(error);
+    }
+  }
+  return connection;
+}
+
+std::string RawConnection::StartTls(const std::string& host, const std::filesystem::path& ca_file) {
+  // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a server that closed first must not end
+  // the test process by SIGPIPE.
+  static const bool sigpipe_ignored = std::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+  (void)sigpipe_ignored;
+  SSL_CTX* ctx = NewClientContext(ca_file);
+  if (ctx == nullptr) return "cannot load " + ca_file.string() + ": " + SslErrors();
+  tls_ = std::make_unique<Tls>();
+  tls_->ssl = SSL_new(ctx);
+  SSL_CTX_free(ctx);
+  if (tls_->ssl == nullptr || !ExpectPeerAt(tls_->ssl, host) || SSL_set_fd(tls_->ssl, fd_) != 1) {
+    return "SSL setup: " + SslErrors();
+  }
+  int error = 0;
+  SSL* ssl = tls_->ssl;
+  if (RetryTls(
+          ssl, fd_, SteadyClock::now() + kTlsHandshakeTimeout, [ssl] { return SSL_connect(ssl); },
+          &error) != 1) {
+    return TimedOut(error) ? std::string("TLS handshake timed out")
+                           : "TLS handshake failed: " + SslErrors();
+  }
+  return "";
 }
 
 RawConnection::RawConnection(RawConnection&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), pending_(std::move(other.pending_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      tls_(std::move(other.tls_)),
+      pending_(std::move(other.pending_)) {}
 
 RawConnection& RawConnection::operator=(RawConnection&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = std::exchange(other.fd_, -1);
+    tls_ = std::move(other.tls_);
     pending_ = std::move(other.pending_);
   }
   return *this;
@@ -216,6 +361,8 @@ RawConnection& RawConnection::operator=(RawConnection&& other) noexcept {
 RawConnection::~RawConnection() { Close(); }
 
 void RawConnection::Close() {
+  if (tls_ && fd_ >= 0) SSL_shutdown(tls_->ssl);  // one try: close_notify if the socket takes it
+  tls_.reset();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
@@ -224,21 +371,85 @@ void RawConnection::Reset() {
   if (fd_ < 0) return;
   linger lin{1, 0};
   ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lin, sizeof(lin));
+  tls_.reset();  // SSL_free sends nothing: no close_notify
   Close();
 }
 
 void RawConnection::ShutdownWrite() {
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+  if (fd_ < 0) return;
+  if (!tls_) {
+    ::shutdown(fd_, SHUT_WR);
+    return;
+  }
+  // SSL_shutdown returns 0 once our close_notify is sent (1 if the server's came already).
+  SSL* ssl = tls_->ssl;
+  int error = 0;
+  RetryTls(
+      ssl, fd_, SteadyClock::now() + kSendTimeout,
+      [ssl] { return SSL_shutdown(ssl) >= 0 ? 1 : -1; }, &error);
+}
+
+std::string RawConnection::PeerSerial() const {
+  if (!tls_) return "";
+  X509* cert = SSL_get1_peer_certificate(tls_->ssl);
+  if (cert == nullptr) return "";
+  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr);
+  char* hex = BN_bn2hex(bn);
+  std::string serial(hex);
+  OPENSSL_free(hex);
+  BN_free(bn);
+  X509_free(cert);
+  return serial;
 }
 
 bool RawConnection::Send(std::string_view data) {
+  const auto deadline = SteadyClock::now() + kSendTimeout;
+  if (tls_) {
+    SSL* ssl = tls_->ssl;
+    while (!data.empty()) {
+      // Retried with the same arguments, as OpenSSL requires after SSL_ERROR_WANT_WRITE.
+      const int size = static_cast<int>(std::min<size_t>(data.size(), 1 << 20));
+      int error = 0;
+      const int n = RetryTls(
+          ssl, fd_, deadline, [&] { return SSL_write(ssl, data.data(), size); }, &error);
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
   while (!data.empty()) {
     ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd_, POLLOUT, 0};
+      if (::poll(&p, 1, MillisLeft(deadline)) == 0) return false;
+      continue;
+    }
     if (n <= 0) return false;
     data.remove_prefix(static_cast<size_t>(n));
   }
   return true;
+}
+
+long RawConnection::ReadSome(char* buf, size_t size, SteadyClock::time_point deadline) {
+  if (tls_) {
+    SSL* ssl = tls_->ssl;
+    int error = 0;
+    const int n = RetryTls(
+        ssl, fd_, deadline, [&] { return SSL_read(ssl, buf, static_cast<int>(size)); }, &error);
+    if (n > 0) return n;
+    // close_notify, an end of file without it, a reset or a TLS alert: closed all the same.
+    return TimedOut(error) ? -1 : 0;
+  }
+  for (;;) {
+    pollfd p{fd_, POLLIN, 0};
+    int n = ::poll(&p, 1, MillisLeft(deadline));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    ssize_t got = ::recv(fd_, buf, size, 0);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    return got > 0 ? got : 0;
+  }
 }
 
 RawConnection::Received RawConnection::ReadUntilClosed(std::chrono::milliseconds timeout) {
@@ -246,14 +457,10 @@ RawConnection::Received RawConnection::ReadUntilClosed(std::chrono::milliseconds
   r.data = std::exchange(pending_, {});
   auto deadline = SteadyClock::now() + timeout;
   char buf[8192];
-  while (true) {
-    pollfd p{fd_, POLLIN, 0};
-    int n = ::poll(&p, 1, MillisLeft(deadline));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return r;  // deadline
-    ssize_t got = ::recv(fd_, buf, sizeof(buf), 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
+  for (;;) {
+    const long got = ReadSome(buf, sizeof(buf), deadline);
+    if (got < 0) return r;  // deadline
+    if (got == 0) {
       r.closed = true;
       return r;
     }
@@ -293,13 +500,9 @@ RawConnection::Received RawConnection::ReadResponse(std::chrono::milliseconds ti
       pending_ = data.substr(n);
       return r;
     }
-    pollfd p{fd_, POLLIN, 0};
-    int n = ::poll(&p, 1, MillisLeft(deadline));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    ssize_t got = ::recv(fd_, buf, sizeof(buf), 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
+    const long got = ReadSome(buf, sizeof(buf), deadline);
+    if (got < 0) break;  // deadline
+    if (got == 0) {
       r.closed = true;
       break;
     }

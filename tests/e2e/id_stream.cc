@@ -8,8 +8,12 @@
 
 namespace kleaf::e2e {
 
-IdStream::IdStream(uint16_t port, int threads, std::vector<IdRoute> routes, int max_count)
-    : port_(port), routes_(std::move(routes)), max_count_(max_count) {
+IdStream::IdStream(uint16_t port, int threads, std::vector<IdRoute> routes, int max_count,
+                   Transport transport)
+    : port_(port),
+      routes_(std::move(routes)),
+      max_count_(max_count),
+      transport_(std::move(transport)) {
   running_ = threads;
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { Client(i); });
 }
@@ -39,7 +43,7 @@ int64_t IdStream::total() const {
 }
 
 void IdStream::Client(int index) {
-  HttpClient client(port_, std::chrono::seconds(10));
+  HttpClient client(port_, std::chrono::seconds(10), transport_);
   std::mt19937 rng(static_cast<unsigned>(index) * 7919u + 1u);
   std::map<std::string, int64_t> last;  // per key: the newest ID this connection received
   auto fail = [&](std::string what) {

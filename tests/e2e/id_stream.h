@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/e2e/http_client.h"
+
 namespace kleaf::e2e {
 
 // What one client asks for, in turn.
@@ -30,7 +32,8 @@ struct IdRoute {
 // A transport error ends the client; it is a failure unless ExpectServerGone() was called first.
 class IdStream {
  public:
-  IdStream(uint16_t port, int threads, std::vector<IdRoute> routes, int max_count);
+  IdStream(uint16_t port, int threads, std::vector<IdRoute> routes, int max_count,
+           Transport transport = {});
   ~IdStream();  // Stop()
 
   // Waits until `n` IDs were served in total; false at the deadline or when every client ended.
@@ -56,6 +59,7 @@ class IdStream {
   const uint16_t port_;
   const std::vector<IdRoute> routes_;
   const int max_count_;
+  const Transport transport_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> server_gone_{false};
   std::atomic<int64_t> unavailable_{0};

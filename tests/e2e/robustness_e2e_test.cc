@@ -1,5 +1,7 @@
 // Bad and hostile input over real sockets while another client keeps getting IDs: each is
-// answered (or dropped) on its own connection, and the server keeps serving everyone else.
+// answered (or dropped) on its own connection, and the server keeps serving everyone else. Every
+// test runs against the plain listener (…/Plain) and the TLS one (…/Tls, http.tls), where the same
+// bytes travel as TLS application data.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +9,7 @@
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/http_client.h"
 #include "tests/e2e/id_stream.h"
+#include "tests/e2e/tls_env.h"
 
 namespace kleaf::e2e {
 namespace {
@@ -28,26 +31,26 @@ std::string ErrorCode(std::string_view body) {
 
 // One server per test, a single I/O thread (so one stuck connection would show), and a client that
 // fetches IDs all along; TearDown checks it was never disturbed and the server still answers.
-class RobustnessE2eTest : public ::testing::Test {
+class RobustnessE2eTest : public ::testing::TestWithParam<Listener> {
  protected:
   void SetUp() override {
-    auto config = dir_.WriteFile("kleaf.yaml",
-                                 TestConfig(dir_.path() / "state")
-                                     .Set("http.threads", "1")
-                                     .Set("http.header_limit_bytes", std::to_string(kHeaderLimit))
-                                     .Set("http.body_limit_bytes", std::to_string(kBodyLimit))
-                                     .Set("http.idle_timeout_ms", std::to_string(kIdleTimeoutMs))
-                                     .Set("http.max_batch", std::to_string(kMaxBatch))
-                                     .Set("segment.auto_create", "true")
-                                     .Yaml());
-    auto server = StartStandalone(config);
+    TestConfig config(dir_.path() / "state");
+    config.Set("http.threads", "1")
+        .Set("http.header_limit_bytes", std::to_string(kHeaderLimit))
+        .Set("http.body_limit_bytes", std::to_string(kBodyLimit))
+        .Set("http.idle_timeout_ms", std::to_string(kIdleTimeoutMs))
+        .Set("http.max_batch", std::to_string(kMaxBatch))
+        .Set("segment.auto_create", "true");
+    transport_ = ServeOver(GetParam(), dir_.path(), config);
+    ASSERT_FALSE(HasFatalFailure());
+    auto server = StartStandalone(dir_.WriteFile("kleaf.yaml", config.Yaml()));
     ASSERT_TRUE(server) << server.error();
     server_ = std::move(*server);
-    steady_ = std::make_unique<IdStream>(
-        server_.port, 1,
-        std::vector<IdRoute>{{IdRoute::Kind::kSegment, "steady"},
-                             {IdRoute::Kind::kSnowflake, "steady"}},
-        20);
+    steady_ =
+        std::make_unique<IdStream>(server_.port, 1,
+                                   std::vector<IdRoute>{{IdRoute::Kind::kSegment, "steady"},
+                                                        {IdRoute::Kind::kSnowflake, "steady"}},
+                                   20, transport_);
     ASSERT_TRUE(steady_->WaitForIds(100, seconds(10))) << "the steady client got no IDs";
     steady_at_start_ = steady_->total();
   }
@@ -63,7 +66,7 @@ class RobustnessE2eTest : public ::testing::Test {
         << "the steady client's connection was dropped";
     EXPECT_GT(steady_->total(), steady_at_start_);
 
-    HttpClient client(server_.port);
+    HttpClient client = Client();
     auto health = client.Get("/healthz");
     ASSERT_TRUE(health) << health.error();
     EXPECT_EQ(health->status, 200);
@@ -79,23 +82,28 @@ class RobustnessE2eTest : public ::testing::Test {
 
   // A raw connection to the server (fails the test if it cannot connect).
   RawConnection Raw() {
-    auto raw = RawConnection::Connect(server_.port);
+    auto raw = RawConnection::Connect(server_.port, "127.0.0.1", transport_);
     EXPECT_TRUE(raw) << raw.error();
     return std::move(*raw);
   }
+  HttpClient Client(std::chrono::milliseconds timeout = seconds(10)) {
+    return HttpClient(server_.port, timeout, transport_);
+  }
 
   TempDir dir_;
+  Transport transport_;
   Server server_;
   std::unique_ptr<IdStream> steady_;
   int64_t steady_at_start_ = 0;
 };
 
-TEST_F(RobustnessE2eTest, GarbageIsAnswered400AndTheConnectionClosed) {
+TEST_P(RobustnessE2eTest, GarbageIsAnswered400AndTheConnectionClosed) {
   const std::vector<std::string> garbage = {
-      std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) + "\r\n\r\n",  // TLS hello
+      // The start of a TLS ClientHello (over TLS, inside the session: HTTP garbage all the same).
+      std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) + "\r\n\r\n",
       "hello there\r\n\r\n",
-      "GET /api/v1/segment/x HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n",           // header without colon
-      "GET /api/v1/segment/x HTTP/1.1\r\nContent-Length: abc\r\n\r\n",     // bad length
+      "GET /api/v1/segment/x HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n",       // header without colon
+      "GET /api/v1/segment/x HTTP/1.1\r\nContent-Length: abc\r\n\r\n",  // bad length
       // A chunk size that is not hexadecimal.
       "GET /api/v1/segment/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n",
       std::string("GET /api/v1/\0segment HTTP/1.1\r\n\r\n", 33),
@@ -111,7 +119,7 @@ TEST_F(RobustnessE2eTest, GarbageIsAnswered400AndTheConnectionClosed) {
   }
 }
 
-TEST_F(RobustnessE2eTest, OversizedHeaderIs431AndOversizedBodyIs413) {
+TEST_P(RobustnessE2eTest, OversizedHeaderIs431AndOversizedBodyIs413) {
   {
     RawConnection raw = Raw();
     std::string request = "GET /api/v1/segment/big HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " +
@@ -159,14 +167,14 @@ TEST_F(RobustnessE2eTest, OversizedHeaderIs431AndOversizedBodyIs413) {
     EXPECT_EQ(StatusOf(got.data), 413) << got.data;
   }
   // The same through the HTTP client: a body just under the limit is accepted.
-  HttpClient client(server_.port);
+  HttpClient client = Client();
   std::string fits = R"({"description":")" + std::string(kBodyLimit - 64, 'd') + R"("})";
   auto put = client.Put("/api/v1/tags/big", fits, Bearer(kAdminToken));
   ASSERT_TRUE(put) << put.error();
   EXPECT_EQ(put->status, 200) << put->body;
 }
 
-TEST_F(RobustnessE2eTest, SilentAndHalfSentClientsDoNotHoldUpOthersAndAreTimedOut) {
+TEST_P(RobustnessE2eTest, SilentAndHalfSentClientsDoNotHoldUpOthersAndAreTimedOut) {
   std::vector<RawConnection> silent;
   for (int i = 0; i < 5; ++i) silent.push_back(Raw());
   RawConnection half = Raw();
@@ -183,7 +191,7 @@ TEST_F(RobustnessE2eTest, SilentAndHalfSentClientsDoNotHoldUpOthersAndAreTimedOu
   }
 
   // Meanwhile another client is served at once, on the server's only I/O thread.
-  HttpClient client(server_.port, seconds(3));
+  HttpClient client = Client(seconds(3));
   for (int i = 0; i < 50; ++i) {
     auto reply = client.Get("/api/v1/segment/other?count=2");
     ASSERT_TRUE(reply) << "request " << i << ": " << reply.error();
@@ -205,7 +213,7 @@ TEST_F(RobustnessE2eTest, SilentAndHalfSentClientsDoNotHoldUpOthersAndAreTimedOu
   EXPECT_EQ(client.connections_opened(), 1);
 }
 
-TEST_F(RobustnessE2eTest, ClientsVanishingMidRequestDoNotHurtTheServer) {
+TEST_P(RobustnessE2eTest, ClientsVanishingMidRequestDoNotHurtTheServer) {
   for (int i = 0; i < 20; ++i) {
     {
       RawConnection raw = Raw();
@@ -226,7 +234,8 @@ TEST_F(RobustnessE2eTest, ClientsVanishingMidRequestDoNotHurtTheServer) {
       raw.Close();
     }
     {
-      // Pipelined requests, then a half-close: every answer still arrives, then the close.
+      // Pipelined requests, then a half-close (over TLS: close_notify, the TCP connection left open
+      // both ways): every answer still arrives, then the close.
       RawConnection raw = Raw();
       const std::string one = "GET /api/v1/segment/pipelined HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
       ASSERT_TRUE(raw.Send(one + one + one));
@@ -244,8 +253,8 @@ TEST_F(RobustnessE2eTest, ClientsVanishingMidRequestDoNotHurtTheServer) {
   }
 }
 
-TEST_F(RobustnessE2eTest, BadCountBadTagUnknownPathAndWrongMethod) {
-  HttpClient client(server_.port);
+TEST_P(RobustnessE2eTest, BadCountBadTagUnknownPathAndWrongMethod) {
+  HttpClient client = Client();
   auto expect = [&](const std::string& method, const std::string& target, int status,
                     const std::string& code) -> HttpReply {
     SCOPED_TRACE(method + " " + target);
@@ -299,6 +308,9 @@ TEST_F(RobustnessE2eTest, BadCountBadTagUnknownPathAndWrongMethod) {
   // All of these were answered on one keep-alive connection.
   EXPECT_EQ(client.connections_opened(), 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(, RobustnessE2eTest, ::testing::Values(Listener::kPlain, Listener::kTls),
+                         ListenerName);
 
 }  // namespace
 }  // namespace kleaf::e2e

@@ -1,32 +1,22 @@
 // HTTPS on the HTTP API (http.tls) against the real binary: certificates made at test time by the
 // `openssl` command (a CA, server certificates for 127.0.0.1 with an IP subjectAltName, a client
-// certificate, an expired one under faketime), checked with curl and with a small blocking
-// OpenSSL client that keeps its connection (keep-alive across a SIGHUP reload, idle timeout).
-#include <arpa/inet.h>
+// certificate, an expired one under faketime), checked with curl and with the e2e RawConnection
+// over TLS, which keeps its connection (keep-alive across a SIGHUP reload, idle timeout). The
+// hostile-input suites run over TLS too: robustness_e2e_test.cc, http_framing_e2e_test.cc.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
-#include <array>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <string_view>
-#include <thread>
 #include <vector>
 
 #include "kleaf/http_client.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/http_client.h"
 #include "tests/e2e/kleaf_process.h"
+#include "tests/e2e/tls_env.h"
 
 namespace kleaf::e2e {
 namespace {
@@ -34,212 +24,22 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Runs `command` through the shell, bounded by `timeout 60`; its exit code and stdout.
-struct Shell {
-  int code = -1;
-  std::string out;
-};
-Shell RunShell(const std::string& command) {
-  Shell result;
-  FILE* pipe = ::popen(("timeout 60 " + command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buf;
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) result.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+// A TLS connection to 127.0.0.1:port that trusts `ca_file`.
+std::expected<RawConnection, std::string> ConnectTls(uint16_t port,
+                                                     const std::filesystem::path& ca_file) {
+  return RawConnection::Connect(port, "127.0.0.1", Transport{ca_file});
 }
 
-std::string Quote(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
-
-// A CA and certificates it signs, all under one directory.
-class Pki {
- public:
-  // A CA named `name`: <name>.pem, <name>.key.
-  explicit Pki(const std::filesystem::path& dir, const std::string& name = "ca")
-      : dir_(dir), ca_(name) {
-    Run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
-        Quote(Key(ca_)) + " -out " + Quote(Cert(ca_)) + " -days 3 -subj '/CN=kleaf e2e " + ca_ +
-        "'");
+// A GET on `c` (keep-alive); the whole raw answer (Content-Length body).
+std::expected<std::string, std::string> Get(RawConnection& c, const std::string& target) {
+  if (!c.Send("GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) {
+    return std::unexpected("send failed");
   }
-
-  std::filesystem::path Cert(const std::string& name) const { return dir_ / (name + ".pem"); }
-  std::filesystem::path Key(const std::string& name) const { return dir_ / (name + ".key"); }
-  std::filesystem::path CaCert() const { return Cert(ca_); }
-
-  // A leaf certificate `name` with `serial` (hex), for 127.0.0.1 (server) or a client; `prefix`
-  // runs openssl behind e.g. faketime to date it elsewhere.
-  void Issue(const std::string& name, const std::string& serial, bool server = true,
-             const std::string& prefix = "", int days = 2) const {
-    const auto ext = dir_ / (name + ".ext");
-    const std::string extensions =
-        server ? "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
-               : "extendedKeyUsage=clientAuth\n";
-    Run("sh -c \"printf '" + extensions + "' > " + Quote(ext) + "\"");
-    const auto csr = dir_ / (name + ".csr");
-    Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
-        Quote(Key(name)) + " -out " + Quote(csr) + " -subj '/CN=" + name + "'");
-    Run(prefix + " openssl x509 -req -in " + Quote(csr) + " -CA " + Quote(CaCert()) + " -CAkey " +
-        Quote(Key(ca_)) + " -set_serial 0x" + serial + " -days " + std::to_string(days) +
-        " -extfile " + Quote(ext) + " -out " + Quote(Cert(name)));
+  auto answer = c.ReadResponse(seconds(5));
+  if (StatusOf(answer.data) == 0) {
+    return std::unexpected(answer.closed ? "closed unanswered" : "no answer within 5 s");
   }
-
- private:
-  static void Run(const std::string& command) {
-    Shell r = RunShell(command);
-    ASSERT_EQ(r.code, 0) << command << "\n" << r.out;
-  }
-  std::filesystem::path dir_;
-  std::string ca_;
-};
-
-// One blocking TLS connection (OpenSSL) to 127.0.0.1:port with socket timeouts, so every read is
-// bounded. Verifies the server against `ca_file` (and its IP 127.0.0.1).
-class TlsConnection {
- public:
-  struct Options {
-    std::filesystem::path ca_file;
-    std::filesystem::path cert_file;  // client certificate (mutual TLS); empty: none
-    std::filesystem::path key_file;
-    milliseconds timeout{5000};
-  };
-
-  static std::expected<std::unique_ptr<TlsConnection>, std::string> Connect(uint16_t port,
-                                                                            const Options& o) {
-    // OpenSSL writes with write(2): a server that closed first must not end the test by SIGPIPE.
-    std::signal(SIGPIPE, SIG_IGN);
-    auto c = std::unique_ptr<TlsConnection>(new TlsConnection());
-    c->ctx_ = SSL_CTX_new(TLS_client_method());
-    if (SSL_CTX_load_verify_locations(c->ctx_, o.ca_file.c_str(), nullptr) != 1) {
-      return std::unexpected("cannot load " + o.ca_file.string());
-    }
-    SSL_CTX_set_verify(c->ctx_, SSL_VERIFY_PEER, nullptr);
-    if (!o.cert_file.empty() &&
-        (SSL_CTX_use_certificate_file(c->ctx_, o.cert_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-         SSL_CTX_use_PrivateKey_file(c->ctx_, o.key_file.c_str(), SSL_FILETYPE_PEM) != 1)) {
-      return std::unexpected("cannot load the client certificate");
-    }
-    c->fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{static_cast<time_t>(o.timeout.count() / 1000),
-               static_cast<suseconds_t>((o.timeout.count() % 1000) * 1000)};
-    ::setsockopt(c->fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(c->fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(c->fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      return std::unexpected("connect failed");
-    }
-    c->ssl_ = SSL_new(c->ctx_);
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl_), "127.0.0.1");
-    SSL_set_fd(c->ssl_, c->fd_);
-    if (SSL_connect(c->ssl_) != 1) return std::unexpected("handshake failed: " + Errors());
-    return c;
-  }
-
-  ~TlsConnection() {
-    if (ssl_ != nullptr) SSL_free(ssl_);
-    if (fd_ >= 0) ::close(fd_);
-    if (ctx_ != nullptr) SSL_CTX_free(ctx_);
-  }
-
-  // The server certificate's serial number, as hex ("1001").
-  std::string PeerSerial() const {
-    X509* cert = SSL_get1_peer_certificate(ssl_);
-    if (cert == nullptr) return "";
-    BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr);
-    char* hex = BN_bn2hex(bn);
-    std::string serial(hex);
-    OPENSSL_free(hex);
-    BN_free(bn);
-    X509_free(cert);
-    return serial;
-  }
-
-  // A GET on this connection (keep-alive); the whole raw answer (Content-Length body).
-  std::expected<std::string, std::string> Get(const std::string& target) {
-    const std::string request = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    if (SSL_write(ssl_, request.data(), static_cast<int>(request.size())) <= 0) {
-      return std::unexpected("write failed: " + Errors());
-    }
-    std::string in;
-    for (;;) {
-      const size_t end = in.find("\r\n\r\n");
-      if (end != std::string::npos) {
-        const size_t cl = in.find("Content-Length: ");
-        const size_t length = cl == std::string::npos ? 0 : std::stoul(in.substr(cl + 16));
-        if (in.size() >= end + 4 + length) return in;
-      }
-      char buf[4096];
-      const int n = SSL_read(ssl_, buf, sizeof(buf));
-      if (n <= 0) return std::unexpected("read failed or closed: " + Errors());
-      in.append(buf, static_cast<size_t>(n));
-    }
-  }
-
-  // Sends `data` whole; false if the connection failed.
-  bool Send(std::string_view data) {
-    return SSL_write(ssl_, data.data(), static_cast<int>(data.size())) ==
-           static_cast<int>(data.size());
-  }
-
-  // Everything until the server closes (or the socket timeout passes: `closed` false).
-  struct Received {
-    std::string data;
-    bool closed = false;
-  };
-  Received ReadUntilClosed() {
-    Received r;
-    char buf[4096];
-    for (;;) {
-      const int n = SSL_read(ssl_, buf, sizeof(buf));
-      if (n > 0) {
-        r.data.append(buf, static_cast<size_t>(n));
-        continue;
-      }
-      const int err = SSL_get_error(ssl_, n);
-      r.closed = !(err == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK));
-      return r;
-    }
-  }
-
-  // True when the server closes the connection before the socket timeout passes.
-  bool ReadsClosed() {
-    char buf[256];
-    for (;;) {
-      const int n = SSL_read(ssl_, buf, sizeof(buf));
-      if (n > 0) continue;
-      const int err = SSL_get_error(ssl_, n);
-      // A timeout shows as SSL_ERROR_SYSCALL with EAGAIN; a close as ZERO_RETURN or EOF.
-      return !(err == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK));
-    }
-  }
-
- private:
-  TlsConnection() = default;
-  static std::string Errors() {
-    std::string text;
-    while (unsigned long e = ERR_get_error()) {
-      char buf[256];
-      ERR_error_string_n(e, buf, sizeof(buf));
-      text += std::string(buf) + "; ";
-    }
-    return text;
-  }
-  SSL_CTX* ctx_ = nullptr;
-  SSL* ssl_ = nullptr;
-  int fd_ = -1;
-};
-
-// A TlsConnection trusting `ca_file`, without a client certificate.
-TlsConnection::Options Trusting(const std::filesystem::path& ca_file,
-                                milliseconds timeout = seconds(5)) {
-  TlsConnection::Options o;
-  o.ca_file = ca_file;
-  o.timeout = timeout;
-  return o;
+  return std::move(answer.data);
 }
 
 class TlsE2eTest : public ::testing::Test {
@@ -251,8 +51,7 @@ class TlsE2eTest : public ::testing::Test {
     // The files the config names; a reload test overwrites them.
     std::filesystem::copy_file(pki_->Cert("server1"), dir_.path() / "tls.pem");
     std::filesystem::copy_file(pki_->Key("server1"), dir_.path() / "tls.key");
-    config_.Set("http.tls", "{cert_file: " + Quote(dir_.path() / "tls.pem") +
-                                ", key_file: " + Quote(dir_.path() / "tls.key") + "}");
+    config_.Set("http.tls", TlsSetting(dir_.path() / "tls.pem", dir_.path() / "tls.key"));
   }
 
   std::filesystem::path WriteConfig() { return dir_.WriteFile("kleaf.yaml", config_.Yaml()); }
@@ -347,8 +146,7 @@ void ExpectRefused(const std::filesystem::path& config, const std::string& messa
 TEST_F(TlsE2eTest, AnExpiredCertificateIsRefusedAtStartNamingTheKey) {
   pki_->Issue("expired", "5001", true, "faketime '2020-01-01 00:00:00'", 1);
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("expired")) +
-                              ", key_file: " + Quote(pki_->Key("expired")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("expired"), pki_->Key("expired")));
   // Issued at faketime's 2020-01-01 00:00:00 (plus the second or so its clock runs) for a day.
   ExpectRefused(WriteConfig(), "http.tls.cert_file: certificate expired on Jan  2 00:00:");
   ExpectRefused(WriteConfig(), " 2020 GMT");
@@ -357,8 +155,7 @@ TEST_F(TlsE2eTest, AnExpiredCertificateIsRefusedAtStartNamingTheKey) {
 TEST_F(TlsE2eTest, ANotYetValidCertificateIsRefusedAtStart) {
   pki_->Issue("future", "5002", true, "faketime -f '+30d'", 2);
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("future")) +
-                              ", key_file: " + Quote(pki_->Key("future")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("future"), pki_->Key("future")));
   ExpectRefused(WriteConfig(), "http.tls.cert_file: certificate not valid before");
 }
 
@@ -371,17 +168,15 @@ TEST_F(TlsE2eTest, BadTlsFilesAreRefusedAtStartNamingTheKey) {
   ExpectRefused(WriteConfig(), "http.tls.key_file: the key in");
   config_.Set("http.tls", "{cert_file: " + cert + "}");
   ExpectRefused(WriteConfig(), "http.tls.key_file: required with http.tls.cert_file");
-  config_.Set("http.tls", "{cert_file: " + Quote(dir_.path() / "missing.pem") +
-                              ", key_file: " + Quote(dir_.path() / "tls.key") + "}");
+  config_.Set("http.tls", TlsSetting(dir_.path() / "missing.pem", dir_.path() / "tls.key"));
   ExpectRefused(WriteConfig(), "http.tls.cert_file: cannot read");
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Key("server2")) +
-                              ", key_file: " + Quote(dir_.path() / "tls.key") + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Key("server2"), dir_.path() / "tls.key"));
   ExpectRefused(WriteConfig(), "http.tls.cert_file: no PEM certificate");
 }
 
 // The counter kleaf_http_tls_reloads_total{result="..."} in /metrics; -1 when absent.
-int ReloadsCounted(TlsConnection& c, const std::string& result) {
-  auto metrics = c.Get("/metrics");
+int ReloadsCounted(RawConnection& c, const std::string& result) {
+  auto metrics = Get(c, "/metrics");
   if (!metrics) return -1;
   const std::string series = "kleaf_http_tls_reloads_total{result=\"" + result + "\"} ";
   const size_t at = metrics->find(series);
@@ -394,11 +189,10 @@ TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
   ASSERT_FALSE(HasFatalFailure());
   auto server = StartStandalone(WriteConfig());
   ASSERT_TRUE(server) << server.error();
-  const TlsConnection::Options options = Trusting(pki_->CaCert());
-  auto before = TlsConnection::Connect(server->port, options);
+  auto before = ConnectTls(server->port, pki_->CaCert());
   ASSERT_TRUE(before) << before.error();
-  EXPECT_EQ((*before)->PeerSerial(), "1001");
-  ASSERT_TRUE((*before)->Get("/healthz"));
+  EXPECT_EQ(before->PeerSerial(), "1001");
+  ASSERT_TRUE(Get(*before, "/healthz"));
 
   std::filesystem::copy_file(pki_->Cert("server2"), dir_.path() / "tls.pem",
                              std::filesystem::copy_options::overwrite_existing);
@@ -409,17 +203,17 @@ TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
   std::string serial;
   for (auto deadline = std::chrono::steady_clock::now() + seconds(10);
        std::chrono::steady_clock::now() < deadline && serial != "2002";) {
-    auto fresh = TlsConnection::Connect(server->port, options);
+    auto fresh = ConnectTls(server->port, pki_->CaCert());
     ASSERT_TRUE(fresh) << fresh.error();
-    serial = (*fresh)->PeerSerial();
+    serial = fresh->PeerSerial();
   }
   EXPECT_EQ(serial, "2002");
   // The connection from before the reload is the same one, still served.
-  auto answer = (*before)->Get("/healthz");
+  auto answer = Get(*before, "/healthz");
   ASSERT_TRUE(answer) << answer.error();
   EXPECT_EQ(StatusOf(*answer), 200);
-  EXPECT_EQ(ReloadsCounted(**before, "ok"), 1);
-  EXPECT_EQ(ReloadsCounted(**before, "error"), 0);
+  EXPECT_EQ(ReloadsCounted(*before, "ok"), 1);
+  EXPECT_EQ(ReloadsCounted(*before, "error"), 0);
 
   // A reload of a bad file keeps the current certificate and counts an error.
   dir_.WriteFile("tls.pem", "not a certificate\n");
@@ -427,12 +221,12 @@ TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
   int errors = 0;
   for (auto deadline = std::chrono::steady_clock::now() + seconds(10);
        std::chrono::steady_clock::now() < deadline && errors != 1;) {
-    errors = ReloadsCounted(**before, "error");
+    errors = ReloadsCounted(*before, "error");
   }
   EXPECT_EQ(errors, 1);
-  auto after = TlsConnection::Connect(server->port, options);
+  auto after = ConnectTls(server->port, pki_->CaCert());
   ASSERT_TRUE(after) << after.error();
-  EXPECT_EQ((*after)->PeerSerial(), "2002");
+  EXPECT_EQ(after->PeerSerial(), "2002");
   EXPECT_TRUE(server->process->WaitForStderr("http.tls.cert_file", seconds(10)))
       << server->process->Stderr();
   // A graceful stop with a TLS connection still open.
@@ -461,8 +255,7 @@ TEST_F(TlsE2eTest, StateBackupTalksHttpsToItsNodeAndExportIgnoresTheCertificate)
   // node's own certificate is the one trusted.
   pki_->Issue("server2", "2002");
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("server2")) +
-                              ", key_file: " + Quote(pki_->Key("server2")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("server2"), pki_->Key("server2")));
   const std::filesystem::path other = dir_.WriteFile("other.yaml", config_.Yaml());
   CommandResult refused =
       RunKleaf({"state", "backup", (dir_.path() / "backup2").string(), "--config", other.string()});
@@ -475,8 +268,7 @@ TEST_F(TlsE2eTest, StateBackupTalksHttpsToItsNodeAndExportIgnoresTheCertificate)
   EXPECT_TRUE(exit.exited && exit.code == 0) << exit.ToString();
   pki_->Issue("expired", "5003", true, "faketime '2020-01-01 00:00:00'", 1);
   ASSERT_FALSE(HasFatalFailure());
-  config_.Set("http.tls", "{cert_file: " + Quote(pki_->Cert("expired")) +
-                              ", key_file: " + Quote(pki_->Key("expired")) + "}");
+  config_.Set("http.tls", TlsSetting(pki_->Cert("expired"), pki_->Key("expired")));
   const std::filesystem::path expired = dir_.WriteFile("expired.yaml", config_.Yaml());
   const std::filesystem::path file = dir_.path() / "state.json";
   CommandResult exported =
@@ -511,11 +303,11 @@ TEST_F(TlsE2eTest, IdleTlsConnectionsAndSilentHandshakesAreClosed) {
   auto server = StartStandalone(WriteConfig());
   ASSERT_TRUE(server) << server.error();
   // Keep-alive after an answer, then silence.
-  auto idle = TlsConnection::Connect(server->port, Trusting(pki_->CaCert()));
+  auto idle = ConnectTls(server->port, pki_->CaCert());
   ASSERT_TRUE(idle) << idle.error();
-  ASSERT_TRUE((*idle)->Get("/healthz"));
+  ASSERT_TRUE(Get(*idle, "/healthz"));
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_TRUE((*idle)->ReadsClosed());
+  EXPECT_TRUE(idle->ReadUntilClosed(seconds(5)).closed);
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(4));
   // TCP open, no handshake ever.
   auto silent = RawConnection::Connect(server->port);
@@ -565,65 +357,25 @@ TEST_F(TlsE2eTest, ClientLibraryVerifiesTheGatewayAgainstItsCaFileAndAddress) {
   EXPECT_FALSE(no_client_cert);
 }
 
-// A subset of the hostile-input suites (robustness_e2e_test.cc, http_framing_e2e_test.cc) over
-// TLS: the limits, the framing rules, pipelining and a slow request are the
-// plain server's, through the same session code.
-TEST_F(TlsE2eTest, LimitsFramingPipeliningAndSlowRequestsHoldOverTls) {
-  config_.Set("http.header_limit_bytes", "2048");
-  config_.Set("http.idle_timeout_ms", "500");
-  auto server = StartStandalone(WriteConfig());
-  ASSERT_TRUE(server) << server.error();
-  const TlsConnection::Options options = Trusting(pki_->CaCert());
-  auto exchange = [&](const std::string& bytes) -> TlsConnection::Received {
-    auto c = TlsConnection::Connect(server->port, options);
-    if (!c) return {"connect: " + c.error(), false};
-    if (!(*c)->Send(bytes)) return {"send failed", false};
-    return (*c)->ReadUntilClosed();
-  };
-  // Headers over the limit: 431, closed.
-  auto big =
-      exchange("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4096, 'a') + "\r\n\r\n");
-  EXPECT_EQ(StatusOf(big.data), 431) << big.data;
-  EXPECT_TRUE(big.closed);
-  // Transfer-Encoding with Content-Length: 400, closed, the smuggled request never answered.
-  auto smuggled = exchange(
-      "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: "
-      "chunked\r\n\r\n0\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(StatusOf(smuggled.data), 400) << smuggled.data;
-  EXPECT_TRUE(smuggled.closed);
-  EXPECT_EQ(smuggled.data.find("HTTP/1.1", 5), std::string::npos) << smuggled.data;
-  // Two pipelined requests in one record, the second closing: two answers, then the close.
-  auto pipelined = exchange(
-      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n"
-      "Connection: close\r\n\r\n");
-  EXPECT_TRUE(pipelined.closed);
-  EXPECT_NE(pipelined.data.find("HTTP/1.1 200", 5), std::string::npos) << pipelined.data;
-  // Half a request, then nothing: closed by the idle timeout, unanswered.
-  auto half = exchange("GET /healthz HTTP/1.1\r\nHost:");
-  EXPECT_TRUE(half.closed);
-  EXPECT_EQ(half.data, "");
-}
-
 TEST_F(TlsE2eTest, TheConnectionCapCountsTlsConnections) {
   config_.Set("http.max_connections", "3");
   auto server = StartStandalone(WriteConfig());
   ASSERT_TRUE(server) << server.error();
-  const TlsConnection::Options options = Trusting(pki_->CaCert());
   // The cap counts TLS connections: with three open, a fourth is closed before its handshake.
-  std::vector<std::unique_ptr<TlsConnection>> held;
+  std::vector<RawConnection> held;
   for (int i = 0; i < 3; ++i) {
-    auto c = TlsConnection::Connect(server->port, Trusting(pki_->CaCert(), seconds(20)));
+    auto c = ConnectTls(server->port, pki_->CaCert());
     ASSERT_TRUE(c) << c.error();
     held.push_back(std::move(*c));
   }
-  auto fourth = TlsConnection::Connect(server->port, options);
+  auto fourth = ConnectTls(server->port, pki_->CaCert());
   EXPECT_FALSE(fourth);
   held.clear();
   bool served = false;
   for (auto deadline = std::chrono::steady_clock::now() + seconds(10);
        !served && std::chrono::steady_clock::now() < deadline;) {
-    auto c = TlsConnection::Connect(server->port, options);
-    served = c && (*c)->Get("/healthz").has_value();
+    auto c = ConnectTls(server->port, pki_->CaCert());
+    served = c && Get(*c, "/healthz").has_value();
   }
   EXPECT_TRUE(served);
 }
