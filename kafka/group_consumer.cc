@@ -23,6 +23,15 @@ void ResumePaused(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
   impl.paused.clear();
 }
 
+// Gives up every partition: lifts the application's pauses first (a pause outlives the
+// assignment in librdkafka), while the partitions are still ours.
+void UnassignAll(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
+  ResumePaused(rk, impl);
+  rd_kafka_assign(rk, nullptr);
+  impl.owned.clear();
+  impl.started.clear();
+}
+
 // Start::kCommitted: each partition of `parts` starts at the group's committed offset.
 void StartAtCommitted(rd_kafka_topic_partition_list_t* parts) {
   // INVALID: librdkafka fetches the group's committed offset first.
@@ -70,12 +79,11 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
   auto* impl = static_cast<GroupConsumer::Impl*>(opaque);
   GroupConsumer::Event e;
   e.partitions = FromList(parts);
-  impl->owned.clear();
-  impl->started.clear();
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
     if (impl->start == GroupConsumer::Start::kSought) {
       // The group's assignment is taken (the rebalance completes), nothing is fetched yet.
       impl->owned = e.partitions;
+      impl->started.clear();
       PartitionList none(rd_kafka_topic_partition_list_new(0));
       rd_kafka_assign(rk, none.get());
     } else {
@@ -84,9 +92,7 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
     }
     e.kind = GroupConsumer::Event::Kind::kAssigned;
   } else {
-    // A pause outlives the assignment in librdkafka: lift it while the partitions are still ours.
-    ResumePaused(rk, *impl);
-    rd_kafka_assign(rk, nullptr);
+    UnassignAll(rk, *impl);
     e.kind = GroupConsumer::Event::Kind::kRevoked;
   }
   impl->pending.push_back(std::move(e));
@@ -354,10 +360,7 @@ bool GroupConsumer::Close(milliseconds timeout) {
   // crossed the close is given up as well). Every one must be served, or the close waits for it.
   auto serve = [&](EventHandle ev) {
     if (rd_kafka_event_type(ev.get()) == RD_KAFKA_EVENT_REBALANCE) {
-      ResumePaused(rk, *impl_);
-      rd_kafka_assign(rk, nullptr);
-      impl_->owned.clear();
-      impl_->started.clear();
+      UnassignAll(rk, *impl_);
     }
   };
   QueueHandle queue(rd_kafka_queue_new(rk));
