@@ -117,6 +117,7 @@ std::string StreamTopic(std::string_view ids_topic, std::string_view tag, IdBatc
 
 std::string EncodeBatch(const IdBatch& batch) {
   Json j = {{"tag", batch.tag}, {"mode", ModeName(batch.mode)}};
+  if (!batch.group.empty()) j["group"] = batch.group;
   if (batch.mode == IdBatch::Mode::kSegment && batch.ids.empty()) {
     j["start"] = std::to_string(batch.start);
     j["end"] = std::to_string(batch.end);
@@ -147,6 +148,12 @@ Decoded DecodeTagAndMode(const Json& j, IdBatch& b) {
   if (!ParseMode(mode_name, b.mode)) {
     return std::unexpected("mode: unknown \"" + mode_name +
                            "\" (segment, snowflake, uuid7 or ulid)");
+  }
+  if (auto group = j.find("group"); group != j.end()) {
+    if (!group->is_string() || group->get_ref<const std::string&>().empty()) {
+      return std::unexpected("group: not a non-empty string");
+    }
+    b.group = group->get<std::string>();
   }
   return {};
 }

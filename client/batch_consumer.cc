@@ -131,6 +131,10 @@ struct BatchConsumer::Impl {
   CondVar demand;  // callers took a batch or wait: the fetch thread may claim
   BatchBuffer buffer KLEAF_GUARDED_BY(mu);
   Stats stats KLEAF_GUARDED_BY(mu);
+  // Streams refused to callers, and why: their batches are published for another consumer group,
+  // or the broker does not let this member move their claim floor. Until a claim of the stream
+  // succeeds again.
+  std::map<BatchKey, std::string> refusals KLEAF_GUARDED_BY(mu);
   bool closed KLEAF_GUARDED_BY(mu) = false;
   std::atomic<bool> stop{false};
   std::thread thread;
@@ -145,6 +149,9 @@ struct BatchConsumer::Impl {
     // past each claim. A record below it was claimed already (librdkafka may fetch from a stale
     // position after pause/resume or seek); it is skipped, never handed out. Unknown until read.
     std::optional<int64_t> floor;
+    // The broker let this member move the partition's log start (the claim floor's DELETE right
+    // and cleanup.policy=delete), checked before the first claim.
+    bool floor_rights = false;
     // A commit whose outcome is unknown, or that may still be applied. Until it is settled no
     // other commit goes for this partition (a later commit overtaken by it would move the
     // group's offset back, and the next owner would hand out IDs again), and the partition is
@@ -178,8 +185,19 @@ struct BatchConsumer::Impl {
   bool SkipUnclaimable(const kafka::Message& m);
   // The claim's commit of `m` and the records behind it was refused: released and rewound.
   void OnCommitRefused(const kafka::Message& m, const std::string& error);
-  // Moves the first `run` held records, claimed, into the buffer.
-  void BufferClaimed(size_t run);
+  // A fetched record as a batch of its topic's stream, or why it is not one (malformed).
+  std::expected<IdBatch, std::string> Decode(const kafka::Message& r) const;
+  // The first held record is a batch published for another consumer group: skipped unclaimed,
+  // and its stream refused to callers.
+  void RefuseForeign(const kafka::Message& m, const std::string& group);
+  // Whether this member may move the claim floor of m's partition (checked once per assignment,
+  // before the first claim); if not, m's records are released and, for a missing right or a
+  // compacted topic, its stream refused to callers.
+  bool CheckFloorRights(const kafka::Message& m);
+  // The first `run` held records were claimed but their floor did not move: not handed out.
+  void DropClaimed(size_t run, const std::string& error);
+  // Moves the first held records, claimed, into the buffer: `batches` are their decodings.
+  void BufferClaimed(std::vector<std::expected<IdBatch, std::string>>& batches);
   // Callers want batches and no back-off is running.
   bool WantsRecords();
   void OnEvent(kafka::GroupConsumer::Event ev);
@@ -289,6 +307,22 @@ bool BatchConsumer::Impl::ClaimHeld() {
     if (buffer.Full() && !(buffer.WantsMore() && buffer.EvictForWaiter())) return false;
     run = client::ClaimableRun(held, static_cast<size_t>(std::max(1, buffer.Room())));
   }
+  // Decoded before the claim: a batch published for another group is not ours to claim, and
+  // the run ends before it.
+  std::vector<std::expected<IdBatch, std::string>> batches;
+  for (size_t i = 0; i < run; ++i) {
+    auto batch = Decode(held[i]);
+    if (batch && !batch->group.empty() && batch->group != options.group_id) {
+      if (i == 0) {
+        RefuseForeign(held.front(), batch->group);
+        return true;
+      }
+      run = i;
+      break;
+    }
+    batches.push_back(std::move(batch));
+  }
+  if (!CheckFloorRights(m)) return true;
   const kafka::Message& last = held[run - 1];
   const int64_t next = last.offset + 1;
   auto pending = consumer->StartCommit({{last.topic, last.partition, next}});
@@ -312,8 +346,82 @@ bool BatchConsumer::Impl::ClaimHeld() {
     return true;
   }
   partitions[{m.topic, m.partition}].floor = next;
-  BufferClaimed(run);
+  // Claimed in the group. Then the claim floor: the partition's log start moves past the run, so
+  // that no reader can fetch it again whatever becomes of the group's committed offsets (Kafka
+  // deletes them offsets.retention.minutes after the group emptied). IDs are handed out only once
+  // both succeeded; a run claimed whose floor did not move is a gap.
+  if (auto floor = consumer->DeleteRecordsBefore({{last.topic, last.partition, next}},
+                                                 options.commit_timeout);
+      !floor) {
+    DropClaimed(batches.size(), "claim floor: " + floor.error().message);
+    return true;
+  }
+  BufferClaimed(batches);
   return true;
+}
+
+bool BatchConsumer::Impl::CheckFloorRights(const kafka::Message& m) {
+  auto& st = partitions[{m.topic, m.partition}];
+  if (st.floor_rights) return true;
+  // A deletion before offset 0 deletes nothing, but the broker checks it as any other: the
+  // DELETE right on the topic and cleanup.policy=delete. Without them every claim's floor would
+  // fail after its commit, and every batch would be a gap: refuse the stream before claiming.
+  auto probe = consumer->DeleteRecordsBefore({{m.topic, m.partition, 0}}, options.commit_timeout);
+  if (probe) {
+    st.floor_rights = true;
+    return true;
+  }
+  const kafka::TopicPartition rewind{m.topic, m.partition, m.offset};
+  Release(rewind.partition, rewind.topic);
+  (void)consumer->Seek(rewind, milliseconds(1000));  // best effort: nothing was claimed
+  std::string why = "claim floor of " + rewind.topic + ": " + probe.error().message;
+  const bool refused = probe.error().code == Code::kFailedPrecondition;
+  backoff_until = SteadyClock::now() + milliseconds(refused ? 1000 : 100);
+  MutexLock lock(mu);
+  stats.last_error = why;
+  if (auto stream = stream_of_topic.find(rewind.topic);
+      refused && stream != stream_of_topic.end()) {
+    refusals[stream->second] = std::move(why);
+    cv.NotifyAll();
+  }
+  return false;
+}
+
+void BatchConsumer::Impl::DropClaimed(size_t run, const std::string& error) {
+  MutexLock lock(mu);
+  for (size_t i = 0; i < run; ++i) held.pop_front();
+  stats.floor_failures += 1;
+  stats.unfloored_batches += static_cast<int64_t>(run);
+  stats.last_error = error;
+}
+
+std::expected<IdBatch, std::string> BatchConsumer::Impl::Decode(const kafka::Message& r) const {
+  auto batch = r.value ? DecodeBatch(*r.value) : std::unexpected(std::string("tombstone"));
+  if (!batch) return batch;
+  // A stream's topic holds only that stream's batches; anything else is not a batch of it.
+  auto stream = stream_of_topic.find(r.topic);
+  if (stream == stream_of_topic.end() || !(stream->second == BatchKey{batch->tag, batch->mode})) {
+    return std::unexpected("a batch of " + batch->tag + "/" + std::string(ModeName(batch->mode)) +
+                           " on topic " + r.topic);
+  }
+  return batch;
+}
+
+void BatchConsumer::Impl::RefuseForeign(const kafka::Message& m, const std::string& group) {
+  // Never claimed, never committed past by this member on its own: it is skipped. Its stream is
+  // refused to callers, who would otherwise wait for batches that never come.
+  std::string why = "the batches of topic " + m.topic + " are published for consumer group " +
+                    group + " (the producer's producer.group), and this consumer is in group " +
+                    options.group_id +
+                    ": two groups on one stream would hand out the same IDs, so none is claimed "
+                    "here (docs/ids-topic.md, \"One group per stream\")";
+  const auto stream = stream_of_topic.find(m.topic);
+  held.pop_front();
+  MutexLock lock(mu);
+  ++stats.foreign_batches;
+  stats.last_error = why;
+  if (stream != stream_of_topic.end()) refusals[stream->second] = std::move(why);
+  cv.NotifyAll();
 }
 
 bool BatchConsumer::Impl::SkipUnclaimable(const kafka::Message& m) {
@@ -356,21 +464,12 @@ void BatchConsumer::Impl::OnCommitRefused(const kafka::Message& m, const std::st
   backoff_until = SteadyClock::now() + milliseconds(100);
 }
 
-void BatchConsumer::Impl::BufferClaimed(size_t run) {
+void BatchConsumer::Impl::BufferClaimed(std::vector<std::expected<IdBatch, std::string>>& batches) {
   MutexLock lock(mu);
-  for (size_t i = 0; i < run; ++i) {
+  for (auto& batch : batches) {
     const kafka::Message& r = held.front();
-    auto batch = r.value ? DecodeBatch(*r.value) : std::unexpected(std::string("tombstone"));
     if (batch) {
-      // A stream's topic holds only that stream's batches; anything else is not a batch of it.
-      auto stream = stream_of_topic.find(r.topic);
-      if (stream == stream_of_topic.end() ||
-          !(stream->second == BatchKey{batch->tag, batch->mode})) {
-        batch = std::unexpected("a batch of " + batch->tag + "/" +
-                                std::string(ModeName(batch->mode)) + " on topic " + r.topic);
-      }
-    }
-    if (batch) {
+      refusals.erase(BatchKey{batch->tag, batch->mode});  // claimed: the stream is served again
       buffer.Add(std::move(*batch));
       ++stats.claimed_batches;
     } else {
@@ -614,6 +713,10 @@ template <typename T>
     (impl.buffer.*take)(key, n - static_cast<int64_t>(out.size()), out);
     if (impl.buffer.total_batches() < before) impl.demand.NotifyOne();  // room to prefetch
     if (static_cast<int64_t>(out.size()) == n) return out;
+    if (auto refused = impl.refusals.find(key); refused != impl.refusals.end() && out.empty()) {
+      return std::unexpected(
+          ClientError{Kind::kRejected, refused->second, 0, "failed_precondition"});
+    }
     impl.buffer.AddWaiter(key, 1);
     impl.demand.NotifyOne();
     bool woke = impl.cv.WaitUntil(lock, deadline);

@@ -5,7 +5,8 @@
 // COUNT 0 means: until no ID arrives for idle_timeout_ms (default 10000). SIGTERM or SIGINT stops
 // it cleanly: it leaves the group and prints its summary. Exit code 0 when COUNT IDs were printed
 // (or, with COUNT 0, on the idle timeout), and on SIGTERM/SIGINT; 1 on bad arguments, 2 on a
-// timeout. The last line on stderr is always the summary ("summary: printed=N ...").
+// timeout, 3 when the stream is refused (its batches are published for another consumer group).
+// The last line on stderr is always the summary ("summary: printed=N ...").
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -134,6 +135,10 @@ int main(int argc, char** argv) {
       report();
     }
     if (stopped()) return Finish(**consumer, printed, stopped_by(), 0);
+    if (!id && id.error().kind == kleaf::ClientError::Kind::kRejected) {
+      std::fprintf(stderr, "refused: %s\n", id.error().message.c_str());
+      return Finish(**consumer, printed, "foreign_group", 3);
+    }
     if (!id) {
       std::fprintf(stderr, "%s\n", id.error().message.c_str());
       return Finish(**consumer, printed, "idle", count == 0 ? 0 : 2);

@@ -12,7 +12,9 @@ using std::chrono::milliseconds;
 struct TxnProducer::Impl {
   KafkaHandle rk;
   Mutex mu;
-  std::map<std::pair<std::string, int32_t>, int64_t> delivered KLEAF_GUARDED_BY(mu);
+  // Per (topic, partition), the offsets of the messages delivered since the last take, in delivery
+  // order (librdkafka reports a partition's messages in the order they were produced).
+  std::map<std::pair<std::string, int32_t>, std::vector<int64_t>> delivered KLEAF_GUARDED_BY(mu);
 };
 
 namespace {
@@ -20,8 +22,7 @@ void TxnDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   if (m->err) return;  // the transaction's commit reports the failure
   auto* impl = static_cast<TxnProducer::Impl*>(opaque);
   MutexLock lock(impl->mu);
-  auto& best = impl->delivered[{rd_kafka_topic_name(m->rkt), m->partition}];
-  best = std::max(best, m->offset);
+  impl->delivered[{rd_kafka_topic_name(m->rkt), m->partition}].push_back(m->offset);
 }
 }  // namespace
 
@@ -98,6 +99,14 @@ void TxnProducer::InjectFatalErrorForTesting() {
 }
 
 std::map<std::pair<std::string, int32_t>, int64_t> TxnProducer::TakeDeliveredOffsets() {
+  std::map<std::pair<std::string, int32_t>, int64_t> highest;
+  for (const auto& [partition, offsets] : TakeDelivered()) {
+    highest[partition] = *std::max_element(offsets.begin(), offsets.end());
+  }
+  return highest;
+}
+
+std::map<std::pair<std::string, int32_t>, std::vector<int64_t>> TxnProducer::TakeDelivered() {
   rd_kafka_poll(impl_->rk.get(), 0);
   MutexLock lock(impl_->mu);
   return std::exchange(impl_->delivered, {});

@@ -58,6 +58,8 @@ class TxnProducer {
   [[nodiscard]] Result<void> Flush(std::chrono::milliseconds timeout);
   // Offsets of the messages delivered since the last call, per (topic, partition): the highest.
   std::map<std::pair<std::string, int32_t>, int64_t> TakeDeliveredOffsets();
+  // The same, every message's offset, per (topic, partition) in the order they were sent.
+  std::map<std::pair<std::string, int32_t>, std::vector<int64_t>> TakeDelivered();
   // The fatal error librdkafka raised on this producer (rd_kafka_fatal_error), if any: after one,
   // sends fail with "Local: Fatal error" and the producer must be replaced (a fencing included).
   std::optional<TxnError> FatalError();

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "base/await.h"
@@ -29,6 +30,10 @@ IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& alloc
       ledger_(options_.streams.size() * static_cast<size_t>(options_.partitions)),
       ahead_(options_.streams.size(), 0) {
   auto& registry = metrics::Registry::Default();
+  offsets_gone_ = &registry.GetGauge(
+      "kleaf_ids_group_offsets_gone",
+      "partitions of the stream topics whose consumer group has no committed offset while their "
+      "log start is above 0: Kafka deleted the group's offsets (offsets.retention.minutes)");
   for (size_t i = 0; i < options_.streams.size(); ++i) {
     StreamState s;
     s.spec = options_.streams[i];
@@ -109,6 +114,7 @@ Result<void> IdsProducer::Init() {
     return Fail(Code::kInvalidArgument, "producer.streams: a (tag, mode) is listed twice");
   }
   if (auto r = kafka::EnsureTopics(options_.props, specs, kKafkaTimeout); !r) return r;
+  if (auto r = CheckStreamTopics(); !r) return r;
   if (auto r = NewTransactionalProducer(milliseconds(60000)); !r) return r;
   auto reader = kafka::PartitionReader::Create(options_.props);
   if (!reader) return std::unexpected(reader.error());
@@ -116,17 +122,48 @@ Result<void> IdsProducer::Init() {
   auto offsets = kafka::GroupOffsets::Create(options_.props, options_.group);
   if (!offsets) return std::unexpected(offsets.error());
   offsets_ = std::move(*offsets);
-  // The batches that count start at the group's committed offsets (-1001: from the beginning).
-  auto committed = offsets_->Committed(QueuePartitions(), kKafkaTimeout);
-  if (!committed) return std::unexpected(committed.error());
-  for (const auto& tp : *committed) {
-    read_to_[Queue(stream_of_topic_.at(tp.topic), tp.partition)] = std::max<int64_t>(tp.offset, 0);
-  }
+  // The batches that count start where the consumed ones end.
+  auto consumed = ConsumedOffsets();
+  if (!consumed) return std::unexpected(consumed.error());
+  for (const auto& [q, offset] : *consumed) read_to_[q] = offset;
   spdlog::info(
       "[producer] {} initialised: {} streams, a topic each ({}.<mode>.<tag>) of {} "
       "partitions, group {}",
       options_.transactional_id, streams_.size(), options_.topic, options_.partitions,
       options_.group);
+  return {};
+}
+
+Result<void> IdsProducer::CheckStreamTopics() {
+  // The claim floor is each partition's log start (docs/ids-topic.md): consumers move it with
+  // DeleteRecords, which a compacted topic refuses, and it must never go back, which an unclean
+  // leader election could do (a replica that missed the move becomes leader).
+  std::vector<std::string> topics;
+  for (const auto& s : streams_) topics.push_back(s.topic);
+  auto described = kafka::DescribeCluster(
+      options_.props, topics, {"cleanup.policy", "unclean.leader.election.enable"}, kKafkaTimeout);
+  if (!described) return std::unexpected(described.error());
+  for (const auto& [topic, found] : described->topics) {
+    if (!found) return std::unexpected(found.error());
+    const auto& configs = found->configs;
+    if (auto it = configs.find("cleanup.policy");
+        it != configs.end() && it->second.find("delete") == std::string::npos) {
+      return Fail(Code::kFailedPrecondition,
+                  "stream topic " + topic + " has cleanup.policy=" + it->second +
+                      ": consumers claim batches by deleting the records below them, which "
+                      "only cleanup.policy=delete allows; set it with kafka-configs --alter "
+                      "--entity-type topics --entity-name " +
+                      topic + " --add-config cleanup.policy=delete");
+    }
+    if (auto it = configs.find("unclean.leader.election.enable");
+        it != configs.end() && it->second == "true") {
+      return Fail(Code::kFailedPrecondition,
+                  "stream topic " + topic +
+                      " has unclean.leader.election.enable=true: an unclean election can move "
+                      "a partition's log start back below claimed batches and hand them out "
+                      "again; set it to false");
+    }
+  }
   return {};
 }
 
@@ -159,13 +196,50 @@ Result<void> IdsProducer::CatchUp() {
   return {};
 }
 
-Result<void> IdsProducer::ReadCommittedOffsets() {
-  auto committed = offsets_->Committed(QueuePartitions(), kKafkaTimeout);
+Result<std::map<int32_t, int64_t>> IdsProducer::ConsumedOffsets() {
+  const auto parts = QueuePartitions();
+  auto committed = offsets_->Committed(parts, kKafkaTimeout);
   if (!committed) return std::unexpected(committed.error());
+  auto starts = reader_->LogStarts(parts, kKafkaTimeout);
+  if (!starts) return std::unexpected(starts.error());
+  // A batch is consumed once it is below the group's committed offset or below its partition's log
+  // start: consumers that follow the claim rule move the log start past a batch before they commit
+  // it, so the start is the claim floor that survives the group's offsets (which Kafka deletes
+  // offsets.retention.minutes after the group emptied), and retention moves it past batches
+  // nobody claimed (gaps, topped up here).
+  std::map<int32_t, int64_t> consumed;
+  for (const auto& tp : *starts) {
+    consumed[Queue(stream_of_topic_.at(tp.topic), tp.partition)] = std::max<int64_t>(tp.offset, 0);
+  }
   for (const auto& tp : *committed) {
     const int32_t q = Queue(stream_of_topic_.at(tp.topic), tp.partition);
-    ledger_.SetCommitted(q, tp.offset);
-    lag_.at(q)->Set(static_cast<double>(read_to_[q] - std::max<int64_t>(tp.offset, 0)));
+    int64_t& at = consumed[q];
+    const bool without_offset = tp.offset < 0 && at > 0;
+    if (without_offset && !without_offset_.contains(q)) {
+      spdlog::warn(
+          "[producer] group {} has no committed offset on {}/{}, whose log starts at {}: its "
+          "offsets expired (offsets.retention.minutes) or were deleted. Consumers that follow "
+          "the claim rule (docs/ids-topic.md) start at the log start, above every claimed batch",
+          options_.group, tp.topic, tp.partition, at);
+    }
+    if (without_offset) {
+      without_offset_.insert(q);
+    } else {
+      without_offset_.erase(q);
+    }
+    at = std::max(at, tp.offset);
+  }
+  offsets_gone_->Set(static_cast<double>(without_offset_.size()));
+  return consumed;
+}
+
+Result<void> IdsProducer::ReadCommittedOffsets() {
+  auto consumed = ConsumedOffsets();
+  if (!consumed) return std::unexpected(consumed.error());
+  for (const auto& [q, offset] : *consumed) {
+    ledger_.SetCommitted(q, offset);
+    read_to_[q] = std::max(read_to_[q], offset);  // nothing below is left to read back
+    lag_.at(q)->Set(static_cast<double>(std::max<int64_t>(read_to_[q] - offset, 0)));
   }
   return {};
 }
@@ -174,6 +248,7 @@ Result<IdBatch> IdsProducer::NextBatch(StreamState& s, int64_t wanted) {
   IdBatch batch;
   batch.tag = s.spec.tag;
   batch.mode = s.spec.mode;
+  batch.group = options_.group;  // a consumer of another group refuses it
   if (s.spec.mode == IdBatch::Mode::kSnowflake || Is128Bit(s.spec.mode)) {
     if (generator_ == nullptr) return Fail(Code::kInternal, "no snowflake generator");
     auto drawn = s.spec.mode == IdBatch::Mode::kSnowflake
@@ -387,13 +462,22 @@ Error IdsProducer::OnFatal(const kafka::TxnError& why) {
 IdsProducer::RoundResult IdsProducer::CountPublished(std::vector<Sent>& sent) {
   RoundResult result;
   const int64_t now_ms = clock_.NowMs();
+  // The offset each batch was delivered at (a partition's in the order sent): a consumer may claim
+  // one, and move the log start past it, before this node reads it back.
+  auto delivered = txn_->TakeDelivered();
+  std::map<int32_t, size_t> count, nth;  // per queue: its batches in the round, counted so far
+  for (const auto& b : sent) ++count[b.queue];
   for (auto& b : sent) {
     auto& s = streams_[b.stream];
     s.batches->Inc();
     s.ids->Inc(static_cast<uint64_t>(b.ids));
     result.batches += 1;
     result.ids += b.ids;
-    ledger_.AddPending(b.queue, static_cast<size_t>(b.queue), std::move(b.value), now_ms);
+    const auto& offsets = delivered[{s.topic, b.queue % options_.partitions}];
+    const size_t i = nth[b.queue]++;
+    ledger_.AddPending(
+        b.queue, static_cast<size_t>(b.queue), std::move(b.value), now_ms,
+        offsets.size() == count[b.queue] ? offsets[i] : std::numeric_limits<int64_t>::max());
   }
   sent.clear();
   return result;

@@ -139,7 +139,13 @@ class IdsProducer {
   // are read back).
   RoundResult CountPublished(std::vector<Sent>& sent);
 
+  // Refuses stream topics on which the claim floor would not hold: compacted, or with unclean
+  // leader elections.
+  [[nodiscard]] Result<void> CheckStreamTopics();
   [[nodiscard]] Result<void> CatchUp();
+  // Per queue, where the consumed batches end: the group's committed offset or the partition's log
+  // start (the claim floor, docs/ids-topic.md), whichever is higher.
+  [[nodiscard]] Result<std::map<int32_t, int64_t>> ConsumedOffsets();
   [[nodiscard]] Result<void> ReadCommittedOffsets();
   // The next batch of `s`; `wanted` (this round's batches of it still to make) sizes the segment
   // asked for when the stream has none left.
@@ -181,6 +187,8 @@ class IdsProducer {
   std::vector<StreamState> streams_;
   std::map<std::string, size_t> stream_of_topic_;
   std::map<int32_t, int64_t> read_to_;      // per queue: next offset to read back
+  std::set<int32_t> without_offset_;        // queues whose group offset is gone (warned once each)
+  metrics::Gauge* offsets_gone_ = nullptr;  // kleaf_ids_group_offsets_gone: without_offset_'s size
   std::map<int32_t, metrics::Gauge*> lag_;  // per queue
   TopUpLedger ledger_;
   mutable Mutex ahead_mu_;

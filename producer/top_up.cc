@@ -17,8 +17,9 @@ void TopUpLedger::Observe(int32_t p, int64_t offset, size_t stream, const std::s
   ++ahead_.at(stream);
 }
 
-void TopUpLedger::AddPending(int32_t p, size_t stream, std::string value, int64_t now_ms) {
-  pending_.push_back({p, stream, std::move(value), now_ms});
+void TopUpLedger::AddPending(int32_t p, size_t stream, std::string value, int64_t now_ms,
+                             int64_t at_most) {
+  pending_.push_back({p, stream, std::move(value), now_ms, at_most});
   ++ahead_.at(stream);
 }
 
@@ -32,6 +33,11 @@ void TopUpLedger::ExpirePending(int64_t before_ms) {
 
 void TopUpLedger::SetCommitted(int32_t p, int64_t committed) {
   if (committed < 0) return;
+  std::erase_if(pending_, [&](const Pending& e) {
+    if (e.partition != p || e.at_most >= committed) return false;
+    --ahead_.at(e.stream);
+    return true;
+  });
   auto it = read_.find(p);
   if (it == read_.end()) return;
   auto& batches = it->second;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,13 +25,18 @@ class TopUpLedger {
   // A batch of `stream` at `offset` of partition `p`, as read back from the topic. `value` is its
   // encoded form; a pending batch with the same value becomes this one.
   void Observe(int32_t p, int64_t offset, size_t stream, const std::string& value);
-  // A batch this node committed at `now_ms` and has not read back yet.
-  void AddPending(int32_t p, size_t stream, std::string value, int64_t now_ms);
+  // A batch this node committed at `now_ms` and has not read back yet, at offset `at_most` of `p`
+  // or below (the highest offset the round's batches of `p` were delivered at; INT64_MAX when not
+  // known).
+  void AddPending(int32_t p, size_t stream, std::string value, int64_t now_ms,
+                  int64_t at_most = std::numeric_limits<int64_t>::max());
   // Pending batches committed before `before_ms` that never showed up are forgotten (they would
   // otherwise count as ahead for ever).
   void ExpirePending(int64_t before_ms);
-  // The group's committed offset of `p` (negative: none yet, everything counts): batches below it
-  // are consumed.
+  // Where the consumed batches of `p` end (the group's committed offset or the log start,
+  // whichever is higher; negative: none yet, everything counts): batches below it are consumed,
+  // pending ones too when they are surely below it (consumers may claim, and move the log start
+  // past, a batch before this node read it back: it will never be read back then).
   void SetCommitted(int32_t p, int64_t committed);
 
   int64_t Ahead(size_t stream) const { return ahead_.at(stream); }
@@ -49,6 +55,7 @@ class TopUpLedger {
     size_t stream;
     std::string value;
     int64_t at_ms;
+    int64_t at_most;  // its offset is at most this
   };
   std::map<int32_t, std::deque<Read>> read_;  // per partition, by offset
   std::vector<Pending> pending_;

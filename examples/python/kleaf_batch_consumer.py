@@ -14,6 +14,10 @@ always the summary ("summary: printed=N ...").
 
 It claims one record at a time: simple, not fast. A service would claim the next batch while it
 hands out the current one (as kleaf::BatchConsumer does), still committing before using it.
+A claim is two requests: the commit, then the partition's log start moved past the record
+(DeleteRecords, the claim floor that outlives the group's committed offsets). Exit code 3 when the
+claim cannot be made at all: a batch published for another group, or a right or a topic config
+missing (the message says which).
 """
 
 import json
@@ -23,6 +27,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 MODES = ("segment", "snowflake", "uuid7", "ulid")
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -33,7 +38,9 @@ DEFAULTS = {
     "session.timeout.ms": "6000",
     "heartbeat.interval.ms": "1000",
     "partition.assignment.strategy": "roundrobin",  # eager; the same name as BatchConsumer's
-    "auto.offset.reset": "earliest",  # no commit yet: every batch on the partition is unclaimed
+    # No commit (none yet, or expired): start at the log start, which every claim moved past the
+    # batches it claimed (the claim floor), so everything readable there is unclaimed.
+    "auto.offset.reset": "earliest",
 }
 MUSTS = {
     "enable.auto.commit": "false",  # a batch is claimed by our own synchronous commit only
@@ -49,6 +56,12 @@ REJECTED = {
     KafkaError.REBALANCE_IN_PROGRESS,
     KafkaError.FENCED_INSTANCE_ID,
 }
+
+# Claim-floor errors that no retry mends: the principal lacks DELETE on the topic, or the topic
+# is compacted (DeleteRecords is refused there).
+REFUSED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.POLICY_VIOLATION}
+# The admin client's share of the consumer's properties: where the brokers are and how to reach them.
+ADMIN_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "socket.", "client.")
 
 stop_signal = None
 
@@ -94,8 +107,9 @@ def parse_text_id(value, mode):
 
 
 def parse_batch(key, value, tag, mode):
-    """The IDs of a record of stream (tag, mode) in issue order (a range or a list), or None when
-    the record is malformed (docs/ids-topic.md, "Checks a consumer must make")."""
+    """(the IDs of a record of stream (tag, mode) in issue order (a range or a list), the group it
+    is published for or None), or None when the record is malformed (docs/ids-topic.md, "Checks a
+    consumer must make")."""
     if value is None:
         return None
     try:
@@ -106,6 +120,15 @@ def parse_batch(key, value, tag, mode):
         return None
     if key is not None and key != tag.encode():
         return None
+    group = batch.get("group")
+    if group is not None and (not isinstance(group, str) or not group):
+        return None
+    ids = parse_ids(batch, mode)
+    return None if ids is None else (ids, group)
+
+
+def parse_ids(batch, mode):
+    """The IDs of a decoded batch of `mode`, or None when they are malformed."""
     if mode == "segment" and "ids" not in batch:
         start, end = parse_id(batch.get("start")), parse_id(batch.get("end"))
         if start is None or end is None or end <= start:
@@ -131,12 +154,15 @@ class Member:
         self.log = log
         self.held = set()  # partitions assigned now
         self.floor = {}  # partition -> lowest offset we may still claim
+        self.floor_checked = set()  # partitions whose claim floor the broker allows (this assignment)
+        self.admin = AdminClient({k: v for k, v in config.items() if k.startswith(ADMIN_PREFIXES)})
         self.consumer = Consumer(config)
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def _on_assign(self, _consumer, partitions):
         self.held = {p.partition for p in partitions}
         self.floor = {}  # read from the group at the first record of each partition
+        self.floor_checked = set()
         self.log("assigned: %s" % sorted(self.held))
 
     def _on_revoke(self, _consumer, partitions):
@@ -154,8 +180,40 @@ class Member:
             self.floor[partition] = max(tp.offset, 0)  # OFFSET_INVALID (-1001): none yet
         return self.floor[partition]
 
+    def delete_before(self, partition, offset):
+        """Deletes the partition's records before `offset` (its log start moves up to it, never
+        down): None, or the KafkaError."""
+        try:
+            before = TopicPartition(self.topic, partition, offset)
+            futures = self.admin.delete_records([before], request_timeout=10, operation_timeout=10)
+            for future in futures.values():
+                future.result()
+        except KafkaException as e:
+            return e.args[0]
+        return None
+
+    def floor_allowed(self, partition):
+        """Before the first claim of `partition` since it was assigned: a deletion before offset
+        0 deletes nothing, but the broker checks it as any other (the DELETE right, a topic with
+        cleanup.policy=delete). 'ok', 'refused' (no claim could ever move the floor) or
+        'unavailable' (ask again later)."""
+        if partition in self.floor_checked:
+            return "ok"
+        error = self.delete_before(partition, 0)
+        if error is None:
+            self.floor_checked.add(partition)
+            return "ok"
+        self.log("claim floor check of %s/%d failed: %s" % (self.topic, partition, error))
+        if error.code() in REFUSED:
+            self.log("the principal needs the DELETE right on topic %s, and the topic "
+                     "cleanup.policy=delete (docs/ids-topic.md)" % self.topic)
+            return "refused"
+        return "unavailable"
+
     def claim(self, partition, offset):
-        """Commits offset + 1 synchronously: 'ok', 'rejected' (not ours) or 'unknown'."""
+        """Commits offset + 1 synchronously, then moves the partition's log start to offset + 1
+        (the claim floor): 'ok', 'rejected' (not ours), 'unknown' (the commit may still land) or
+        'unfloored' (claimed, but the floor did not move: drop it unused)."""
         try:
             result = self.consumer.commit(
                 offsets=[TopicPartition(self.topic, partition, offset + 1)], asynchronous=False
@@ -169,6 +227,13 @@ class Member:
                 self.log("commit of %s/%d@%d failed: %s" % (self.topic, partition, offset, tp.error))
                 return "rejected" if tp.error.code() in REJECTED else "unknown"
         self.floor[partition] = offset + 1
+        # Claimed in the group. Then the floor: once the log starts past the record, no reader
+        # can fetch it again, whatever becomes of the group's committed offsets (Kafka deletes
+        # them offsets.retention.minutes after the group emptied). Only then may it be used.
+        error = self.delete_before(partition, offset + 1)
+        if error is not None:
+            self.log("claim floor of %s/%d@%d failed: %s" % (self.topic, partition, offset, error))
+            return "unfloored"
         return "ok"
 
     def close(self):
@@ -217,7 +282,7 @@ def main(argv):
     signal.signal(signal.SIGTERM, on_stop_signal)
     signal.signal(signal.SIGINT, on_stop_signal)
     topic = stream_topic(ids_topic, tag, mode)
-    stats = {"claimed": 0, "malformed": 0, "stale": 0, "rejected": 0, "rejoins": 0}
+    stats = {"claimed": 0, "malformed": 0, "stale": 0, "rejected": 0, "rejoins": 0, "unfloored": 0}
     member = Member(config, topic, log)
     log("joined group %s on %s" % (group, topic))
     printed = 0
@@ -245,12 +310,32 @@ def main(argv):
         if offset < member.floor_of(partition):
             stats["stale"] += 1  # below the group's committed offset: claimed already
             continue
-        ids = parse_batch(record.key(), record.value(), tag, mode)
-        if ids is None:
+        parsed = parse_batch(record.key(), record.value(), tag, mode)
+        if parsed is None:
             stats["malformed"] += 1  # skipped; the next claim's commit moves past it
             log("malformed record at %s/%d@%d: %r" % (topic, partition, offset, record.value()))
             continue
+        ids, published_for = parsed
+        if published_for is not None and published_for != group:
+            # Another group's batch: two groups on one stream would each claim every batch.
+            log("refused: the batches of %s are published for consumer group %s (the producer's "
+                "producer.group), and this consumer is in group %s: none is claimed here "
+                "(docs/ids-topic.md, \"One group per stream\")" % (topic, published_for, group))
+            why, code = "foreign_group", 3
+            break
+        allowed = member.floor_allowed(partition)
+        if allowed == "refused":
+            why, code = "claim_refused", 3
+            break
+        if allowed != "ok":
+            # Nothing claimed: read the record again after a pause.
+            member.consumer.seek(TopicPartition(topic, partition, offset))
+            time.sleep(0.5)
+            continue
         outcome = member.claim(partition, offset)
+        if outcome == "unfloored":
+            stats["unfloored"] += 1  # claimed, never used: a gap
+            continue
         if outcome == "rejected":
             stats["rejected"] += 1  # the group moved on: not ours, drop it
             continue
@@ -273,9 +358,9 @@ def main(argv):
     member.close()
     log(
         "summary: printed=%d claimed=%d malformed=%d stale=%d rejected=%d rejoins=%d "
-        "close_ms=%d stopped_by=%s"
+        "unfloored=%d close_ms=%d stopped_by=%s"
         % (printed, stats["claimed"], stats["malformed"], stats["stale"], stats["rejected"],
-           stats["rejoins"], (time.monotonic() - began) * 1000, why)
+           stats["rejoins"], stats["unfloored"], (time.monotonic() - began) * 1000, why)
     )
     return code
 

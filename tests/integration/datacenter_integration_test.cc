@@ -247,22 +247,24 @@ TEST_F(DatacenterTest, TwoDatacentersNeverShareAnIdAndTheClientFailsOverBetweenT
 // snowflake stream of one tag, and a BatchConsumer in each takes a few thousand IDs of both. Every
 // segment batch lists its IDs (counter c as c * 2 + d in datacenter d, datacenter.h), so every
 // segment ID of datacenter d is d modulo 2 and every snowflake ID carries a worker id of d's half
-// of 0-1023; no ID is taken twice in or across the datacenters, and each was published there.
+// of 0-1023; no ID is taken twice in or across the datacenters, and each was published there. A
+// consumer's claim deletes its batches from the topic (the claim floor, docs/ids-topic.md), so the
+// producers publish first, what they published is read, and the consumers take IDs after that.
 TEST_F(DatacenterTest, ProducersOfBothDatacentersPublishOnlyTheirOwnIds) {
   for (int d : {0, 1}) {
     auto nodes = dc(d).StartNodes(1, 0);
     ASSERT_TRUE(nodes) << "datacenter " << d << ": " << nodes.error();
   }
   constexpr int64_t kBatch = 100;
-  // Per datacenter and mode: more than the producer keeps ahead (2 x 4 partitions x 100), so it
-  // tops up meanwhile.
+  // Per datacenter and mode: within what the producer publishes in its first round (6 x 4
+  // partitions x 100), with room for the batches the consumer claims ahead.
   constexpr size_t kEach = 1500;
   const std::array<IdBatch::Mode, 2> modes{IdBatch::Mode::kSegment, IdBatch::Mode::kSnowflake};
   std::array<std::unique_ptr<ProducerNode>, 2> producers;
   std::array<std::unique_ptr<BatchConsumer>, 2> consumers;
   for (int d : {0, 1}) {
     producers[d] = std::make_unique<ProducerNode>(
-        dc(d), "prod-dc" + std::to_string(d), 2,
+        dc(d), "prod-dc" + std::to_string(d), 6,
         "[{tag: order, mode: segment, batch_size: " + std::to_string(kBatch) +
             "}, {tag: order, mode: snowflake, batch_size: " + std::to_string(kBatch) + "}]");
     auto started = producers[d]->Start();
@@ -271,6 +273,30 @@ TEST_F(DatacenterTest, ProducersOfBothDatacentersPublishOnlyTheirOwnIds) {
     ASSERT_TRUE(worker.has_value()) << producers[d]->Logs();
     EXPECT_EQ(*worker / 512, d) << "the producer of datacenter " << d << " leased worker id "
                                 << *worker;
+    ASSERT_TRUE(producers[d]->WaitRounds(1, seconds(30))) << producers[d]->Logs();
+    EXPECT_TRUE(producers[d]->Stop()) << "datacenter " << d;
+  }
+
+  // What each producer published, read_committed (as the consumers read).
+  std::array<std::array<std::set<int64_t>, 2>, 2> published;  // [datacenter][mode]
+  for (int d : {0, 1}) {
+    const std::string ids_topic = prefix_ + ".ids";
+    for (const auto& p : ReadAll(broker_of(d).bootstrap,
+                                 StreamTopics(ids_topic, {"order/segment", "order/snowflake"}),
+                                 Cluster::kPartitions)) {
+      const bool segment = p.batch.mode == IdBatch::Mode::kSegment;
+      if (segment) {
+        EXPECT_EQ(p.batch.start, 0) << "a range, not a listed batch: " << p.value;
+        EXPECT_EQ(p.batch.end, 0) << "a range, not a listed batch: " << p.value;
+        EXPECT_LE(p.batch.size(), kBatch) << p.value;
+      }
+      EXPECT_FALSE(p.batch.ids.empty()) << p.value;
+      published[d][segment ? 0 : 1].insert(p.batch.ids.begin(), p.batch.ids.end());
+    }
+    for (int m : {0, 1}) ASSERT_GE(published[d][m].size(), kEach + 2 * kBatch);
+  }
+
+  for (int d : {0, 1}) {
     BatchConsumer::Options options;
     options.bootstrap = broker_of(d).bootstrap;
     options.topic = prefix_ + ".ids";
@@ -309,28 +335,7 @@ TEST_F(DatacenterTest, ProducersOfBothDatacentersPublishOnlyTheirOwnIds) {
   }
   ASSERT_TRUE(done()) << consumers[0]->stats().last_error << " / "
                       << consumers[1]->stats().last_error;
-  for (int d : {0, 1}) {
-    consumers[d]->Close();
-    EXPECT_TRUE(producers[d]->Stop()) << "datacenter " << d;
-  }
-
-  // What each producer published, read_committed (as the consumers read).
-  std::array<std::array<std::set<int64_t>, 2>, 2> published;  // [datacenter][mode]
-  for (int d : {0, 1}) {
-    const std::string ids_topic = prefix_ + ".ids";
-    for (const auto& p : ReadAll(broker_of(d).bootstrap,
-                                 StreamTopics(ids_topic, {"order/segment", "order/snowflake"}),
-                                 Cluster::kPartitions)) {
-      const bool segment = p.batch.mode == IdBatch::Mode::kSegment;
-      if (segment) {
-        EXPECT_EQ(p.batch.start, 0) << "a range, not a listed batch: " << p.value;
-        EXPECT_EQ(p.batch.end, 0) << "a range, not a listed batch: " << p.value;
-        EXPECT_LE(p.batch.size(), kBatch) << p.value;
-      }
-      EXPECT_FALSE(p.batch.ids.empty()) << p.value;
-      published[d][segment ? 0 : 1].insert(p.batch.ids.begin(), p.batch.ids.end());
-    }
-  }
+  for (int d : {0, 1}) consumers[d]->Close();
 
   // Each ID taken once over both datacenters, from its datacenter's residue class or worker
   // ids, and published there. Counted, with the first few shown.

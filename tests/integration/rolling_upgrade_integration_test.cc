@@ -443,7 +443,9 @@ TEST_F(RollingUpgradeIntegrationTest, RestartingEveryNodeInTurnFailsNoCallAndRep
     }
   }
 
-  // Every batch either run of the producer committed: none twice, no ID in two of them.
+  // Every batch either run of the producer committed and the consumer did not claim (a claim
+  // deletes its batches: the claim floor; the claimed IDs are in the checks above): none twice, no
+  // ID in two of them.
   const auto published = ReadAll(broker_.bootstrap,
                                  StreamTopics(ids_topic, {std::string(kStreamTag) + "/segment",
                                                           std::string(kStreamTag) + "/snowflake"}),

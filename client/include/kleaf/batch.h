@@ -29,6 +29,10 @@ struct IdBatch {
   // kUuid7: lowercase 8-4-4-4-12 hex; kUlid: 26 uppercase Crockford base32 characters. In issue
   // order (increasing, as numbers and as text).
   std::vector<std::string> texts = {};
+  // The consumer group the producer publishes the batch for (producer.group): a consumer of
+  // another group must not claim it (docs/ids-topic.md, "One group per stream"). Empty in batches
+  // of producers before it was written; those are checked by nothing.
+  std::string group = {};
 
   KLEAF_CLIENT_API int64_t size() const;
   // The i-th ID of a 64-bit batch (kSegment, kSnowflake), 0 <= i < size().

@@ -23,6 +23,17 @@ namespace kleaf {
 //    handed out before that commit succeeded (one commit may claim several consecutive batches
 //    of a partition at once). A crash after the commit loses the batch (a gap),
 //    never duplicates it: the next owner of the partition starts at the committed offset.
+//  - After that commit and before any ID is handed out, the partition's log start is moved past
+//    the batch (Kafka's DeleteRecords): the claim floor. Kafka deletes an empty group's committed
+//    offsets offsets.retention.minutes after the group emptied, and a consumer without a
+//    committed offset starts at the log start, so the floor, not the offset, is what keeps a
+//    handed-out batch from being read again after every member was down that long. A batch whose
+//    floor did not move is not handed out (a gap). The principal needs the DELETE right on the
+//    stream topics (checked before the first claim of a partition: without it, or on a compacted
+//    topic, the stream is refused as below).
+//  - Each batch names the group its producer publishes it for (producer.group); a batch of
+//    another group is never claimed (Stats::foreign_batches; Next/Take of its stream fail with
+//    kRejected saying so): two groups on one stream would each claim every batch.
 //  - Commits go only for partitions this member holds right now, and the broker checks the
 //    member's generation: a member that was dropped from the group (SIGSTOP, a long GC-like
 //    pause, session timeout) gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, so it drops the batch
@@ -44,9 +55,9 @@ namespace kleaf {
 //    past each claim: a record below it (librdkafka can fetch from a stale position after a
 //    pause or seek) is skipped, never handed out (Stats::stale_batches).
 //  - Reads are read_committed: batches of aborted producer transactions are never seen.
-// One consumer group per ids topic: two groups on the same topic each receive every batch, so
-// they would hand out the same IDs. Give each consuming application its own ids topic and use
-// one group_id for all its processes.
+// One consumer group per ids topic: two groups on the same topic would each receive every batch
+// (refused, above). Give each consuming application its own ids topic and use one group_id for
+// all its processes.
 //
 // One topic per stream (Options::streams): a member fetches only the streams it named, so no
 // batch of another stream is ever claimed or dropped by it; see docs/architecture.md.
@@ -125,6 +136,10 @@ class BatchConsumer {
     int64_t commit_failures = 0;
     int64_t malformed_batches = 0;  // not a batch: skipped
     int64_t stale_batches = 0;      // fetched below the group's committed offset: skipped
+    // Published for another consumer group (the batch's "group"): skipped, never claimed.
+    int64_t foreign_batches = 0;
+    int64_t floor_failures = 0;     // claims whose floor (log start) did not move after the commit
+    int64_t unfloored_batches = 0;  // their batches: committed, not handed out (gaps)
     int64_t quarantines = 0;        // commits whose outcome was unknown (see above)
     int64_t rebalances = 0;
     int assigned_partitions = 0;

@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "kafka/client.h"
+#include "kleaf/batch.h"
 #include "tests/e2e/kleaf_process.h"
 #include "tests/integration/cluster_env.h"
 #include "tests/integration/producer/producer_env.h"
@@ -340,14 +342,24 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeTheListedIdsOfAnObfuscate
   Cluster cluster(broker_, "listed-consumers",
                   {{"segment.auto_create", "true"}, {"segment.default_id_mode", "obfuscated"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
+  // 4 batches on each of the 4 partitions, then the producer stops: the consumers claim 11 at
+  // most (three each, and the C++ one up to two ahead), and a claim deletes its batch from the
+  // topic (the claim floor), so what was published is read before anyone consumes.
   ProducerNode producer(
-      cluster, "prod-1", 2,
+      cluster, "prod-1", 4,
       "[{tag: obf, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]");
   auto started = producer.Start();
   ASSERT_TRUE(started.has_value()) << started.error();
+  ASSERT_TRUE(producer.WaitRounds(1, seconds(30))) << producer.Logs();
+  EXPECT_TRUE(producer.Stop());
 
   const std::string ids_topic = cluster.prefix() + ".ids";
-  // Three batches each: more than the producer keeps ahead (2 x 4 partitions), so it tops up.
+  // What the producer published (read_committed, as the consumers read): listed batches only,
+  // none of them a run of counters, no ID twice.
+  const auto published =
+      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"obf/segment"}), Cluster::kPartitions);
+  ASSERT_EQ(published.size(), 16u);
+
   constexpr int kCount = 3 * kBatchSize;
   std::vector<ConsumerRun> runs;
   auto r = StartEveryLanguage(runs, broker_.bootstrap, ids_topic, ids_topic + ".consumers", "obf",
@@ -355,13 +367,8 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeTheListedIdsOfAnObfuscate
   ASSERT_TRUE(r.has_value()) << r.error();
   auto by_mode = AwaitRuns(runs, kCount);
   const std::set<std::string>& printed = by_mode["segment"];
-  EXPECT_TRUE(producer.Stop());
   EXPECT_EQ(printed.size(), 3u * kCount);
 
-  // What the producer published (read_committed, as the consumers read): listed batches only,
-  // none of them a run of counters, no ID twice.
-  const auto published =
-      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"obf/segment"}), Cluster::kPartitions);
   std::map<std::string, const IdBatch*> by_first_id;
   std::set<std::string> published_ids;
   for (const auto& p : published) {
@@ -413,6 +420,165 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeTheListedIdsOfAnObfuscate
   }
   std::cerr << "[listed] " << printed.size() << " distinct IDs printed of " << published_ids.size()
             << " published in " << published.size() << " batches\n";
+}
+
+// A broker of the test's own, run by compose/kafka.sh with `props` (k=v) beside the shared one:
+// for broker settings the other tests must not get. Stopped (killed) and removed with the object.
+class OwnBroker {
+ public:
+  explicit OwnBroker(const KafkaBroker& shared) { broker_.script = shared.script; }
+  ~OwnBroker() {
+    if (!broker_.bootstrap.empty()) {
+      (void)RunScript({broker_.script, "stop", "--dir", broker_.dir, "--kill", "--clean"},
+                      seconds(60));
+    }
+  }
+  OwnBroker(const OwnBroker&) = delete;
+  OwnBroker& operator=(const OwnBroker&) = delete;
+
+  std::expected<void, std::string> Start(const std::vector<std::string>& props) {
+    auto port = RunScript({broker_.script, "free-port"}, seconds(30));
+    if (port.exit_code != 0) return std::unexpected("free-port: " + port.output);
+    broker_.port = port.output.substr(0, port.output.find_first_of("\r\n"));
+    broker_.dir = (dir_.path() / "kafka").string();
+    std::vector<std::string> argv{broker_.script, "start", "--port",
+                                  broker_.port,   "--dir", broker_.dir};
+    for (const auto& p : props) {
+      argv.push_back("--prop");
+      argv.push_back(p);
+    }
+    broker_.bootstrap = "127.0.0.1:" + broker_.port;
+    auto started = RunScript(argv, seconds(180));
+    if (started.exit_code != 0) return std::unexpected("kafka.sh start: " + started.output);
+    return {};
+  }
+  const KafkaBroker& broker() const { return broker_; }
+
+ private:
+  e2e::TempDir dir_;
+  KafkaBroker broker_;
+};
+
+// Issue 36: Kafka deletes an empty group's committed offsets offsets.retention.minutes after the
+// group emptied, and a consumer without a committed offset starts at the log's start. On a
+// broker with that retention at its least (1 minute, checked every second), consumers of every
+// language claim and print batches and stop; once the broker has deleted the group's offsets
+// (asked through the admin API until it has), they start again: no ID may be printed twice over
+// both rounds. Before the claim floor (each claim moves the log start past its batch) the second
+// round printed the first round's IDs again.
+TEST_F(MixedConsumersTest, NoIdTwiceAfterKafkaExpiredTheEmptyGroupsOffsets) {
+  ASSERT_NO_FATAL_FAILURE(RequirePythonAndJava());
+  OwnBroker own(broker_);
+  auto started_broker =
+      own.Start({"offsets.retention.minutes=1", "offsets.retention.check.interval.ms=1000"});
+  ASSERT_TRUE(started_broker.has_value()) << started_broker.error();
+  const KafkaBroker& broker = own.broker();
+  Cluster cluster(broker, "offset-expiry", {{"segment.auto_create", "true"}});
+  ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
+  ProducerNode producer(
+      cluster, "prod-1", 4,
+      "[{tag: mixed, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]");
+  auto started = producer.Start();
+  ASSERT_TRUE(started.has_value()) << started.error();
+  const std::string ids_topic = cluster.prefix() + ".ids";
+  const std::string group = ids_topic + ".consumers";
+  const std::string topic = StreamTopic(ids_topic, kTag, IdBatch::Mode::kSegment);
+  constexpr int kCount = 3 * kBatchSize;
+
+  std::vector<ConsumerRun> first;
+  ASSERT_TRUE(StartEveryLanguage(first, broker.bootstrap, ids_topic, group, kTag, "segment", kCount)
+                  .has_value());
+  AwaitRuns(first, kCount);
+  ASSERT_FALSE(HasFailure());
+
+  // Every member left: the group is empty. Wait (the admin API, not a sleep) until the broker has
+  // deleted its offsets; the producer keeps running meanwhile, as it would in production.
+  auto offsets = kafka::GroupOffsets::Create({{"bootstrap.servers", broker.bootstrap}}, group);
+  ASSERT_TRUE(offsets.has_value()) << offsets.error().message;
+  std::vector<kafka::TopicPartition> parts;
+  for (int32_t p = 0; p < 4; ++p) parts.push_back({topic, p, 0});
+  auto committed_partitions = [&]() -> int {
+    auto committed = (*offsets)->Committed(parts, milliseconds(10000));
+    if (!committed) return -1;
+    return static_cast<int>(std::count_if(committed->begin(), committed->end(),
+                                          [](const auto& tp) { return tp.offset >= 0; }));
+  };
+  const int had = committed_partitions();
+  ASSERT_GT(had, 0) << "the first round committed nothing";
+  const auto emptied = SteadyClock::now();
+  ASSERT_TRUE(WaitUntil([&] { return committed_partitions() == 0; }, seconds(180)))
+      << "the broker kept the empty group's offsets";
+  std::cerr << "[expiry] the group's offsets of " << had << " partitions were gone after "
+            << SecondsSince(emptied) << " s\n";
+
+  std::vector<ConsumerRun> second;
+  ASSERT_TRUE(
+      StartEveryLanguage(second, broker.bootstrap, ids_topic, group, kTag, "segment", kCount)
+          .has_value());
+  AwaitRuns(second, kCount);
+  EXPECT_TRUE(producer.Stop());
+
+  std::map<std::string, std::string> by_id;
+  size_t twice = 0;
+  for (const auto* runs : {&first, &second}) {
+    for (const auto& r : *runs) {
+      const std::string who = r.name + (runs == &first ? " (before)" : " (after)");
+      for (const auto& id : r.lines) {
+        auto [it, fresh] = by_id.emplace(id, who);
+        if (!fresh && ++twice <= 10) {
+          ADD_FAILURE() << "ID " << id << " printed by " << it->second << " and by " << who;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(twice, 0u);
+  EXPECT_EQ(by_id.size(), 6u * kCount);
+}
+
+// The operator who points a second consumer group at a stream (a new service with its own group
+// name): every batch names the group its producer tops up for, and a consumer of another group,
+// in every language, claims none (the partitions' log starts stay where they were) and stops with
+// a message that says why. The stream's own group then gets every batch.
+TEST_F(MixedConsumersTest, AConsumerOfAnotherGroupClaimsNothingAndIsToldWhy) {
+  ASSERT_NO_FATAL_FAILURE(RequirePythonAndJava());
+  Cluster cluster(broker_, "other-group", {{"segment.auto_create", "true"}});
+  ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
+  ProducerNode producer(
+      cluster, "prod-1", 2,
+      "[{tag: mixed, mode: segment, batch_size: " + std::to_string(kBatchSize) + "}]");
+  auto started = producer.Start();
+  ASSERT_TRUE(started.has_value()) << started.error();
+  const std::string ids_topic = cluster.prefix() + ".ids";
+  const std::string topic = StreamTopic(ids_topic, kTag, IdBatch::Mode::kSegment);
+
+  std::vector<ConsumerRun> others;
+  ASSERT_TRUE(StartEveryLanguage(others, broker_.bootstrap, ids_topic, ids_topic + ".another", kTag,
+                                 "segment", kBatchSize)
+                  .has_value());
+  for (auto& r : others) {
+    auto status = r.process->WaitExit(seconds(90));
+    EXPECT_TRUE(status.exited && status.code == 3) << r.name << ": " << status.ToString() << "\n"
+                                                   << r.process->Stderr();
+    EXPECT_TRUE(r.process->Stdout().empty()) << r.name << " printed IDs: " << r.process->Stdout();
+    EXPECT_NE(
+        r.process->Stderr().find("are published for consumer group " + ids_topic + ".consumers"),
+        std::string::npos)
+        << r.name << ": " << r.process->Stderr();
+  }
+  auto reader = kafka::PartitionReader::Create({{"bootstrap.servers", broker_.bootstrap}});
+  ASSERT_TRUE(reader.has_value()) << reader.error().message;
+  std::vector<kafka::TopicPartition> parts;
+  for (int32_t p = 0; p < 4; ++p) parts.push_back({topic, p, 0});
+  auto starts = (*reader)->LogStarts(parts, milliseconds(10000));
+  ASSERT_TRUE(starts.has_value()) << starts.error().message;
+  for (const auto& tp : *starts) EXPECT_EQ(tp.offset, 0) << "partition " << tp.partition;
+
+  std::vector<ConsumerRun> owners;
+  ASSERT_TRUE(StartEveryLanguage(owners, broker_.bootstrap, ids_topic, ids_topic + ".consumers",
+                                 kTag, "segment", kBatchSize)
+                  .has_value());
+  AwaitRuns(owners, kBatchSize);
+  EXPECT_TRUE(producer.Stop());
 }
 
 }  // namespace

@@ -212,6 +212,48 @@ TEST_F(IdsProducerTest, RoundCountsThePartitionsTheConsumersEmptied) {
   EXPECT_EQ(third->drained, 1) << "only the segment stream's partition was emptied";
 }
 
+// Issue 36: batches below a partition's log start are gone for every reader: deleted by the ids
+// topic's own retention (some batches, not others), or claimed by consumers, which move the log
+// start past a batch before they commit it (the claim floor). With no committed offset in the
+// group (none yet, or expired), a round counts only the batches at or past the log start and tops
+// the partition up; counting from offset 0 it would publish nothing, and the stream would starve.
+TEST_F(IdsProducerTest, BatchesBelowTheLogStartAreConsumedAndToppedUp) {
+  const std::string tag = "r" + suffix_;
+  auto [producer, first] = StartTwoStreams(tag);
+  ASSERT_TRUE(producer && first.has_value());
+  ASSERT_EQ(first->batches, 6);
+  const std::string topic = StreamTopic(topic_, tag, IdBatch::Mode::kSegment);
+  auto reader = kafka::PartitionReader::Create(props_);
+  ASSERT_TRUE(reader.has_value());
+  Result<std::pair<int64_t, int64_t>> marks = Fail(Code::kUnavailable, "not asked");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        marks = (*reader)->Watermarks(topic, 0, milliseconds(2000));
+        return marks && marks->second >= 3;
+      },
+      milliseconds(10000)))
+      << "the first round's 3 batches never became visible";
+  // Two of the three batches (offsets 0 and 1; 2 is the third, 3 the commit marker) are deleted.
+  const auto offsets =
+      dir_.WriteFile("delete.json", R"({"version":1,"partitions":[{"topic":")" + topic +
+                                        R"(","partition":0,"offset":2}]})");
+  auto deleted = RunScript({broker_.script, "tool", "delete-records", "--bootstrap-server",
+                            broker_.bootstrap, "--offset-json-file", offsets.string()},
+                           std::chrono::seconds(60));
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
+  auto starts = (*reader)->LogStarts({{topic, 0, 0}}, milliseconds(10000));
+  ASSERT_TRUE(starts.has_value()) << starts.error().message;
+  ASSERT_EQ(starts->front().offset, 2);
+
+  auto round = producer->RunRound();
+  ASSERT_TRUE(round.has_value()) << round.error().message;
+  EXPECT_EQ(round->batches, 2) << "one batch is left ahead of the log start: two more are wanted";
+  EXPECT_EQ(producer->Ahead(0), 3);
+  auto again = producer->RunRound();
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->batches, 0);
+}
+
 // An obfuscated tag's segment stream lists its IDs: the permuted IDs of the tag (positive, each
 // once, not the run of counters its segment covered, which would reveal the count), never a range
 // of counters. A batch_size too large to list in one record is refused, naming the key.
@@ -231,6 +273,14 @@ TEST_F(IdsProducerTest, ObfuscatedTagsBatchesListPermutedIds) {
 
   auto reader = kafka::PartitionReader::Create(props_);
   ASSERT_TRUE(reader.has_value());
+  // The commit returned; its markers, which make the batches readable, follow a moment later.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto marks = (*reader)->Watermarks(StreamTopic(topic_, tag, IdBatch::Mode::kSegment), 0,
+                                           milliseconds(2000));
+        return marks && marks->second >= 3;
+      },
+      milliseconds(10000)));
   std::vector<int64_t> ids;
   int ranges = 0;
   auto end = (*reader)->ReadToEnd(

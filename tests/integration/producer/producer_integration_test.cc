@@ -397,7 +397,10 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
   const int64_t from_ms = e2e::WallClockMs();
   Cluster cluster(broker_, "producer-id128", {{"segment.auto_create", "true"}});
   ASSERT_TRUE(cluster.StartNodes(1, 0).has_value()) << cluster.Logs();
-  constexpr int kAhead = 2;
+  // Enough for the whole test in the first round (10 x 4 partitions of each stream): the producer
+  // then stops, and what it published is read before the consumers claim, since a claim deletes
+  // its batches from the topic (the claim floor).
+  constexpr int kAhead = 10;
   ProducerNode producer(cluster, "prod-1", kAhead,
                         "[{tag: ev, mode: uuid7, batch_size: 50}, "
                         "{tag: ev, mode: ulid, batch_size: 40}, "
@@ -406,6 +409,16 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
   auto worker = producer.WorkerId();
   ASSERT_TRUE(worker.has_value()) << producer.Logs();
   const std::string ids_topic = cluster.prefix() + ".ids";
+  ASSERT_TRUE(producer.WaitRounds(1, seconds(30))) << producer.Logs();
+  producer.process().Terminate();
+  EXPECT_TRUE(producer.process().WaitExit(seconds(20)).exited);
+  const int64_t to_ms = e2e::WallClockMs();
+
+  // Everything the producer published, read_committed.
+  const auto all =
+      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"ev/uuid7", "ev/ulid", "ev/snowflake"}),
+              Cluster::kPartitions);
+  ASSERT_EQ(all.size(), 3u * kAhead * Cluster::kPartitions);
 
   BatchConsumer::Options options;
   options.bootstrap = broker_.bootstrap;
@@ -432,8 +445,8 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
   EXPECT_NE(as_text.error().message.find("Next/Take"), std::string::npos)
       << as_text.error().message;
 
-  // Both consumers take both streams until each took more than was ever ahead of one stream
-  // (kAhead x partitions x batch_size), so the producer topped up meanwhile.
+  // Both consumers take both streams, 600 IDs each: 1,200 of the 2,000 (uuid7) and 1,600 (ulid)
+  // published, with room for the batches each claims ahead.
   constexpr int64_t kEach = 600;
   const std::array<IdBatch::Mode, 2> modes{IdBatch::Mode::kUuid7, IdBatch::Mode::kUlid};
   std::array<std::set<std::string>, 2> taken;  // per mode, over both consumers
@@ -470,14 +483,6 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
   EXPECT_EQ((*one)->stats().malformed_batches + (*two)->stats().malformed_batches, 0);
   (*one)->Close();
   (*two)->Close();
-  producer.process().Terminate();
-  EXPECT_TRUE(producer.process().WaitExit(seconds(20)).exited);
-  const int64_t to_ms = e2e::WallClockMs();
-
-  // Everything the producer published, read_committed.
-  const auto all =
-      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"ev/uuid7", "ev/ulid", "ev/snowflake"}),
-              Cluster::kPartitions);
   ExpectNoDuplicates(all);
   const auto layout = snowflake::SnowflakeLayout::Default();
   std::set<std::pair<int64_t, int64_t>> draws;  // (millisecond, counter) of every ID, all kinds

@@ -25,6 +25,29 @@ TEST(BatchTest, SegmentRoundTripsWithIdsAsStrings) {
   EXPECT_EQ(d->at(999), 1999);
 }
 
+// A batch names the consumer group its producer publishes it for; batches without one (older
+// producers) decode with an empty group, and a group that is not a non-empty string is malformed.
+TEST(BatchTest, TheGroupABatchIsPublishedForRoundTrips) {
+  IdBatch b{"order", IdBatch::Mode::kSegment, 1, 3, {}};
+  b.group = "kleaf.ids.consumers";
+  const std::string json = EncodeBatch(b);
+  EXPECT_EQ(
+      json,
+      R"({"end":"3","group":"kleaf.ids.consumers","mode":"segment","start":"1","tag":"order"})");
+  auto d = DecodeBatch(json);
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->group, "kleaf.ids.consumers");
+  auto without = DecodeBatch(R"({"tag":"t","mode":"segment","start":"1","end":"9"})");
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ(without->group, "");
+  for (const char* bad : {R"({"tag":"t","mode":"segment","start":"1","end":"9","group":""})",
+                          R"({"tag":"t","mode":"segment","start":"1","end":"9","group":7})"}) {
+    auto r = DecodeBatch(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().find("group"), std::string::npos) << r.error();
+  }
+}
+
 // More than one datacenter: a segment batch lists its IDs (one residue class, not consecutive),
 // and has no start/end, so that a consumer that knows only ranges skips it as malformed.
 TEST(BatchTest, AListedSegmentBatchRoundTripsAndCannotBeReadAsARange) {

@@ -48,6 +48,23 @@ TEST(TopUpLedgerTest, PendingBatchCountsOnceBeforeAndAfterItIsReadBack) {
   EXPECT_EQ(ledger.Deficit(0, 2), 0);
 }
 
+// Consumers claimed (and moved the log start past) batches this node committed before it read them
+// back: they will never be read back, and count as consumed once the consumed offset is past the
+// highest offset the round delivered to the partition, not before.
+TEST(TopUpLedgerTest, PendingBatchBelowTheConsumedOffsetIsConsumed) {
+  TopUpLedger ledger(2);
+  ledger.AddPending(0, 0, "a", 1000, 4);
+  ledger.AddPending(0, 0, "b", 1000, 4);
+  ledger.AddPending(1, 1, "c", 1000, 4);  // another partition: not touched
+  ledger.AddPending(0, 0, "d", 1000);     // offset unknown: only read-back or expiry
+  EXPECT_EQ(ledger.Ahead(0), 3);
+  ledger.SetCommitted(0, 4);  // a batch at 4 may still be ahead
+  EXPECT_EQ(ledger.Ahead(0), 3);
+  ledger.SetCommitted(0, 5);
+  EXPECT_EQ(ledger.Ahead(0), 1);
+  EXPECT_EQ(ledger.Ahead(1), 1);
+}
+
 TEST(TopUpLedgerTest, PendingBatchThatNeverShowsUpExpires) {
   TopUpLedger ledger(1);
   ledger.AddPending(0, 0, "old", 1000);

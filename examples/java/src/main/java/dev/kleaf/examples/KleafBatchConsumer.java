@@ -11,7 +11,10 @@
 // with COUNT 0, on the idle timeout), and on SIGTERM/SIGINT; 1 on bad arguments, 2 on a timeout.
 // The last line on stderr is always the summary ("summary: printed=N ...").
 //
-// It claims one record at a time (max.poll.records 1): simple, not fast.
+// It claims one record at a time (max.poll.records 1): simple, not fast. A claim is two requests:
+// the commit, then the partition's log start moved past the record (Admin.deleteRecords, the
+// claim floor that outlives the group's committed offsets). Exit code 3 when no claim can be made:
+// a batch published for another group, or a right or a topic config missing (the log says which).
 package dev.kleaf.examples;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -34,6 +37,10 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.ExecutionException;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -43,6 +50,8 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
+import org.apache.kafka.common.errors.PolicyViolationException;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -101,7 +110,7 @@ public final class KleafBatchConsumer {
    * 64-bit IDs, the canonical text for 128-bit ones), or null when the record is malformed
    * (docs/ids-topic.md, "Checks a consumer must make").
    */
-  static String[] parseBatch(byte[] key, byte[] value, String tag, String mode) {
+  static Batch parseBatch(byte[] key, byte[] value, String tag, String mode) {
     if (value == null) return null;
     if (key != null && !tag.equals(new String(key, StandardCharsets.UTF_8))) return null;
     JsonNode b;
@@ -113,6 +122,20 @@ public final class KleafBatchConsumer {
     if (b == null || !b.isObject()) return null;
     if (!b.path("tag").isTextual() || !tag.equals(b.get("tag").asText())) return null;
     if (!b.path("mode").isTextual() || !mode.equals(b.get("mode").asText())) return null;
+    String group = null;
+    if (b.has("group")) {
+      if (!b.get("group").isTextual() || b.get("group").asText().isEmpty()) return null;
+      group = b.get("group").asText();
+    }
+    String[] ids = parseIds(b, mode);
+    return ids == null ? null : new Batch(ids, group);
+  }
+
+  /** A well-formed batch: its IDs as printed, and the group it is published for (null: none named). */
+  record Batch(String[] ids, String group) {}
+
+  /** The IDs of a parsed batch of `mode`, as parseBatch prints them, or null when malformed. */
+  static String[] parseIds(JsonNode b, String mode) {
     if (mode.equals("segment") && !b.has("ids")) {
       long start = parseId(b.get("start"));
       long end = parseId(b.get("end"));
@@ -142,10 +165,18 @@ public final class KleafBatchConsumer {
   /** One membership of the group: a KafkaConsumer subscribed to the stream's topic. */
   static final class Member implements ConsumerRebalanceListener {
     final KafkaConsumer<byte[], byte[]> consumer;
+    final Admin admin;
     final Set<Integer> held = new HashSet<>();
     final Map<Integer, Long> floor = new HashMap<>();  // lowest offset we may still claim
+    final Set<Integer> floorChecked = new HashSet<>();  // the broker allows their claim floor
 
     Member(Properties config, String topic) {
+      // The admin client's share of the consumer's properties: the brokers and how to reach them.
+      Properties adminConfig = new Properties();
+      for (String name : AdminClientConfig.configNames()) {
+        if (config.containsKey(name)) adminConfig.put(name, config.get(name));
+      }
+      admin = Admin.create(adminConfig);
       consumer = new KafkaConsumer<>(config);
       consumer.subscribe(List.of(topic), this);
     }
@@ -154,6 +185,7 @@ public final class KleafBatchConsumer {
     public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
       for (TopicPartition tp : partitions) held.add(tp.partition());
       floor.clear();  // read from the group at the first record of each partition
+      floorChecked.clear();
       log("assigned: " + sorted(partitions));
     }
 
@@ -181,9 +213,47 @@ public final class KleafBatchConsumer {
       });
     }
 
-    enum Claim { OK, REJECTED, UNKNOWN }
+    enum Claim { OK, REJECTED, UNKNOWN, UNFLOORED }
 
-    /** Commits offset + 1 synchronously. */
+    enum Floor { OK, REFUSED, UNAVAILABLE }
+
+    /** Deletes the partition's records before `offset` (its log start moves up to it, never down). */
+    Floor deleteBefore(TopicPartition tp, long offset) {
+      try {
+        admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(offset)))
+            .all().get(10, TimeUnit.SECONDS);
+        return Floor.OK;
+      } catch (ExecutionException e) {
+        log("deleting " + tp + " before " + offset + " failed: " + e.getCause());
+        return e.getCause() instanceof TopicAuthorizationException
+                || e.getCause() instanceof PolicyViolationException
+            ? Floor.REFUSED
+            : Floor.UNAVAILABLE;
+      } catch (Exception e) {
+        log("deleting " + tp + " before " + offset + " failed: " + e);
+        return Floor.UNAVAILABLE;
+      }
+    }
+
+    /**
+     * Before the first claim of `tp` since it was assigned: a deletion before offset 0 deletes
+     * nothing, but the broker checks it as any other (the DELETE right, cleanup.policy=delete).
+     */
+    Floor floorAllowed(TopicPartition tp) {
+      if (floorChecked.contains(tp.partition())) return Floor.OK;
+      Floor f = deleteBefore(tp, 0);
+      if (f == Floor.OK) floorChecked.add(tp.partition());
+      if (f == Floor.REFUSED) {
+        log("the principal needs the DELETE right on topic " + tp.topic()
+            + ", and the topic cleanup.policy=delete (docs/ids-topic.md)");
+      }
+      return f;
+    }
+
+    /**
+     * Commits offset + 1 synchronously, then moves the partition's log start to offset + 1 (the
+     * claim floor). UNFLOORED: claimed, but the floor did not move: drop it unused.
+     */
     Claim claim(TopicPartition tp, long offset) {
       try {
         consumer.commitSync(Map.of(tp, new OffsetAndMetadata(offset + 1)), Duration.ofSeconds(10));
@@ -197,11 +267,15 @@ public final class KleafBatchConsumer {
         return Claim.UNKNOWN;
       }
       floor.put(tp.partition(), offset + 1);
-      return Claim.OK;
+      // Claimed in the group. Then the floor: once the log starts past the record, no reader can
+      // fetch it again, whatever becomes of the group's committed offsets (Kafka deletes them
+      // offsets.retention.minutes after the group emptied). Only then may it be used.
+      return deleteBefore(tp, offset + 1) == Floor.OK ? Claim.OK : Claim.UNFLOORED;
     }
 
     void close() {
       consumer.close(Duration.ofSeconds(10));  // leaves the group: its partitions move at once
+      admin.close(Duration.ofSeconds(5));
     }
   }
 
@@ -252,6 +326,8 @@ public final class KleafBatchConsumer {
     // Eager, and named "roundrobin" like librdkafka's: C++ and Python members share the group.
     config.put("partition.assignment.strategy",
         "org.apache.kafka.clients.consumer.RoundRobinAssignor");
+    // No commit (none yet, or expired): start at the log start, which every claim moved past the
+    // batches it claimed (the claim floor), so everything readable there is unclaimed.
     config.put("auto.offset.reset", "earliest");
     config.put("max.poll.records", "1");
     Map<String, String> musts = Map.of(
@@ -298,7 +374,8 @@ public final class KleafBatchConsumer {
     }));
 
     String topic = streamTopic(idsTopic, tag, mode);
-    long claimed = 0, malformed = 0, stale = 0, rejected = 0, rejoins = 0, printed = 0;
+    long claimed = 0, malformed = 0, stale = 0, rejected = 0, rejoins = 0, unfloored = 0,
+        printed = 0;
     BufferedWriter out = new BufferedWriter(
         new OutputStreamWriter(new FileOutputStream(FileDescriptor.out), StandardCharsets.US_ASCII),
         1 << 16);
@@ -319,6 +396,7 @@ public final class KleafBatchConsumer {
         break;
       }
       ConsumerRecords<byte[], byte[]> records = member.consumer.poll(Duration.ofMillis(200));
+      boolean refused = false;
       for (ConsumerRecord<byte[], byte[]> r : records) {
         TopicPartition tp = new TopicPartition(r.topic(), r.partition());
         if (!r.topic().equals(topic) || !member.held.contains(r.partition())) continue;
@@ -326,13 +404,39 @@ public final class KleafBatchConsumer {
           ++stale;  // below the group's committed offset: claimed already
           continue;
         }
-        String[] ids = parseBatch(r.key(), r.value(), tag, mode);
-        if (ids == null) {
+        Batch batch = parseBatch(r.key(), r.value(), tag, mode);
+        if (batch == null) {
           ++malformed;  // skipped; the next claim's commit moves past it
           log("malformed record at " + tp + "@" + r.offset());
           continue;
         }
+        if (batch.group() != null && !batch.group().equals(group)) {
+          // Another group's batch: two groups on one stream would each claim every batch.
+          log("refused: the batches of " + topic + " are published for consumer group "
+              + batch.group() + " (the producer's producer.group), and this consumer is in group "
+              + group + ": none is claimed here (docs/ids-topic.md, \"One group per stream\")");
+          why = "foreign_group";
+          refused = true;
+          break;
+        }
+        String[] ids = batch.ids();
+        Member.Floor allowed = member.floorAllowed(tp);
+        if (allowed == Member.Floor.REFUSED) {
+          why = "claim_refused";
+          refused = true;
+          break;
+        }
+        if (allowed != Member.Floor.OK) {
+          // Nothing claimed: read the record again after a pause.
+          member.consumer.seek(tp, r.offset());
+          Thread.sleep(500);
+          break;
+        }
         Member.Claim outcome = member.claim(tp, r.offset());
+        if (outcome == Member.Claim.UNFLOORED) {
+          ++unfloored;  // claimed, never used: a gap
+          continue;
+        }
         if (outcome == Member.Claim.REJECTED) {
           ++rejected;  // the group moved on: not ours, drop it
           continue;
@@ -356,14 +460,18 @@ public final class KleafBatchConsumer {
         printed += take;
         lastIdAt = System.nanoTime();
       }
+      if (refused) {
+        code = 3;
+        break;
+      }
     }
     long began = System.nanoTime();
     member.close();
     log(String.format(
-        "summary: printed=%d claimed=%d malformed=%d stale=%d rejected=%d rejoins=%d close_ms=%d "
-            + "stopped_by=%s",
-        printed, claimed, malformed, stale, rejected, rejoins, (System.nanoTime() - began) / 1_000_000,
-        why));
+        "summary: printed=%d claimed=%d malformed=%d stale=%d rejected=%d rejoins=%d unfloored=%d "
+            + "close_ms=%d stopped_by=%s",
+        printed, claimed, malformed, stale, rejected, rejoins, unfloored,
+        (System.nanoTime() - began) / 1_000_000, why));
     return code;
   }
 
