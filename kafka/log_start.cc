@@ -16,21 +16,6 @@ namespace {
 
 using DeleteRecordsHandle = Handle<rd_kafka_DeleteRecords_t, rd_kafka_DeleteRecords_destroy>;
 
-// Sends `send` with request and operation timeouts of `timeout` and waits for its result event on
-// a queue of its own (other events of the handle are not touched). nullptr when none came in time.
-template <typename Send>
-EventHandle AdminRequest(rd_kafka_t* rk, rd_kafka_admin_op_t op, milliseconds timeout, Send send) {
-  QueueHandle queue(rd_kafka_queue_new(rk));
-  AdminOptionsHandle options(rd_kafka_AdminOptions_new(rk, op));
-  char errstr[512];
-  const int ms = static_cast<int>(std::max<int64_t>(timeout.count(), 1));
-  rd_kafka_AdminOptions_set_request_timeout(options.get(), ms, errstr, sizeof(errstr));
-  rd_kafka_AdminOptions_set_operation_timeout(options.get(), ms, errstr, sizeof(errstr));
-  send(options.get(), queue.get());
-  // The request's own timeout ends it; the grace covers handing that answer over.
-  return EventHandle(rd_kafka_queue_poll(queue.get(), ms + 1000));
-}
-
 // Errors of a moment: right after a topic is created, while a leader moves, or without an answer.
 bool Transient(rd_kafka_resp_err_t err) {
   switch (err) {
@@ -50,6 +35,39 @@ bool Transient(rd_kafka_resp_err_t err) {
     default:
       return false;
   }
+}
+
+// Sends `send` (`what`: the request's name, for errors) with request and operation timeouts of
+// `timeout` and waits for its result event on a queue of its own (other events of the handle are
+// not touched). An error when no answer came in time or the request failed as a whole; `transient`
+// says whether that was an error of a moment.
+template <typename Send>
+Result<EventHandle> AdminRequest(rd_kafka_t* rk, rd_kafka_admin_op_t op, const char* what,
+                                 milliseconds timeout, bool& transient, Send send) {
+  QueueHandle queue(rd_kafka_queue_new(rk));
+  AdminOptionsHandle options(rd_kafka_AdminOptions_new(rk, op));
+  char errstr[512];
+  const int ms = static_cast<int>(std::max<int64_t>(timeout.count(), 1));
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), ms, errstr, sizeof(errstr));
+  rd_kafka_AdminOptions_set_operation_timeout(options.get(), ms, errstr, sizeof(errstr));
+  send(options.get(), queue.get());
+  // The request's own timeout ends it; the grace covers handing that answer over.
+  EventHandle event(rd_kafka_queue_poll(queue.get(), ms + 1000));
+  if (!event) {
+    transient = true;
+    return std::unexpected(Error{Code::kUnavailable, std::string(what) + ": no answer within " +
+                                                         std::to_string(ms) + " ms"});
+  }
+  if (auto err = rd_kafka_event_error(event.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    transient = Transient(err);
+    Error e = KafkaError(err, std::string(what) + ": " + rd_kafka_event_error_string(event.get()));
+    if (err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+        err == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED) {
+      e.code = Code::kFailedPrecondition;  // a right to grant, not a moment to wait out
+    }
+    return std::unexpected(std::move(e));
+  }
+  return event;
 }
 
 // Runs `once` (a request with `transient` set on a failure of a moment) until it succeeds, fails
@@ -87,19 +105,13 @@ Result<void> DeleteRecordsOnce(rd_kafka_t* rk, const std::vector<TopicPartition>
   PartitionList list = ToList(before);
   DeleteRecordsHandle request(rd_kafka_DeleteRecords_new(list.get()));
   rd_kafka_DeleteRecords_t* requests[] = {request.get()};
-  EventHandle event = AdminRequest(rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout,
-                                   [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-                                     rd_kafka_DeleteRecords(rk, requests, 1, options, queue);
-                                   });
-  if (!event) {
-    return std::unexpected(Error{Code::kUnavailable, "DeleteRecords: no answer within " +
-                                                         std::to_string(timeout.count()) + " ms"});
-  }
-  if (auto err = rd_kafka_event_error(event.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return std::unexpected(
-        KafkaError(err, std::string("DeleteRecords: ") + rd_kafka_event_error_string(event.get())));
-  }
-  const auto* result = rd_kafka_event_DeleteRecords_result(event.get());
+  auto event =
+      AdminRequest(rk, RD_KAFKA_ADMIN_OP_DELETERECORDS, "DeleteRecords", timeout, transient,
+                   [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                     rd_kafka_DeleteRecords(rk, requests, 1, options, queue);
+                   });
+  if (!event) return std::unexpected(event.error());
+  const auto* result = rd_kafka_event_DeleteRecords_result(event->get());
   const auto* offsets = result ? rd_kafka_DeleteRecords_result_offsets(result) : nullptr;
   if (offsets == nullptr)
     return std::unexpected(Error{Code::kUnavailable, "DeleteRecords: no result"});
@@ -129,19 +141,12 @@ Result<std::vector<TopicPartition>> LogStartOffsetsOnce(
   transient = false;
   PartitionList list = ToList(partitions);
   for (int i = 0; i < list->cnt; ++i) list->elems[i].offset = RD_KAFKA_OFFSET_SPEC_EARLIEST;
-  EventHandle event = AdminRequest(rk, RD_KAFKA_ADMIN_OP_LISTOFFSETS, timeout,
-                                   [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-                                     rd_kafka_ListOffsets(rk, list.get(), options, queue);
-                                   });
-  if (!event) {
-    return std::unexpected(Error{Code::kUnavailable, "ListOffsets: no answer within " +
-                                                         std::to_string(timeout.count()) + " ms"});
-  }
-  if (auto err = rd_kafka_event_error(event.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return std::unexpected(
-        KafkaError(err, std::string("ListOffsets: ") + rd_kafka_event_error_string(event.get())));
-  }
-  const auto* result = rd_kafka_event_ListOffsets_result(event.get());
+  auto event = AdminRequest(rk, RD_KAFKA_ADMIN_OP_LISTOFFSETS, "ListOffsets", timeout, transient,
+                            [&](rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                              rd_kafka_ListOffsets(rk, list.get(), options, queue);
+                            });
+  if (!event) return std::unexpected(event.error());
+  const auto* result = rd_kafka_event_ListOffsets_result(event->get());
   if (result == nullptr)
     return std::unexpected(Error{Code::kUnavailable, "ListOffsets: no result"});
   size_t n = 0;

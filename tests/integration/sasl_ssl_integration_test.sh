@@ -100,7 +100,7 @@ config sasl-producer producer kleaf-secret-1 \
 "$kleaf" producer --config "$work/sasl-producer.yaml" >"$work/p.out" 2>"$work/p.err" &
 pids+=($!)
 rc=0
-timeout 120 "$consumer" "127.0.0.1:$sasl" kleaf.ids sasl-consumers sasl segment 60 60000 \
+timeout 120 "$consumer" "127.0.0.1:$sasl" kleaf.ids kleaf.ids.consumers sasl segment 60 60000 \
   security.protocol=SASL_SSL sasl.mechanism=SCRAM-SHA-512 sasl.username=kleaf \
   sasl.password=kleaf-secret-1 "ssl.ca.location=$work/ca.pem" >"$work/c.out" 2>"$work/c.err" || rc=$?
 ((rc == 0)) || fail "BatchConsumer over SASL_SSL: exit $rc: $(tail -5 "$work/c.err"); producer: $(tail -5 "$work/p.err")"

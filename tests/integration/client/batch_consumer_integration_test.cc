@@ -873,6 +873,33 @@ TEST_F(BatchConsumerIntegrationTest, InProcessConsumerTakesKeysAndBatches) {
   EXPECT_EQ(closed.error().kind, ClientError::Kind::kClosed);
 }
 
+// Issue 36: a stream topic on which the claim floor cannot move (compacted: the broker refuses
+// DeleteRecords there, as it does without the DELETE right). The consumer finds out before its
+// first claim: it commits nothing, hands nothing out, and Take fails at once saying why, instead
+// of committing every batch and dropping it unused.
+TEST_F(BatchConsumerIntegrationTest, AStreamWhoseFloorCannotMoveIsRefusedBeforeAnyClaim) {
+  const std::string topic = UniqueTopic("compacted");
+  const std::string stream_topic = StreamTopic(topic, "c", IdBatch::Mode::kSegment);
+  const kafka::Properties props{{"bootstrap.servers", broker_.bootstrap}};
+  auto created = kafka::EnsureTopics(props, {{stream_topic, 1, 1, {{"cleanup.policy", "compact"}}}},
+                                     seconds(30));
+  ASSERT_TRUE(created) << created.error().message;
+  ASSERT_TRUE(Publish(broker_.bootstrap, topic, 1, SegmentBatches("c", 0, 10, 5)));
+  auto c = BatchConsumer::Create(OptionsFor(topic, {{"c", IdBatch::Mode::kSegment}}));
+  ASSERT_TRUE(c) << c.error().message;
+  auto ids = (*c)->Take("c", IdBatch::Mode::kSegment, 5, seconds(30));
+  ASSERT_FALSE(ids) << "handed out " << ids->size() << " IDs";
+  EXPECT_EQ(ids.error().kind, ClientError::Kind::kRejected) << ids.error().message;
+  EXPECT_NE(ids.error().message.find("cleanup.policy"), std::string::npos) << ids.error().message;
+  EXPECT_EQ((*c)->stats().claimed_batches, 0);
+  (*c)->Close();
+  auto group = kafka::GroupOffsets::Create(props, topic + ".group");
+  ASSERT_TRUE(group) << group.error().message;
+  auto committed = (*group)->Committed({{stream_topic, 0, 0}}, seconds(10));
+  ASSERT_TRUE(committed) << committed.error().message;
+  EXPECT_LT(committed->front().offset, 0) << "a batch was committed";
+}
+
 TEST_F(BatchConsumerIntegrationTest, RefusesOptionsThatBreakTheGuarantee) {
   BatchConsumer::Options options;
   options.bootstrap = broker_.bootstrap;
