@@ -446,7 +446,17 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
       << as_text.error().message;
 
   // Both consumers take both streams, 600 IDs each: 1,200 of the 2,000 (uuid7) and 1,600 (ulid)
-  // published, with room for the batches each claims ahead.
+  // published, with room for the batches each claims ahead. Only once the group split the 8
+  // partitions between them: the producer publishes no more, so one consumer holding every
+  // partition for a while (the other still joining) could claim, and drop as gaps, what the other
+  // needs.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return (*one)->stats().assigned_partitions == 4 && (*two)->stats().assigned_partitions == 4;
+      },
+      seconds(60)))
+      << "assigned: " << (*one)->stats().assigned_partitions << " and "
+      << (*two)->stats().assigned_partitions;
   constexpr int64_t kEach = 600;
   const std::array<IdBatch::Mode, 2> modes{IdBatch::Mode::kUuid7, IdBatch::Mode::kUlid};
   std::array<std::set<std::string>, 2> taken;  // per mode, over both consumers
@@ -478,7 +488,16 @@ TEST_F(ProducerTest, Uuid7AndUlidStreamsAreUniqueOrderedAndReadByAnIndependentPa
   }
   std::cerr << "[id128 streams] uuid7 " << by[0][0] << " + " << by[1][0] << ", ulid " << by[0][1]
             << " + " << by[1][1] << "\n";
-  EXPECT_TRUE(done()) << (*one)->stats().last_error << " / " << (*two)->stats().last_error;
+  auto describe = [](const BatchConsumer& c) {
+    const auto st = c.stats();
+    return "claimed " + std::to_string(st.claimed_batches) + ", held " +
+           std::to_string(st.held_batches) + ", assigned " +
+           std::to_string(st.assigned_partitions) + ", rebalances " +
+           std::to_string(st.rebalances) + ", released " + std::to_string(st.released_batches) +
+           ", stale " + std::to_string(st.stale_batches) + ", dropped " +
+           std::to_string(st.dropped_batches) + ", last error '" + st.last_error + "'";
+  };
+  EXPECT_TRUE(done()) << describe(**one) << " / " << describe(**two);
   EXPECT_TRUE(twice.empty()) << twice.size() << " IDs handed out twice, e.g. " << twice.front();
   EXPECT_EQ((*one)->stats().malformed_batches + (*two)->stats().malformed_batches, 0);
   (*one)->Close();
