@@ -124,6 +124,7 @@ struct BatchConsumer::Impl {
   std::map<std::string, BatchKey> stream_of_topic;  // the subscribed topics; set before Run
   std::set<BatchKey> streams;                       // the same streams, by key
   std::unique_ptr<kafka::GroupConsumer> consumer;  // used by the fetch thread only
+  std::unique_ptr<kafka::LogStartClient> floors;   // the claim floor; the fetch thread only
   std::shared_ptr<LogGate> log_gate;  // the consumer's log lines; detached when Close() returns
 
   mutable Mutex mu;
@@ -350,8 +351,8 @@ bool BatchConsumer::Impl::ClaimHeld() {
   // that no reader can fetch it again whatever becomes of the group's committed offsets (Kafka
   // deletes them offsets.retention.minutes after the group emptied). IDs are handed out only once
   // both succeeded; a run claimed whose floor did not move is a gap.
-  if (auto floor = consumer->DeleteRecordsBefore({{last.topic, last.partition, next}},
-                                                 options.commit_timeout);
+  if (auto floor =
+          floors->DeleteRecordsBefore({{last.topic, last.partition, next}}, options.commit_timeout);
       !floor) {
     DropClaimed(batches.size(), "claim floor: " + floor.error().message);
     return true;
@@ -366,7 +367,7 @@ bool BatchConsumer::Impl::CheckFloorRights(const kafka::Message& m) {
   // A deletion before offset 0 deletes nothing, but the broker checks it as any other: the
   // DELETE right on the topic and cleanup.policy=delete. Without them every claim's floor would
   // fail after its commit, and every batch would be a gap: refuse the stream before claiming.
-  auto probe = consumer->DeleteRecordsBefore({{m.topic, m.partition, 0}}, options.commit_timeout);
+  auto probe = floors->DeleteRecordsBefore({{m.topic, m.partition, 0}}, options.commit_timeout);
   if (probe) {
     st.floor_rights = true;
     return true;
@@ -662,8 +663,13 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   if (!consumer) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, consumer.error().message));
   }
+  auto floors = kafka::LogStartClient::Create(*props);
+  if (!floors) {
+    return std::unexpected(Err(ClientError::Kind::kInvalidArgument, floors.error().message));
+  }
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->consumer = std::move(*consumer);
+  impl->floors = std::move(*floors);
   impl->log_gate = std::move(log_gate);
   for (const auto& [topic, key] : *stream_of_topic) impl->streams.insert(key);
   impl->stream_of_topic = std::move(*stream_of_topic);

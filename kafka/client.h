@@ -4,6 +4,7 @@
 
 #include "kafka/group_consumer.h"
 #include "kafka/group_offsets.h"
+#include "kafka/log_start.h"
 #include "kafka/message.h"
 #include "kafka/partition_reader.h"
 #include "kafka/producer.h"

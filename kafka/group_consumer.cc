@@ -296,11 +296,6 @@ std::optional<GroupConsumer::PendingCommit::Outcome> GroupConsumer::PendingCommi
   }
 }
 
-Result<void> GroupConsumer::DeleteRecordsBefore(const std::vector<TopicPartition>& before,
-                                                milliseconds timeout) {
-  return kafka::DeleteRecordsBefore(impl_->rk.get(), before, timeout);
-}
-
 Result<std::unique_ptr<GroupConsumer::PendingCommit>> GroupConsumer::StartCommit(
     const std::vector<TopicPartition>& offsets) {
   PartitionList list = ToList(offsets);

@@ -96,13 +96,6 @@ class GroupConsumer {
   // must treat that as "not claimed", and see PendingCommit for how to know when it is settled).
   [[nodiscard]] Result<void> Commit(const std::vector<TopicPartition>& offsets,
                                     std::chrono::milliseconds timeout);
-  // Moves the log start offset of each of `before` up to its offset (DeleteRecords), through this
-  // consumer's connections: the claim floor of the ids topic (docs/ids-topic.md). Not fenced by
-  // the group: a start moved by a member that then fails to commit only leaves a gap.
-  // kFailedPrecondition where the broker refuses it (the DELETE right, a compacted topic);
-  // kUnavailable without an answer within `timeout` (it may still happen: a start only moves up).
-  [[nodiscard]] Result<void> DeleteRecordsBefore(const std::vector<TopicPartition>& before,
-                                                 std::chrono::milliseconds timeout);
   // The partitions the group assigned to this member right now, fetched or not (rebalance
   // events still queued for Poll may be older).
   std::vector<TopicPartition> Assignment();

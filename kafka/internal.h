@@ -55,18 +55,6 @@ TxnError ToTxnError(ErrorHandle error);
     rd_kafka_t* rk, const std::vector<TopicPartition>& partitions,
     std::chrono::milliseconds timeout);
 
-// Moves the log start offset of each of `before` up to its offset (DeleteRecords): every record
-// below it is gone for every reader, and the start never moves back. kFailedPrecondition, naming
-// the right or the config, where the broker refuses it; kUnavailable without an answer in time
-// (the deletion may still happen: it only ever moves a start forward).
-[[nodiscard]] Result<void> DeleteRecordsBefore(rd_kafka_t* rk,
-                                               const std::vector<TopicPartition>& before,
-                                               std::chrono::milliseconds timeout);
-// The log start offset of each of `partitions` (ListOffsets, earliest), in one request per leader.
-[[nodiscard]] Result<std::vector<TopicPartition>> LogStartOffsets(
-    rd_kafka_t* rk, const std::vector<TopicPartition>& partitions,
-    std::chrono::milliseconds timeout);
-
 // Shared by group_consumer.cc and TxnProducer::SendOffsets (the group's metadata).
 struct GroupConsumer::Impl {
   LogSink log;  // this handle's own log sink, if any; outlives rk (declared before it)

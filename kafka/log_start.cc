@@ -1,6 +1,7 @@
-// A partition's log start offset, read and moved forward: the claim floor of the ids topic's
-// partitions (docs/architecture.md, "ID batches on Kafka (I4)"). Kafka moves a log start only
-// forward (DeleteRecords, retention) and keeps it with the log, not on a timer of its own.
+// LogStartClient (kafka/log_start.h). Kafka moves a log start only forward (DeleteRecords,
+// retention) and keeps it with the log, not on a timer of its own.
+#include "kafka/log_start.h"
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -171,18 +172,39 @@ Result<std::vector<TopicPartition>> LogStartOffsetsOnce(
 
 }  // namespace
 
-Result<void> DeleteRecordsBefore(rd_kafka_t* rk, const std::vector<TopicPartition>& before,
-                                 milliseconds timeout) {
+struct LogStartClient::Impl {
+  KafkaHandle rk;
+};
+
+LogStartClient::LogStartClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LogStartClient::~LogStartClient() = default;
+
+Result<std::unique_ptr<LogStartClient>> LogStartClient::Create(const Properties& props) {
+  // A consumer handle without a group: it accepts a consumer's properties without warnings, and
+  // with no subscription and no assignment it never fetches.
+  Properties p = props;
+  p.erase("group.id");
+  p.erase("group.instance.id");
+  auto rk = NewHandle(RD_KAFKA_CONSUMER, p);
+  if (!rk) return std::unexpected(rk.error());
+  auto impl = std::make_unique<Impl>();
+  impl->rk = std::move(*rk);
+  return std::unique_ptr<LogStartClient>(new LogStartClient(std::move(impl)));
+}
+
+Result<void> LogStartClient::DeleteRecordsBefore(const std::vector<TopicPartition>& before,
+                                                 milliseconds timeout) {
   if (before.empty()) return {};
+  rd_kafka_t* rk = impl_->rk.get();
   return WithRetries<void>(rk, before, timeout, [&](milliseconds slice, bool& transient) {
     return DeleteRecordsOnce(rk, before, slice, transient);
   });
 }
 
-Result<std::vector<TopicPartition>> LogStartOffsets(rd_kafka_t* rk,
-                                                    const std::vector<TopicPartition>& partitions,
-                                                    milliseconds timeout) {
+Result<std::vector<TopicPartition>> LogStartClient::LogStarts(
+    const std::vector<TopicPartition>& partitions, milliseconds timeout) {
   if (partitions.empty()) return std::vector<TopicPartition>{};
+  rd_kafka_t* rk = impl_->rk.get();
   return WithRetries<std::vector<TopicPartition>>(
       rk, partitions, timeout, [&](milliseconds slice, bool& transient) {
         return LogStartOffsetsOnce(rk, partitions, slice, transient);

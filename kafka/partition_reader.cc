@@ -57,11 +57,6 @@ std::optional<Message> PartitionReader::Poll(milliseconds timeout) {
   return ToMessage(m.get());
 }
 
-Result<std::vector<TopicPartition>> PartitionReader::LogStarts(
-    const std::vector<TopicPartition>& partitions, milliseconds timeout) {
-  return LogStartOffsets(impl_->rk.get(), partitions, timeout);
-}
-
 Result<std::pair<int64_t, int64_t>> PartitionReader::Watermarks(const std::string& topic,
                                                                 int32_t partition,
                                                                 milliseconds timeout) {

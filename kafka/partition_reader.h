@@ -34,10 +34,6 @@ class PartitionReader {
   [[nodiscard]] Result<std::pair<int64_t, int64_t>> Watermarks(const std::string& topic,
                                                                int32_t partition,
                                                                std::chrono::milliseconds timeout);
-  // The log start offset of each of `partitions` (one ListOffsets request per leader): below it
-  // nothing can be read any more (DeleteRecords, retention). Moves only forward.
-  [[nodiscard]] Result<std::vector<TopicPartition>> LogStarts(
-      const std::vector<TopicPartition>& partitions, std::chrono::milliseconds timeout);
   // Reads `topic`/`partition` from `from` up to its end (high watermark / last stable offset at
   // the time of the call), handing each message to `fn`. Returns the offset after the last one
   // read.

@@ -119,6 +119,9 @@ Result<void> IdsProducer::Init() {
   auto reader = kafka::PartitionReader::Create(options_.props);
   if (!reader) return std::unexpected(reader.error());
   reader_ = std::move(*reader);
+  auto log_starts = kafka::LogStartClient::Create(options_.props);
+  if (!log_starts) return std::unexpected(log_starts.error());
+  log_starts_ = std::move(*log_starts);
   auto offsets = kafka::GroupOffsets::Create(options_.props, options_.group);
   if (!offsets) return std::unexpected(offsets.error());
   offsets_ = std::move(*offsets);
@@ -200,7 +203,7 @@ Result<std::map<int32_t, int64_t>> IdsProducer::ConsumedOffsets() {
   const auto parts = QueuePartitions();
   auto committed = offsets_->Committed(parts, kKafkaTimeout);
   if (!committed) return std::unexpected(committed.error());
-  auto starts = reader_->LogStarts(parts, kKafkaTimeout);
+  auto starts = log_starts_->LogStarts(parts, kKafkaTimeout);
   if (!starts) return std::unexpected(starts.error());
   // A batch is consumed once it is below the group's committed offset or below its partition's log
   // start: consumers that follow the claim rule move the log start past a batch before they commit

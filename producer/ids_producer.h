@@ -183,6 +183,7 @@ class IdsProducer {
   Clock& clock_;
   std::unique_ptr<kafka::TxnProducer> txn_;
   std::unique_ptr<kafka::PartitionReader> reader_;
+  std::unique_ptr<kafka::LogStartClient> log_starts_;  // the stream partitions' log starts
   std::unique_ptr<kafka::GroupOffsets> offsets_;
   std::vector<StreamState> streams_;
   std::map<std::string, size_t> stream_of_topic_;

@@ -581,7 +581,7 @@ TEST_F(MixedConsumersTest, AConsumerOfAnotherGroupClaimsNothingAndIsToldWhy) {
         std::string::npos)
         << r.name << ": " << r.process->Stderr();
   }
-  auto reader = kafka::PartitionReader::Create({{"bootstrap.servers", broker_.bootstrap}});
+  auto reader = kafka::LogStartClient::Create({{"bootstrap.servers", broker_.bootstrap}});
   ASSERT_TRUE(reader.has_value()) << reader.error().message;
   std::vector<kafka::TopicPartition> parts;
   for (int32_t p = 0; p < 4; ++p) parts.push_back({topic, p, 0});

@@ -241,7 +241,9 @@ TEST_F(IdsProducerTest, BatchesBelowTheLogStartAreConsumedAndToppedUp) {
                             broker_.bootstrap, "--offset-json-file", offsets.string()},
                            std::chrono::seconds(60));
   ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
-  auto starts = (*reader)->LogStarts({{topic, 0, 0}}, milliseconds(10000));
+  auto log_starts = kafka::LogStartClient::Create(props_);
+  ASSERT_TRUE(log_starts.has_value()) << log_starts.error().message;
+  auto starts = (*log_starts)->LogStarts({{topic, 0, 0}}, milliseconds(10000));
   ASSERT_TRUE(starts.has_value()) << starts.error().message;
   ASSERT_EQ(starts->front().offset, 2);
 
