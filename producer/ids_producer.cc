@@ -206,10 +206,10 @@ Result<std::map<int32_t, int64_t>> IdsProducer::ConsumedOffsets() {
   auto starts = log_starts_->LogStarts(parts, kKafkaTimeout);
   if (!starts) return std::unexpected(starts.error());
   // A batch is consumed once it is below the group's committed offset or below its partition's log
-  // start: consumers that follow the claim rule move the log start past a batch before they commit
-  // it, so the start is the claim floor that survives the group's offsets (which Kafka deletes
-  // offsets.retention.minutes after the group emptied), and retention moves it past batches
-  // nobody claimed (gaps, topped up here).
+  // start: consumers that follow the claim rule move the log start past a batch after they commit
+  // it and before they use it, so the start is the claim floor that survives the group's offsets
+  // (which Kafka deletes offsets.retention.minutes after the group emptied), and retention moves
+  // it past batches nobody claimed (gaps, topped up here).
   std::map<int32_t, int64_t> consumed;
   for (const auto& tp : *starts) {
     consumed[Queue(stream_of_topic_.at(tp.topic), tp.partition)] = std::max<int64_t>(tp.offset, 0);
@@ -222,7 +222,7 @@ Result<std::map<int32_t, int64_t>> IdsProducer::ConsumedOffsets() {
       spdlog::warn(
           "[producer] group {} has no committed offset on {}/{}, whose log starts at {}: its "
           "offsets expired (offsets.retention.minutes) or were deleted. Consumers that follow "
-          "the claim rule (docs/ids-topic.md) start at the log start, above every claimed batch",
+          "the claim rule (docs/ids-topic.md) start at the log start, above every batch used",
           options_.group, tp.topic, tp.partition, at);
     }
     if (without_offset) {
