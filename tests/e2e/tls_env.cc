@@ -36,7 +36,7 @@ Pki::Pki(const std::filesystem::path& dir, const std::string& name) : dir_(dir),
 }
 
 void Pki::Issue(const std::string& name, const std::string& serial, bool server,
-                const std::string& prefix, int days) const {
+                const std::string& faketime, int days) const {
   const auto ext = dir_ / (name + ".ext");
   const std::string extensions = server
                                      ? "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
@@ -45,7 +45,10 @@ void Pki::Issue(const std::string& name, const std::string& serial, bool server,
   const auto csr = dir_ / (name + ".csr");
   RunOrFail("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
             Quote(Key(name)) + " -out " + Quote(csr) + " -subj '/CN=" + name + "'");
-  RunOrFail(prefix + " openssl x509 -req -in " + Quote(csr) + " -CA " + Quote(CaCert()) +
+  const std::string prefix = faketime.empty() ? ""
+                                              : "/usr/bin/env LD_PRELOAD=" + Quote(Libfaketime()) +
+                                                    " FAKETIME=" + Quote(faketime) + " ";
+  RunOrFail(prefix + "openssl x509 -req -in " + Quote(csr) + " -CA " + Quote(CaCert()) +
             " -CAkey " + Quote(Key(ca_)) + " -set_serial 0x" + serial + " -days " +
             std::to_string(days) + " -extfile " + Quote(ext) + " -out " + Quote(Cert(name)));
 }

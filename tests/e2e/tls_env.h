@@ -35,10 +35,13 @@ class Pki {
   std::filesystem::path Key(const std::string& name) const { return dir_ / (name + ".key"); }
   std::filesystem::path CaCert() const { return Cert(ca_); }
 
-  // A leaf certificate `name` with `serial` (hex), for 127.0.0.1 (server) or a client; `prefix`
-  // runs openssl behind e.g. faketime to date it elsewhere.
+  // A leaf certificate `name` with `serial` (hex), for 127.0.0.1 (server) or a client. A non-empty
+  // `faketime` (a FAKETIME value, e.g. "@2020-01-01 00:00:00" or "+30d") runs openssl with
+  // libfaketime preloaded to date it elsewhere: through env(1), not the faketime wrapper, whose
+  // per-pid semaphore a killed wrapper leaves behind for a later one of the same pid to trip on
+  // ("sem_open: File exists"). Callers skip without libfaketime (e2e::Libfaketime() empty).
   void Issue(const std::string& name, const std::string& serial, bool server = true,
-             const std::string& prefix = "", int days = 2) const;
+             const std::string& faketime = "", int days = 2) const;
 
  private:
   std::filesystem::path dir_;
