@@ -140,12 +140,21 @@ int RunStateReplay(const config::Config& c) {
   }
   auto reader = kafka::PartitionReader::Create(setup->props);
   if (!reader) return StartupError(reader.error().message);
+  auto tail_reader = kafka::PartitionReader::Create(cluster::TailReaderProperties(setup->props));
+  if (!tail_reader) return StartupError(tail_reader.error().message);
   const auto& topics = setup->topics;
   int64_t total = 0;
   for (int32_t p = 0; p < topics.partitions; ++p) {
-    auto r = cluster::RestorePartition(**reader, **store, topics, p, milliseconds(120000));
+    auto r = cluster::RestorePartition(**reader, **tail_reader, **store, topics, p,
+                                       milliseconds(120000));
     if (!r)
       return StartupError("replaying partition " + std::to_string(p) + ": " + r.error().message);
+    if (r->open_transaction_at) {
+      std::cerr << "warning: state partition " << p << " has a transaction without an outcome "
+                << "from offset " << *r->open_transaction_at << ": the records after it were "
+                << "replayed as if committed (docs/operations.md, \"A transaction without an "
+                << "outcome\")" << std::endl;
+    }
     total += r->records;
   }
   std::cout << "replayed " << total << " state records of " << topics.state << " into "

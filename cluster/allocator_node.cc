@@ -386,8 +386,34 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
   if (stop_.load()) return Fail(Code::kUnavailable, "stopping");
   auto reader = kafka::PartitionReader::Create(options_.props, "allocator_restore");
   if (!reader) return std::unexpected(reader.error());
-  auto restored = RestorePartition(**reader, store_, options_.topics, p, milliseconds(60000));
+  auto tail_reader = kafka::PartitionReader::Create(TailReaderProperties(options_.props),
+                                                    "allocator_restore_tail");
+  if (!tail_reader) return std::unexpected(tail_reader.error());
+  auto restored =
+      RestorePartition(**reader, **tail_reader, store_, options_.topics, p, milliseconds(60000));
   if (!restored) return std::unexpected(restored.error());
+  if (restored->open_transaction_at && !restored->floors.empty()) {
+    // The tail behind a transaction without an outcome was applied as if committed. Its maxima are
+    // written again in a transaction of this owner, before anything is served: committed, they
+    // outlast that transaction's abort (an operator's kafka-transactions.sh abort makes its
+    // records invisible to every later restore, which would then start below IDs it served).
+    auto recommitted = [&]() -> Result<void> {
+      if (auto b = (*producer)->Begin(); !b) return Fail(Code::kUnavailable, b.error().message);
+      for (const auto& [key, value] : restored->floors) {
+        if (auto sent = (*producer)->Send(options_.topics.state, p, key, value, {}); !sent)
+          return std::unexpected(sent.error());
+      }
+      if (auto c = (*producer)->Commit(milliseconds(10000)); !c)
+        return Fail(Code::kUnavailable, c.error().message);
+      return {};
+    }();
+    if (!recommitted) {
+      (void)(*producer)->Abort(milliseconds(1000));
+      return Fail(Code::kUnavailable,
+                  "writing again the maxima read past an open transaction on state partition " +
+                      std::to_string(p) + ": " + recommitted.error().message);
+    }
+  }
   auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
   if (!marks) return std::unexpected(marks.error());
   out.producer = std::move(*producer);
@@ -429,6 +455,20 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
   serving_[p] = std::move(fenced.producer);
   takeovers_.fetch_add(1);
   MetricsOf(p).takeovers.Inc();
+  if (restored.open_transaction_at) {
+    MetricsOf(p).open_transaction_restores.Inc();
+    spdlog::warn(
+        "[allocator] partition {}: a transaction on {} begun at offset {} has no outcome: readers "
+        "of committed records stop there, and the records up to {} were read as if committed "
+        "({} maxima written again, committed). Kafka answers a commit before it writes its "
+        "markers and drops them for a partition without a leader at that moment (a restart of "
+        "its only broker, all its replicas down). End it so that readers move on: "
+        "kafka-transactions.sh --bootstrap-server B find-hanging --broker-id N, then "
+        "kafka-transactions.sh --bootstrap-server B abort --topic {} --partition {} "
+        "--start-offset {} (docs/operations.md, \"A transaction without an outcome\")",
+        p, options_.topics.state, *restored.open_transaction_at, restored.end,
+        restored.floors.size(), options_.topics.state, p, *restored.open_transaction_at);
+  }
   MetricsOf(p).serving.Set(1);
   {
     MutexLock lock(serving_mu_);
@@ -479,7 +519,11 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
                           labels),
       registry.GetGauge("kleaf_allocator_partition_serving",
                         "1 while this allocator serves the partition, 0 once it released it.",
-                        labels)};
+                        labels),
+      registry.GetCounter("kleaf_allocator_open_transaction_restores_total",
+                          "Takeovers of the partition that found a transaction without an "
+                          "outcome in its state partition and restored through it.",
+                          labels)};
   return partition_metrics_.emplace(p, m).first->second;
 }
 

@@ -153,6 +153,7 @@ class AllocatorNode {
     metrics::Counter& takeovers;
     metrics::Counter& releases;
     metrics::Gauge& serving;
+    metrics::Counter& open_transaction_restores;
   };
   PartitionMetrics& MetricsOf(int32_t p);
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "cluster/wire.h"
 
@@ -35,9 +37,13 @@ struct RestoredPartition {
   int64_t records = 0;
   int64_t skipped = 0;               // unreadable
   std::optional<Error> store_error;  // reading the store's record of a tag failed
+  // Reading past the last stable offset (RestorePartition's tail): the keys read there.
+  bool in_tail = false;
+  std::set<std::string> tail_keys;
 
   void Add(const kafka::Message& m, state::Store& store) {
     if (!m.value) return;
+    if (in_tail) tail_keys.insert(m.key);
     if (m.key == requests_offset_key) {
       if (auto next = wire::DecodeRequestsOffset(*m.value)) {
         requests_offset = std::max(requests_offset.value_or(0), *next);
@@ -110,21 +116,49 @@ struct RestoredPartition {
 
 }  // namespace
 
-Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::Store& store,
+kafka::Properties TailReaderProperties(const kafka::Properties& props) {
+  kafka::Properties p = props;
+  p["isolation.level"] = "read_uncommitted";
+  return p;
+}
+
+Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
+                                       kafka::PartitionReader& tail_reader, state::Store& store,
                                        const ClusterTopics& topics, int32_t p,
                                        std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto left = [&] {
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()),
+                    std::chrono::milliseconds(1));
+  };
   auto applied = store.GetValue(AppliedOffsetKey(p));
   if (!applied) return std::unexpected(applied.error());
   RestoreResult result;
   result.from = applied->value_or(0);
-  auto marks = reader.Watermarks(topics.state, p, timeout);
+  // The log's end (read_uncommitted: the high watermark) and the last stable offset, below which
+  // every transaction has its outcome. After the fence they are equal but for a moment: the fenced
+  // owner's transaction is aborted before init_transactions returns, its markers written. A last
+  // stable offset that stays below the end is a transaction without an outcome: Kafka answers a
+  // commit once its decision is logged and writes the markers after, and drops them for a
+  // partition that has no leader at that moment (a restart of its only broker, all its replicas
+  // down), taking it for deleted. Its records may be committed ones (the owner applied and served
+  // them), and every record committed after it is hidden from read_committed readers with it.
+  auto log_end = tail_reader.Watermarks(topics.state, p, left());
+  if (!log_end) return std::unexpected(log_end.error());
+  auto marks = reader.Watermarks(topics.state, p, left());
   if (!marks) return std::unexpected(marks.error());
-  if (result.from > marks->second) {
+  for (int i = 0; marks->second < log_end->second && i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // markers on their way
+    marks = reader.Watermarks(topics.state, p, left());
+    if (!marks) return std::unexpected(marks.error());
+  }
+  if (result.from > log_end->second) {
     // Records this store applied are gone from the topic: a node without this store would
     // restore less than was committed and serve IDs again.
     return Fail(Code::kFailedPrecondition,
                 "state partition " + std::to_string(p) + " of " + topics.state +
-                    " ends at offset " + std::to_string(marks->second) +
+                    " ends at offset " + std::to_string(log_end->second) +
                     " but this store applied records up to " + std::to_string(result.from) +
                     ": the topic was recreated or truncated and lost committed state. Restore the "
                     "state from an export (docs/operations.md, \"Layout refusals\")");
@@ -133,12 +167,47 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader, state::St
   restored.requests_offset_key = RequestsOffsetKey(p);
   auto end = reader.ReadToEnd(
       topics.state, p, result.from, [&](const kafka::Message& m) { restored.Add(m, store); },
-      timeout);
+      left());
   if (!end) return std::unexpected(end.error());
+  if (*end < log_end->second) {
+    // The tail behind a transaction without an outcome, read uncommitted: committed records, the
+    // open transaction's (committed or not: unknown) and those of transactions aborted since.
+    // Each is applied as if committed: tags and sections only raise their maximum (MergeRestored,
+    // AddSection), the requests offset only moves forward, so an aborted record leaves a gap,
+    // never an ID or value twice.
+    result.open_transaction_at = marks->second;
+    restored.in_tail = true;
+    end = tail_reader.ReadToEnd(
+        topics.state, p, *end, [&](const kafka::Message& m) { restored.Add(m, store); }, left());
+    if (!end) return std::unexpected(end.error());
+  }
   if (restored.store_error) return std::unexpected(*restored.store_error);
   if (restored.skipped > 0) {
     spdlog::error("[restore] state partition {}: {} unreadable records skipped", p,
                   restored.skipped);
+  }
+  // Before the records move into the store's batch below.
+  if (result.open_transaction_at) {
+    for (const auto& [tag, r] : restored.tags) {
+      if (restored.tail_keys.contains(state::TagKey(tag)))
+        result.floors.emplace_back(state::TagKey(tag), state::EncodeTag(r));
+    }
+    for (const auto& [key, r] : restored.sections) {
+      const std::string k = state::SectionKey(key.first, key.second);
+      if (restored.tail_keys.contains(k)) result.floors.emplace_back(k, state::EncodeSection(r));
+    }
+    for (const auto& [id, w] : restored.workers) {
+      if (restored.tail_keys.contains(state::WorkerKey(id)))
+        result.floors.emplace_back(state::WorkerKey(id), state::EncodeWorker(w));
+    }
+    for (const auto& [name, r] : restored.spaces) {
+      if (restored.tail_keys.contains(state::SpaceKey(name)))
+        result.floors.emplace_back(state::SpaceKey(name), state::EncodeSpace(r));
+    }
+    if (restored.requests_offset && restored.tail_keys.contains(restored.requests_offset_key)) {
+      result.floors.emplace_back(restored.requests_offset_key,
+                                 wire::EncodeRequestsOffset(*restored.requests_offset));
+    }
   }
   state::Store::Batch batch;
   for (auto& [tag, r] : restored.tags) batch.tags.push_back(std::move(r));

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "cluster/topics.h"
@@ -26,15 +28,30 @@ struct RestoreResult {
   // The next offset of requests partition `p` to serve, as the last committed batch recorded it
   // (RequestsOffsetKey), or nullopt when no batch of this version was ever committed on p.
   std::optional<int64_t> requests_offset;
+  // Set when a transaction without an outcome held the last stable offset below the log's end
+  // (docs/architecture.md, "A transaction without an outcome"): the offset where it began. The
+  // records from there to `end` were read uncommitted and applied as if committed.
+  std::optional<int64_t> open_transaction_at;
+  // Those records, as the store now holds them (tags and sections, merged; the requests offset):
+  // key and value to write again in a committed transaction, so that the floors they set survive
+  // an abort of the open transaction.
+  std::vector<std::pair<std::string, std::string>> floors;
 };
 
-// Applies state-topic partition `p` from the store's applied offset up to the last stable offset
-// into the store (with MergeRestored), and records the new applied offset and the requests offset
-// the restored records carry.
+// Applies state-topic partition `p` from the store's applied offset up to the end of its log into
+// the store (with MergeRestored), and records the new applied offset and the requests offset the
+// restored records carry. Up to the last stable offset through `reader` (read_committed); past it,
+// where a transaction without an outcome holds it below the log's end, through `tail_reader`
+// (isolation.level=read_uncommitted): every record there is applied as if it was committed, which
+// only ever raises a maximum (a record of an aborted transaction leaves a gap, never a duplicate).
 [[nodiscard]] Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
+                                                     kafka::PartitionReader& tail_reader,
                                                      state::Store& store,
                                                      const ClusterTopics& topics, int32_t p,
                                                      std::chrono::milliseconds timeout);
+
+// The properties of RestorePartition's tail reader: `props` with isolation.level=read_uncommitted.
+kafka::Properties TailReaderProperties(const kafka::Properties& props);
 
 // Name of the store value holding the next state-topic offset to apply for partition `p`.
 std::string AppliedOffsetKey(int32_t p);

@@ -1,0 +1,160 @@
+// A transaction without an outcome in a state partition. Kafka answers a commit once its decision
+// is logged and writes the markers after; for a partition without a leader at that moment (a
+// restart of its only broker, all its replicas down) it drops them, taking the partition for
+// deleted. The partition's last stable offset then stays where that transaction began, and every
+// record committed after it is hidden from read_committed readers: a takeover that restored only
+// up to there would start below IDs the previous owner served (I1). Here the test itself holds a
+// transaction open on the partition (a producer of its own, never committed), which is what such
+// a transaction looks like to every reader, while an allocator commits raises after it; a fresh
+// allocator then takes over, and later one more after that transaction was aborted (what an
+// operator's kafka-transactions.sh abort does).
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <set>
+
+#include "cluster/restore.h"
+#include "kafka/client.h"
+#include "kafka/partition_reader.h"
+#include "kafka/txn_producer.h"
+#include "state/records.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class OpenTransactionIntegrationTest : public KafkaTest {
+ protected:
+  // The state partition's last stable offset and log end, or an error.
+  std::expected<std::pair<int64_t, int64_t>, std::string> Ends(const std::string& topic,
+                                                               int32_t p) const {
+    kafka::Properties props{{"bootstrap.servers", broker_.bootstrap}};
+    auto committed = kafka::PartitionReader::Create(props);
+    auto uncommitted = kafka::PartitionReader::Create(cluster::TailReaderProperties(props));
+    if (!committed || !uncommitted) return std::unexpected(std::string("reader"));
+    auto lso = (*committed)->Watermarks(topic, p, seconds(10));
+    auto end = (*uncommitted)->Watermarks(topic, p, seconds(10));
+    if (!lso || !end) return std::unexpected(std::string("watermarks"));
+    return std::make_pair(lso->second, end->second);
+  }
+
+  // Fetches `total` IDs of `tag` through `gw` in requests of 100 and adds them to `seen`; fails
+  // the test on an error or an ID seen before.
+  void Draw(const Node& gw, const std::string& tag, int total, std::set<int64_t>& seen,
+            std::vector<int64_t>* drawn = nullptr) {
+    for (int n = 0; n < total; n += 100) {
+      std::expected<std::vector<int64_t>, std::string> ids;
+      ASSERT_TRUE(WaitUntil(
+          [&] {
+            ids = FetchIds(gw.port, tag, 100);
+            return ids.has_value();
+          },
+          seconds(30)))
+          << ids.error();
+      for (int64_t id : *ids) {
+        ASSERT_TRUE(seen.insert(id).second) << "ID " << id << " of " << tag << " served twice";
+        if (drawn) drawn->push_back(id);
+      }
+    }
+  }
+};
+
+TEST_F(OpenTransactionIntegrationTest, ATakeoverRestoresPastATransactionWithoutAnOutcome) {
+  Cluster cluster(broker_, "opentxn");
+  const int32_t p = 1;
+  // `served` is drawn from before and after the open transaction; `floor` gets a raise inside it.
+  const std::string served = TagOnPartition("opentxn-served", p, Cluster::kPartitions);
+  const std::string floor = TagOnPartition("opentxn-floor", p, Cluster::kPartitions);
+  const std::string state_topic = cluster.prefix() + ".state";
+
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw1 = cluster.AddGateway("gw-a", 0);
+  ASSERT_TRUE(cluster.Start({&a1}));
+  ASSERT_TRUE(cluster.Start({&gw1}));
+  for (const auto& tag : {served, floor}) {
+    auto put = PutTag(gw1.port, tag, R"({"step":100})");
+    ASSERT_TRUE(put) << put.error();
+  }
+  std::set<int64_t> seen_served, seen_floor;
+  Draw(gw1, served, 300, seen_served);
+  Draw(gw1, floor, 100, seen_floor);
+  ASSERT_FALSE(HasFatalFailure());
+
+  // The open transaction: a raise of `floor` far above anything served, never committed.
+  constexpr int64_t kFloor = 1'000'000;
+  auto open = kafka::TxnProducer::Create(
+      {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
+      cluster.prefix() + ".test-open");
+  ASSERT_TRUE(open) << open.error().message;
+  ASSERT_TRUE((*open)->Init(seconds(30)));
+  ASSERT_TRUE((*open)->Begin());
+  state::TagRecord raised;
+  raised.tag = floor;
+  raised.max_id = kFloor;
+  raised.step = 100;
+  ASSERT_TRUE((*open)->Send(state_topic, p, state::TagKey(floor), state::EncodeTag(raised), {}));
+  ASSERT_TRUE((*open)->Flush(seconds(10)));
+  auto ends = Ends(state_topic, p);
+  ASSERT_TRUE(ends) << ends.error();
+  ASSERT_LT(ends->first, ends->second) << "the transaction does not hold the last stable offset";
+  const int64_t open_at = ends->first;
+
+  // Raises committed after it: hidden from read_committed readers.
+  std::vector<int64_t> after;
+  Draw(gw1, served, 1000, seen_served, &after);
+  ASSERT_FALSE(HasFatalFailure());
+  ends = Ends(state_topic, p);
+  ASSERT_TRUE(ends) << ends.error();
+  ASSERT_EQ(ends->first, open_at) << "the last stable offset moved past the open transaction";
+  std::cout << "[ opentxn ] transaction open at offset " << open_at << ", log end " << ends->second
+            << "; " << seen_served.size() << " IDs of " << served << " served" << std::endl;
+
+  // A fresh allocator takes over (kill -9: no release), behind a fresh gateway (no buffers).
+  a1.process->Kill();
+  gw1.process->Kill();
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  Node& gw2 = cluster.AddGateway("gw-b", 1);
+  ASSERT_TRUE(cluster.Start({&a2}));
+  ASSERT_TRUE(cluster.Start({&gw2}));
+  Draw(gw2, served, 500, seen_served);  // none of them served before (I1)
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(Count(a2.Log(), "has no outcome"), 1) << a2.Log();
+  auto metrics = ScrapeMetrics(a2.port);
+  ASSERT_TRUE(metrics) << metrics.error();
+  EXPECT_EQ(metrics->Value("kleaf_allocator_open_transaction_restores_total",
+                           "partition=\"" + std::to_string(p) + "\""),
+            1.0);
+
+  // The operator ends the transaction: aborted, its raise of `floor` is gone from the topic. The
+  // maximum a2 read past it was written again, committed, at its takeover: a third allocator
+  // (fresh, after a2's kill -9) starts `floor` above it.
+  ASSERT_TRUE((*open)->Abort(seconds(30)));
+  // Kafka answers the abort before its marker is written: the last stable offset follows.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        ends = Ends(state_topic, p);
+        return ends && ends->first == ends->second;
+      },
+      seconds(10)))
+      << "the aborted transaction still holds the last stable offset";
+  a2.process->Kill();
+  gw2.process->Kill();
+  Node& a3 = cluster.AddAllocator("alloc-3");
+  Node& gw3 = cluster.AddGateway("gw-c", 2);
+  ASSERT_TRUE(cluster.Start({&a3}));
+  ASSERT_TRUE(cluster.Start({&gw3}));
+  std::vector<int64_t> floor_ids;
+  Draw(gw3, floor, 100, seen_floor, &floor_ids);
+  Draw(gw3, served, 300, seen_served);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(floor_ids.empty());
+  EXPECT_GE(*std::min_element(floor_ids.begin(), floor_ids.end()), kFloor)
+      << "the maximum read past the open transaction did not outlast its abort";
+  EXPECT_EQ(Count(a3.Log(), "has no outcome"), 0) << a3.Log();
+}
+
+}  // namespace
+}  // namespace kleaf::integration
