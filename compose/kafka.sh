@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Runs a real single-node Apache Kafka 3.9 broker (KRaft, broker+controller in one JVM), or a
-# cluster of such nodes, for kleaf's development, tests and CI, without Docker: the broker jars
-# come from Maven Central through compose/pom.xml. See compose/README.md.
+# Runs a real single-node Apache Kafka broker (KRaft, broker+controller in one JVM), or a cluster
+# of such nodes, for kleaf's development, tests and CI, without Docker: the broker jars come from
+# Maven Central through compose/pom.xml. See compose/README.md.
+#
+# The version is pom.xml's <kafka.version> (3.9.2), or KLEAF_KAFKA_VERSION, or --kafka-version V
+# anywhere on the command line (it wins): 3.9.x or 4.x. Each version has its own jar cache; a
+# running broker or cluster is stopped and inspected the same way whatever its version.
 #
 #   kafka.sh fetch
 #   kafka.sh start --port P [--dir D] [--controller-port C] [--timeout S] [--prop k=v]...
@@ -12,7 +16,7 @@
 #   kafka.sh libs
 #   kafka.sh tool NAME [ARGS...]   Kafka's CLI tools: topics, consumer-groups, get-offsets,
 #                                  console-consumer, configs, transactions, delete-records,
-#                                  metadata-quorum, reassign-partitions
+#                                  metadata-quorum, reassign-partitions, features
 #                                  (ARGS as for kafka-NAME.sh, e.g. --bootstrap-server H:P --list)
 #
 # A KRaft cluster of N broker+controller nodes (default 3: RF 3, min ISR 2) under one dir D:
@@ -29,10 +33,39 @@ COMPOSE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 POM="$COMPOSE_DIR/pom.xml"
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM" | head -n1)"
 [[ -n "$KAFKA_VERSION" ]] || { echo "kafka.sh: no <kafka.version> in $POM" >&2; exit 1; }
+KAFKA_VERSION_GIVEN=0   # 1: from KLEAF_KAFKA_VERSION or --kafka-version, not the pom's default
+[[ -n "${KLEAF_KAFKA_VERSION:-}" ]] && { KAFKA_VERSION="$KLEAF_KAFKA_VERSION"; KAFKA_VERSION_GIVEN=1; }
+args=()
+while (($#)); do
+  case "$1" in
+    --kafka-version) [[ $# -ge 2 ]] || { echo "kafka.sh: --kafka-version needs a version" >&2; exit 2; }
+                     KAFKA_VERSION="$2"; KAFKA_VERSION_GIVEN=1; shift 2 ;;
+    --kafka-version=*) KAFKA_VERSION="${1#*=}"; KAFKA_VERSION_GIVEN=1; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+set -- ${args[@]+"${args[@]}"}
+# kleaf supports the brokers its tests run: 3.9 (the last with ZooKeeper, still on managed services)
+# and 4.x (KRaft only). Older brokers lack what kleaf needs of KRaft and of the admin API.
+[[ "$KAFKA_VERSION" =~ ^(3\.9|4\.[0-9]+)\.[0-9]+$ ]] || {
+  echo "kafka.sh: Kafka '$KAFKA_VERSION' is not supported: 3.9.x or 4.x (e.g. 3.9.2, 4.4.0)" >&2; exit 2; }
 CACHE_ROOT="${KLEAF_KAFKA_CACHE:-$COMPOSE_DIR/.cache}"
-CACHE_DIR="$CACHE_ROOT/kafka-$KAFKA_VERSION"
-LIBS="$CACHE_DIR/libs"
-MARKER="$CACHE_DIR/.complete"
+set_version() {
+  KAFKA_VERSION="$1"
+  CACHE_DIR="$CACHE_ROOT/kafka-$KAFKA_VERSION"
+  LIBS="$CACHE_DIR/libs"
+  MARKER="$CACHE_DIR/.complete"
+}
+set_version "$KAFKA_VERSION"
+# A broker's run dir records the version it last ran (kafka.version, written at each launch): a
+# restart without a version given runs that one again, so a test that restarts a 3.9 broker never
+# upgrades it by accident. A version given explicitly wins (a rolling upgrade names the new one).
+version_of_dir() {
+  local dir="$1"
+  if ((KAFKA_VERSION_GIVEN == 0)) && [[ -s "$dir/kafka.version" ]]; then
+    set_version "$(cat "$dir/kafka.version")"
+  fi
+}
 # The marker records pom.xml's hash: a changed pom (a jar added) fetches again.
 POM_SUM="$(sha256sum "$POM" | cut -d' ' -f1)"
 RUN_ROOT="${KLEAF_KAFKA_RUN:-$COMPOSE_DIR/.run}"
@@ -98,7 +131,8 @@ fetch() {
   tmp="$CACHE_DIR/libs.tmp.$$"
   rm -rf "$tmp" "$LIBS"
   log "fetching Apache Kafka $KAFKA_VERSION jars from Maven Central into $LIBS"
-  if ! mvn -B -q -Dstyle.color=never -f "$POM" "$DEPENDENCY_PLUGIN:copy-dependencies" \
+  if ! mvn -B -q -Dstyle.color=never -f "$POM" -Dkafka.version="$KAFKA_VERSION" \
+      "$DEPENDENCY_PLUGIN:copy-dependencies" \
       -DoutputDirectory="$tmp" -DincludeScope=runtime >"$CACHE_DIR/fetch.log" 2>&1; then
     rm -rf "$tmp"
     sed 's/\x1b\[[0-9;]*m//g' "$CACHE_DIR/fetch.log" | tail -n 30 >&2
@@ -272,6 +306,7 @@ LAUNCHED_PID=""
 launch_broker() {
   local dir="$1" jvm_opts="$2"
   local cp="$LIBS/*" log4j="-Dlog4j.configuration=file:$dir/log4j.properties"
+  echo "$KAFKA_VERSION" >"$dir/kafka.version"
   rm -f "$dir/kafka.pid"
   # setsid: the broker outlives the calling shell and gets none of its terminal signals.
   # All three standard streams are redirected so that $(kafka.sh start ...) returns.
@@ -302,9 +337,10 @@ cmd_start() {
   [[ "$port" =~ ^[0-9]+$ && "$port" -gt 0 ]] || die "start needs --port P (a free port; see: kafka.sh free-port)"
   [[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
   local t0; t0=$(now_ms)
+  dir="$(abs_dir "${dir:-$RUN_ROOT/kafka-$port}")"
+  version_of_dir "$dir"
   fetch
   need_tools java python3
-  dir="$(abs_dir "${dir:-$RUN_ROOT/kafka-$port}")"
 
   local pid; pid="$(broker_pid "$dir")"
   if [[ -n "$pid" ]]; then
@@ -721,6 +757,7 @@ cmd_cluster_node() {
   case "$action" in
     start)
       local t0; t0=$(now_ms)
+      version_of_dir "$ndir"
       fetch
       need_tools java python3
       if [[ -z "$pid" ]]; then
@@ -795,12 +832,15 @@ cmd_tool() {
     consumer-groups) main=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand ;;
     get-offsets) main=org.apache.kafka.tools.GetOffsetShell ;;
     console-consumer) main=org.apache.kafka.tools.consumer.ConsoleConsumer ;;
-    configs) main=kafka.admin.ConfigCommand ;;
+    configs)  # moved from core (Scala) to the tools module in Kafka 4.0
+      if [[ "$KAFKA_VERSION" == 3.* ]]; then main=kafka.admin.ConfigCommand
+      else main=org.apache.kafka.tools.ConfigCommand; fi ;;
     transactions) main=org.apache.kafka.tools.TransactionsCommand ;;
     delete-records) main=org.apache.kafka.tools.DeleteRecordsCommand ;;
     metadata-quorum) main=org.apache.kafka.tools.MetadataQuorumCommand ;;
     reassign-partitions) main=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
-    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records, metadata-quorum, reassign-partitions)" ;;
+    features) main=org.apache.kafka.tools.FeatureCommand ;;
+    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records, metadata-quorum, reassign-partitions, features)" ;;
   esac
   shift
   fetch

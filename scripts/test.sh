@@ -5,14 +5,24 @@
 # (tests/prometheus), builds kleaf with warnings as errors, builds the clang
 # sanitizer build and runs the unit tests under ASan+UBSan and the HTTP and TLS fuzzers in it
 # (tests/fuzz), builds the unit tests alone under ThreadSanitizer and runs them (build-tsan),
-# starts a real Kafka broker (compose/kafka.sh), runs every test with ctest (unit, e2e against the
-# real binary, integration against the broker), and stops the broker again; then starts a cluster
-# of three brokers (compose/kafka.sh cluster-start) for the tests labelled cluster3.
+# starts a real Kafka broker (compose/kafka.sh: 3.9.2, its default) and one of the other generation
+# beside it (KLEAF_TEST_KAFKA_COMPAT_VERSION, 4.4.0), runs every test with ctest (unit, e2e against
+# the real binary, integration against the main broker, and the compatibility subset labelled
+# kafka-compat against the other), and stops the brokers again; then starts a cluster of three
+# brokers (compose/kafka.sh cluster-start) for the tests labelled cluster3. Each phase prints how long it took (test.sh: ... s), so CI's time can be read by phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+phase_start=$(date +%s)
+phase() {  # phase NAME: the time since the last phase ended
+  local now; now=$(date +%s)
+  echo "test.sh: $1 took $((now - phase_start)) s" >&2
+  phase_start=$now
+}
 ./scripts/install-deps.sh --test
+phase "install-deps"
 # The Helm chart first: a few seconds, so a chart error fails before the builds.
 deploy/helm/check.sh
+phase "helm chart check"
 build=${KLEAF_TEST_BUILD_DIR:-build-test}
 # -g1 (line tables, no variable info): backtraces keep file and line, and the build takes about a
 # third less compile time than with -g (gateway/api.cc: 14.1 s against 20.7 s of CPU, gcc 12).
@@ -23,7 +33,9 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # The alerting rules, also before the build: promtool needs nothing built (two seconds). The ctest
 # run of every test below runs them again.
 ctest --test-dir "$build" -L rules --output-on-failure
+phase "configure, style and rules"
 cmake --build "$build" -j"$(nproc)"
+phase "gcc build"
 # The chart's rendered configs, loaded by the kleaf just built: every key kleaf knows, in range.
 deploy/helm/check.sh --kleaf "$build/kleaf"
 
@@ -42,8 +54,10 @@ cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_FUZZ=ON \
   -DKLEAF_FUZZ_SECONDS="${KLEAF_FUZZ_SECONDS:-60}" >/dev/null
 cmake --build "$fuzz_build" -j"$(nproc)"
+phase "sanitizer build"
 UBSAN_OPTIONS="print_stacktrace=1 $symbolizer" ASAN_OPTIONS="$symbolizer" \
   ctest --test-dir "$fuzz_build" -L 'fuzz|unit' --output-on-failure --timeout 600 -j2
+phase "unit tests under ASan+UBSan, fuzzers"
 
 # The ThreadSanitizer build (KLEAF_TSAN): clang 16, only the unit-test binaries and the libraries they
 # link (no app, benchmarks, e2e or integration tests), at -O1 with line tables only, which keeps
@@ -57,30 +71,52 @@ cmake -S . -B "$tsan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-16 -DKLEAF_TSAN=ON -DKLEAF_BUILD_BENCH=OFF >/dev/null
 cmake --build "$tsan_build" -j"$(nproc)" --target kleaf_unit_tests
+phase "TSan build"
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1 $symbolizer" \
   ctest --test-dir "$tsan_build" -L unit -E '^GroupConsumerTest\.' --output-on-failure \
   --timeout 600 -j2
+phase "unit tests under TSan"
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)
+compat_version=${KLEAF_TEST_KAFKA_COMPAT_VERSION:-4.4.0}
+compat_dir=$(mktemp -d /tmp/kleaf-test-kafka-compat.XXXXXX)
+compat_port=$(compose/kafka.sh free-port)
 kafka3_dir=""
 stop_kafka() {
   compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null 2>&1 || true
+  compose/kafka.sh stop --dir "$compat_dir" --clean >/dev/null 2>&1 || true
   if [[ -n "$kafka3_dir" ]]; then
     compose/kafka.sh cluster-stop --dir "$kafka3_dir" --kill --clean >/dev/null 2>&1 || true
   fi
 }
 trap stop_kafka EXIT
+# The two brokers start together (each fetches its own jars on a fresh machine).
+compose/kafka.sh start --kafka-version "$compat_version" --port "$compat_port" --dir "$compat_dir" \
+  >/dev/null &
+compat_start=$!
 compose/kafka.sh start --port "$kafka_port" --dir "$kafka_dir" >/dev/null
+wait "$compat_start"
 export KLEAF_TEST_KAFKA_BOOTSTRAP="127.0.0.1:$kafka_port"
 export KLEAF_TEST_KAFKA_PORT="$kafka_port"
 export KLEAF_TEST_KAFKA_DIR="$kafka_dir"
 export KLEAF_TEST_KAFKA_SCRIPT="$PWD/compose/kafka.sh"
+export KLEAF_TEST_KAFKA_COMPAT_BOOTSTRAP="127.0.0.1:$compat_port"
+export KLEAF_TEST_KAFKA_COMPAT_PORT="$compat_port"
+export KLEAF_TEST_KAFKA_COMPAT_DIR="$compat_dir"
+export KLEAF_TEST_KAFKA_COMPAT_VERSION="$compat_version"
+phase "brokers started (Kafka $(compose/kafka.sh version) and $compat_version)"
 
-# Everything but the three-broker tests, on the one broker. A failure here still runs them below.
+# Everything but the three-broker tests: on the main broker, and the kafka-compat subset on the
+# other. Each broker's tests run one at a time (RESOURCE_LOCK kafka, kafka-compat); with -j2 the
+# second slot takes the unit and e2e tests and then the kafka-compat ones, which would otherwise
+# leave it idle while the main integration tests run. A failure here still runs the cluster3
+# tests below.
 status=0
 ctest --test-dir "$build" --output-on-failure --timeout 600 -j2 -LE cluster3 || status=$?
 compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null
+compose/kafka.sh stop --dir "$compat_dir" --clean >/dev/null
+phase "unit, e2e and integration tests (Kafka $(compose/kafka.sh version) and $compat_version)"
 
 # The tests labelled cluster3 on a KRaft cluster of three brokers (RF 3, min ISR 2), each broker
 # killed, paused and restarted by the tests (tests/integration/cluster3).
@@ -90,4 +126,5 @@ export KLEAF_TEST_KAFKA3_BOOTSTRAP
 export KLEAF_TEST_KAFKA3_DIR="$kafka3_dir"
 export KLEAF_TEST_KAFKA3_SCRIPT="$PWD/compose/kafka.sh"
 ctest --test-dir "$build" --output-on-failure --timeout 600 -L cluster3 || status=$?
+phase "three-broker tests"
 exit "$status"
