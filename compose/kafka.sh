@@ -3,7 +3,7 @@
 # of such nodes, for kleaf's development, tests and CI, without Docker: the broker jars come from
 # Maven Central through compose/pom.xml. See compose/README.md.
 #
-# The version is pom.xml's <kafka.version> (3.9.2), or KLEAF_KAFKA_VERSION, or --kafka-version V
+# The version is pom.xml's <kafka.version> (4.4.0), or KLEAF_KAFKA_VERSION, or --kafka-version V
 # anywhere on the command line (it wins): 3.9.x or 4.x. Each version has its own jar cache; a
 # running broker or cluster is stopped and inspected the same way whatever its version.
 #

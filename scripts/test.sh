@@ -5,8 +5,8 @@
 # (tests/prometheus), builds kleaf with warnings as errors, builds the clang
 # sanitizer build and runs the unit tests under ASan+UBSan and the HTTP and TLS fuzzers in it
 # (tests/fuzz), builds the unit tests alone under ThreadSanitizer and runs them (build-tsan),
-# starts a real Kafka broker (compose/kafka.sh: 3.9.2, its default) and one of the other generation
-# beside it (KLEAF_TEST_KAFKA_COMPAT_VERSION, 4.4.0), runs every test with ctest (unit, e2e against
+# starts a real Kafka broker (compose/kafka.sh: 4.4.0, its default) and one of the other generation
+# beside it (KLEAF_TEST_KAFKA_COMPAT_VERSION, 3.9.2), runs every test with ctest (unit, e2e against
 # the real binary, integration against the main broker, and the compatibility subset labelled
 # kafka-compat against the other), and stops the brokers again; then starts a cluster of three
 # brokers (compose/kafka.sh cluster-start) for the tests labelled cluster3. Each phase prints how long it took (test.sh: ... s), so CI's time can be read by phase.
@@ -79,7 +79,7 @@ phase "unit tests under TSan"
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)
-compat_version=${KLEAF_TEST_KAFKA_COMPAT_VERSION:-4.4.0}
+compat_version=${KLEAF_TEST_KAFKA_COMPAT_VERSION:-3.9.2}
 compat_dir=$(mktemp -d /tmp/kleaf-test-kafka-compat.XXXXXX)
 compat_port=$(compose/kafka.sh free-port)
 kafka3_dir=""

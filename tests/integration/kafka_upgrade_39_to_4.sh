@@ -47,7 +47,7 @@ bootstrap=$("$kafka_sh" --kafka-version "$from" cluster-start --dir "$dir/kafka"
 token=$(cat "$dir/admin.token")
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-start_node() {  # name role -> port on stdout
+start_node() {  # name role; its port goes to $dir/name.port
   local name=$1 role=$2 p
   p=$(port)
   mkdir -p "$dir/state/$name"
@@ -63,16 +63,18 @@ YAML
   pids+=($!)
   local needle="kleaf $role running" deadline=$((SECONDS + 90))
   [[ $role == gateway ]] && needle="kleaf gateway listening on"
-  until grep -qF "$needle" "$dir/$name.out"; do
+  until grep -qF "$needle" "$dir/$name.out" 2>/dev/null; do
     ((SECONDS < deadline)) || { tail -n 20 "$dir/$name.err" >&2; fail "$name did not start"; }
     sleep 0.2
   done
-  echo "$p"
+  echo "$p" >"$dir/$name.port"
 }
-start_node alloc-1 allocator >/dev/null
-start_node alloc-2 allocator >/dev/null
-gw1=$(start_node gw-1 gateway)
-gw2=$(start_node gw-2 gateway)
+start_node alloc-1 allocator
+start_node alloc-2 allocator
+start_node gw-1 gateway
+start_node gw-2 gateway
+gw1=$(cat "$dir/gw-1.port")
+gw2=$(cat "$dir/gw-2.port")
 log "allocators and gateways up; gateways on $gw1 and $gw2"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $token" \
   -d '{"step":1000}' "http://127.0.0.1:$gw1/api/v1/tags/order")
@@ -93,8 +95,11 @@ client() {  # gateway-port name
     done
   done
 }
-client "$gw1" c1 & pids+=($!)
-client "$gw2" c2 & pids+=($!)
+client "$gw1" c1 &
+clients=($!)
+client "$gw2" c2 &
+clients+=($!)
+pids+=("${clients[@]}")
 sleep 3   # a baseline of IDs on the old version before the first broker goes
 
 under_replicated() {
@@ -113,15 +118,15 @@ for n in 1 2 3; do
   log "broker $n runs $to; no partition under-replicated"
 done
 log "finalizing: kafka-features upgrade --release-version $to_release"
-"$kafka_sh" tool features --bootstrap-server "$bootstrap" upgrade --release-version "$to_release" \
+"$kafka_sh" --kafka-version "$to" tool features --bootstrap-server "$bootstrap" upgrade --release-version "$to_release" \
   >"$dir/features.out" 2>&1 || { cat "$dir/features.out" >&2; fail "kafka-features upgrade"; }
-"$kafka_sh" tool features --bootstrap-server "$bootstrap" describe >"$dir/features.txt" 2>/dev/null
+"$kafka_sh" --kafka-version "$to" tool features --bootstrap-server "$bootstrap" describe >"$dir/features.txt" 2>/dev/null
 metadata=$(awk '/Feature: metadata.version/ {for (i = 1; i <= NF; ++i) if ($i == "FinalizedVersionLevel:") print $(i + 1)}' "$dir/features.txt")
 [[ $metadata == "$to_release"-* ]] || fail "metadata.version is '$metadata', not $to_release-*"
 log "metadata.version $metadata"
 sleep 5   # IDs after the finalization, on the new version
 touch "$dir/stop"
-wait "${pids[@]:4}" 2>/dev/null || true
+wait "${clients[@]}" 2>/dev/null || true
 
 total=$(cat "$dir"/c?.ids | wc -l)
 dups=$(cat "$dir"/c?.ids | sort | uniq -d | wc -l)
