@@ -122,8 +122,10 @@ fetch() {
   if fetched; then return 0; fi
   need_tools mvn java
   mkdir -p "$CACHE_DIR"
-  # One fetch at a time (parallel test runners may all call start at once).
-  exec 9>"$CACHE_DIR/.lock"
+  # One fetch at a time, of any version: parallel test runners may all call start at once, and
+  # scripts/test.sh starts brokers of two versions together, whose Maven runs would otherwise
+  # write the artifacts they share into one local repository (~/.m2) at the same time.
+  exec 9>"$CACHE_ROOT/.fetch.lock"
   if command -v flock >/dev/null 2>&1; then flock 9; fi
   if fetched; then exec 9>&-; return 0; fi
   local t0 tmp
