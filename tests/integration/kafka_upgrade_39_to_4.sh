@@ -46,10 +46,9 @@ bootstrap=$("$kafka_sh" --kafka-version "$from" cluster-start --dir "$dir/kafka"
 (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$dir/admin.token")
 token=$(cat "$dir/admin.token")
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 start_node() {  # name role; its port goes to $dir/name.port
   local name=$1 role=$2 p
-  p=$(port)
+  p=$("$kafka_sh" free-port)
   mkdir -p "$dir/state/$name"
   cat >"$dir/$name.yaml" <<YAML
 node: {id: $name}
