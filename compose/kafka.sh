@@ -777,13 +777,31 @@ cmd_cluster_node() {
       echo "$pid" ;;
     stop) stop_node "$dir" "$n" 0 "$timeout" ;;
     kill) stop_node "$dir" "$n" 1 "$timeout" ;;
-    freeze) [[ -n "$pid" ]] || die "node $n is not running"; kill -STOP "$pid"; log "node $n (pid $pid) frozen" ;;
+    freeze) [[ -n "$pid" ]] || die "node $n is not running"; kill -STOP "$pid"
+      # kill returns before the JVM's threads have stopped (one takes the signal when it next runs,
+      # then stops the others): return only once every thread is in state T, so a caller's next
+      # request meets a frozen node.
+      all_threads_stopped "$pid" 10 || die "node $n (pid $pid) not stopped 10 s after SIGSTOP"
+      log "node $n (pid $pid) frozen" ;;
     thaw) [[ -n "$pid" ]] || die "node $n is not running"; kill -CONT "$pid"; log "node $n (pid $pid) thawed" ;;
     pid) [[ -n "$pid" ]] || die "node $n is not running"; echo "$pid" ;;
     port) cluster_port "$dir" "$n" ;;
     state) node_state "$dir" "$n" ;;
     *) die "cluster-node: unknown action $action (start, stop, kill, freeze, thaw, pid, port, state)" ;;
   esac
+}
+
+# all_threads_stopped PID SECONDS: waits until every thread of PID is stopped (state T or t).
+all_threads_stopped() {
+  local pid="$1" deadline=$((SECONDS + $2)) states
+  while :; do
+    # One letter per thread (a thread that ended meanwhile is skipped).
+    states="$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' /proc/"$pid"/task/*/stat 2>/dev/null || true)"
+    [[ -d /proc/"$pid" ]] || return 1
+    [[ -n "$states" ]] && ! grep -qv '^[Tt]$' <<<"$states" && return 0
+    ((SECONDS >= deadline)) && return 1
+    sleep 0.01
+  done
 }
 
 # cluster-leader --dir D TOPIC PARTITION: the node leading it, as the first answering node sees it

@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 extern char** environ;
 
@@ -274,7 +277,70 @@ bool KleafProcess::WaitForStderr(std::string_view needle, std::chrono::milliseco
 
 void KleafProcess::Signal(int signal) {
   // The group id cannot be reused while its leader is unreaped, so this reaches only our group.
-  if (!reaped_ && pid_ > 0) ::kill(-pid_, signal);
+  if (reaped_ || pid_ <= 0) return;
+  ::kill(-pid_, signal);
+  if (signal == SIGSTOP && !WaitStopped(ProcessGroupMembers(pid_), std::chrono::seconds(10))) {
+    std::fprintf(stderr, "[kleaf_process] group %d not stopped 10 s after SIGSTOP\n",
+                 static_cast<int>(pid_));
+  }
+}
+
+namespace {
+
+// The state letter of /proc/.../stat ("PID (COMM) S ..."; COMM may hold spaces and parentheses);
+// 0 if it cannot be read.
+char StatState(const std::filesystem::path& stat) {
+  std::ifstream in(stat);
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return 0;
+  return line[close + 2];
+}
+
+// Whether every thread of `pid` is stopped; nullopt if the process is gone.
+std::optional<bool> AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec);
+  if (ec) return std::nullopt;
+  bool any = false;
+  for (const auto& task : it) {
+    const char state = StatState(task.path() / "stat");
+    if (state == 0) continue;  // that thread just ended
+    any = true;
+    if (state != 'T' && state != 't') return false;
+  }
+  if (!any) return std::nullopt;
+  return true;
+}
+
+}  // namespace
+
+bool WaitStopped(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool all = true;
+    for (pid_t pid : pids) {
+      auto stopped = AllThreadsStopped(pid);
+      if (!stopped) return false;
+      all = all && *stopped;
+    }
+    if (all) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::vector<pid_t> ProcessGroupMembers(pid_t pgid) {
+  std::vector<pid_t> members;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (::getpgid(pid) == pgid) members.push_back(pid);
+  }
+  return members;
 }
 
 void KleafProcess::ReapGroup() {

@@ -22,6 +22,14 @@ namespace kleaf::e2e {
 // The kleaf binary under test: $KLEAF_E2E_BINARY if set, else the one CMake built.
 std::string KleafBinary();
 
+// kill(SIGSTOP) returns before the process has stopped: one of its threads takes the signal when
+// it next runs and only then stops the others, so on a busy machine the rest go on running (a
+// broker answers requests) for milliseconds after. Waits until every thread of every process of
+// `pids` is stopped (state T in /proc/PID/task/TID/stat); false at the deadline or if one is gone.
+bool WaitStopped(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);
+// The processes of process group `pgid` (from /proc).
+std::vector<pid_t> ProcessGroupMembers(pid_t pgid);
+
 // A fresh directory (mkdtemp) removed with everything in it when the object goes away.
 class TempDir {
  public:
@@ -77,6 +85,8 @@ class KleafProcess {
 
   void Terminate() { Signal(SIGTERM); }  // SIGTERM to the group
   void Kill() { Signal(SIGKILL); }       // SIGKILL to the group
+  // To the group. SIGSTOP returns once every thread of the group is stopped (WaitStopped, up to
+  // 10 s), so the caller can count on a frozen process from then on.
   void Signal(int signal);
 
   // Waits for the process to end and reaps it (and every other member of its group).

@@ -87,7 +87,9 @@ BrokerFreeze::BrokerFreeze(const KafkaBroker& broker) : broker_(broker) {
 
 bool BrokerFreeze::Freeze() {
   frozen_ = pid_ > 0 && ::kill(pid_, SIGSTOP) == 0;
-  return frozen_;
+  // kill() returns before the JVM's threads have stopped: without this wait a request sent right
+  // after could still be answered (a transaction committed "on a frozen broker", CI 2026-12-06).
+  return frozen_ && e2e::WaitStopped({pid_}, std::chrono::seconds(10));
 }
 
 void BrokerFreeze::Thaw() {

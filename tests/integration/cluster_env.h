@@ -79,7 +79,7 @@ class BrokerFreeze {
   BrokerFreeze(const BrokerFreeze&) = delete;
   BrokerFreeze& operator=(const BrokerFreeze&) = delete;
   bool found() const { return pid_ > 0; }
-  bool Freeze();  // false if the signal could not be sent
+  bool Freeze();  // once every thread of the broker is stopped; false if it could not be
   void Thaw();    // once; then a no-op
 
  private:
