@@ -108,9 +108,14 @@ done
 mapfile -t tidy < <(printf '%s\n' "${tidy[@]}" | sed '/^$/d' | sort -u)
 tidy_failed=()
 if ((${#tidy[@]} > 0)); then
+  # The build's commands without its precompiled header (cmake/pch.cmake): clang cannot read a GCC
+  # .gch ("input is not a PCH file"), and without it each file is checked with what it includes.
+  mkdir "$tmp/db"
+  pch='-include|-Xclang -include-pch -Xclang [^ ]*\.pch -Xclang -include -Xclang'
+  sed -E "s# -Winvalid-pch ($pch) [^ ]*/cmake_pch\.hxx##" "$db" >"$tmp/db/compile_commands.json"
   printf '%s\n' "${tidy[@]}" | xargs -P"$jobs" -I{} sh -c \
     'clang-tidy-16 -p "$1" --quiet "$2" >"$3/tidy.$(echo "$2" | tr / _)" 2>&1 ||
-       echo "$2" >>"$3/tidy.failed"' _ "$build" {} "$tmp"
+       echo "$2" >>"$3/tidy.failed"' _ "$tmp/db" {} "$tmp"
   if [[ -f $tmp/tidy.failed ]]; then
     mapfile -t tidy_failed < <(sort "$tmp/tidy.failed")
     for f in "${tidy_failed[@]}"; do
@@ -139,6 +144,7 @@ if ((${#tidy_failed[@]} > 0)); then
   echo >&2
   echo "check-style: clang-tidy (.clang-tidy) errors, shown above, in: ${tidy_failed[*]}" >&2
   echo "Each is a likely bug: fix the code (a NOLINT(check-name) needs a comment saying why)." >&2
-  echo "Re-run one: clang-tidy-16 -p $build FILE.cc" >&2
+  echo "Re-run: scripts/check-style.sh --build-dir $build (clang-tidy-16 -p $build alone trips" >&2
+  echo "on the build's precompiled headers: cmake/pch.cmake)" >&2
 fi
 exit 1
