@@ -89,11 +89,14 @@ expect_refusal() {
     || { cat "$work/refusal.log" >&2; fail "helm template $* failed without naming $want"; }
 }
 small=$here/examples/small.yaml
-expect_refusal config.kafka.bootstrap
+expect_refusal config.kafka.bootstrap --set adminToken.generate=true
+expect_refusal config.kafka.replication_factor -f "$small" --set config.kafka.replication_factor=0
+expect_refusal adminToken.existingSecret -f "$small" --set adminToken.generate=false
 expect_refusal 'config node.id' -f "$small" --set config.node.id=gw-1
 expect_refusal 'config http.listen' -f "$small" --set gateway.config.http.listen=0.0.0.0:80
 expect_refusal producer.config.producer.streams -f "$small" --set producer.enabled=true
 expect_refusal 'adminToken.value' -f "$small" --set adminToken.value=short
 expect_refusal 'config http.tls' -f "$small" --set config.http.tls.cert_file=/x.pem
 expect_refusal 'http.tls.secretName' -f "$small" --set http.tls.enabled=true
+expect_refusal backup.persistentVolumeClaim -f "$small" --set backup.enabled=true
 echo "check-helm: chart OK (${#sets[@]} values sets, Kubernetes ${kube_versions[*]})"

@@ -78,7 +78,17 @@ merged over it, then the keys the chart owns. node.id is not in it: KLEAF_NODE__
 {{- if not (dig "kafka" "bootstrap" "" $config) }}
 {{- fail "config.kafka.bootstrap is required: the Kafka brokers, host:port[,host:port]" }}
 {{- end }}
-{{- $_ := set $config "http" (merge (dict "listen" (printf "0.0.0.0:%d" (int $values.port))) (get $config "http" | default dict)) }}
+{{- /* Required: left to the brokers' default.replication.factor (1 on a stock Apache Kafka), the
+first allocator would create one-replica topics that its own replication check then refuses on a
+cluster of 3 brokers or more (exit 2, a crash loop, topics left to reassign). */}}
+{{- if not (dig "kafka" "replication_factor" 0 $config) }}
+{{- fail "config.kafka.replication_factor is required: the replicas of the topics kleaf creates; 3 on a Kafka of 3 brokers or more (kleaf refuses fewer there: docs/operations.md, \"Replication\"), the number of brokers on a smaller development Kafka" }}
+{{- end }}
+{{- $host := $root.Values.http.listenAddress | default "0.0.0.0" }}
+{{- if and (contains ":" $host) (not (hasPrefix "[" $host)) }}
+{{- $host = printf "[%s]" $host }}
+{{- end }}
+{{- $_ := set $config "http" (merge (dict "listen" (printf "%s:%d" $host (int $values.port))) (get $config "http" | default dict)) }}
 {{- with $root.Values.http.tls }}
 {{- if .enabled }}
 {{- if not .secretName }}
@@ -99,8 +109,10 @@ merged over it, then the keys the chart owns. node.id is not in it: KLEAF_NODE__
 {{- end }}
 
 {{/*
-The pod template of one role (dict "root" $ "role" "gateway"). Every role runs the same image
-with `kleaf <role> --config /etc/kleaf/<role>.yaml`, node.id from the pod's name.
+The pod template of one role (dict "root" $ "role" "gateway"). Every role runs the image of
+.Values.image, with what the role's own `image` sets over it (allocators upgraded first: see
+docs/operations.md, "Upgrading on Kubernetes"), as `kleaf <role> --config /etc/kleaf/<role>.yaml`,
+node.id from the pod's name.
 */}}
 {{- define "kleaf.podTemplate" -}}
 {{- $root := .root }}
@@ -139,8 +151,9 @@ spec:
   terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
   containers:
     - name: kleaf
-      image: "{{ $root.Values.image.repository }}:{{ $root.Values.image.tag | default $root.Chart.AppVersion }}"
-      imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      {{- $image := mergeOverwrite (deepCopy $root.Values.image) (deepCopy ($values.image | default dict)) }}
+      image: "{{ $image.repository }}:{{ $image.tag | default $root.Chart.AppVersion }}"
+      imagePullPolicy: {{ $image.pullPolicy }}
       args: [{{ $role }}, --config, /etc/kleaf/{{ $role }}.yaml]
       env:
         - name: KLEAF_NODE__ID
@@ -220,7 +233,7 @@ spec:
         name: {{ include "kleaf.fullname" $root }}-config
     {{- if not $persistent }}
     - name: state
-      {{- if and (eq $role "allocator") $values.stateSizeLimit }}
+      {{- if $values.stateSizeLimit }}
       emptyDir:
         sizeLimit: {{ $values.stateSizeLimit }}
       {{- else }}
@@ -267,12 +280,17 @@ spec:
 {{- end }}
 
 {{/*
-The admin token when the chart makes the Secret: adminToken.value; else the token the release's
-Secret already holds (an upgrade keeps it); else a new random one. Drawn once per render.
+The admin token when the chart makes the Secret: adminToken.value; else, with adminToken.generate,
+the token the release's Secret already holds (an upgrade keeps it) or a new random one, drawn once
+per render. Neither: refused, since a render without the cluster (helm template, Argo CD, Flux)
+cannot see the Secret and would draw a new token, and roll the gateways, on every sync.
 */}}
 {{- define "kleaf.adminTokenValue" -}}
 {{- if not (hasKey . "kleafAdminToken") }}
 {{- $token := .Values.adminToken.value }}
+{{- if and (not $token) (not .Values.adminToken.generate) }}
+{{- fail "adminToken: set adminToken.existingSecret to a Secret of yours (e.g. kubectl create secret generic kleaf-admin --from-literal=admin.token=$(openssl rand -hex 24)), or adminToken.value, or adminToken.generate: true (helm install/upgrade only: a render without the cluster, as GitOps tools do, draws a new token each time)" }}
+{{- end }}
 {{- if not $token }}
 {{- $existing := lookup "v1" "Secret" .Release.Namespace (include "kleaf.adminTokenSecret" .) }}
 {{- if and $existing (hasKey ($existing.data | default dict) "admin.token") }}
