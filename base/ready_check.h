@@ -6,11 +6,14 @@
 
 namespace kleaf {
 
-// e.g. {"worker_lease", false, "renewal failed: ..."}.
+// e.g. {"worker_lease", false, "renewal failed: ..."}. A check that is not `required` is listed
+// (with its ok and detail, for people and alerts) but does not make the node unready: a gateway
+// stays ready while Kafka is away as long as it can hand out IDs from its buffers and lease.
 struct ReadyCheck {
   std::string name;
   bool ok = false;
   std::string detail;
+  bool required = true;
 };
 
 }  // namespace kleaf

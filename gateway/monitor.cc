@@ -60,8 +60,9 @@ json ReadyJson(const std::vector<ReadyCheck>& checks) {
   json ready_checks = json::array();
   bool ready = true;
   for (const auto& c : checks) {
-    ready = ready && c.ok;
-    ready_checks.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+    ready = ready && (c.ok || !c.required);
+    ready_checks.push_back(
+        {{"name", c.name}, {"ok", c.ok}, {"required", c.required}, {"detail", c.detail}});
   }
   return {{"ready", ready}, {"checks", ready_checks}};
 }
@@ -183,8 +184,26 @@ std::vector<Monitor::ErrorEntry> Monitor::RecentErrors() const {
 
 std::vector<ReadyCheck> Monitor::Readiness() {
   std::vector<ReadyCheck> checks;
-  if (options_.lease) {
+  if (options_.lease) return GatewayReadiness();
+  checks.push_back(
+      {"worker_id", true, "worker id " + std::to_string(snowflake_.worker_id()) + " from config"});
+  if (options_.ready_checks) {
+    for (auto& c : options_.ready_checks()) checks.push_back(std::move(c));
+  }
+  return checks;
+}
+
+// A gateway is ready while it can hand out IDs: that is the time its buffers are for, and taking
+// it out of a Service then would leave clients nothing. Its worker lease, Kafka and the
+// allocators are listed (required: false) and alerted on; the one required check, "serving", is
+// ok while the lease holds (snowflake IDs), the allocators answer (segments on demand) or a tag's
+// buffer still holds IDs.
+std::vector<ReadyCheck> Monitor::GatewayReadiness() {
+  std::vector<ReadyCheck> checks;
+  bool lease_valid = false;
+  {
     auto s = options_.lease();
+    lease_valid = s.valid_for_ms > 0;
     // A failed renewal while the lease still holds (a leader moving, a broker restarting) does
     // not stop snowflake IDs: the node stays ready until the lease itself runs out.
     ReadyCheck c{"worker_lease", s.valid_for_ms > 0, ""};
@@ -197,14 +216,37 @@ std::vector<ReadyCheck> Monitor::Readiness() {
       c.detail = "worker id " + std::to_string(s.worker_id) + ", valid for " +
                  std::to_string(s.valid_for_ms) + " ms";
     }
+    c.required = false;
     checks.push_back(std::move(c));
-  } else {
-    checks.push_back({"worker_id", true,
-                      "worker id " + std::to_string(snowflake_.worker_id()) + " from config"});
   }
+  bool allocators = false;
   if (options_.ready_checks) {
-    for (auto& c : options_.ready_checks()) checks.push_back(std::move(c));
+    for (auto& c : options_.ready_checks()) {
+      if (c.name == "allocators") allocators = c.ok;
+      c.required = false;
+      checks.push_back(std::move(c));
+    }
   }
+  int64_t buffered = 0;
+  int buffered_tags = 0;
+  for (const auto& s : segments_.Snapshots()) {
+    const int64_t left = IdsLeft(s);
+    buffered += left;
+    if (left > 0) ++buffered_tags;
+  }
+  std::vector<std::string> can;
+  if (lease_valid) can.push_back("snowflake IDs");
+  if (allocators) can.push_back("segments from the allocators");
+  if (buffered > 0) {
+    can.push_back(std::to_string(buffered) + " buffered segment IDs of " +
+                  std::to_string(buffered_tags) + " tag(s)");
+  }
+  std::string detail;
+  for (const auto& c : can) detail += (detail.empty() ? "serves " : ", ") + c;
+  if (can.empty()) {
+    detail = "cannot hand out IDs: no worker lease, no answer from the allocators, no buffered IDs";
+  }
+  checks.push_back({"serving", !can.empty(), detail, true});
   return checks;
 }
 

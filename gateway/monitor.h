@@ -70,8 +70,10 @@ class Monitor {
   // Adds a point to every buffered tag's history (TagHistory::Sample) at the clock's time. From
   // one thread at a time: the wiring's PeriodicTask every Options::history_interval_ms, or a test.
   void SampleHistory();
-  // The conditions /readyz checks: the worker lease is held and renewing (or the worker id comes
-  // from config), plus Options::ready_checks.
+  // The conditions /readyz lists. Standalone: the worker id from config plus
+  // Options::ready_checks. A cluster gateway (Options::lease set): the worker lease and
+  // Options::ready_checks, listed but not required, and "serving", required: it can hand out IDs
+  // (the lease holds, the allocators answer, or a buffer holds IDs).
   std::vector<http::ReadyCheck> Readiness();
   // Refreshes the gauges; Render() calls it through the collector.
   void Collect();
@@ -80,6 +82,7 @@ class Monitor {
   static const std::string& Page();
 
  private:
+  std::vector<http::ReadyCheck> GatewayReadiness();
   // kleaf_http_errors_total{code,status}, looked up once per pair.
   metrics::Counter& ErrorCounter(const std::string& code, int status) KLEAF_REQUIRES(mu_);
 

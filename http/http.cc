@@ -51,8 +51,9 @@ HttpResponse ReadyResponse(const std::vector<ReadyCheck>& checks) {
   bool ready = true;
   json list = json::array();
   for (const auto& c : checks) {
-    ready = ready && c.ok;
-    list.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+    ready = ready && (c.ok || !c.required);
+    list.push_back(
+        {{"name", c.name}, {"ok", c.ok}, {"required", c.required}, {"detail", c.detail}});
   }
   HttpResponse r;
   r.status = ready ? 200 : 503;

@@ -1,6 +1,7 @@
-// Operator endpoints against a real broker: /readyz of a gateway and an allocator flips to 503
-// while the broker is down and back to 200 once it returns; allocator /metrics counts the
-// segments it allocates; gateway /metrics times the Kafka round trips.
+// Operator endpoints against a real broker: /readyz of an allocator flips to 503 while the broker
+// is down and back to 200 once it returns, a gateway's only once it has nothing left to hand out;
+// allocator /metrics counts the segments it allocates; gateway /metrics times the Kafka round
+// trips.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -114,11 +115,15 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
       << status["worker"].dump();
 }
 
-TEST_F(OpsIntegrationTest, ReadyzFollowsTheBrokerOnGatewayAndAllocator) {
+// While the broker is down the allocator turns unready (it cannot serve anything), and the
+// gateway stays ready as long as it can hand out IDs: here until its worker lease (30 s) runs out,
+// since it holds no buffered segment; its /readyz lists Kafka as failing meanwhile. Both are ready
+// again once the broker is back.
+TEST_F(OpsIntegrationTest, ReadyzFollowsTheBrokerOnTheAllocatorAndWhatItCanServeOnTheGateway) {
   ASSERT_FALSE(broker_.script.empty() || broker_.dir.empty() || broker_.port.empty())
       << "this test stops and restarts the broker: it needs KLEAF_TEST_KAFKA_SCRIPT, _DIR and "
          "_PORT";
-  Cluster cluster(broker_, "ops-ready");
+  Cluster cluster(broker_, "ops-ready", ShortLeases(30000));
   auto nodes = cluster.StartNodes(1, 1);
   ASSERT_TRUE(nodes) << nodes.error();
   const Node& alloc = *nodes->allocators[0];
@@ -129,20 +134,49 @@ TEST_F(OpsIntegrationTest, ReadyzFollowsTheBrokerOnGatewayAndAllocator) {
   ASSERT_TRUE(WaitUntil([&] { return both(200); }, seconds(60)))
       << "allocator: " << Get(alloc.port, "/readyz").body
       << "\ngateway: " << Get(gw.port, "/readyz").body;
+  auto check = [](const std::string& body, const std::string& name) {
+    auto j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.contains("checks")) return nlohmann::json();
+    for (const auto& c : j["checks"]) {
+      if (c["name"] == name) return c;
+    }
+    return nlohmann::json();
+  };
 
   {
     BrokerRestartGuard guard(broker_);
     auto stopped = broker_.Stop();
     ASSERT_TRUE(stopped) << stopped.error();
     const auto down = SteadyClock::now();
-    const bool flipped = WaitUntil([&] { return both(503); }, seconds(30));
-    std::cout << "ops: /readyz answered 503 on both " << SecondsSince(down)
+    const bool allocator_down =
+        WaitUntil([&] { return Get(alloc.port, "/readyz").status == 503; }, seconds(30));
+    std::cout << "ops: the allocator's /readyz answered 503 " << SecondsSince(down)
               << " s after the broker stopped" << std::endl;
     Answer a = Get(alloc.port, "/readyz");
     Answer g = Get(gw.port, "/readyz");
-    ASSERT_TRUE(flipped) << "allocator: " << a.body << "\ngateway: " << g.body;
+    ASSERT_TRUE(allocator_down) << "allocator: " << a.body;
     EXPECT_NE(a.body.find("Kafka unreachable"), std::string::npos) << a.body;
+    // The gateway still holds its lease: ready, serving snowflake IDs, Kafka listed as failing.
+    EXPECT_EQ(g.status, 200) << g.body;
+    EXPECT_EQ(check(g.body, "kafka")["ok"], false) << g.body;
+    EXPECT_EQ(check(g.body, "kafka")["required"], false) << g.body;
     EXPECT_NE(g.body.find("Kafka unreachable"), std::string::npos) << g.body;
+    EXPECT_EQ(check(g.body, "serving")["ok"], true) << g.body;
+    {
+      e2e::HttpClient client(gw.port, seconds(5));
+      auto id = client.Get("/api/v1/snowflake/ops-ready");
+      ASSERT_TRUE(id) << id.error();
+      EXPECT_EQ(id->status, 200) << id->body;
+    }
+    // Once the lease has run out it has nothing to hand out (no segment buffered): unready.
+    const bool gateway_down =
+        WaitUntil([&] { return Get(gw.port, "/readyz").status == 503; }, seconds(60));
+    std::cout << "ops: the gateway's /readyz answered 503 " << SecondsSince(down)
+              << " s after the broker stopped" << std::endl;
+    g = Get(gw.port, "/readyz");
+    ASSERT_TRUE(gateway_down) << "gateway: " << g.body;
+    EXPECT_EQ(check(g.body, "worker_lease")["ok"], false) << g.body;
+    EXPECT_NE(g.body.find("cannot hand out IDs"), std::string::npos) << g.body;
     // Liveness is not readiness: both still answer /healthz.
     EXPECT_EQ(Get(alloc.port, "/healthz").status, 200);
     EXPECT_EQ(Get(gw.port, "/healthz").status, 200);

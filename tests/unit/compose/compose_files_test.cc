@@ -27,6 +27,32 @@ std::string Env(const YAML::Node& service, const std::string& key) {
   return v ? v.as<std::string>() : "";
 }
 
+// The non-comment lines of a .gitignore-style file.
+std::set<std::string> PatternLines(const std::filesystem::path& file) {
+  std::set<std::string> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') lines.insert(line);
+  }
+  return lines;
+}
+
+// compose/Dockerfile copies the whole checkout (`COPY . /src`): .dockerignore keeps out the git
+// history and everything git ignores (build trees, local runs' state, compose/admin.token, a
+// secret), and each of those rules is there in Docker's form (no leading slash).
+TEST(ComposeFilesTest, TheImagesBuildContextLeavesOutHistoryStateAndSecrets) {
+  const std::filesystem::path root(KLEAF_SOURCE_DIR);
+  const auto docker = PatternLines(root / ".dockerignore");
+  EXPECT_TRUE(docker.contains(".git"));
+  EXPECT_TRUE(docker.contains("compose/admin.token"));
+  const auto git = PatternLines(root / ".gitignore");
+  ASSERT_FALSE(git.empty());
+  for (std::string rule : git) {
+    if (rule.starts_with("/")) rule.erase(0, 1);
+    EXPECT_TRUE(docker.contains(rule)) << rule << " is ignored by git but sent to docker build";
+  }
+}
+
 TEST(ComposeFilesTest, DockerComposeHasTheProductionTopology) {
   YAML::Node doc = YAML::LoadFile((kCompose / "docker-compose.yml").string());
   std::map<std::string, int> roles;

@@ -258,18 +258,91 @@ TEST_F(MonitorTest, StatusAndReadinessFollowTheLease) {
   EXPECT_EQ(r.status, 200);
   json body = json::parse(r.body);
   EXPECT_EQ(body["ready"], true);
-  ASSERT_EQ(body["checks"].size(), 1u);
+  ASSERT_EQ(body["checks"].size(), 2u) << body.dump();
   EXPECT_EQ(body["checks"][0]["name"], "worker_lease");
   EXPECT_NE(body["checks"][0]["detail"].get<std::string>().find("no answer"), std::string::npos);
+  EXPECT_EQ(body["checks"][1]["name"], "serving");
+  EXPECT_EQ(body["checks"][1]["required"], true);
 
   {
     std::lock_guard lock(mu);
     lease = {12, 0, "", std::nullopt};  // expired
   }
-  EXPECT_EQ(Get("/readyz").status, 503);
+  // No lease, no allocators' check, nothing buffered: nothing to hand out.
+  r = Get("/readyz");
+  EXPECT_EQ(r.status, 503);
+  body = json::parse(r.body);
+  EXPECT_EQ(body["checks"][0]["ok"], false);
+  EXPECT_EQ(body["checks"][1]["ok"], false);
   std::string m = Metrics();
   EXPECT_EQ(Value(m, "kleaf_worker_lease_held"), 0);
   EXPECT_EQ(Value(m, "kleaf_worker_lease_expiry_seconds"), 0);
+}
+
+// A gateway is ready while it can hand out IDs: with Kafka and the allocators away it stays ready
+// while the lease holds (snowflake IDs) and then while a buffer holds segment IDs; the failing
+// checks are listed, not required. Only with nothing left to hand out is it unready.
+TEST_F(MonitorTest, AGatewayStaysReadyWhileItCanHandOutIds) {
+  WorkerLease::Status lease{12, 25000, "no answer from the worker registry", std::nullopt};
+  bool kafka_ok = true;
+  bool allocators_ok = true;
+  std::mutex mu;
+  Make(
+      [&] {
+        std::lock_guard lock(mu);
+        return lease;
+      },
+      [&] {
+        std::lock_guard lock(mu);
+        return std::vector<ReadyCheck>{{"kafka", kafka_ok, "probe"},
+                                       {"allocators", allocators_ok, "replies"}};
+      });
+  allocator_.AddTag("rd-order", 100);
+  ASSERT_EQ(Get("/api/v1/segment/rd-order?count=5").status, 200);  // 95 IDs buffered, at least
+  EXPECT_EQ(Get("/readyz").status, 200);
+  auto check = [](const json& body, const std::string& name) {
+    for (const auto& c : body["checks"]) {
+      if (c["name"] == name) return c;
+    }
+    return json();
+  };
+  {
+    std::lock_guard lock(mu);
+    kafka_ok = allocators_ok = false;
+  }
+  HttpResponse r = Get("/readyz");
+  EXPECT_EQ(r.status, 200) << r.body;
+  json body = json::parse(r.body);
+  EXPECT_EQ(check(body, "kafka")["ok"], false);
+  EXPECT_EQ(check(body, "kafka")["required"], false);
+  EXPECT_EQ(check(body, "allocators")["required"], false);
+  EXPECT_EQ(check(body, "worker_lease")["required"], false);
+  EXPECT_EQ(check(body, "serving")["ok"], true);
+  EXPECT_NE(check(body, "serving")["detail"].get<std::string>().find("snowflake IDs"),
+            std::string::npos)
+      << body.dump();
+
+  {
+    std::lock_guard lock(mu);
+    lease = {12, 0, "", std::nullopt};  // the lease ran out too: the buffer still serves
+  }
+  r = Get("/readyz");
+  EXPECT_EQ(r.status, 200) << r.body;
+  body = json::parse(r.body);
+  const std::string detail = check(body, "serving")["detail"];
+  EXPECT_NE(detail.find("buffered segment IDs of 1 tag(s)"), std::string::npos) << detail;
+  EXPECT_EQ(detail.find("snowflake"), std::string::npos) << detail;
+  EXPECT_EQ(Get("/api/v1/segment/rd-order").status, 200) << "ready, and it does hand out IDs";
+
+  cache_.Forget("rd-order");  // nothing buffered any more
+  r = Get("/readyz");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("cannot hand out IDs"), std::string::npos) << r.body;
+  {
+    std::lock_guard lock(mu);
+    allocators_ok = true;  // the allocators answer again: segments on demand
+  }
+  EXPECT_EQ(Get("/readyz").status, 200);
 }
 
 TEST_F(MonitorTest, ExtraReadyChecksDecideToo) {
@@ -527,6 +600,14 @@ TEST(ReadyResponseTest, ListsEveryCheckAnd503WhenOneFails) {
   EXPECT_EQ(j["ready"], false);
   ASSERT_EQ(j["checks"].size(), 2u);
   EXPECT_EQ(j["checks"][1]["detail"], "broken");
+  EXPECT_EQ(j["checks"][1]["required"], true);
+  // A check that is not required is listed as failing, and the node stays ready.
+  HttpResponse listed = ReadyResponse({{"a", true, "fine"}, {"b", false, "broken", false}});
+  EXPECT_EQ(listed.status, 200);
+  j = json::parse(listed.body);
+  EXPECT_EQ(j["ready"], true);
+  EXPECT_EQ(j["checks"][1]["ok"], false);
+  EXPECT_EQ(j["checks"][1]["required"], false);
 }
 
 }  // namespace
