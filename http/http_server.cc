@@ -494,6 +494,16 @@ metrics::Counter& TlsReloads(const char* result) {
       {{"result", result}});
 }
 
+// The certificate in use: its end of validity, for an alert well before it (a certificate
+// renewed on disk reaches the process only at SIGHUP or a restart).
+void ShowCertificateExpiry(boost::asio::ssl::context& context) {
+  static metrics::Gauge& expiry = metrics::Registry::Default().GetGauge(
+      "kleaf_http_tls_certificate_expiry_timestamp_seconds",
+      "When the HTTPS certificate in use (http.tls.cert_file, as last loaded) expires, in seconds "
+      "since the Unix epoch.");
+  if (auto t = CertificateNotAfter(context)) expiry.Set(static_cast<double>(*t));
+}
+
 }  // namespace
 
 Result<void> HttpServer::ReloadTls() {
@@ -506,6 +516,7 @@ Result<void> HttpServer::ReloadTls() {
                   context.error().message);
     return std::unexpected(context.error());
   }
+  ShowCertificateExpiry(**context);
   {
     MutexLock lock(impl_->tls_mu);
     impl_->tls = std::move(*context);
@@ -522,6 +533,7 @@ Result<uint16_t> HttpServer::Start() {
     if (!context) return std::unexpected(context.error());
     TlsReloads("ok");  // both series from the start, at 0
     TlsReloads("error");
+    ShowCertificateExpiry(**context);
     MutexLock lock(impl_->tls_mu);
     impl_->tls = std::move(*context);
   }

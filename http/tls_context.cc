@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 
@@ -119,6 +120,14 @@ Result<std::shared_ptr<ssl::context>> MakeServerTlsContext(const TlsFiles& files
     SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
   }
   return context;
+}
+
+std::optional<int64_t> CertificateNotAfter(ssl::context& context) {
+  const X509* cert = SSL_CTX_get0_certificate(context.native_handle());
+  if (cert == nullptr) return std::nullopt;
+  struct tm t = {};
+  if (ASN1_TIME_to_tm(X509_get0_notAfter(cert), &t) != 1) return std::nullopt;
+  return static_cast<int64_t>(timegm(&t));
 }
 
 }  // namespace kleaf::http

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <boost/asio/ssl/context.hpp>
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "base/error.h"
 #include "http/http_server.h"
@@ -17,5 +19,9 @@ namespace kleaf::http {
 // certificate outside its validity period now.
 [[nodiscard]] Result<std::shared_ptr<boost::asio::ssl::context>> MakeServerTlsContext(
     const TlsFiles& files);
+
+// The end of the validity of the context's certificate (the leaf of the chain), in seconds since
+// the Unix epoch; nullopt without a certificate or when OpenSSL cannot read the time.
+std::optional<int64_t> CertificateNotAfter(boost::asio::ssl::context& context);
 
 }  // namespace kleaf::http

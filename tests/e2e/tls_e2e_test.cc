@@ -4,9 +4,13 @@
 // over TLS, which keeps its connection (keep-alive across a SIGHUP reload, idle timeout). The
 // hostile-input suites run over TLS too: robustness_e2e_test.cc, http_framing_e2e_test.cc.
 #include <gtest/gtest.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -186,8 +190,33 @@ int ReloadsCounted(RawConnection& c, const std::string& result) {
   return std::atoi(metrics->c_str() + at + series.size());
 }
 
+// The end of validity of the PEM certificate in `file`, in seconds since the epoch; -1 if unread.
+int64_t NotAfter(const std::filesystem::path& file) {
+  FILE* f = std::fopen(file.c_str(), "r");
+  if (f == nullptr) return -1;
+  X509* cert = PEM_read_X509(f, nullptr, nullptr, nullptr);
+  std::fclose(f);
+  if (cert == nullptr) return -1;
+  struct tm t = {};
+  const bool read = ASN1_TIME_to_tm(X509_get0_notAfter(cert), &t) == 1;
+  X509_free(cert);
+  return read ? static_cast<int64_t>(timegm(&t)) : -1;
+}
+
+// kleaf_http_tls_certificate_expiry_timestamp_seconds in /metrics; -1 when absent.
+int64_t ExpiryShown(RawConnection& c) {
+  auto metrics = Get(c, "/metrics");
+  if (!metrics) return -1;
+  const std::string series = "\nkleaf_http_tls_certificate_expiry_timestamp_seconds ";
+  const size_t at = metrics->find(series);
+  if (at == std::string::npos) return -1;
+  return static_cast<int64_t>(std::atof(metrics->c_str() + at + series.size()));
+}
+
+// Also the certificate's expiry in /metrics: the one loaded at start, the one a reload loaded,
+// and unchanged by a reload that failed.
 TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
-  pki_->Issue("server2", "2002");
+  pki_->Issue("server2", "2002", true, "", 30);
   ASSERT_FALSE(HasFatalFailure());
   auto server = StartStandalone(WriteConfig());
   ASSERT_TRUE(server) << server.error();
@@ -195,6 +224,11 @@ TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
   ASSERT_TRUE(before) << before.error();
   EXPECT_EQ(before->PeerSerial(), "1001");
   ASSERT_TRUE(Get(*before, "/healthz"));
+  const int64_t first_expiry = NotAfter(pki_->Cert("server1"));
+  const int64_t second_expiry = NotAfter(pki_->Cert("server2"));
+  ASSERT_GT(first_expiry, 0);
+  ASSERT_GT(second_expiry, first_expiry + 20 * 86400) << "issued for 2 and 30 days";
+  EXPECT_EQ(ExpiryShown(*before), first_expiry);
 
   std::filesystem::copy_file(pki_->Cert("server2"), dir_.path() / "tls.pem",
                              std::filesystem::copy_options::overwrite_existing);
@@ -216,6 +250,7 @@ TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
   EXPECT_EQ(StatusOf(*answer), 200);
   EXPECT_EQ(ReloadsCounted(*before, "ok"), 1);
   EXPECT_EQ(ReloadsCounted(*before, "error"), 0);
+  EXPECT_EQ(ExpiryShown(*before), second_expiry);
 
   // A reload of a bad file keeps the current certificate and counts an error.
   dir_.WriteFile("tls.pem", "not a certificate\n");
@@ -229,6 +264,7 @@ TEST_F(TlsE2eTest, SighupSwapsTheCertificateAndKeepsEstablishedConnections) {
   auto after = ConnectTls(server->port, pki_->CaCert());
   ASSERT_TRUE(after) << after.error();
   EXPECT_EQ(after->PeerSerial(), "2002");
+  EXPECT_EQ(ExpiryShown(*after), second_expiry) << "the certificate in use did not change";
   EXPECT_TRUE(server->process->WaitForStderr("http.tls.cert_file", seconds(10)))
       << server->process->Stderr();
   // A graceful stop with a TLS connection still open.
