@@ -119,6 +119,16 @@ http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& 
   o.idle_timeout = std::chrono::milliseconds(c.http.idle_timeout_ms);
   o.max_connections = c.http.max_connections;
   o.tls = {c.http.tls.cert_file, c.http.tls.key_file, c.http.tls.client_ca_file};
+  // Plain HTTP beyond this host: the admin token and the IDs cross the network in the clear.
+  // A warning, not a refusal: a TLS-terminating proxy or mesh sidecar may sit in front.
+  const bool loopback = host == "localhost" || host == "::1" || host.starts_with("127.");
+  if (o.tls.cert_file.empty() && !loopback) {
+    spdlog::warn(
+        "[http] plain HTTP on {}: not a loopback address, so requests, the admin token and the "
+        "IDs cross the network unencrypted; set http.tls (docs/operations.md, \"HTTPS\") unless "
+        "a TLS proxy or mesh sidecar in front does it",
+        HttpUrl(host, port, false));
+  }
   return o;
 }
 

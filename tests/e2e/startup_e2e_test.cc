@@ -48,6 +48,24 @@ TEST(StartupE2eTest, PrintsExactlyOneReadyLine) {
   EXPECT_EQ(Health("127.0.0.1", server->port), 200);
 }
 
+// Plain HTTP on an address other hosts reach gets a warning at start (the README's rule: TLS on
+// any listener that is not loopback); on loopback, none.
+TEST(StartupE2eTest, PlainHttpBeyondLoopbackIsWarnedAbout) {
+  TempDir dir;
+  auto open = StartStandalone(dir.WriteFile(
+      "open.yaml", TestConfig(dir.path() / "open").Set("http.listen", "0.0.0.0:0").Yaml()));
+  ASSERT_TRUE(open) << open.error();
+  EXPECT_EQ(Health("127.0.0.1", open->port), 200);
+  const std::string warning = "plain HTTP on http://0.0.0.0:0: not a loopback address";
+  EXPECT_TRUE(open->process->WaitForStderr(warning, seconds(5))) << open->process->Stderr();
+  auto local =
+      StartStandalone(dir.WriteFile("local.yaml", TestConfig(dir.path() / "local").Yaml()));
+  ASSERT_TRUE(local) << local.error();
+  EXPECT_EQ(Health("127.0.0.1", local->port), 200);
+  EXPECT_EQ(local->process->Stderr().find("plain HTTP on"), std::string::npos)
+      << local->process->Stderr();
+}
+
 TEST(StartupE2eTest, Ipv6ListenAddressGivesAUsableUrl) {
   if (!Ipv6LoopbackAvailable()) GTEST_SKIP() << "no IPv6 loopback here";
   TempDir dir;
