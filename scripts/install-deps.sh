@@ -145,16 +145,30 @@ fi
 # this module version is kept (`helm version` says only "v3.22" of a build without release flags).
 helm=$cache/tools/bin/helm
 go=$(command -v go || echo /usr/local/go/bin/go)
+# A helm built by go install alone assumes Kubernetes v1.20 when no --kube-version is given, below
+# the chart's kubeVersion floor (1.25): `helm template` refused the chart. helm's own release build
+# sets the version and that assumption with -ldflags (its Makefile: the major and minor of the
+# k8s.io/client-go it is built with); so does this build, and a cached helm that does not report
+# the full version was built without them and is rebuilt.
 if [[ $set_name != run && ( ! -x $go || \
-      $("$go" version -m "$helm" 2>/dev/null | awk '$1 == "mod" { print $3 }') != "$helm_version" ) ]]; then
+      $("$go" version -m "$helm" 2>/dev/null | awk '$1 == "mod" { print $3 }') != "$helm_version" || \
+      $("$helm" version --template '{{.Version}}' 2>/dev/null) != "$helm_version" ) ]]; then
   [[ -x $go ]] || die "helm $helm_version is built with Go, and this machine has no go"
   mkdir -p "$cache/tools/bin" "$cache/go" || die "cannot create $cache/tools (run as root once)"
   echo "install-deps: building helm $helm_version with $("$go" env GOVERSION) into $cache/tools/bin"
   started=$(date +%s)
   # The modules stay in <cache>/go for a later version; the build cache (hundreds of MB) goes.
   gocache=$(mktemp -d "$cache/go/build-cache.XXXXXX")
+  helm_mod=$(GOPATH=$cache/go GOCACHE=$gocache GOFLAGS=-modcacherw "$go" mod download -json \
+    "helm.sh/helm/v3@$helm_version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  k8s_minor=$(sed -n 's/^[[:space:]]*k8s\.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$helm_mod" | head -n1)
+  [[ -n $k8s_minor ]] || { rm -rf "$gocache"; die "no k8s.io/client-go version in helm $helm_version's go.mod ($helm_mod)"; }
+  helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$helm_version"
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    helm_ldflags+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$k8s_minor"
+  done
   GOBIN=$cache/tools/bin GOPATH=$cache/go GOCACHE=$gocache GOFLAGS=-modcacherw CGO_ENABLED=0 \
-    nice -n 10 "$go" install "helm.sh/helm/v3/cmd/helm@$helm_version" \
+    nice -n 10 "$go" install -ldflags "$helm_ldflags" "helm.sh/helm/v3/cmd/helm@$helm_version" \
     || { rm -rf "$gocache"; die "go install helm.sh/helm/v3/cmd/helm@$helm_version failed"; }
   rm -rf "$gocache"
   echo "install-deps: built helm $helm_version in $(($(date +%s) - started)) s"

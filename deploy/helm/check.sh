@@ -77,6 +77,11 @@ EOF
   fi
 done
 
+# As a team runs it: without --kube-version (install-deps.sh builds helm with the Kubernetes
+# version its release builds assume; a plain go install assumed v1.20 and refused the chart).
+"$helm" template kleaf "$chart" -f "$here/examples/small.yaml" >/dev/null 2>"$work/template.log" \
+  || { cat "$work/template.log" >&2; fail "helm template without --kube-version failed"; }
+
 # What the chart must refuse, each with a message naming the value.
 expect_refusal() {
   local want=$1
