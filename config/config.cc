@@ -732,14 +732,20 @@ namespace {
           Code::kInvalidArgument,
           name + ": not a config key (KLEAF_<SECTION>__<KEY>, e.g. KLEAF_KAFKA__BOOTSTRAP)");
     }
-    // A list or a mapping is YAML flow text; anything else is the value as written (a token
-    // may hold '#' or ': ', which YAML would read otherwise).
+    // A list or a mapping is YAML: flow text (`{a: b}`, `[x]`, leading blanks allowed), or block
+    // text over several lines (what `kubectl create secret --from-file` holds: `a: b` lines). A
+    // single line that is not flow text is the value as written (a token may hold '#' or ': ',
+    // which YAML would read otherwise), and so is multi-line text that YAML reads as a scalar.
     YAML::Node node(value);
-    if (value.starts_with('[') || value.starts_with('{')) {
+    const size_t first = value.find_first_not_of(" \t\r\n");
+    const bool flow = first != std::string::npos && (value[first] == '[' || value[first] == '{');
+    const bool lines = value.find('\n') != std::string::npos;
+    if (flow || lines) {
       try {
-        node = YAML::Load(value);
+        YAML::Node parsed = YAML::Load(value);
+        if (flow || parsed.IsMap() || parsed.IsSequence()) node = parsed;
       } catch (const YAML::Exception& e) {
-        return Fail(Code::kInvalidArgument, name + ": not valid YAML: " + e.what());
+        if (flow) return Fail(Code::kInvalidArgument, name + ": not valid YAML: " + e.what());
       }
     }
     if (auto r = field->set(node, c); !r) {

@@ -134,6 +134,21 @@ TEST(KafkaPropertiesTest, SecuritySettingsPassAndGuaranteesAreProtected) {
   auto env = ParseConfig("", {{"KLEAF_KAFKA__PROPERTIES", "{security.protocol: SSL}"}});
   ASSERT_TRUE(env) << env.error().message;
   EXPECT_EQ(env->kafka.properties.at("security.protocol"), "SSL");
+  // Block YAML, as a Secret made from a file holds it, and flow text after a blank.
+  auto block = ParseConfig("", {{"KLEAF_KAFKA__PROPERTIES",
+                                 "security.protocol: SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\n"
+                                 "sasl.password: \"s3cret: #1\"\n"}});
+  ASSERT_TRUE(block) << block.error().message;
+  EXPECT_EQ(block->kafka.properties.at("security.protocol"), "SASL_SSL");
+  EXPECT_EQ(block->kafka.properties.at("sasl.password"), "s3cret: #1");
+  EXPECT_EQ(block->kafka.properties.size(), 3u);
+  auto spaced = ParseConfig("", {{"KLEAF_KAFKA__PROPERTIES", " {security.protocol: SSL}"}});
+  ASSERT_TRUE(spaced) << spaced.error().message;
+  EXPECT_EQ(spaced->kafka.properties.at("security.protocol"), "SSL");
+  // A one-line value stays as written, ': ' and all; a token read from a file keeps its text.
+  auto token = ParseConfig("", {{"KLEAF_ADMIN__TOKEN", "abc: def #1 0123456789"}});
+  ASSERT_TRUE(token) << token.error().message;
+  EXPECT_EQ(token->admin.token, "abc: def #1 0123456789");
 }
 
 }  // namespace
