@@ -104,4 +104,6 @@ expect_refusal 'adminToken.value' -f "$small" --set adminToken.value=short
 expect_refusal 'config http.tls' -f "$small" --set config.http.tls.cert_file=/x.pem
 expect_refusal 'http.tls.secretName' -f "$small" --set http.tls.enabled=true
 expect_refusal backup.persistentVolumeClaim -f "$small" --set backup.enabled=true
+expect_refusal metrics.podMonitor.tlsConfig -f "$small" --set metrics.podMonitor.enabled=true \
+  --set http.tls.enabled=true --set http.tls.secretName=kleaf-tls
 echo "check-helm: chart OK (${#sets[@]} values sets, Kubernetes ${kube_versions[*]})"
