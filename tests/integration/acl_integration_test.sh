@@ -8,9 +8,10 @@
 # (SCRAM-SHA-512) for kleaf. Then, each as its own user: an allocator, a gateway (a tag made over
 # HTTP, segment and snowflake IDs), a producer with a segment stream, a BatchConsumer taking its
 # batches (claim floor included: DELETE on the stream topics) and `kleaf state export`. Last,
-# with one right taken away each: an allocator without WRITE on its transactional ids, an
-# allocator without READ on its group, a producer without DESCRIBE on the consumers' group and an
-# export without DESCRIBE on the readers' group must each exit 1 within 40 s, naming the right.
+# with one right taken away each: an allocator without CREATE on topics that do not exist yet,
+# an allocator without WRITE on its transactional ids, an allocator without READ on its group, a
+# producer without DESCRIBE on the consumers' group and an export without DESCRIBE on the
+# readers' group must each exit 1 within 40 s, naming the right.
 #
 # Usage: acl_integration_test.sh KLEAF_BINARY BATCH_CONSUMER_EXAMPLE
 # Needs KLEAF_TEST_KAFKA_SCRIPT (compose/kafka.sh); without it it exits 77 (skipped).
@@ -59,7 +60,8 @@ done
 # KLEAF_ACL_TEST_SKIP), then the resource and operation arguments.
 acls_of() {
   cat <<'EOF'
-allocator topics  --topic kleaf. --resource-pattern-type prefixed --operation Create --operation Describe --operation DescribeConfigs --operation Read --operation Write
+allocator topics  --topic kleaf. --resource-pattern-type prefixed --operation Describe --operation DescribeConfigs --operation Read --operation Write
+allocator create  --topic kleaf. --resource-pattern-type prefixed --operation Create
 allocator group   --group kleaf.allocators --operation Read
 allocator readers --group kleaf-reader-unused --operation Describe
 allocator txn     --transactional-id kleaf.requests.owner. --resource-pattern-type prefixed --operation Write
@@ -190,6 +192,10 @@ refused() {  # role acl-name node-id expected-pattern... ; runs kleaf ROLE (expo
   echo "$role without $name: exit $rc in $ms ms: ${last#* error }"
   acl --add "$role" "$name"
 }
+# A cluster of another prefix (under kleaf., so Describe is granted): its topics do not exist yet.
+config acl-fresh allocator "  topic_prefix: kleaf.fresh"
+refused allocator create acl-fresh "creating topic kleaf.fresh." "CREATE on topic kleaf.fresh." \
+  "created by hand"
 refused allocator txn acl-allocator "Transactional Id authorization failed" \
   "WRITE on transactional id kleaf.requests.owner." "Kafka ACLs"
 refused allocator group acl-allocator "Group authorization failed" "READ on group kleaf.allocators"
