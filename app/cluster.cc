@@ -1,15 +1,19 @@
 #include "app/cluster.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
+#include <string>
 
 #include "allocator/import.h"
 #include "app/common.h"
 #include "app/serve.h"
 #include "app/standalone.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "cluster/allocator_client.h"
 #include "cluster/allocator_node.h"
 #include "cluster/readiness.h"
@@ -90,7 +94,18 @@ int RunAllocator(const config::Config& c) {
       !bound) {
     return StartupError(bound.error().message);
   }
-  const cluster::AllocatorNodeOptions options = NodeOptions(c, *setup);
+  cluster::AllocatorNodeOptions options = NodeOptions(c, *setup);
+  // A right the brokers' authorizer refuses (group, transactional id) ends the node with exit 1 and
+  // the right's name, rather than a node that runs and never serves (docs/operations.md, "Kafka
+  // ACLs"). The first refusal wins; SIGTERM wakes the wait below.
+  Mutex unauthorized_mu;
+  std::string unauthorized;
+  options.on_unauthorized = [&unauthorized_mu, &unauthorized](const std::string& why) {
+    MutexLock lock(unauthorized_mu);
+    if (!unauthorized.empty()) return;
+    unauthorized = why;
+    ::kill(::getpid(), SIGTERM);
+  };
   cluster::AllocatorNode node(options, **store, SystemClock::Instance());
   if (auto r = node.Start(); !r) return StartupError(r.error().message);
   kafka::BrokerProbe probe(setup->props, ProbeOptions(*setup), SystemClock::Instance());
@@ -107,6 +122,8 @@ int RunAllocator(const config::Config& c) {
   probe.Stop();
   node.Stop();
   spdlog::info("[allocator] stopped");
+  MutexLock lock(unauthorized_mu);
+  if (!unauthorized.empty()) return StartupError("Kafka refused a right: " + unauthorized);
   return 0;
 }
 

@@ -249,10 +249,23 @@ void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
       break;
     case kafka::GroupConsumer::Event::Kind::kError:
       spdlog::warn("[allocator] consumer: {}", event.error);
+      if (kafka::IsAuthorizationFailure(event.error)) {
+        // Without these rights the node never joins its group: it would run and serve nothing.
+        const bool group = event.error.find("Group authorization") != std::string::npos;
+        Unauthorized("consumer group " + options_.group_id + ": " + event.error +
+                     ": the Kafka principal needs READ on " +
+                     (group ? "group " + options_.group_id : "topic " + options_.topics.requests));
+      }
       break;
     case kafka::GroupConsumer::Event::Kind::kNone:
       break;
   }
+}
+
+void AllocatorNode::Unauthorized(const std::string& why) {
+  const std::string message = why + " (" + kafka::kAclHint + ")";
+  spdlog::error("[allocator] {}", message);
+  if (options_.on_unauthorized) options_.on_unauthorized(message);
 }
 
 void AllocatorNode::PublishProgress() {
@@ -344,6 +357,12 @@ void AllocatorNode::FinishTakeovers() {
         fenced ? Serve(p, std::move(*fenced)) : Result<int64_t>(std::unexpected(fenced.error()));
     if (!resume) {
       spdlog::warn("[allocator] cannot take over partition {} yet: {}", p, resume.error().message);
+      if (kafka::IsAuthorizationFailure(resume.error().message)) {
+        Unauthorized("taking over partition " + std::to_string(p) + ": " + resume.error().message +
+                     ": the Kafka principal needs WRITE on transactional id " +
+                     options_.topics.TransactionalId(p) + " (one per partition: PREFIXED " +
+                     options_.topics.requests + ".owner.)");
+      }
       retry_at_ns_[p] = clock_.MonotonicNs() + 1'000'000'000;
       continue;
     }

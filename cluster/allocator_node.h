@@ -5,11 +5,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,6 +37,10 @@ struct AllocatorNodeOptions {
   int batch_max = 256;   // requests per transaction (per partition) at most
   std::chrono::milliseconds txn_timeout{10000};
   std::chrono::milliseconds session_timeout{6000};  // group membership: bounds failover time
+  // Called (from the node's thread) when Kafka's authorizer refuses a right the node cannot serve
+  // without, with a message naming it; the node keeps trying until stopped. `kleaf allocator`
+  // exits with it (docs/operations.md, "Kafka ACLs"); empty: only logged.
+  std::function<void(const std::string&)> on_unauthorized;
 };
 
 // One thread runs the consumer loop; everything below is owned by it. (A round's commits run on
@@ -82,6 +88,8 @@ class AllocatorNode {
   // A group event other than a message of the batch: a message that starts the next batch, an
   // assignment, a revocation, an error.
   void OnEvent(kafka::GroupConsumer::Event& event, std::vector<kafka::Message>& batch);
+  // An ACL refusal: logged, and handed to options_.on_unauthorized.
+  void Unauthorized(const std::string& why);
   // Publishes the loop's progress to the getters and gauges read by other threads.
   void PublishProgress();
   void OnAssigned(const std::vector<kafka::TopicPartition>& partitions);

@@ -16,7 +16,7 @@
 #   kafka.sh libs
 #   kafka.sh tool NAME [ARGS...]   Kafka's CLI tools: topics, consumer-groups, get-offsets,
 #                                  console-consumer, configs, transactions, delete-records,
-#                                  metadata-quorum, reassign-partitions, features
+#                                  metadata-quorum, reassign-partitions, features, acls
 #                                  (ARGS as for kafka-NAME.sh, e.g. --bootstrap-server H:P --list)
 #
 # A KRaft cluster of N broker+controller nodes (default 3: RF 3, min ISR 2) under one dir D:
@@ -860,7 +860,10 @@ cmd_tool() {
     metadata-quorum) main=org.apache.kafka.tools.MetadataQuorumCommand ;;
     reassign-partitions) main=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
     features) main=org.apache.kafka.tools.FeatureCommand ;;
-    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records, metadata-quorum, reassign-partitions, features)" ;;
+    acls)  # moved from core (Scala) to the tools module in Kafka 4.0, as configs
+      if [[ "$KAFKA_VERSION" == 3.* ]]; then main=kafka.admin.AclCommand
+      else main=org.apache.kafka.tools.AclCommand; fi ;;
+    *) die "tool: unknown tool '${name}' (topics, consumer-groups, get-offsets, console-consumer, configs, transactions, delete-records, metadata-quorum, reassign-partitions, features, acls)" ;;
   esac
   shift
   fetch

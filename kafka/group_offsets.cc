@@ -8,6 +8,7 @@ using std::chrono::milliseconds;
 
 struct GroupOffsets::Impl {
   KafkaHandle rk;
+  std::string group;
 };
 
 GroupOffsets::GroupOffsets(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -27,13 +28,26 @@ Result<std::unique_ptr<GroupOffsets>> GroupOffsets::Create(const Properties& pro
   if (!rk) return std::unexpected(rk.error());
   auto impl = std::make_unique<Impl>();
   impl->rk = std::move(*rk);
+  impl->group = group;
   rd_kafka_poll_set_consumer(impl->rk.get());
   return std::unique_ptr<GroupOffsets>(new GroupOffsets(std::move(impl)));
 }
 
 Result<std::vector<TopicPartition>> GroupOffsets::Committed(
     const std::vector<TopicPartition>& partitions, milliseconds timeout) {
-  return CommittedOffsets(impl_->rk.get(), partitions, timeout);
+  auto committed = CommittedOffsets(impl_->rk.get(), partitions, timeout);
+  if (committed) return committed;
+  // A refused coordinator lookup (no DESCRIBE on the group) ends as a plain timeout; the refusal
+  // itself waits on the handle's queue.
+  while (MessageHandle m{rd_kafka_consumer_poll(impl_->rk.get(), 0)}) {
+    if (m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+      return Fail(Code::kFailedPrecondition, committed.error().message + ": " +
+                                                 rd_kafka_message_errstr(m.get()) +
+                                                 ": the Kafka principal needs DESCRIBE on group " +
+                                                 impl_->group + " (" + kAclHint + ")");
+    }
+  }
+  return committed;
 }
 
 Result<void> GroupOffsets::Commit(const std::vector<TopicPartition>& offsets) {

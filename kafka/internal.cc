@@ -10,7 +10,16 @@ Error KafkaError(rd_kafka_resp_err_t err, std::string_view what) {
   } else if (err == RD_KAFKA_RESP_ERR__INVALID_ARG) {
     code = Code::kInvalidArgument;
   }
-  return Error{code, std::string(what) + ": " + rd_kafka_err2str(err)};
+  std::string message = std::string(what) + ": " + rd_kafka_err2str(err);
+  if (err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+      err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED ||
+      err == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ||
+      err == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED) {
+    // Not transient: the principal lacks an ACL until an operator grants it.
+    code = Code::kFailedPrecondition;
+    message.append(" (the Kafka principal lacks an ACL: ").append(kAclHint).append(")");
+  }
+  return Error{code, std::move(message)};
 }
 
 PartitionList ToList(const std::vector<TopicPartition>& parts) {

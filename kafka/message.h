@@ -41,4 +41,12 @@ struct TopicPartition {
 // state records land in the same partition number of their topics.
 int32_t PartitionFor(std::string_view key, int32_t partitions);
 
+// Whether `message` (a Kafka error as kleaf reports it, librdkafka's text included) is an ACL
+// refusal: the brokers' authorizer denied the principal a right (TOPIC_, GROUP_, TRANSACTIONAL_ID_
+// or CLUSTER_AUTHORIZATION_FAILED). Asking again does not help; an operator must grant the right.
+bool IsAuthorizationFailure(std::string_view message);
+
+// Appended to an ACL refusal: where the rights of each role are listed.
+inline constexpr char kAclHint[] = "see docs/operations.md, \"Kafka ACLs\"";
+
 }  // namespace kleaf::kafka

@@ -33,7 +33,7 @@ Result<std::unique_ptr<PartitionReader>> PartitionReader::Create(const Propertie
   p.emplace("enable.partition.eof", "true");
   p.emplace("fetch.wait.max.ms", "10");
   p.emplace("socket.nagle.disable", "true");
-  p.emplace("group.id", "kleaf-reader-unused");  // never joins: assign() only, no commits
+  p.emplace("group.id", kReaderGroup);  // never joins: assign() only, no commits
   auto rk = NewHandle(RD_KAFKA_CONSUMER, p);
   if (!rk) return std::unexpected(rk.error());
   auto impl = std::make_unique<Impl>();
@@ -127,6 +127,20 @@ Result<int64_t> PartitionReader::ReadToEnd(const std::string& topic, int32_t par
       position = std::max(position, m->offset);
     } else if (m->err) {
       std::string msg = rd_kafka_message_errstr(m.get());
+      if (m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+        // librdkafka looks up the coordinator of the group.id even for assign(): without the right
+        // it asks again for ever, and a caller that retries kUnavailable would wait out its
+        // deadline.
+        return Fail(Code::kFailedPrecondition,
+                    "reading " + topic + ": " + msg +
+                        ": the Kafka principal needs DESCRIBE on group " + kReaderGroup +
+                        " (the readers' group.id; " + kAclHint + ")");
+      }
+      if (IsAuthorizationFailure(msg)) {
+        return Fail(Code::kFailedPrecondition, "reading " + topic + ": " + msg +
+                                                   ": the Kafka principal needs READ on topic " +
+                                                   topic + " (" + kAclHint + ")");
+      }
       return Fail(Code::kUnavailable, "reading " + topic + ": " + msg);
     } else {
       fn(ToMessage(m.get()));

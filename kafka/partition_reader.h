@@ -15,6 +15,10 @@
 
 namespace kleaf::kafka {
 
+// The group.id of every PartitionReader. It never joins nor commits, but librdkafka looks up its
+// coordinator, which a broker with an authorizer allows only with DESCRIBE on this group.
+inline constexpr char kReaderGroup[] = "kleaf-reader-unused";
+
 // Reads partitions by assign() (no group): for restoring state and for reply partitions.
 class PartitionReader {
  public:
