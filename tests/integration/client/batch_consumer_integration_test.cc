@@ -463,16 +463,18 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWithinASecondWhileTheBrokerIsUp
                        : peer == Peer::kStopped    ? "after a peer was frozen"
                                                    : "in a rebalance waiting for a killed peer";
     SCOPED_TRACE(name);
-    // A topic per case. A batch_consumer_example peer claims every batch of the partition it is
-    // given, and each claim moves that partition's log start past its batch (the claim floor):
-    // with one topic for all cases, a later case's consumer could be given a partition an earlier
-    // peer had emptied (the roundrobin assignor orders members by their random member ids), and
-    // its first Next() waited 30 s for nothing. With librdkafka 2.8 the peers had claimed 2 to 10
-    // batches each by the time they were stopped (the case groups' committed offsets), with 2.14
-    // some claimed all 50 (its fetches start sooner), and the test failed in 2 of 4 runs.
+    // A topic per case, filled once the group has settled. A batch_consumer_example peer claims
+    // every batch of the partitions it is given, and each claim moves that partition's log start
+    // past its batch (the claim floor): with one topic for all cases, a later case's consumer
+    // could be given a partition an earlier peer had emptied (the roundrobin assignor orders
+    // members by their random member ids), and with the batches published before the consumers
+    // joined, a peer alone in the group for a moment could claim both partitions' batches before
+    // the rebalance that brought this consumer in. Either way its first Next() waited 30 s for
+    // nothing. With librdkafka 2.8 the peers had claimed 2 to 10 batches each by the time they
+    // were stopped (the case groups' committed offsets); with 2.14 some claimed all 50 of a
+    // partition, or all 100, and the test failed in 2 of 4 runs.
     const std::string topic = UniqueTopic("closepeer");
     ASSERT_TRUE(CreateIdsTopic(broker_.bootstrap, topic, 2, {"k"}));
-    ASSERT_TRUE(Publish(broker_.bootstrap, topic, 2, SegmentBatches("k", 0, 10, 100)));
     BatchConsumer::Options options = OptionsFor(topic, {{"k", IdBatch::Mode::kSegment}});
     // A group per case: a peer killed or frozen in one case must not hold up the next one's.
     const std::string case_group = topic + ".group";
@@ -500,6 +502,7 @@ TEST_F(BatchConsumerIntegrationTest, CloseReturnsWithinASecondWhileTheBrokerIsUp
         },
         seconds(60)))
         << "assigned " << (*c)->stats().assigned_partitions << "; " << Stderrs(procs);
+    ASSERT_TRUE(Publish(broker_.bootstrap, topic, 2, SegmentBatches("k", 0, 10, 100)));
     auto id = (*c)->Next("k", IdBatch::Mode::kSegment, seconds(30));
     ASSERT_TRUE(id) << id.error().message;
     const double bound = 1.0;
