@@ -5,10 +5,10 @@
 # (tests/prometheus), builds kleaf with warnings as errors, builds the clang
 # sanitizer build and runs the unit tests under ASan+UBSan and the HTTP and TLS fuzzers in it
 # (tests/fuzz), builds the unit tests alone under ThreadSanitizer and runs them (build-tsan),
-# starts a real Kafka broker (compose/kafka.sh: 4.4.0, its default) and one of the other generation
-# beside it (KLEAF_TEST_KAFKA_COMPAT_VERSION, 3.9.2), runs every test with ctest (unit, e2e against
-# the real binary, integration against the main broker, and the compatibility subset labelled
-# kafka-compat against the other), and stops the brokers again; then starts a cluster of three
+# starts two real Kafka brokers (compose/kafka.sh: 4.4.0, its default) and one of the other generation
+# beside them (KLEAF_TEST_KAFKA_COMPAT_VERSION, 3.9.2), runs every test with ctest (unit, e2e against
+# the real binary, integration against the main brokers, two at a time, each alone on its broker,
+# and the compatibility subset labelled kafka-compat against the other), and stops the brokers; then starts a cluster of three
 # brokers (compose/kafka.sh cluster-start) for the tests labelled cluster3. Each phase prints how long it took (test.sh: ... s), so CI's time can be read by phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,43 +79,66 @@ phase "unit tests under TSan"
 
 kafka_dir=$(mktemp -d /tmp/kleaf-test-kafka.XXXXXX)
 kafka_port=$(compose/kafka.sh free-port)
+kafka_b_dir=$(mktemp -d /tmp/kleaf-test-kafka-b.XXXXXX)
+kafka_b_port=$(compose/kafka.sh free-port)
 compat_version=${KLEAF_TEST_KAFKA_COMPAT_VERSION:-3.9.2}
 compat_dir=$(mktemp -d /tmp/kleaf-test-kafka-compat.XXXXXX)
 compat_port=$(compose/kafka.sh free-port)
 kafka3_dir=""
 stop_kafka() {
   compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null 2>&1 || true
+  compose/kafka.sh stop --dir "$kafka_b_dir" --clean >/dev/null 2>&1 || true
   compose/kafka.sh stop --dir "$compat_dir" --clean >/dev/null 2>&1 || true
   if [[ -n "$kafka3_dir" ]]; then
     compose/kafka.sh cluster-stop --dir "$kafka3_dir" --kill --clean >/dev/null 2>&1 || true
   fi
 }
 trap stop_kafka EXIT
-# The two brokers start together (each fetches its own jars on a fresh machine).
+# The brokers start together (each version fetches its own jars on a fresh machine).
 compose/kafka.sh start --kafka-version "$compat_version" --port "$compat_port" --dir "$compat_dir" \
   >/dev/null &
 compat_start=$!
+compose/kafka.sh start --port "$kafka_b_port" --dir "$kafka_b_dir" >/dev/null &
+b_start=$!
 compose/kafka.sh start --port "$kafka_port" --dir "$kafka_dir" >/dev/null
 wait "$compat_start"
+wait "$b_start"
+# Broker a is also the default of every KLEAF_TEST_KAFKA_* variable (a test run without a resource
+# group); ctest gives each test of the main brokers one of them (resource `kafka`, below), and
+# tests/integration/kafka_slot.cc and on_kafka_slot.sh point the test at it.
 export KLEAF_TEST_KAFKA_BOOTSTRAP="127.0.0.1:$kafka_port"
 export KLEAF_TEST_KAFKA_PORT="$kafka_port"
 export KLEAF_TEST_KAFKA_DIR="$kafka_dir"
+export KLEAF_TEST_KAFKA_A_BOOTSTRAP="127.0.0.1:$kafka_port"
+export KLEAF_TEST_KAFKA_A_PORT="$kafka_port"
+export KLEAF_TEST_KAFKA_A_DIR="$kafka_dir"
+export KLEAF_TEST_KAFKA_B_BOOTSTRAP="127.0.0.1:$kafka_b_port"
+export KLEAF_TEST_KAFKA_B_PORT="$kafka_b_port"
+export KLEAF_TEST_KAFKA_B_DIR="$kafka_b_dir"
+resource_spec="$kafka_dir.resources.json"
+cat >"$resource_spec" <<'SPEC'
+{"version": {"major": 1, "minor": 0},
+ "local": [{"kafka": [{"id": "a", "slots": 1}, {"id": "b", "slots": 1}]}]}
+SPEC
 export KLEAF_TEST_KAFKA_SCRIPT="$PWD/compose/kafka.sh"
 export KLEAF_TEST_KAFKA_COMPAT_BOOTSTRAP="127.0.0.1:$compat_port"
 export KLEAF_TEST_KAFKA_COMPAT_PORT="$compat_port"
 export KLEAF_TEST_KAFKA_COMPAT_DIR="$compat_dir"
 export KLEAF_TEST_KAFKA_COMPAT_VERSION="$compat_version"
-phase "brokers started (Kafka $(compose/kafka.sh version) and $compat_version)"
+phase "brokers started (Kafka $(compose/kafka.sh version) twice and $compat_version)"
 
-# Everything but the three-broker tests: on the main broker, and the kafka-compat subset on the
-# other. Each broker's tests run one at a time (RESOURCE_LOCK kafka, kafka-compat); with -j2 the
-# second slot takes the unit and e2e tests and then the kafka-compat ones, which would otherwise
-# leave it idle while the main integration tests run. A failure here still runs the cluster3
-# tests below.
+# Everything but the three-broker tests: on the main brokers, and the kafka-compat subset on the
+# other. A broker runs one test at a time (RESOURCE_GROUPS kafka:1 over the spec's brokers a and b,
+# RESOURCE_LOCK kafka-compat): with -j2 the integration tests, 1,059 s of the phase's 1,125 s when
+# they had one broker, run two at a time, the unit, e2e and kafka-compat tests in between. A
+# failure here still runs the cluster3 tests below.
 status=0
-ctest --test-dir "$build" --output-on-failure --timeout 600 -j2 -LE cluster3 || status=$?
+ctest --test-dir "$build" --output-on-failure --timeout 600 -j2 -LE cluster3 \
+  --resource-spec-file "$resource_spec" || status=$?
 compose/kafka.sh stop --dir "$kafka_dir" --clean >/dev/null
+compose/kafka.sh stop --dir "$kafka_b_dir" --clean >/dev/null
 compose/kafka.sh stop --dir "$compat_dir" --clean >/dev/null
+rm -f "$resource_spec"
 phase "unit, e2e and integration tests (Kafka $(compose/kafka.sh version) and $compat_version)"
 
 # The tests labelled cluster3 on a KRaft cluster of three brokers (RF 3, min ISR 2), each broker

@@ -28,6 +28,14 @@
 namespace kleaf::integration {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// For ASSERT_TRUE(Ok(call)): a failed call's error in the failure message (a bare std::expected
+// prints only "false").
+template <typename T>
+testing::AssertionResult Ok(const std::expected<T, std::string>& result) {
+  if (result) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << result.error();
+}
 // Environment variables added to a node's (e.g. libfaketime's).
 using ProcessEnv = std::vector<std::pair<std::string, std::string>>;
 

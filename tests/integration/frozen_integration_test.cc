@@ -52,8 +52,19 @@ TEST_F(FrozenIntegrationTest, EveryRequestIsAnsweredInTimeWhileTheBrokerIsFrozen
   ASSERT_TRUE(nodes) << nodes.error();
   Node& gw = *nodes->gateways[0];
   const std::string tag = "frozen-seg";
-  ASSERT_TRUE(PutTag(gw.port, tag, R"({"step":10})"));
-  ASSERT_TRUE(FetchIds(gw.port, tag, 5));
+  ASSERT_TRUE(Ok(PutTag(gw.port, tag, R"({"step":10})")));
+  // The first segment may take longer than segment.wait_ms (100 ms) on a loaded machine: the
+  // gateway then answers 503 until it arrives (seen once with two tests' brokers and nodes on two
+  // cores). Served once, before the freeze, is what the rest of the test needs.
+  std::string first_error;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto ids = FetchIds(gw.port, tag, 5);
+        if (!ids) first_error = ids.error();
+        return ids.has_value();
+      },
+      seconds(30)))
+      << "no IDs before the freeze: " << first_error;
   Node& late = cluster.AddGateway("gw-late", 1);
   Node& late_alloc = cluster.AddAllocator("alloc-late");
 
@@ -236,7 +247,7 @@ void TakeOverWhileTheBrokerIsAway(const KafkaBroker& broker, Outage outage) {
   for (int32_t p = 0; p < Cluster::kPartitions; ++p) {
     const std::string tag =
         TagOnPartition(std::string("takeover-") + what, p, Cluster::kPartitions);
-    ASSERT_TRUE(PutTag(gw.port, tag, R"({"step":10})"));
+    ASSERT_TRUE(Ok(PutTag(gw.port, tag, R"({"step":10})")));
     // A tag's first segment is fetched on its first request, which answers 503 after
     // segment.wait_ms (100 ms) if the fetch takes longer (e.g. across the rebalance that the
     // second allocator's start caused): ask until it is served.

@@ -33,9 +33,10 @@ TEST_F(IdModeIntegrationTest, TwoGatewaysNeverServeOneObfuscatedIdTwice) {
   auto nodes = cluster.StartNodes(1, 2);
   ASSERT_TRUE(nodes) << nodes.error();
   const auto& gws = nodes->gateways;
-  ASSERT_TRUE(PutTag(gws[0]->port, "idmode-obf", R"({"step":3000,"id_mode":"obfuscated"})"));
-  ASSERT_TRUE(PutTag(gws[1]->port, "idmode-time", R"({"step":3000,"id_mode":"obfuscated_time"})"));
-  ASSERT_TRUE(PutTag(gws[0]->port, "idmode-live", R"({"step":3000})"));
+  ASSERT_TRUE(Ok(PutTag(gws[0]->port, "idmode-obf", R"({"step":3000,"id_mode":"obfuscated"})")));
+  ASSERT_TRUE(
+      Ok(PutTag(gws[1]->port, "idmode-time", R"({"step":3000,"id_mode":"obfuscated_time"})")));
+  ASSERT_TRUE(Ok(PutTag(gws[0]->port, "idmode-live", R"({"step":3000})")));
 
   std::map<std::string, std::vector<int64_t>> ids;
   for (const std::string tag : {"idmode-obf", "idmode-time", "idmode-live"}) {

@@ -38,13 +38,13 @@ TEST_F(OpsIntegrationTest, AllocatorMetricsCountSegmentsAndGatewayMetricsTimeKaf
   const Node& alloc = *nodes->allocators[0];
   const Node& gw = *nodes->gateways[0];
   ASSERT_NE(alloc.port, 0) << "the allocator printed no URL";
-  ASSERT_TRUE(PutTag(gw.port, "ops-seg", R"({"step":10})"));
+  ASSERT_TRUE(Ok(PutTag(gw.port, "ops-seg", R"({"step":10})")));
 
   auto before = ScrapeMetrics(alloc.port);
   ASSERT_TRUE(before) << before.error();
   const double allocated_before = before->Sum("kleaf_allocator_segments_allocated_total");
   // 95 IDs in segments of 10: at least 9 more segments (the gateway also preloads).
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(FetchIds(gw.port, "ops-seg", 19));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Ok(FetchIds(gw.port, "ops-seg", 19)));
   auto after = ScrapeMetrics(alloc.port);
   ASSERT_TRUE(after) << after.error();
   const double allocated =

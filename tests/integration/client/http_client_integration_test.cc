@@ -28,7 +28,7 @@ TEST_F(HttpClientIntegrationTest, KeepsServingWhenOneOfTwoGatewaysIsKilled) {
   Node& gw_a = *nodes->gateways[0];
   Node& gw_b = *nodes->gateways[1];
   const std::string tag = "client-failover";
-  ASSERT_TRUE(PutTag(gw_a.port, tag, R"({"step":100})"));
+  ASSERT_TRUE(Ok(PutTag(gw_a.port, tag, R"({"step":100})")));
 
   HttpClient::Options options;
   options.gateways = {{"127.0.0.1", gw_a.port}, {"127.0.0.1", gw_b.port}};
@@ -100,7 +100,7 @@ TEST(HttpClientExampleTest, PrintsIdsFromAStandaloneEvenWithADeadGatewayFirst) {
   e2e::TestConfig config(dir.path() / "state");
   auto server = e2e::StartStandalone(dir.WriteFile("kleaf.yaml", config.Yaml()));
   ASSERT_TRUE(server) << server.error();
-  ASSERT_TRUE(PutTag(server->port, "example", R"({"step":10})"));
+  ASSERT_TRUE(Ok(PutTag(server->port, "example", R"({"step":10})")));
   // Port 1 on loopback refuses connections: the example fails over to the standalone.
   const std::string gateways = "127.0.0.1:1,127.0.0.1:" + std::to_string(server->port);
   const std::string example = std::string(KLEAF_EXAMPLES_DIR) + "/http_client_example";

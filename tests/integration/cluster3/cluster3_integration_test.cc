@@ -567,7 +567,7 @@ TEST_F(Cluster3Test, BelowMinIsrNothingIsGrantedAndAllRecoversWhenTheBrokersRetu
   Traffic traffic("below-min-isr");
   // A tag the test drains during the outage, on each gateway: step 1000, served once before.
   const std::string drain = "c3-drain";
-  ASSERT_TRUE(PutTag(nodes->gateways.front()->port, drain, R"({"step":1000})"));
+  ASSERT_TRUE(Ok(PutTag(nodes->gateways.front()->port, drain, R"({"step":1000})")));
   for (Node* gw : nodes->gateways) {
     std::string error;
     ASSERT_TRUE(WaitUntil(
