@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -217,6 +220,38 @@ Config DefaultConfig();
 
 // The subcommands that start a node or a state tool.
 enum class Role { kStandalone, kAllocator, kGateway, kProducer, kStateTool };
+
+// One settable key as docs/operations.md's reference table lists it (a test compares the two).
+struct KeyReference {
+  std::string key;  // dotted, e.g. "http.threads"; http.tls is listed as its three sub-keys
+  // The accepted range of an integer key, both ends included; none for other keys.
+  std::optional<std::pair<int64_t, int64_t>> range;
+  // The serving roles whose nodes read the key (kStandalone, kAllocator, kGateway, kProducer,
+  // in that order). The state commands read what the role they stand in for reads.
+  std::vector<Role> read_by;
+};
+// Every key, in the parser's order.
+std::vector<KeyReference> KeyReferences();
+
+// Whether a key's value is a secret that `kleaf config check` prints as kMaskedSecret: admin.token,
+// and any key (a kafka.properties name included) whose name says password, passphrase, secret or
+// token, or that holds a private key inline (ssl.key.pem). A key naming a file (admin.token_file,
+// *.location) is not: the secret is in the file.
+bool IsSecretKey(std::string_view key);
+inline constexpr std::string_view kMaskedSecret = "***";
+// The effective config as YAML in the config file's shape, every key with its value (defaults
+// included), secrets as kMaskedSecret: what `kleaf config check` prints. Read back by ParseConfig,
+// a printout without secrets gives the same config.
+std::string EffectiveConfigYaml(const Config& c);
+
+// The SASL mechanism of kafka.properties against what the linked librdkafka can do:
+// `builtin_features` is its "builtin.features" property (e.g. "gzip,ssl,sasl,sasl_plain,
+// sasl_scram,sasl_oauthbearer"). Refused, naming the key, the mechanism and the reason: GSSAPI
+// without sasl_gssapi (librdkafka's default mechanism when security.protocol is SASL_* and none is
+// set); OAUTHBEARER without sasl_oauthbearer, or without `sasl.oauthbearer.method: oidc` (any other
+// method needs a token refresh callback of the application's, which kleaf has not), or with oidc
+// but without the oidc feature (librdkafka built without libcurl).
+[[nodiscard]] Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features);
 // Nodes of this role issue snowflake IDs, so their layout must be valid at start
 // (snowflake::CheckLayoutAt).
 bool IssuesSnowflakeIds(Role role);
