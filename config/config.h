@@ -16,6 +16,7 @@ namespace kleaf::config {
 
 struct Node {
   std::string id;  // stable node identity; default: the host name
+  bool operator==(const Node&) const = default;
 };
 
 // http.tls: HTTPS on the HTTP listener. Both files or neither; client_ca_file adds mutual TLS (a
@@ -25,6 +26,7 @@ struct HttpTls {
   std::string key_file;        // PEM private key of that certificate
   std::string client_ca_file;  // PEM CA certificates; empty: no client certificate asked for
   bool enabled() const { return !cert_file.empty(); }
+  bool operator==(const HttpTls&) const = default;
 };
 
 struct Http {
@@ -41,10 +43,12 @@ struct Http {
   // How often the monitoring page's per-tag history takes a point (60 points are kept).
   int64_t status_history_interval_ms = 5000;
   HttpTls tls;
+  bool operator==(const Http&) const = default;
 };
 
 struct State {
   std::string path = "./data";  // RocksDB directory (created if missing)
+  bool operator==(const State&) const = default;
 };
 
 struct Admin {
@@ -52,6 +56,7 @@ struct Admin {
   // A file holding the token (a mounted secret); read at config load into `token`. Excludes
   // admin.token.
   std::string token_file;
+  bool operator==(const Admin&) const = default;
 };
 
 struct Segment {
@@ -65,6 +70,7 @@ struct Segment {
   // id_mode of tags created without one (auto-created, or PUT without id_mode): plain,
   // obfuscated or obfuscated_time (state/records.h IdMode). Read by allocators.
   std::string default_id_mode = "plain";
+  bool operator==(const Segment&) const = default;
 };
 
 struct Snowflake {
@@ -79,6 +85,7 @@ struct Snowflake {
   int64_t persist_interval_ms = 1000; // how often the timestamp high-water mark is made durable
   int64_t reserve_ms = 3000;          // how far ahead of the clock the durable mark is set
   int64_t max_startup_wait_ms = 5000; // clock behind the durable mark by more: refuse to start
+  bool operator==(const Snowflake&) const = default;
 };
 
 struct Kafka {
@@ -104,6 +111,7 @@ struct Kafka {
   // socket.*, ...), passed to every Kafka client of every role. Keys kleaf sets itself, or that
   // would change its guarantees, are refused (AllowedKafkaProperty).
   std::map<std::string, std::string> properties = {};
+  bool operator==(const Kafka&) const = default;
 };
 
 // Whether kafka.properties may carry `name`: connection, security and diagnostics settings only.
@@ -111,6 +119,7 @@ bool AllowedKafkaProperty(const std::string& name);
 
 struct Allocator {
   int batch_max = 256;  // requests per transaction at most
+  bool operator==(const Allocator&) const = default;
 };
 
 // The snowflake worker-id registry of the cluster shape (gateways lease their worker id).
@@ -120,6 +129,7 @@ struct Workers {
   int64_t safety_margin_ms = 5000;    // gateway: stops issuing at ttl - margin without a renewal
   int64_t max_clock_skew_ms = 1000;   // allocator: refuses a claim from a clock this far off
   int64_t claim_timeout_ms = 30000;   // gateway: how long startup tries to claim
+  bool operator==(const Workers&) const = default;
 };
 
 // `kleaf producer`: keeps ID batches ahead of the consumers on the ids topic.
@@ -138,6 +148,7 @@ struct ProducerStream {
   std::string tag;
   Mode mode = Mode::kSegment;
   int64_t batch_size = kDefaultSegmentBatchSize;  // IDs per batch; the mode's default if unset
+  bool operator==(const ProducerStream&) const = default;
 };
 // A uuid7 or ulid batch of this many IDs stays below Kafka's default 1 MB record limit.
 inline constexpr int64_t kMaxId128BatchSize = 20000;
@@ -161,6 +172,7 @@ struct Producer {
   std::string GroupFor(const std::string& topic_prefix) const {
     return group.empty() ? TopicFor(topic_prefix) + ".consumers" : group;
   }
+  bool operator==(const Producer&) const = default;
 };
 
 // More than one datacenter (docs/operations.md, "Two datacenters"): each runs its own cluster on
@@ -177,11 +189,13 @@ struct Datacenter {
   std::vector<std::string> peers = {};
   // Milliseconds a node gives each peer at start before it goes on without checking it.
   int64_t peer_check_timeout_ms = 3000;
+  bool operator==(const Datacenter&) const = default;
 };
 
 struct Log {
   std::string level = "info";  // trace, debug, info, warn, error
   std::string format = "text";  // text: "<UTC time> <level> [component] message"; json: one object per line
+  bool operator==(const Log&) const = default;
 };
 
 struct Config {
@@ -197,6 +211,8 @@ struct Config {
   Producer producer;
   Datacenter datacenter;
   Log log;
+  // Key by key (every section has its ==): a config printed and read back is the same.
+  bool operator==(const Config&) const = default;
 };
 
 // Environment variables that override config keys: KLEAF_<SECTION>__<KEY>, upper case, the

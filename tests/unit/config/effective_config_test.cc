@@ -96,9 +96,11 @@ TEST(EffectiveConfigTest, EveryKeyIsPrinted) {
 // The printout of a config without secrets is a config file that gives the same config.
 TEST(EffectiveConfigTest, ThePrintoutReadsBackAsTheSameConfig) {
   auto c = ParseConfig(
-      "node: {id: gw-1}\nhttp: {listen: '[::1]:9443', threads: 4}\n"
+      "node: {id: gw-1}\nhttp: {listen: '[::1]:9443', threads: 4, tls: {cert_file: c.pem, "
+      "key_file: k.pem}}\n"
       "segment: {auto_create: true, default_step: 200, max_step: 5000}\n"
-      "snowflake: {worker_bits: 12, sequence_bits: 10}\n"
+      "snowflake: {worker_bits: 12, sequence_bits: 10, random_sequence_start: false}\n"
+      "workers: {claim_timeout_ms: 9000}\nallocator: {batch_max: 64}\n"
       "kafka: {bootstrap: 'k1:9092,k2:9092', partitions: 24, properties: {client.rack: r1}}\n"
       "producer: {streams: [{tag: order}, {tag: order, mode: uuid7, batch_size: 500}]}\n"
       "datacenter: {index: 1, count: 2, peers: ['dc0:9092']}\nlog: {format: json}\n");
@@ -106,10 +108,8 @@ TEST(EffectiveConfigTest, ThePrintoutReadsBackAsTheSameConfig) {
   const std::string yaml = EffectiveConfigYaml(*c);
   auto again = ParseConfig(yaml);
   ASSERT_TRUE(again) << again.error().message << "\n" << yaml;
+  EXPECT_TRUE(*again == *c) << "read back as another config:\n" << yaml;
   EXPECT_EQ(EffectiveConfigYaml(*again), yaml);
-  EXPECT_EQ(again->producer.streams.size(), 2u);
-  EXPECT_EQ(again->kafka.partitions, 24);
-  EXPECT_EQ(again->http.listen, "[::1]:9443");
 }
 
 }  // namespace
