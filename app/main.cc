@@ -61,12 +61,19 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
   return 0;
 }
 
-// The config checks of a role's node: its keys (config::CheckConfigFor), then, where it issues
-// snowflake IDs, its layout at the current time.
+// The config checks of a role's node: its keys (config::CheckConfigFor), the SASL mechanism of
+// a role that talks to Kafka against what the linked librdkafka can do, its TLS files, then,
+// where it issues snowflake IDs, its layout at the current time. `kleaf config check --role`
+// runs the same.
 [[nodiscard]] kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role,
                                                   const kleaf::config::Config& config,
                                                   bool uses_tls_files) {
   if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
+  if (role != kleaf::config::Role::kStandalone) {
+    if (auto r = kleaf::config::CheckKafkaSasl(config.kafka, kleaf::kafka::LibraryFeatures()); !r) {
+      return r;
+    }
+  }
   if (uses_tls_files && config.http.tls.enabled()) {
     const auto& t = config.http.tls;
     if (auto r = kleaf::http::CheckTlsFiles({t.cert_file, t.key_file, t.client_ca_file}); !r) {
@@ -101,6 +108,9 @@ struct Commands {
   CLI::App* compose = nullptr;
   std::string time_text;
   std::string compose_kind = "snowflake";
+  CLI::App* config = nullptr;
+  CLI::App* config_check = nullptr;
+  std::string check_role;  // empty: the keys only
   CLI::App* version = nullptr;
   CLI::App* help = nullptr;
 };
@@ -166,7 +176,7 @@ void AddStateCommands(CLI::App& app, Commands& c) {
   AddConfigOption(c.importer, c);
 }
 
-// The tools that serve nothing: decode, compose, version, help.
+// The tools that serve nothing: decode, compose, config check, version, help.
 void AddToolCommands(CLI::App& app, Commands& c) {
   c.decode = app.add_subcommand("decode", "decode a snowflake ID with the configured layout");
   c.decode->add_option("id", c.id_text, "the ID")->required();
@@ -180,8 +190,21 @@ void AddToolCommands(CLI::App& app, Commands& c) {
       ->check(CLI::IsMember({"snowflake", "uuid7", "ulid"}));
   AddConfigOption(c.compose, c);
 
+  c.config = app.add_subcommand("config", "check a configuration before a node runs it");
+  c.config->require_subcommand(1);
+  c.config_check = c.config->add_subcommand(
+      "check",
+      "load the config as --role would (file, then KLEAF_* variables), run the checks the role "
+      "runs at start, print the effective config (secrets as ***); exit 0 valid, 2 refused");
+  c.config_check
+      ->add_option("--role", c.check_role,
+                   "allocator, gateway, producer or standalone; without it, the keys only")
+      ->check(CLI::IsMember({"allocator", "gateway", "producer", "standalone"}));
+  AddConfigOption(c.config_check, c);
+
   c.version = app.add_subcommand(
-      "version", "print kleaf's version and the librdkafka and RocksDB versions it runs with");
+      "version",
+      "print kleaf's version, the librdkafka (and its features) and RocksDB versions it runs with");
   app.set_version_flag("--version", std::string("kleaf ") + KLEAF_VERSION);
   c.help = app.add_subcommand("help", "print this help");
 }
@@ -227,6 +250,9 @@ int PrintVersion() {
   } else {
     std::cout << " (without kleaf's patch: segment fetches over Kafka take ~1 ms longer)";
   }
+  // What kafka.properties can ask of it (sasl_gssapi, sasl_oauthbearer, oidc:
+  // config::CheckKafkaSasl).
+  std::cout << "\nlibrdkafka features " << kleaf::kafka::LibraryFeatures();
   std::cout << "\nrocksdb " << kleaf::state::RocksDbVersion() << "\n";
   return 0;
 }
@@ -239,9 +265,17 @@ bool TakeImportSource(Commands& c) {
   return false;
 }
 
-// The role whose config checks apply to the parsed subcommand; none for decode and compose.
+// The role whose config checks apply to the parsed subcommand; none for decode, compose and
+// `config check` without --role.
 std::optional<kleaf::config::Role> RoleOf(const Commands& c) {
   using kleaf::config::Role;
+  if (c.config_check->parsed()) {
+    if (c.check_role == "standalone") return Role::kStandalone;
+    if (c.check_role == "allocator") return Role::kAllocator;
+    if (c.check_role == "gateway") return Role::kGateway;
+    if (c.check_role == "producer") return Role::kProducer;
+    return std::nullopt;
+  }
   if (c.standalone->parsed()) return Role::kStandalone;
   if (c.allocator->parsed()) return Role::kAllocator;
   if (c.gateway->parsed()) return Role::kGateway;
@@ -255,9 +289,22 @@ std::optional<kleaf::config::Role> RoleOf(const Commands& c) {
   return std::nullopt;
 }
 
+// `kleaf config check`, once the config has passed the checks: the effective config on stdout,
+// what was checked on stderr.
+int PrintCheckedConfig(const Commands& c, const kleaf::config::Config& config) {
+  std::cout << kleaf::config::EffectiveConfigYaml(config);
+  if (c.check_role.empty()) {
+    std::cerr << "kleaf: config OK (the keys only: --role ROLE adds that role's checks)\n";
+  } else {
+    std::cerr << "kleaf: config OK for " << c.check_role << "\n";
+  }
+  return 0;
+}
+
 // Runs the parsed subcommand with its checked config; its exit code.
 int RunCommand(const Commands& c, const kleaf::config::Config& config) {
   try {
+    if (c.config_check->parsed()) return PrintCheckedConfig(c, config);
     if (c.decode->parsed()) return Decode(config, c.id_text);
     if (c.compose->parsed()) return Compose(config, c.compose_kind, c.time_text);
     kleaf::app::BlockShutdownSignals();

@@ -14,24 +14,44 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 namespace kleaf::config {
 namespace {
 
-// One settable key: its dotted name and how to read it into a Config.
+// Which serving roles read a key (KeyReference::read_by), as bits.
+enum ReadBy : unsigned {
+  kByStandalone = 1u << 0,
+  kByAllocator = 1u << 1,
+  kByGateway = 1u << 2,
+  kByProducer = 1u << 3,
+  kByAll = kByStandalone | kByAllocator | kByGateway | kByProducer,
+  kByCluster = kByAllocator | kByGateway | kByProducer,
+  kByIdServers = kByStandalone | kByGateway,         // the HTTP ID API
+  kBySnowflakeIssuers = kByIdServers | kByProducer,  // snowflake::SnowflakeNode
+  kByLeaseHolders = kByGateway | kByProducer,        // snowflake::WorkerLease
+};
+
+// One settable key: its dotted name, how to read it into a Config, who reads it, and the range
+// of an integer key (the one IntField enforces).
 struct Field {
   std::string key;
   std::function<Result<void>(const YAML::Node&, Config&)> set;
+  unsigned read_by = kByAll;
+  std::optional<std::pair<int64_t, int64_t>> range = std::nullopt;
+  // The sub-keys of a key set as one mapping (http.tls), as the reference lists them.
+  std::vector<std::string> sub_keys = {};
 };
 
 Error KeyError(const std::string& key, const std::string& what) {
   return Error{Code::kInvalidArgument, key + ": " + what};
 }
 
-Field IntField(std::string key, int64_t min, int64_t max,
+Field IntField(std::string key, unsigned read_by, int64_t min, int64_t max,
                std::function<void(Config&, int64_t)> assign) {
-  return Field{key, [key, min, max, assign](const YAML::Node& n, Config& c) -> Result<void> {
+  return Field{key,
+               [key, min, max, assign](const YAML::Node& n, Config& c) -> Result<void> {
                  if (!n.IsScalar()) return std::unexpected(KeyError(key, "expected an integer"));
                  const std::string& s = n.Scalar();
                  int64_t v = 0;
@@ -46,11 +66,13 @@ Field IntField(std::string key, int64_t min, int64_t max,
                  }
                  assign(c, v);
                  return {};
-               }};
+               },
+               read_by, std::make_pair(min, max)};
 }
 
-Field BoolField(std::string key, std::function<void(Config&, bool)> assign) {
-  return Field{key, [key, assign](const YAML::Node& n, Config& c) -> Result<void> {
+Field BoolField(std::string key, unsigned read_by, std::function<void(Config&, bool)> assign) {
+  return Field{key,
+               [key, assign](const YAML::Node& n, Config& c) -> Result<void> {
                  if (!n.IsScalar()) return std::unexpected(KeyError(key, "expected true or false"));
                  const std::string& s = n.Scalar();
                  if (s == "true") {
@@ -61,16 +83,20 @@ Field BoolField(std::string key, std::function<void(Config&, bool)> assign) {
                    return std::unexpected(KeyError(key, "expected true or false, got '" + s + "'"));
                  }
                  return {};
-               }};
+               },
+               read_by};
 }
 
-Field StringField(std::string key, std::function<Result<void>(Config&, const std::string&)> assign) {
-  return Field{key, [key, assign](const YAML::Node& n, Config& c) -> Result<void> {
+Field StringField(std::string key, unsigned read_by,
+                  std::function<Result<void>(Config&, const std::string&)> assign) {
+  return Field{key,
+               [key, assign](const YAML::Node& n, Config& c) -> Result<void> {
                  if (!n.IsScalar()) return std::unexpected(KeyError(key, "expected a string"));
                  auto r = assign(c, n.Scalar());
                  if (!r) return std::unexpected(KeyError(key, r.error().message));
                  return {};
-               }};
+               },
+               read_by};
 }
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
@@ -305,175 +331,200 @@ constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 // The table of every key: long, and best read as the one list of keys it is.
 std::vector<Field> AllFields() {
   std::vector<Field> f;
-  f.push_back(StringField("node.id", [](Config& c, const std::string& s) -> Result<void> {
-    if (s.empty() || s.size() > 128) return Fail(Code::kInvalidArgument, "must be 1-128 characters");
+  f.push_back(StringField("node.id", kByAll, [](Config& c, const std::string& s) -> Result<void> {
+    if (s.empty() || s.size() > 128)
+      return Fail(Code::kInvalidArgument, "must be 1-128 characters");
     c.node.id = s;
     return {};
   }));
-  f.push_back(StringField("http.listen", [](Config& c, const std::string& s) -> Result<void> {
-    auto hp = ParseHostPort(s);
-    if (!hp) return std::unexpected(hp.error());
-    c.http.listen = s;
-    c.http.listen_set = true;
-    return {};
-  }));
-  f.push_back(IntField("http.threads", 1, 256,
-                       [](Config& c, int64_t v) { c.http.threads = static_cast<int>(v); }));
-  f.push_back(IntField("http.max_batch", 1, 1000000,
-                       [](Config& c, int64_t v) { c.http.max_batch = v; }));
-  f.push_back(IntField("http.header_limit_bytes", 1024, 1 << 20,
-                       [](Config& c, int64_t v) { c.http.header_limit_bytes = v; }));
-  f.push_back(IntField("http.body_limit_bytes", 1024, 16 << 20,
-                       [](Config& c, int64_t v) { c.http.body_limit_bytes = v; }));
-  f.push_back(IntField("http.idle_timeout_ms", 100, 3600000,
-                       [](Config& c, int64_t v) { c.http.idle_timeout_ms = v; }));
-  f.push_back(IntField("http.max_connections", 1, 1000000,
-                       [](Config& c, int64_t v) { c.http.max_connections = static_cast<int>(v); }));
-  f.push_back(IntField("http.status_history_interval_ms", 100, 60000,
-                       [](Config& c, int64_t v) { c.http.status_history_interval_ms = v; }));
-  f.push_back(StringField("state.path", [](Config& c, const std::string& s) -> Result<void> {
-    if (s.empty()) return Fail(Code::kInvalidArgument, "must not be empty");
-    c.state.path = s;
-    return {};
-  }));
-  f.push_back(StringField("admin.token", [](Config& c, const std::string& s) -> Result<void> {
-    if (!s.empty() && s.size() < 16) {
-      return Fail(Code::kInvalidArgument, "must be at least 16 characters (or empty to generate one)");
-    }
-    c.admin.token = s;
-    return {};
-  }));
-  f.push_back(StringField("admin.token_file", [](Config& c, const std::string& s) -> Result<void> {
-    if (s.empty()) return Fail(Code::kInvalidArgument, "must not be empty");
-    c.admin.token_file = s;
-    return {};
-  }));
-  f.push_back(BoolField("segment.auto_create", [](Config& c, bool v) { c.segment.auto_create = v; }));
   f.push_back(
-      StringField("segment.default_id_mode", [](Config& c, const std::string& s) -> Result<void> {
-        if (s != "plain" && s != "obfuscated" && s != "obfuscated_time") {
-          return Fail(Code::kInvalidArgument, "must be plain, obfuscated or obfuscated_time");
-        }
-        c.segment.default_id_mode = s;
+      StringField("http.listen", kByAll, [](Config& c, const std::string& s) -> Result<void> {
+        auto hp = ParseHostPort(s);
+        if (!hp) return std::unexpected(hp.error());
+        c.http.listen = s;
+        c.http.listen_set = true;
         return {};
       }));
-  f.push_back(IntField("segment.default_step", 1, 1000000000,
+  f.push_back(IntField("http.threads", kByAll, 1, 256,
+                       [](Config& c, int64_t v) { c.http.threads = static_cast<int>(v); }));
+  f.push_back(IntField("http.max_batch", kByIdServers, 1, 1000000,
+                       [](Config& c, int64_t v) { c.http.max_batch = v; }));
+  f.push_back(IntField("http.header_limit_bytes", kByAll, 1024, 1 << 20,
+                       [](Config& c, int64_t v) { c.http.header_limit_bytes = v; }));
+  f.push_back(IntField("http.body_limit_bytes", kByAll, 1024, 16 << 20,
+                       [](Config& c, int64_t v) { c.http.body_limit_bytes = v; }));
+  f.push_back(IntField("http.idle_timeout_ms", kByAll, 100, 3600000,
+                       [](Config& c, int64_t v) { c.http.idle_timeout_ms = v; }));
+  f.push_back(IntField("http.max_connections", kByAll, 1, 1000000,
+                       [](Config& c, int64_t v) { c.http.max_connections = static_cast<int>(v); }));
+  f.push_back(IntField("http.status_history_interval_ms", kByIdServers, 100, 60000,
+                       [](Config& c, int64_t v) { c.http.status_history_interval_ms = v; }));
+  f.push_back(
+      StringField("state.path", kByAll, [](Config& c, const std::string& s) -> Result<void> {
+        if (s.empty()) return Fail(Code::kInvalidArgument, "must not be empty");
+        c.state.path = s;
+        return {};
+      }));
+  f.push_back(
+      StringField("admin.token", kByIdServers, [](Config& c, const std::string& s) -> Result<void> {
+        if (!s.empty() && s.size() < 16) {
+          return Fail(Code::kInvalidArgument,
+                      "must be at least 16 characters (or empty to generate one)");
+        }
+        c.admin.token = s;
+        return {};
+      }));
+  f.push_back(StringField("admin.token_file", kByIdServers,
+                          [](Config& c, const std::string& s) -> Result<void> {
+                            if (s.empty()) return Fail(Code::kInvalidArgument, "must not be empty");
+                            c.admin.token_file = s;
+                            return {};
+                          }));
+  f.push_back(BoolField("segment.auto_create", kByStandalone | kByAllocator,
+                        [](Config& c, bool v) { c.segment.auto_create = v; }));
+  f.push_back(StringField("segment.default_id_mode", kByStandalone | kByAllocator,
+                          [](Config& c, const std::string& s) -> Result<void> {
+                            if (s != "plain" && s != "obfuscated" && s != "obfuscated_time") {
+                              return Fail(Code::kInvalidArgument,
+                                          "must be plain, obfuscated or obfuscated_time");
+                            }
+                            c.segment.default_id_mode = s;
+                            return {};
+                          }));
+  f.push_back(IntField("segment.default_step", kByStandalone | kByAllocator, 1, 1000000000,
                        [](Config& c, int64_t v) { c.segment.default_step = v; }));
-  f.push_back(IntField("segment.max_step", 1, 1000000000,
+  f.push_back(IntField("segment.max_step", kByIdServers | kByAllocator, 1, 1000000000,
                        [](Config& c, int64_t v) { c.segment.max_step = v; }));
-  f.push_back(IntField("segment.preload_percent", 1, 99,
-                       [](Config& c, int64_t v) { c.segment.preload_percent = static_cast<int>(v); }));
-  f.push_back(IntField("segment.wait_ms", 0, 60000,
+  f.push_back(IntField("segment.preload_percent", kByIdServers, 1, 99, [](Config& c, int64_t v) {
+    c.segment.preload_percent = static_cast<int>(v);
+  }));
+  f.push_back(IntField("segment.wait_ms", kByIdServers, 0, 60000,
                        [](Config& c, int64_t v) { c.segment.wait_ms = v; }));
-  f.push_back(IntField("segment.fetch_threads", 1, 64,
-                       [](Config& c, int64_t v) { c.segment.fetch_threads = static_cast<int>(v); }));
-  f.push_back(IntField("segment.retry_after_s", 1, 3600,
-                       [](Config& c, int64_t v) { c.segment.retry_after_s = static_cast<int>(v); }));
-  f.push_back(IntField("snowflake.worker_id", 0, (1 << 22) - 1,
+  f.push_back(IntField("segment.fetch_threads", kByStandalone, 1, 64, [](Config& c, int64_t v) {
+    c.segment.fetch_threads = static_cast<int>(v);
+  }));
+  f.push_back(IntField("segment.retry_after_s", kByIdServers, 1, 3600, [](Config& c, int64_t v) {
+    c.segment.retry_after_s = static_cast<int>(v);
+  }));
+  f.push_back(IntField("snowflake.worker_id", kByStandalone, 0, (1 << 22) - 1,
                        [](Config& c, int64_t v) { c.snowflake.worker_id = v; }));
-  f.push_back(IntField("snowflake.epoch_ms", 0, kMaxInt,
+  f.push_back(IntField("snowflake.epoch_ms", kBySnowflakeIssuers, 0, kMaxInt,
                        [](Config& c, int64_t v) { c.snowflake.epoch_ms = v; }));
-  f.push_back(IntField("snowflake.timestamp_bits", 20, 61,
-                       [](Config& c, int64_t v) { c.snowflake.timestamp_bits = static_cast<int>(v); }));
-  f.push_back(IntField("snowflake.worker_bits", 1, 22,
-                       [](Config& c, int64_t v) { c.snowflake.worker_bits = static_cast<int>(v); }));
-  f.push_back(IntField("snowflake.sequence_bits", 1, 22,
-                       [](Config& c, int64_t v) { c.snowflake.sequence_bits = static_cast<int>(v); }));
-  f.push_back(IntField("snowflake.time_unit_ms", 1, 60000,
+  f.push_back(
+      IntField("snowflake.timestamp_bits", kBySnowflakeIssuers, 20, 61,
+               [](Config& c, int64_t v) { c.snowflake.timestamp_bits = static_cast<int>(v); }));
+  f.push_back(IntField("snowflake.worker_bits", kByAll, 1, 22, [](Config& c, int64_t v) {
+    c.snowflake.worker_bits = static_cast<int>(v);
+  }));
+  f.push_back(
+      IntField("snowflake.sequence_bits", kBySnowflakeIssuers, 1, 22,
+               [](Config& c, int64_t v) { c.snowflake.sequence_bits = static_cast<int>(v); }));
+  f.push_back(IntField("snowflake.time_unit_ms", kBySnowflakeIssuers, 1, 60000,
                        [](Config& c, int64_t v) { c.snowflake.time_unit_ms = v; }));
-  f.push_back(BoolField("snowflake.random_sequence_start",
+  f.push_back(BoolField("snowflake.random_sequence_start", kBySnowflakeIssuers,
                         [](Config& c, bool v) { c.snowflake.random_sequence_start = v; }));
-  f.push_back(IntField("snowflake.max_backward_ms", 0, 1000,
+  f.push_back(IntField("snowflake.max_backward_ms", kBySnowflakeIssuers, 0, 1000,
                        [](Config& c, int64_t v) { c.snowflake.max_backward_ms = v; }));
-  f.push_back(IntField("snowflake.persist_interval_ms", 10, 60000,
+  f.push_back(IntField("snowflake.persist_interval_ms", kBySnowflakeIssuers, 10, 60000,
                        [](Config& c, int64_t v) { c.snowflake.persist_interval_ms = v; }));
-  f.push_back(IntField("snowflake.reserve_ms", 20, 600000,
+  f.push_back(IntField("snowflake.reserve_ms", kBySnowflakeIssuers, 20, 600000,
                        [](Config& c, int64_t v) { c.snowflake.reserve_ms = v; }));
-  f.push_back(IntField("snowflake.max_startup_wait_ms", 0, 3600000,
+  f.push_back(IntField("snowflake.max_startup_wait_ms", kBySnowflakeIssuers, 0, 3600000,
                        [](Config& c, int64_t v) { c.snowflake.max_startup_wait_ms = v; }));
-  f.push_back(StringField("kafka.bootstrap", [](Config& c, const std::string& s) -> Result<void> {
-    c.kafka.bootstrap = s;
-    return {};
-  }));
-  f.push_back(StringField("kafka.topic_prefix", [](Config& c, const std::string& s) -> Result<void> {
-    if (s.empty() || s.size() > 200) return Fail(Code::kInvalidArgument, "must be 1-200 characters");
-    for (char ch : s) {
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') {
-        return Fail(Code::kInvalidArgument, "may hold only [A-Za-z0-9._-]");
-      }
-    }
-    c.kafka.topic_prefix = s;
-    return {};
-  }));
-  f.push_back(IntField("kafka.partitions", 1, 10000,
+  f.push_back(StringField("kafka.bootstrap", kByCluster,
+                          [](Config& c, const std::string& s) -> Result<void> {
+                            c.kafka.bootstrap = s;
+                            return {};
+                          }));
+  f.push_back(StringField("kafka.topic_prefix", kByCluster,
+                          [](Config& c, const std::string& s) -> Result<void> {
+                            if (s.empty() || s.size() > 200)
+                              return Fail(Code::kInvalidArgument, "must be 1-200 characters");
+                            for (char ch : s) {
+                              if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' &&
+                                  ch != '_' && ch != '-') {
+                                return Fail(Code::kInvalidArgument, "may hold only [A-Za-z0-9._-]");
+                              }
+                            }
+                            c.kafka.topic_prefix = s;
+                            return {};
+                          }));
+  f.push_back(IntField("kafka.partitions", kByCluster, 1, 10000,
                        [](Config& c, int64_t v) { c.kafka.partitions = static_cast<int>(v); }));
-  f.push_back(IntField("kafka.reply_partitions", 1, 10000,
-                       [](Config& c, int64_t v) { c.kafka.reply_partitions = static_cast<int>(v); }));
-  f.push_back(IntField("kafka.reply_partition", -1, 9999,
-                       [](Config& c, int64_t v) { c.kafka.reply_partition = static_cast<int>(v); }));
-  f.push_back(IntField("kafka.replication_factor", 0, 16, [](Config& c, int64_t v) {
+  f.push_back(IntField("kafka.reply_partitions", kByCluster, 1, 10000, [](Config& c, int64_t v) {
+    c.kafka.reply_partitions = static_cast<int>(v);
+  }));
+  f.push_back(
+      IntField("kafka.reply_partition", kByLeaseHolders, -1, 9999,
+               [](Config& c, int64_t v) { c.kafka.reply_partition = static_cast<int>(v); }));
+  f.push_back(IntField("kafka.replication_factor", kByCluster, 0, 16, [](Config& c, int64_t v) {
     c.kafka.replication_factor = static_cast<int>(v);
   }));
-  f.push_back(BoolField("kafka.allow_unreplicated",
+  f.push_back(BoolField("kafka.allow_unreplicated", kByCluster,
                         [](Config& c, bool v) { c.kafka.allow_unreplicated = v; }));
-  f.push_back(IntField("kafka.request_timeout_ms", 50, 600000,
+  f.push_back(IntField("kafka.request_timeout_ms", kByLeaseHolders, 50, 600000,
                        [](Config& c, int64_t v) { c.kafka.request_timeout_ms = v; }));
-  f.push_back(IntField("kafka.request_attempts", 1, 100,
-                       [](Config& c, int64_t v) { c.kafka.request_attempts = static_cast<int>(v); }));
-  f.push_back(IntField("kafka.session_timeout_ms", 1000, 300000,
+  f.push_back(IntField("kafka.request_attempts", kByLeaseHolders, 1, 100, [](Config& c, int64_t v) {
+    c.kafka.request_attempts = static_cast<int>(v);
+  }));
+  f.push_back(IntField("kafka.session_timeout_ms", kByAllocator, 1000, 300000,
                        [](Config& c, int64_t v) { c.kafka.session_timeout_ms = v; }));
-  f.push_back(IntField("kafka.transaction_timeout_ms", 2000, 900000,
+  f.push_back(IntField("kafka.transaction_timeout_ms", kByAllocator | kByProducer, 2000, 900000,
                        [](Config& c, int64_t v) { c.kafka.transaction_timeout_ms = v; }));
-  f.push_back(IntField("allocator.batch_max", 1, 100000,
+  f.push_back(IntField("allocator.batch_max", kByAllocator, 1, 100000,
                        [](Config& c, int64_t v) { c.allocator.batch_max = static_cast<int>(v); }));
-  f.push_back(IntField("workers.lease_ttl_ms", 1000, 3600000,
+  f.push_back(IntField("workers.lease_ttl_ms", kByCluster, 1000, 3600000,
                        [](Config& c, int64_t v) { c.workers.lease_ttl_ms = v; }));
-  f.push_back(IntField("workers.renew_interval_ms", 100, 600000,
+  f.push_back(IntField("workers.renew_interval_ms", kByLeaseHolders, 100, 600000,
                        [](Config& c, int64_t v) { c.workers.renew_interval_ms = v; }));
-  f.push_back(IntField("workers.safety_margin_ms", 0, 600000,
+  f.push_back(IntField("workers.safety_margin_ms", kByLeaseHolders, 0, 600000,
                        [](Config& c, int64_t v) { c.workers.safety_margin_ms = v; }));
-  f.push_back(IntField("workers.max_clock_skew_ms", 0, 600000,
+  f.push_back(IntField("workers.max_clock_skew_ms", kByAllocator, 0, 600000,
                        [](Config& c, int64_t v) { c.workers.max_clock_skew_ms = v; }));
-  f.push_back(IntField("workers.claim_timeout_ms", 100, 3600000,
+  f.push_back(IntField("workers.claim_timeout_ms", kByLeaseHolders, 100, 3600000,
                        [](Config& c, int64_t v) { c.workers.claim_timeout_ms = v; }));
-  f.push_back(StringField("producer.topic", [](Config& c, const std::string& s) -> Result<void> {
-    if (auto r = CheckKafkaName(s); !r) return r;
-    c.producer.topic = s;
-    return {};
-  }));
-  f.push_back(StringField("producer.group", [](Config& c, const std::string& s) -> Result<void> {
-    if (auto r = CheckKafkaName(s); !r) return r;
-    c.producer.group = s;
-    return {};
-  }));
-  f.push_back(IntField("producer.batches_ahead", 1, 10000,
+  f.push_back(StringField("producer.topic", kByProducer,
+                          [](Config& c, const std::string& s) -> Result<void> {
+                            if (auto r = CheckKafkaName(s); !r) return r;
+                            c.producer.topic = s;
+                            return {};
+                          }));
+  f.push_back(StringField("producer.group", kByProducer,
+                          [](Config& c, const std::string& s) -> Result<void> {
+                            if (auto r = CheckKafkaName(s); !r) return r;
+                            c.producer.group = s;
+                            return {};
+                          }));
+  f.push_back(IntField("producer.batches_ahead", kByProducer, 1, 10000,
                        [](Config& c, int64_t v) { c.producer.batches_ahead = v; }));
-  f.push_back(IntField("producer.check_interval_ms", 10, 600000,
+  f.push_back(IntField("producer.check_interval_ms", kByProducer, 10, 600000,
                        [](Config& c, int64_t v) { c.producer.check_interval_ms = v; }));
-  f.push_back(Field{"producer.streams", SetStreams});
-  f.push_back(Field{"kafka.properties", SetKafkaProperties});
-  f.push_back(Field{"http.tls", SetHttpTls});
-  f.push_back(IntField("datacenter.index", 0, kMaxDatacenters - 1,
+  f.push_back(Field{"producer.streams", SetStreams, kByProducer});
+  f.push_back(Field{"kafka.properties", SetKafkaProperties, kByCluster});
+  f.push_back(Field{
+      "http.tls", SetHttpTls, kByAll, std::nullopt, {"cert_file", "key_file", "client_ca_file"}});
+  f.push_back(IntField("datacenter.index", kByCluster, 0, kMaxDatacenters - 1,
                        [](Config& c, int64_t v) { c.datacenter.index = v; }));
-  f.push_back(IntField("datacenter.count", 1, kMaxDatacenters,
+  f.push_back(IntField("datacenter.count", kByCluster, 1, kMaxDatacenters,
                        [](Config& c, int64_t v) { c.datacenter.count = v; }));
-  f.push_back(Field{"datacenter.peers", SetPeers});
-  f.push_back(IntField("datacenter.peer_check_timeout_ms", 100, 60000,
+  f.push_back(Field{"datacenter.peers", SetPeers, kByCluster});
+  f.push_back(IntField("datacenter.peer_check_timeout_ms", kByCluster, 100, 60000,
                        [](Config& c, int64_t v) { c.datacenter.peer_check_timeout_ms = v; }));
-  f.push_back(StringField("log.level", [](Config& c, const std::string& s) -> Result<void> {
+  f.push_back(StringField("log.level", kByAll, [](Config& c, const std::string& s) -> Result<void> {
     if (s != "trace" && s != "debug" && s != "info" && s != "warn" && s != "error") {
       return Fail(Code::kInvalidArgument, "expected one of trace, debug, info, warn, error; got '" + s + "'");
     }
     c.log.level = s;
     return {};
   }));
-  f.push_back(StringField("log.format", [](Config& c, const std::string& s) -> Result<void> {
-    if (s != "text" && s != "json") {
-      return Fail(Code::kInvalidArgument, "expected text or json; got '" + s + "'");
-    }
-    c.log.format = s;
-    return {};
-  }));
+  f.push_back(
+      StringField("log.format", kByAll, [](Config& c, const std::string& s) -> Result<void> {
+        if (s != "text" && s != "json") {
+          return Fail(Code::kInvalidArgument, "expected text or json; got '" + s + "'");
+        }
+        c.log.format = s;
+        return {};
+      }));
   return f;
 }
 
@@ -849,6 +900,291 @@ Result<void> CheckConfigFor(Role role, const Config& c) {
   if (role == Role::kProducer && c.producer.streams.empty()) {
     return Fail(Code::kInvalidArgument,
                 "producer.streams: no stream configured (a list of {tag, mode, batch_size})");
+  }
+  return {};
+}
+
+std::vector<KeyReference> KeyReferences() {
+  static const std::pair<unsigned, Role> kRoleBits[] = {{kByStandalone, Role::kStandalone},
+                                                        {kByAllocator, Role::kAllocator},
+                                                        {kByGateway, Role::kGateway},
+                                                        {kByProducer, Role::kProducer}};
+  std::vector<KeyReference> keys;
+  for (const Field& f : AllFields()) {
+    std::vector<Role> read_by;
+    for (const auto& [bit, role] : kRoleBits) {
+      if (f.read_by & bit) read_by.push_back(role);
+    }
+    if (f.sub_keys.empty()) {
+      keys.push_back({f.key, f.range, read_by});
+    } else {
+      for (const std::string& sub : f.sub_keys)
+        keys.push_back({f.key + "." + sub, f.range, read_by});
+    }
+  }
+  return keys;
+}
+
+bool IsSecretKey(std::string_view key) {
+  std::string name;
+  for (char ch : key) name += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  // A path to a secret (admin.token_file, ssl.keystore.location) is not one.
+  if (name.ends_with("_file") || name.ends_with(".location")) return false;
+  for (std::string_view word : {"password", "passphrase", "secret", "token"}) {
+    if (name.find(word) != std::string::npos) return true;
+  }
+  return name.ends_with("ssl.key.pem");  // a private key inline (librdkafka's ssl.key.pem)
+}
+
+namespace {
+
+std::string_view StreamModeName(ProducerStream::Mode mode) {
+  switch (mode) {
+    case ProducerStream::Mode::kSegment:
+      return "segment";
+    case ProducerStream::Mode::kSnowflake:
+      return "snowflake";
+    case ProducerStream::Mode::kUuid7:
+      return "uuid7";
+    case ProducerStream::Mode::kUlid:
+      return "ulid";
+  }
+  return "segment";
+}
+
+// `name: value`, the value masked when `dotted` (the key's full name) is a secret that is set.
+template <typename T>
+void EmitNamed(YAML::Emitter& out, const std::string& name, const std::string& dotted,
+               const T& value) {
+  out << YAML::Key << name << YAML::Value;
+  if constexpr (std::is_convertible_v<T, std::string_view>) {
+    const std::string_view text(value);
+    if (!text.empty() && IsSecretKey(dotted)) {
+      out << std::string(kMaskedSecret);
+    } else {
+      out << std::string(text);
+    }
+  } else {
+    out << value;
+  }
+}
+
+// A key of a section by its dotted name ("http.threads" is `threads:` in `http:`).
+template <typename T>
+void EmitKey(YAML::Emitter& out, const std::string& dotted, const T& value) {
+  EmitNamed(out, dotted.substr(dotted.rfind('.') + 1), dotted, value);
+}
+
+// An empty mapping or list reads better as `{}` or `[]` on the key's line.
+void BeginMap(YAML::Emitter& out, bool empty) {
+  if (empty) out << YAML::Flow;
+  out << YAML::BeginMap;
+}
+void BeginSeq(YAML::Emitter& out, bool empty) {
+  if (empty) out << YAML::Flow;
+  out << YAML::BeginSeq;
+}
+
+void EmitHttp(YAML::Emitter& out, const Http& h) {
+  out << YAML::Key << "http" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "http.listen", h.listen);
+  if (!h.listen_set) {
+    out << YAML::Comment("the default: allocators and producers serve no HTTP without the key");
+  }
+  EmitKey(out, "http.threads", h.threads);
+  EmitKey(out, "http.max_batch", h.max_batch);
+  EmitKey(out, "http.header_limit_bytes", h.header_limit_bytes);
+  EmitKey(out, "http.body_limit_bytes", h.body_limit_bytes);
+  EmitKey(out, "http.idle_timeout_ms", h.idle_timeout_ms);
+  EmitKey(out, "http.max_connections", h.max_connections);
+  EmitKey(out, "http.status_history_interval_ms", h.status_history_interval_ms);
+  out << YAML::Key << "tls" << YAML::Value;
+  BeginMap(out, h.tls.cert_file.empty() && h.tls.key_file.empty() && h.tls.client_ca_file.empty());
+  if (!h.tls.cert_file.empty()) EmitKey(out, "http.tls.cert_file", h.tls.cert_file);
+  if (!h.tls.key_file.empty()) EmitKey(out, "http.tls.key_file", h.tls.key_file);
+  if (!h.tls.client_ca_file.empty()) {
+    EmitKey(out, "http.tls.client_ca_file", h.tls.client_ca_file);
+  }
+  out << YAML::EndMap << YAML::EndMap;
+}
+
+void EmitSegmentAndSnowflake(YAML::Emitter& out, const Segment& g, const Snowflake& s) {
+  out << YAML::Key << "segment" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "segment.auto_create", g.auto_create);
+  EmitKey(out, "segment.default_id_mode", g.default_id_mode);
+  EmitKey(out, "segment.default_step", g.default_step);
+  EmitKey(out, "segment.max_step", g.max_step);
+  EmitKey(out, "segment.preload_percent", g.preload_percent);
+  EmitKey(out, "segment.wait_ms", g.wait_ms);
+  EmitKey(out, "segment.fetch_threads", g.fetch_threads);
+  EmitKey(out, "segment.retry_after_s", g.retry_after_s);
+  out << YAML::EndMap;
+  out << YAML::Key << "snowflake" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "snowflake.worker_id", s.worker_id);
+  EmitKey(out, "snowflake.epoch_ms", s.epoch_ms);
+  EmitKey(out, "snowflake.timestamp_bits", s.timestamp_bits);
+  EmitKey(out, "snowflake.worker_bits", s.worker_bits);
+  EmitKey(out, "snowflake.sequence_bits", s.sequence_bits);
+  EmitKey(out, "snowflake.time_unit_ms", s.time_unit_ms);
+  EmitKey(out, "snowflake.random_sequence_start", s.random_sequence_start);
+  EmitKey(out, "snowflake.max_backward_ms", s.max_backward_ms);
+  EmitKey(out, "snowflake.persist_interval_ms", s.persist_interval_ms);
+  EmitKey(out, "snowflake.reserve_ms", s.reserve_ms);
+  EmitKey(out, "snowflake.max_startup_wait_ms", s.max_startup_wait_ms);
+  out << YAML::EndMap;
+}
+
+void EmitKafka(YAML::Emitter& out, const Kafka& k) {
+  out << YAML::Key << "kafka" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "kafka.bootstrap", k.bootstrap);
+  EmitKey(out, "kafka.topic_prefix", k.topic_prefix);
+  // Unset (0) is no value the key takes: the line is left out, the count the topics have applies.
+  if (k.partitions != 0) EmitKey(out, "kafka.partitions", k.partitions);
+  EmitKey(out, "kafka.reply_partitions", k.reply_partitions);
+  EmitKey(out, "kafka.reply_partition", k.reply_partition);
+  EmitKey(out, "kafka.replication_factor", k.replication_factor);
+  EmitKey(out, "kafka.allow_unreplicated", k.allow_unreplicated);
+  EmitKey(out, "kafka.request_timeout_ms", k.request_timeout_ms);
+  EmitKey(out, "kafka.request_attempts", k.request_attempts);
+  EmitKey(out, "kafka.session_timeout_ms", k.session_timeout_ms);
+  EmitKey(out, "kafka.transaction_timeout_ms", k.transaction_timeout_ms);
+  out << YAML::Key << "properties" << YAML::Value;
+  BeginMap(out, k.properties.empty());
+  for (const auto& [name, value] : k.properties) {
+    EmitNamed(out, name, "kafka.properties." + name, value);
+  }
+  out << YAML::EndMap << YAML::EndMap;
+}
+
+void EmitProducer(YAML::Emitter& out, const Producer& p) {
+  out << YAML::Key << "producer" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "producer.topic", p.topic);
+  EmitKey(out, "producer.group", p.group);
+  EmitKey(out, "producer.batches_ahead", p.batches_ahead);
+  EmitKey(out, "producer.check_interval_ms", p.check_interval_ms);
+  out << YAML::Key << "streams" << YAML::Value;
+  BeginSeq(out, p.streams.empty());
+  for (const auto& stream : p.streams) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "tag" << YAML::Value << stream.tag;
+    out << YAML::Key << "mode" << YAML::Value << std::string(StreamModeName(stream.mode));
+    out << YAML::Key << "batch_size" << YAML::Value << stream.batch_size;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string EffectiveConfigYaml(const Config& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "node" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "node.id", c.node.id);
+  out << YAML::EndMap;
+  EmitHttp(out, c.http);
+  out << YAML::Key << "state" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "state.path", c.state.path);
+  out << YAML::EndMap;
+  out << YAML::Key << "admin" << YAML::Value << YAML::BeginMap;
+  // With a token file, the token read from it is the file's to show (admin.token beside it would
+  // be refused).
+  if (c.admin.token_file.empty()) {
+    EmitKey(out, "admin.token", c.admin.token);
+    if (c.admin.token.empty()) out << YAML::Comment("generated into <state.path>/admin.token");
+  } else {
+    EmitKey(out, "admin.token_file", c.admin.token_file);
+  }
+  out << YAML::EndMap;
+  EmitSegmentAndSnowflake(out, c.segment, c.snowflake);
+  EmitKafka(out, c.kafka);
+  out << YAML::Key << "allocator" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "allocator.batch_max", c.allocator.batch_max);
+  out << YAML::EndMap;
+  out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "workers.lease_ttl_ms", c.workers.lease_ttl_ms);
+  EmitKey(out, "workers.renew_interval_ms", c.workers.renew_interval_ms);
+  EmitKey(out, "workers.safety_margin_ms", c.workers.safety_margin_ms);
+  EmitKey(out, "workers.max_clock_skew_ms", c.workers.max_clock_skew_ms);
+  EmitKey(out, "workers.claim_timeout_ms", c.workers.claim_timeout_ms);
+  out << YAML::EndMap;
+  EmitProducer(out, c.producer);
+  out << YAML::Key << "datacenter" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "datacenter.index", c.datacenter.index);
+  EmitKey(out, "datacenter.count", c.datacenter.count);
+  out << YAML::Key << "peers" << YAML::Value;
+  BeginSeq(out, c.datacenter.peers.empty());
+  for (const auto& peer : c.datacenter.peers) out << peer;
+  out << YAML::EndSeq;
+  EmitKey(out, "datacenter.peer_check_timeout_ms", c.datacenter.peer_check_timeout_ms);
+  out << YAML::EndMap;
+  out << YAML::Key << "log" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "log.level", c.log.level);
+  EmitKey(out, "log.format", c.log.format);
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features) {
+  std::set<std::string, std::less<>> features;
+  for (size_t start = 0; start <= builtin_features.size();) {
+    size_t comma = builtin_features.find(',', start);
+    if (comma == std::string_view::npos) comma = builtin_features.size();
+    features.emplace(builtin_features.substr(start, comma - start));
+    start = comma + 1;
+  }
+  auto upper = [](std::string_view v) {
+    std::string u;
+    for (char ch : v) {
+      if (ch != ' ') u += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    }
+    return u;
+  };
+  const std::string prefix = "kafka.properties.";
+  // The mechanism and the key that chose it: sasl.mechanism or its alias sasl.mechanisms, or,
+  // with neither, librdkafka's default GSSAPI under a SASL security.protocol.
+  std::vector<std::pair<std::string, std::string>> chosen;
+  for (const char* name : {"sasl.mechanism", "sasl.mechanisms"}) {
+    if (auto it = k.properties.find(name); it != k.properties.end()) {
+      chosen.emplace_back(prefix + name, upper(it->second));
+    }
+  }
+  std::string defaulted;  // "SASL_SSL without sasl.mechanism means GSSAPI ...; "
+  if (chosen.empty()) {
+    auto protocol = k.properties.find("security.protocol");
+    if (protocol == k.properties.end() || !upper(protocol->second).starts_with("SASL_")) return {};
+    chosen.emplace_back(prefix + "security.protocol", "GSSAPI");
+    defaulted = protocol->second + " without sasl.mechanism means GSSAPI (librdkafka's default); ";
+  }
+  const std::string built =
+      "the librdkafka kleaf links was built without it (its builtin.features: " +
+      std::string(builtin_features) + ")";
+  for (const auto& [key, mechanism] : chosen) {
+    const std::string at = key + ": " + defaulted;
+    if (mechanism == "GSSAPI" && !features.contains("sasl_gssapi")) {
+      return Fail(Code::kInvalidArgument, at + "GSSAPI (Kerberos) needs sasl_gssapi, and " + built +
+                                              "; use SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN");
+    }
+    if (mechanism != "OAUTHBEARER") continue;
+    if (!features.contains("sasl_oauthbearer")) {
+      return Fail(Code::kInvalidArgument, at + "OAUTHBEARER needs sasl_oauthbearer, and " + built +
+                                              "; use SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN");
+    }
+    auto method = k.properties.find("sasl.oauthbearer.method");
+    if (method == k.properties.end() || upper(method->second) != "OIDC") {
+      return Fail(Code::kInvalidArgument,
+                  at + "OAUTHBEARER is supported only with sasl.oauthbearer.method: oidc; any "
+                       "other method needs the application to hand librdkafka its tokens through "
+                       "a refresh callback, which kleaf does not have, so no client would ever "
+                       "authenticate");
+    }
+    if (!features.contains("oidc")) {
+      return Fail(Code::kInvalidArgument,
+                  prefix +
+                      "sasl.oauthbearer.method: oidc (for OAUTHBEARER) needs the oidc "
+                      "feature (libcurl), and " +
+                      built + "; use SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN");
+    }
   }
   return {};
 }

@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -13,6 +16,7 @@ namespace kleaf::config {
 
 struct Node {
   std::string id;  // stable node identity; default: the host name
+  bool operator==(const Node&) const = default;
 };
 
 // http.tls: HTTPS on the HTTP listener. Both files or neither; client_ca_file adds mutual TLS (a
@@ -22,6 +26,7 @@ struct HttpTls {
   std::string key_file;        // PEM private key of that certificate
   std::string client_ca_file;  // PEM CA certificates; empty: no client certificate asked for
   bool enabled() const { return !cert_file.empty(); }
+  bool operator==(const HttpTls&) const = default;
 };
 
 struct Http {
@@ -38,10 +43,12 @@ struct Http {
   // How often the monitoring page's per-tag history takes a point (60 points are kept).
   int64_t status_history_interval_ms = 5000;
   HttpTls tls;
+  bool operator==(const Http&) const = default;
 };
 
 struct State {
   std::string path = "./data";  // RocksDB directory (created if missing)
+  bool operator==(const State&) const = default;
 };
 
 struct Admin {
@@ -49,6 +56,7 @@ struct Admin {
   // A file holding the token (a mounted secret); read at config load into `token`. Excludes
   // admin.token.
   std::string token_file;
+  bool operator==(const Admin&) const = default;
 };
 
 struct Segment {
@@ -62,6 +70,7 @@ struct Segment {
   // id_mode of tags created without one (auto-created, or PUT without id_mode): plain,
   // obfuscated or obfuscated_time (state/records.h IdMode). Read by allocators.
   std::string default_id_mode = "plain";
+  bool operator==(const Segment&) const = default;
 };
 
 struct Snowflake {
@@ -76,6 +85,7 @@ struct Snowflake {
   int64_t persist_interval_ms = 1000; // how often the timestamp high-water mark is made durable
   int64_t reserve_ms = 3000;          // how far ahead of the clock the durable mark is set
   int64_t max_startup_wait_ms = 5000; // clock behind the durable mark by more: refuse to start
+  bool operator==(const Snowflake&) const = default;
 };
 
 struct Kafka {
@@ -101,6 +111,7 @@ struct Kafka {
   // socket.*, ...), passed to every Kafka client of every role. Keys kleaf sets itself, or that
   // would change its guarantees, are refused (AllowedKafkaProperty).
   std::map<std::string, std::string> properties = {};
+  bool operator==(const Kafka&) const = default;
 };
 
 // Whether kafka.properties may carry `name`: connection, security and diagnostics settings only.
@@ -108,6 +119,7 @@ bool AllowedKafkaProperty(const std::string& name);
 
 struct Allocator {
   int batch_max = 256;  // requests per transaction at most
+  bool operator==(const Allocator&) const = default;
 };
 
 // The snowflake worker-id registry of the cluster shape (gateways lease their worker id).
@@ -117,6 +129,7 @@ struct Workers {
   int64_t safety_margin_ms = 5000;    // gateway: stops issuing at ttl - margin without a renewal
   int64_t max_clock_skew_ms = 1000;   // allocator: refuses a claim from a clock this far off
   int64_t claim_timeout_ms = 30000;   // gateway: how long startup tries to claim
+  bool operator==(const Workers&) const = default;
 };
 
 // `kleaf producer`: keeps ID batches ahead of the consumers on the ids topic.
@@ -135,6 +148,7 @@ struct ProducerStream {
   std::string tag;
   Mode mode = Mode::kSegment;
   int64_t batch_size = kDefaultSegmentBatchSize;  // IDs per batch; the mode's default if unset
+  bool operator==(const ProducerStream&) const = default;
 };
 // A uuid7 or ulid batch of this many IDs stays below Kafka's default 1 MB record limit.
 inline constexpr int64_t kMaxId128BatchSize = 20000;
@@ -158,6 +172,7 @@ struct Producer {
   std::string GroupFor(const std::string& topic_prefix) const {
     return group.empty() ? TopicFor(topic_prefix) + ".consumers" : group;
   }
+  bool operator==(const Producer&) const = default;
 };
 
 // More than one datacenter (docs/operations.md, "Two datacenters"): each runs its own cluster on
@@ -174,11 +189,13 @@ struct Datacenter {
   std::vector<std::string> peers = {};
   // Milliseconds a node gives each peer at start before it goes on without checking it.
   int64_t peer_check_timeout_ms = 3000;
+  bool operator==(const Datacenter&) const = default;
 };
 
 struct Log {
   std::string level = "info";  // trace, debug, info, warn, error
   std::string format = "text";  // text: "<UTC time> <level> [component] message"; json: one object per line
+  bool operator==(const Log&) const = default;
 };
 
 struct Config {
@@ -194,6 +211,8 @@ struct Config {
   Producer producer;
   Datacenter datacenter;
   Log log;
+  // Key by key (every section has its ==): a config printed and read back is the same.
+  bool operator==(const Config&) const = default;
 };
 
 // Environment variables that override config keys: KLEAF_<SECTION>__<KEY>, upper case, the
@@ -217,6 +236,38 @@ Config DefaultConfig();
 
 // The subcommands that start a node or a state tool.
 enum class Role { kStandalone, kAllocator, kGateway, kProducer, kStateTool };
+
+// One settable key as docs/operations.md's reference table lists it (a test compares the two).
+struct KeyReference {
+  std::string key;  // dotted, e.g. "http.threads"; http.tls is listed as its three sub-keys
+  // The accepted range of an integer key, both ends included; none for other keys.
+  std::optional<std::pair<int64_t, int64_t>> range;
+  // The serving roles whose nodes read the key (kStandalone, kAllocator, kGateway, kProducer,
+  // in that order). The state commands read what the role they stand in for reads.
+  std::vector<Role> read_by;
+};
+// Every key, in the parser's order.
+std::vector<KeyReference> KeyReferences();
+
+// Whether a key's value is a secret that `kleaf config check` prints as kMaskedSecret: admin.token,
+// and any key (a kafka.properties name included) whose name says password, passphrase, secret or
+// token, or that holds a private key inline (ssl.key.pem). A key naming a file (admin.token_file,
+// *.location) is not: the secret is in the file.
+bool IsSecretKey(std::string_view key);
+inline constexpr std::string_view kMaskedSecret = "***";
+// The effective config as YAML in the config file's shape, every key with its value (defaults
+// included), secrets as kMaskedSecret: what `kleaf config check` prints. Read back by ParseConfig,
+// a printout without secrets gives the same config.
+std::string EffectiveConfigYaml(const Config& c);
+
+// The SASL mechanism of kafka.properties against what the linked librdkafka can do:
+// `builtin_features` is its "builtin.features" property (e.g. "gzip,ssl,sasl,sasl_plain,
+// sasl_scram,sasl_oauthbearer"). Refused, naming the key, the mechanism and the reason: GSSAPI
+// without sasl_gssapi (librdkafka's default mechanism when security.protocol is SASL_* and none is
+// set); OAUTHBEARER without sasl_oauthbearer, or without `sasl.oauthbearer.method: oidc` (any other
+// method needs a token refresh callback of the application's, which kleaf has not), or with oidc
+// but without the oidc feature (librdkafka built without libcurl).
+[[nodiscard]] Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features);
 // Nodes of this role issue snowflake IDs, so their layout must be valid at start
 // (snowflake::CheckLayoutAt).
 bool IssuesSnowflakeIds(Role role);

@@ -501,6 +501,16 @@ std::string LibraryVersion() { return rd_kafka_version_str(); }
 
 int LibraryPatchLevel() { return KLEAF_RDKAFKA_PATCH; }
 
+std::string LibraryFeatures() {
+  ConfHandle conf(rd_kafka_conf_new());
+  char features[512] = {};
+  size_t size = sizeof(features);
+  if (rd_kafka_conf_get(conf.get(), "builtin.features", features, &size) != RD_KAFKA_CONF_OK) {
+    return "";
+  }
+  return features;
+}
+
 namespace {
 
 // The outcome of a CreateTopics request: ok when every topic was created or existed already. A

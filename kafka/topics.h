@@ -89,4 +89,9 @@ std::string LibraryVersion();
 // librdkafka without it, whose transactions each wait 1 ms more before registering partitions.
 int LibraryPatchLevel();
 
+// What that librdkafka was built with: its "builtin.features" property, comma-separated (e.g.
+// "gzip,snappy,ssl,sasl,regex,lz4,sasl_plain,sasl_scram,plugins,zstd,sasl_oauthbearer"), for
+// config::CheckKafkaSasl.
+std::string LibraryFeatures();
+
 }  // namespace kleaf::kafka

@@ -6,8 +6,10 @@
 #      version the chart supports (validate.py: kubernetes-validate's bundled schemas, strict, an
 #      unknown apiVersion or field fails);
 #   3. that the chart refuses what it must: no config.kafka.bootstrap, a key the chart owns;
-#   4. with --kleaf BIN, every rendered kleaf config loads in BIN (`kleaf decode`, with the
-#      environment the pods give it): each key exists, with a valid type and range.
+#   4. with --kleaf BIN, every rendered kleaf config passes `kleaf config check --role <role>` in
+#      BIN, with the environment the pods give it: each key exists, with a valid type and range,
+#      and the role's own checks pass (kafka.bootstrap, producer.streams, the SASL mechanism, the
+#      TLS files: a throwaway certificate stands at the paths the Secret is mounted on).
 # Needs helm and kubernetes-validate: scripts/install-deps.sh --test puts them in
 # $KLEAF_DEPS_CACHE (default /var/cache/kleaf): tools/bin/helm and the venv.
 #
@@ -67,13 +69,26 @@ for o in yaml.safe_load_all(open(sys.argv[1])):
             open(f"{sys.argv[2]}/{name}", "w").write(text)
 EOF
     printf 'check-helm-token-0123456789\n' >"$work/admin.token"
+    if [[ ! -f $work/tls.crt ]]; then
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj /CN=kleaf-check-helm -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null \
+        || fail "openssl could not make a throwaway certificate"
+    fi
     for config in "$configs"/*.yaml; do
-      KLEAF_NODE__ID=kleaf-$(basename "$config" .yaml)-7d4b9c6f5-x2x9q \
-        KLEAF_ADMIN__TOKEN_FILE=$work/admin.token "$kleaf" decode 1 --config "$config" \
-        >/dev/null 2>"$work/decode.log" \
-        || { cat "$work/decode.log" >&2; fail "$set_name: kleaf refuses the rendered $(basename "$config")"; }
+      role=$(basename "$config" .yaml)
+      # The TLS files the pod mounts from the Secret: a throwaway certificate at their place.
+      tls=()
+      if grep -q 'cert_file:' "$config"; then
+        ca=""
+        grep -q 'client_ca_file:' "$config" && ca=", client_ca_file: $work/tls.crt"
+        tls=("KLEAF_HTTP__TLS={cert_file: $work/tls.crt, key_file: $work/tls.key$ca}")
+      fi
+      env KLEAF_NODE__ID="kleaf-$role-7d4b9c6f5-x2x9q" KLEAF_ADMIN__TOKEN_FILE="$work/admin.token" \
+        "${tls[@]}" "$kleaf" config check --role "$role" --config "$config" \
+        >/dev/null 2>"$work/check.log" \
+        || { cat "$work/check.log" >&2; fail "$set_name: kleaf config check --role $role refuses the rendered $role.yaml"; }
     done
-    echo "$set_name: kleaf loads the rendered $(cd "$configs" && echo *.yaml)"
+    echo "$set_name: kleaf config check passes the rendered $(cd "$configs" && echo *.yaml)"
   fi
 done
 

@@ -21,7 +21,8 @@ TEST(CliE2eTest, VersionAndHelpExitZero) {
   for (const char* help : {"help", "--help"}) {
     auto run = RunKleaf({help});
     EXPECT_TRUE(run.status.exited && run.status.code == 0) << help << ": " << run.status.ToString();
-    for (const char* sub : {"standalone", "allocator", "gateway", "producer", "state", "decode"}) {
+    for (const char* sub :
+         {"standalone", "allocator", "gateway", "producer", "state", "decode", "config"}) {
       EXPECT_NE(run.out.find(sub), std::string::npos) << help << " does not list " << sub;
     }
   }

@@ -1,0 +1,142 @@
+// `kleaf config check`: the real binary loads a config as a role would (file, then KLEAF_*
+// variables), runs that role's start-up checks, prints the effective config with secrets masked
+// and exits 0, or exits 2 naming the key (docs/operations.md, "Checking a config").
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include "tests/e2e/e2e_env.h"
+
+namespace kleaf::e2e {
+namespace {
+
+constexpr char kPassword[] = "kafka-password-e2e-1";
+
+bool Exited(const CommandResult& run, int code) {
+  return run.status.exited && run.status.code == code;
+}
+
+// `env` KLEAF_...=... in front of kleaf: the variables a role would see.
+CommandResult Check(const std::filesystem::path& file, const std::string& role,
+                    std::vector<std::string> env = {}) {
+  std::vector<std::string> args = {"config", "check", "--config", file.string()};
+  if (!role.empty()) args.insert(args.end(), {"--role", role});
+  std::vector<std::string> prefix;
+  if (!env.empty()) {
+    prefix = {"/usr/bin/env"};
+    prefix.insert(prefix.end(), env.begin(), env.end());
+  }
+  return RunKleaf(args, prefix);
+}
+
+TEST(ConfigCheckE2eTest, AValidConfigPrintsTheEffectiveConfigWithSecretsMasked) {
+  TempDir dir;
+  std::ostringstream yaml;
+  yaml << "state: {path: '" << (dir.path() / "state").string() << "'}\n"
+       << "admin: {token: " << kAdminToken << "}\n"
+       << "kafka:\n  bootstrap: 'file:9092'\n  properties:\n"
+       << "    security.protocol: SASL_SSL\n    sasl.mechanism: SCRAM-SHA-512\n"
+       << "segment: {max_step: 5000}\n";
+  const auto file = dir.WriteFile("gateway.yaml", yaml.str());
+  std::ostringstream properties;  // replaces kafka.properties, as in the chart's Secret
+  properties << "KLEAF_KAFKA__PROPERTIES={security.protocol: SASL_SSL, "
+             << "sasl.mechanism: SCRAM-SHA-512, sasl.username: kleaf, sasl.password: " << kPassword
+             << "}";
+  auto run =
+      Check(file, "gateway", {"KLEAF_KAFKA__BOOTSTRAP=env-1:9092,env-2:9092", properties.str()});
+  ASSERT_TRUE(Exited(run, 0)) << run.status.ToString() << "\n" << run.err;
+  EXPECT_NE(run.err.find("config OK for gateway"), std::string::npos) << run.err;
+  // The environment wins over the file, as for the role.
+  EXPECT_NE(run.out.find("bootstrap: env-1:9092,env-2:9092"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("max_step: 5000"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("sasl.username: kleaf"), std::string::npos) << run.out;
+  // Defaults are printed too.
+  EXPECT_NE(run.out.find("batch_max: 256"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("sasl.password: \"***\""), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("token: \"***\""), std::string::npos) << run.out;
+  for (const char* secret : {kPassword, kAdminToken}) {
+    EXPECT_EQ(run.out.find(secret), std::string::npos) << secret << " printed:\n" << run.out;
+    EXPECT_EQ(run.err.find(secret), std::string::npos) << secret << " printed:\n" << run.err;
+  }
+  // Nothing was started or created: the check touches no state.path.
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "state"));
+}
+
+TEST(ConfigCheckE2eTest, ABadKeyExitsTwoNamingIt) {
+  TempDir dir;
+  const auto file = dir.WriteFile("bad.yaml", "http: {threads: 0}\n");
+  auto run = Check(file, "standalone");
+  EXPECT_TRUE(Exited(run, 2)) << run.status.ToString() << "\n" << run.err;
+  EXPECT_NE(run.err.find("http.threads: must be between 1 and 256"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out, "");
+
+  auto variable = Check(dir.WriteFile("ok.yaml", ""), "", {"KLEAF_SEGMENT__MAX_STEP=0"});
+  EXPECT_TRUE(Exited(variable, 2)) << variable.status.ToString() << "\n" << variable.err;
+  EXPECT_NE(variable.err.find("KLEAF_SEGMENT__MAX_STEP (segment.max_step: must be between"),
+            std::string::npos)
+      << variable.err;
+}
+
+TEST(ConfigCheckE2eTest, TheRoleAddsItsOwnChecks) {
+  TempDir dir;
+  const auto file = dir.WriteFile("no-kafka.yaml", "segment: {auto_create: true}\n");
+  // The keys alone are fine, and a standalone needs no Kafka ...
+  auto keys = Check(file, "");
+  EXPECT_TRUE(Exited(keys, 0)) << keys.status.ToString() << "\n" << keys.err;
+  EXPECT_NE(keys.err.find("the keys only"), std::string::npos) << keys.err;
+  auto standalone = Check(file, "standalone");
+  EXPECT_TRUE(Exited(standalone, 0)) << standalone.status.ToString() << "\n" << standalone.err;
+  // ... a gateway does, and a producer needs streams as well.
+  auto gateway = Check(file, "gateway");
+  EXPECT_TRUE(Exited(gateway, 2)) << gateway.status.ToString() << "\n" << gateway.err;
+  EXPECT_NE(gateway.err.find("kafka.bootstrap: required"), std::string::npos) << gateway.err;
+  auto producer = Check(file, "producer", {"KLEAF_KAFKA__BOOTSTRAP=k:9092"});
+  EXPECT_TRUE(Exited(producer, 2)) << producer.status.ToString() << "\n" << producer.err;
+  EXPECT_NE(producer.err.find("producer.streams: no stream"), std::string::npos) << producer.err;
+
+  auto role = RunKleaf({"config", "check", "--role", "leader"});
+  EXPECT_TRUE(Exited(role, 2)) << role.status.ToString();
+  EXPECT_NE(role.err.find("leader"), std::string::npos) << role.err;
+}
+
+// OAUTHBEARER without oidc can never authenticate in kleaf (no token refresh callback), whatever
+// librdkafka was built with; GSSAPI only when the linked librdkafka has sasl_gssapi, which
+// `kleaf version` lists.
+TEST(ConfigCheckE2eTest, ASaslMechanismKleafCannotUseIsRefusedWithTheReason) {
+  TempDir dir;
+  const auto oauth = dir.WriteFile(
+      "oauth.yaml",
+      "kafka:\n  bootstrap: 'k:9092'\n  properties:\n    security.protocol: SASL_SSL\n"
+      "    sasl.mechanism: OAUTHBEARER\n");
+  for (const char* role : {"allocator", "gateway", "producer"}) {
+    auto run = Check(oauth, role, {"KLEAF_PRODUCER__STREAMS=[{tag: t}]"});
+    EXPECT_TRUE(Exited(run, 2)) << role << ": " << run.status.ToString() << "\n" << run.err;
+    EXPECT_NE(run.err.find("kafka.properties.sasl.mechanism: OAUTHBEARER"), std::string::npos)
+        << role << ": " << run.err;
+  }
+  // A standalone reads no kafka.* key.
+  EXPECT_TRUE(Exited(Check(oauth, "standalone"), 0));
+
+  auto version = RunKleaf({"version"});
+  const size_t at = version.out.find("librdkafka features ");
+  ASSERT_NE(at, std::string::npos) << version.out;
+  const std::string features = version.out.substr(at, version.out.find('\n', at) - at);
+  const auto gssapi = dir.WriteFile(
+      "gssapi.yaml",
+      "kafka:\n  bootstrap: 'k:9092'\n  properties: {security.protocol: SASL_PLAINTEXT}\n");
+  auto run = Check(gssapi, "gateway");
+  if (features.find("sasl_gssapi") == std::string::npos) {
+    EXPECT_TRUE(Exited(run, 2)) << run.status.ToString() << "\n" << run.err;
+    EXPECT_NE(run.err.find("kafka.properties.security.protocol: SASL_PLAINTEXT without "
+                           "sasl.mechanism means GSSAPI"),
+              std::string::npos)
+        << run.err;
+    EXPECT_NE(run.err.find("sasl_gssapi"), std::string::npos) << run.err;
+  } else {
+    EXPECT_TRUE(Exited(run, 0)) << features << "\n" << run.err;
+  }
+}
+
+}  // namespace
+}  // namespace kleaf::e2e
