@@ -145,7 +145,30 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& p
   return std::unique_ptr<GroupConsumer>(new GroupConsumer(std::move(impl)));
 }
 
+namespace {
+// How often Poll looks whether a member holding no partition still has a broker.
+constexpr milliseconds kBrokerCheckInterval{5000};
+
+// A member left without any broker (internal.h, RestoreBootstrapIfNoBroker) never finds its
+// group coordinator again, so it never rejoins: while it holds no partition, which is where it
+// ends once its session expired, Poll looks every kBrokerCheckInterval.
+void RestoreBrokersIfNone(GroupConsumer::Impl& impl) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < impl.next_broker_check) return;
+  impl.next_broker_check = now + kBrokerCheckInterval;
+  if (!impl.owned.empty()) return;
+  rd_kafka_topic_partition_list_t* raw = nullptr;
+  if (rd_kafka_assignment(impl.rk.get(), &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  PartitionList assigned(raw);
+  if (assigned->cnt > 0) return;
+  if (RestoreBootstrapIfNoBroker(impl.rk.get(), milliseconds(0))) {
+    CountRecovery("group_consumer", "bootstrap_restored");
+  }
+}
+}  // namespace
+
 GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
+  RestoreBrokersIfNone(*impl_);
   if (impl_->pending.empty()) {
     MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count())));
     if (!impl_->pending.empty()) {

@@ -32,10 +32,12 @@ class GroupConsumer {
     kCommitted,
     // Nowhere: a newly assigned partition is not fetched until the owner seeks it, to a position
     // it keeps itself. No librdkafka lookup stands between an assignment and its fetch, as one
-    // would for a logical start: librdkafka 2.8 leaves a partition assigned but never fetched
-    // when its committed-offset fetch fails (rdkafka_assignment.c keeps it out of its pending
-    // list "until the application unassigns it"), and undoes a seek made while a lookup of its
-    // end is in flight (the lookup, answered late, is made again and the fetch goes there).
+    // would for a logical start: librdkafka (2.8, still 2.14.2: GroupConsumerTest.
+    // APartitionLeftUnfetchedByAFailedOffsetFetchIsFetchedAgainAfterRestart shows it) leaves a
+    // partition assigned but never fetched when its committed-offset fetch fails
+    // (rdkafka_assignment.c keeps it out of its pending list "until the application unassigns
+    // it"), and undoes a seek made while a lookup of its end is in flight (the lookup, answered
+    // late, is made again and the fetch goes there).
     kSought,
   };
 

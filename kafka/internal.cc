@@ -74,9 +74,32 @@ Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
       rd_kafka_metadata(rk, 0, rkt.get(), &raw, static_cast<int>(timeout.count()));
   MetadataHandle metadata(raw);  // only the error matters
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // No broker to ask: perhaps none left at all (RestoreBootstrapIfNoBroker says when).
+    if (err == RD_KAFKA_RESP_ERR__TRANSPORT &&
+        RestoreBootstrapIfNoBroker(rk, std::chrono::milliseconds(0))) {
+      CountRecovery("topic_lookup", "bootstrap_restored");
+    }
     return std::unexpected(KafkaError(err, "looking up topic " + topic));
   }
   return {};
+}
+
+bool RestoreBootstrapIfNoBroker(rd_kafka_t* rk, std::chrono::milliseconds wait) {
+  const rd_kafka_metadata_t* raw = nullptr;
+  // No topic: only the brokers. With a broker to send it to, the request goes out and its answer
+  // refreshes the cache; the wait may end before it (only "no broker" matters here).
+  const rd_kafka_resp_err_t err =
+      rd_kafka_metadata(rk, 0, nullptr, &raw, static_cast<int>(wait.count()));
+  MetadataHandle metadata(raw);
+  if (err != RD_KAFKA_RESP_ERR__TRANSPORT) return false;
+  char servers[1024];
+  size_t size = sizeof(servers);
+  if (rd_kafka_conf_get(rd_kafka_conf(rk), "bootstrap.servers", servers, &size) !=
+          RD_KAFKA_CONF_OK ||
+      servers[0] == '\0') {
+    return false;
+  }
+  return rd_kafka_brokers_add(rk, servers) > 0;
 }
 
 Message ToMessage(const rd_kafka_message_t* m) {

@@ -39,6 +39,27 @@ std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list
 // and the first message waits for that.
 [[nodiscard]] Result<void> PrepareTopic(rd_kafka_t* rk, const std::string& topic,
                                         std::chrono::milliseconds timeout);
+// Gives `rk` its bootstrap servers again when it has no broker it can send a request to (a
+// metadata request finds none; it waits up to `wait` for one). True when they were added.
+//
+// librdkafka 2.10 and later drop every broker a metadata answer does not list (commit f7c427339,
+// "Purge brokers no longer reported in metadata", rdkafka_metadata.c
+// rd_kafka_metadata_decommission_unavailable_brokers; only an answer with no broker and no topic
+// is ignored), bootstrap servers included. A KRaft broker that was stopped (SIGSTOP, a VM or GC
+// pause) past broker.session.timeout.ms is fenced by the controller when it resumes, and answers
+// the metadata requests queued meanwhile with no broker until it is unfenced: a client of a
+// one-broker cluster then holds no broker at all. Nothing brings the bootstrap servers back
+// (the re-bootstrap timer only starts when a metadata request is sent to a broker,
+// rdkafka_request.c rd_kafka_MetadataRequest0), so every request fails with "Broker transport
+// failure" and a group consumer never finds its coordinator again, for good. Seen in
+// FrozenIntegrationTest (2 of 5 runs with 2.14.2: the allocator's consumer never rejoined after
+// the thaw) and in a plain consumer (debug log: "0 brokers, 1 topics", then "Sending TERMINATE
+// to 127.0.0.1:P/1", then "no broker available for coordinator query" until it was closed 35 s
+// later). A broker that is merely down also leaves no usable broker: the bootstrap server added
+// then (one per address; librdkafka reuses a configured one) is dropped again by the next
+// metadata answer. librdkafka 2.8 finds its broker of the same address and adds nothing.
+bool RestoreBootstrapIfNoBroker(rd_kafka_t* rk, std::chrono::milliseconds wait);
+
 // Routes the handle's log lines to the sink of SetLogSink (log.h), when one is set.
 void InstallLogSink(rd_kafka_conf_t* conf);
 Message ToMessage(const rd_kafka_message_t* m);
@@ -68,6 +89,9 @@ struct GroupConsumer::Impl {
   // being fetched with the position each was last started at. Polling thread only.
   std::vector<TopicPartition> owned;
   std::map<std::pair<std::string, int32_t>, int64_t> started;
+  // When Poll next looks, while this member holds no partition, whether the handle still has a
+  // broker (RestoreBootstrapIfNoBroker). Polling thread only.
+  std::chrono::steady_clock::time_point next_broker_check{};
 };
 
 }  // namespace kleaf::kafka

@@ -117,7 +117,7 @@ class AdminClient {
   static Attempt<std::unique_ptr<AdminClient>> Open(const Properties& props,
                                                     const std::string& what, TimePoint deadline);
 
-  // How many brokers the cluster has: those the metadata answer listed, or a DescribeCluster's.
+  // How many brokers the cluster has: those the metadata answer listed.
   Attempt<int32_t> BrokerCount(const std::string& what, TimePoint deadline);
 
   // Sends `call` and waits for its answer until `deadline`; an answer with a whole-request error
@@ -132,7 +132,7 @@ class AdminClient {
   Refusal refusal_;  // the handle's error callback writes it: declared before the handle
   KafkaHandle rk_;
   int32_t broker_ = -1;  // where requests go; -1: the controller librdkafka picks
-  int32_t brokers_ = 0;  // -1: not known from the metadata answer
+  int32_t brokers_ = 0;  // as the metadata answer listed them
 };
 
 std::optional<Error> AdminClient::Refused(const std::string& what) {
@@ -163,7 +163,6 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
   for (int answers = 0;;) {
     const rd_kafka_metadata_t* raw = nullptr;
     const milliseconds wait = std::min(slice, Left(deadline));
-    const TimePoint asked = SteadyClock::now();
     const rd_kafka_resp_err_t err =
         rd_kafka_metadata(client->rk_.get(), 0, nullptr, &raw, static_cast<int>(wait.count()));
     MetadataHandle metadata(raw);
@@ -172,17 +171,6 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
       client->broker_ = metadata->orig_broker_id;
       if (client->broker_ >= 0 || ++answers == 2) return client;
       continue;
-    }
-    if (err == RD_KAFKA_RESP_ERR__TIMED_OUT && SteadyClock::now() - asked < wait / 2) {
-      // librdkafka ends a timed wait by the wall clock, its deadline computed from
-      // gettimeofday(): a wait that ended before its time means the two disagree (a clock stepped
-      // forward, or one faked for this process only). A synchronous request cannot be waited for
-      // then, and asking again at once would queue requests without end (thousands, which the
-      // handle's destruction then waits for): the requests go to librdkafka's pick, and the
-      // brokers are counted by an asynchronous DescribeCluster (BrokerCount).
-      client->broker_ = -1;
-      client->brokers_ = -1;
-      return client;
     }
     if (auto refused = client->Refused(what)) return Final(*refused);
     if (SteadyClock::now() >= deadline) return Again({Code::kUnavailable, TimedOut(what)});
@@ -223,26 +211,11 @@ Attempt<EventHandle> AdminClient::Request(const AdminCall& call, TimePoint deadl
   }
 }
 
-Attempt<int32_t> AdminClient::BrokerCount(const std::string& what, TimePoint deadline) {
-  if (brokers_ >= 0) return brokers_;
-  auto event = Request(
-      {.op = RD_KAFKA_ADMIN_OP_DESCRIBECLUSTER,
-       .what = what,
-       .send = [](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options,
-                  rd_kafka_queue_t* queue) { rd_kafka_DescribeCluster(rk, options, queue); }},
-      deadline);
-  if (!event) return std::unexpected(event.error());
-  const auto* result = rd_kafka_event_DescribeCluster_result(event->get());
-  if (result == nullptr || rd_kafka_event_error(event->get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    const char* reason = rd_kafka_event_error_string(event->get());
-    return Again({Code::kUnavailable,
-                  what + ": DescribeCluster: " + (reason != nullptr ? reason : "no result")});
-  }
-  size_t count = 0;
-  rd_kafka_DescribeCluster_result_nodes(result, &count);
-  brokers_ = static_cast<int32_t>(count);
-  return brokers_;
-}
+// librdkafka 2.8 ended a timed wait early when the wall clock had moved forward past its deadline
+// (or was faked for this process), so Open could return before the metadata answer and the
+// brokers were counted by a DescribeCluster here. librdkafka 2.10 and later wait by the monotonic
+// clock (tinycthread_extra.c cnd_timedwait_ms, commit 5b1efa4ab): the metadata answer counts them.
+Attempt<int32_t> AdminClient::BrokerCount(const std::string&, TimePoint) { return brokers_; }
 
 // Runs `attempt` on a new AdminClient until it succeeds, fails for good, or `deadline` passes:
 // then the last attempt's error (kUnavailable "<what> timed out" when no broker answered).

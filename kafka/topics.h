@@ -82,7 +82,7 @@ struct ClusterDescription {
     const Properties& props, const std::vector<std::string>& topics,
     const std::vector<std::string>& config_names, std::chrono::milliseconds timeout);
 
-// The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.8.0").
+// The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.14.2").
 std::string LibraryVersion();
 
 // kleaf's patch level of that librdkafka (scripts/install-deps.sh, patch_librdkafka): 0 for a

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kleaf needs, and builds librdkafka 2.8 from Debian trixie's source
-# package into a cache outside the repository (bookworm's 2.0.2 has bugs that wedge kleaf: see
+# Installs the Debian packages kleaf needs, and builds librdkafka 2.14 from Debian unstable's (sid)
+# source package into a cache outside the repository (bookworm's 2.0.2 has bugs that wedge kleaf,
+# and librdkafka before 2.12 has no production-ready KIP-848 consumer groups: see
 # docs/operations.md, "librdkafka"). Idempotent: only missing packages are installed and
 # librdkafka is built once, so a second run costs a few dpkg look-ups.
 #
@@ -39,7 +40,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates dpkg-dev
   librocksdb-dev libboost-dev libboost-system-dev libyaml-cpp-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
-  # librdkafka 2.8's build dependencies (what it links: TLS, SASL, compression codecs).
+  # librdkafka's build dependencies (what it links: TLS, SASL, compression codecs).
   libsasl2-dev libssl-dev libzstd-dev liblz4-dev zlib1g-dev
 )
 if [[ $set_name == test || $set_name == bench ]]; then
@@ -78,8 +79,8 @@ rdkafka_stamp=$rdkafka_prefix/kleaf-built   # the Debian source version, then "k
 # KLEAF_RDKAFKA_PATCH=0 builds it without the patch, to measure what the patch does
 # (docs/benchmarks.md): give that build a KLEAF_DEPS_CACHE of its own.
 rdkafka_patch_level=${KLEAF_RDKAFKA_PATCH:-1}
-rdkafka_suite=trixie
-rdkafka_upstream='2.8.'                     # the upstream series kleaf is written against
+rdkafka_suite=sid
+rdkafka_upstream='2.14.'                    # the upstream series kleaf is written against
 
 die() { echo "install-deps: $*" >&2; exit 1; }
 [[ $rdkafka_patch_level == 0 || $rdkafka_patch_level == 1 ]] \
@@ -88,7 +89,7 @@ die() { echo "install-deps: $*" >&2; exit 1; }
   || die "KLEAF_RDKAFKA_PATCH=0 needs a KLEAF_DEPS_CACHE of its own (it would replace kleaf's librdkafka in $cache)"
 
 # True when the cache holds librdkafka of this script's series, built with its patch level (a cache
-# of another series, e.g. a 2.14 built by hand into it, is rebuilt).
+# of an older series, e.g. 2.8 from trixie, is rebuilt).
 rdkafka_current() {
   [[ -f $rdkafka_stamp ]] || return 1
   local version
@@ -199,7 +200,7 @@ if rdkafka_current; then
   exit 0
 fi
 
-# --- librdkafka 2.8 from Debian trixie's source package, built once into the cache ---
+# --- librdkafka 2.14 from Debian sid's source package, built once into the cache ---
 
 if [[ -f $rdkafka_stamp ]]; then
   if [[ $(id -u) -ne 0 ]]; then
@@ -209,7 +210,7 @@ if [[ -f $rdkafka_stamp ]]; then
   fi
   echo "install-deps: librdkafka in $rdkafka_prefix is not $rdkafka_upstream* with kleaf's patch level $rdkafka_patch_level: rebuilding it"
 fi
-[[ $(id -u) -eq 0 ]] || die "librdkafka 2.8 is not built in $rdkafka_prefix yet (run as root once)"
+[[ $(id -u) -eq 0 ]] || die "librdkafka $rdkafka_upstream* is not built in $rdkafka_prefix yet (run as root once)"
 
 # The mirror this machine already uses for its own Debian release: the first URI of a "deb" entry
 # whose suites include the release's codename, in deb822 (*.sources) or one-line (*.list) form.
@@ -242,8 +243,8 @@ codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 mirror=$(mirror_uri "$codename" | head -n1)
 [[ -n $mirror ]] || die "no 'deb' entry for $codename in /etc/apt/sources.list{,.d/}: cannot tell which Debian mirror to fetch librdkafka's source from"
 
-# trixie's index is signed with keys that an up-to-date bookworm debian-archive-keyring carries
-# (2023.3+deb12u2 does); a keyring without them is upgraded from bookworm itself.
+# sid's index is signed with keys that an up-to-date bookworm debian-archive-keyring carries
+# (2023.3+deb12u2 does: trixie's and the automatic keys that sign sid); a keyring without them is upgraded from bookworm itself.
 if [[ ! -e /usr/share/keyrings/debian-archive-trixie-automatic.gpg ]]; then
   apt-get update -qq
   apt-get install -y -qq --only-upgrade debian-archive-keyring
@@ -261,17 +262,17 @@ work=$(mktemp -d "$cache/librdkafka-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 chown _apt "$work" 2>/dev/null || true   # apt downloads as its unprivileged _apt user
 
-# The trixie entry exists only in this temporary file, and only the two apt calls below read it
+# The sid entry exists only in this temporary file, and only the two apt calls below read it
 # (Dir::Etc::sourcelist replaces the machine's sources for them, sourceparts=- drops
 # sources.list.d): nothing is added to apt's configuration, so no later apt-get update or install
-# ever sees trixie. It is a deb-src line: even these calls can only fetch source packages.
-src_list=$work/kleaf-trixie-src.list
+# ever sees sid. It is a deb-src line: even these calls can only fetch source packages.
+src_list=$work/kleaf-$rdkafka_suite-src.list
 echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $rdkafka_suite main" \
   >"$src_list"
-apt_trixie_src=(-o Dir::Etc::sourcelist="$src_list" -o Dir::Etc::sourceparts=-)
+apt_sid_src=(-o Dir::Etc::sourcelist="$src_list" -o Dir::Etc::sourceparts=-)
 
 # The chain of trust, checked by apt, not by dpkg-source:
-#   1. `apt-get update` accepts trixie's InRelease only if its OpenPGP signature verifies against
+#   1. `apt-get update` accepts sid's InRelease only if its OpenPGP signature verifies against
 #      Debian's archive keys (debian-archive-keyring, above); InRelease lists the SHA256 of the
 #      Sources index, which apt checks on download.
 #   2. `apt-get source` checks the .dsc, the .orig tarball and the .debian tarball against the
@@ -279,14 +280,18 @@ apt_trixie_src=(-o Dir::Etc::sourcelist="$src_list" -o Dir::Etc::sourceparts=-)
 # dpkg-source then warns that it cannot verify the .dsc's own (uploader's) signature: that needs
 # the debian-keyring package (a 30 MB download for bookworm), and
 # adds nothing to steps 1-2, which already tie every byte to Debian's signed archive.
-# Only the trixie source index is refreshed (List-Cleanup=0 keeps the machine's own lists; the
-# next ordinary `apt-get update` drops trixie's, as no source names it).
-apt-get update -qq "${apt_trixie_src[@]}" -o APT::Get::List-Cleanup=0
-(cd "$work" && apt-get source -qq --download-only "${apt_trixie_src[@]}" "librdkafka/$rdkafka_suite")
+# Only sid's source index is refreshed (List-Cleanup=0 keeps the machine's own lists; the next
+# ordinary `apt-get update` drops sid's, as no source names it).
+apt-get update -qq "${apt_sid_src[@]}" -o APT::Get::List-Cleanup=0
+(cd "$work" && apt-get source -qq --download-only "${apt_sid_src[@]}" "librdkafka/$rdkafka_suite")
 dsc=$(ls "$work"/librdkafka_*.dsc)
 version=$(sed -n 's/^Version: //p' "$dsc")
 [[ ${version#*:} == "$rdkafka_upstream"* ]] || die "$rdkafka_suite's librdkafka is $version, not $rdkafka_upstream*"
-dpkg-source -x "$dsc" "$work/src" >/dev/null
+# --skip-patches: upstream's source as released. Debian's patches (debian/patches/series in
+# 2.14.2-1) only switch the build to Debian's own cJSON and nanopb and move the OpenTelemetry
+# protobuf files, which debian/rules regenerates with nanopb_generator: upstream's CMake build
+# uses the copies it vendors, and needs none of that.
+dpkg-source --skip-patches -x "$dsc" "$work/src" >/dev/null
 
 # kleaf's one change to librdkafka (patch level 1). A transactional producer registers each
 # partition it first writes to in a transaction with the coordinator (AddPartitionsToTxn) and holds
@@ -308,6 +313,11 @@ patch_librdkafka() {
   FROM=$from TO=$to perl -0pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$src/$file"
   grep -qF -- "$to" "$src/$file" || die "patching librdkafka's $file failed"
 }
+# A build fix, at every patch level: librdkafka 2.14's CMake build writes WITH_OAUTHBEARER_OIDC as
+# 0 or 1 into its config.h (#cmakedefine01), and every use tests its value except one, which tests
+# whether it is defined and so includes <curl/curl.h> in a build without curl (kleaf's: OIDC token
+# fetching is the only thing curl brings, and kleaf does not use it).
+patch_librdkafka "$work/src" src/rdkafka_conf.c '#ifdef WITH_OAUTHBEARER_OIDC' '#if WITH_OAUTHBEARER_OIDC'
 if ((rdkafka_patch_level >= 1)); then
   patch_librdkafka "$work/src" src/rdkafka_txnmgr.h \
     'rd_kafka_txn_schedule_register_partitions(rk, 1 /*immediate*/);' \

@@ -123,8 +123,13 @@ Headers Bearer(const std::string& token) { return {{"Authorization", "Bearer " +
 
 std::string Libfaketime() { return KLEAF_LIBFAKETIME; }
 
+namespace {
+// libfaketime with faketime_c11.cc's shim before it, for kleaf processes (librdkafka's waits).
+std::string KleafPreload() { return std::string(KLEAF_FAKETIME_C11) + ":" + Libfaketime(); }
+}  // namespace
+
 std::vector<std::string> FaketimePrefix(const std::string& offset) {
-  return {"/usr/bin/env", "LD_PRELOAD=" + Libfaketime(), "FAKETIME=" + offset};
+  return {"/usr/bin/env", "LD_PRELOAD=" + KleafPreload(), "FAKETIME=" + offset};
 }
 
 std::vector<std::pair<std::string, std::string>> FaketimeEnv() {
@@ -143,7 +148,7 @@ void OffsetFile::Set(const std::string& offset) {
 }
 
 std::vector<std::pair<std::string, std::string>> OffsetFile::Environment() const {
-  return {{"LD_PRELOAD", Libfaketime()},
+  return {{"LD_PRELOAD", KleafPreload()},
           {"FAKETIME_TIMESTAMP_FILE", file_.string()},
           {"FAKETIME_NO_CACHE", "1"},
           {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};

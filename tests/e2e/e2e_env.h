@@ -83,7 +83,9 @@ std::string Libfaketime();
 // A command prefix that preloads libfaketime with a relative offset (as `faketime -m -f OFFSET`
 // would), through env(1) rather than the faketime wrapper: the wrapper creates a named semaphore
 // per pid with O_EXCL that a process killed with kill -9 leaves behind, and a later wrapper given
-// the same pid then refuses to start ("sem_open: File exists"). Use with FaketimeEnv().
+// the same pid then refuses to start ("sem_open: File exists"). Use with FaketimeEnv(). Here and
+// in OffsetFile the shim of faketime_c11.cc is preloaded before libfaketime, so that librdkafka's
+// timed waits follow the faked clock too.
 std::vector<std::string> FaketimePrefix(const std::string& offset);
 // The environment beside FaketimePrefix: the monotonic clock is not faked.
 std::vector<std::pair<std::string, std::string>> FaketimeEnv();

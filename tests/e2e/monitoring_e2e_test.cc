@@ -84,7 +84,7 @@ TEST_F(MonitoringE2eTest, ProcessAndBuildInfoSeriesArePresentFromTheStart) {
   EXPECT_LE(started, now + 1) << m;
   EXPECT_GE(started, now - 600) << m;
   static const std::regex kBuildInfo(
-      R"re(\nkleaf_build_info\{version="0\.\d+\.\d+",librdkafka="2\.8\.\d+",rocksdb="\d+\.\d+\.\d+"\} 1\n)re");
+      R"re(\nkleaf_build_info\{version="0\.\d+\.\d+",librdkafka="2\.14\.\d+",rocksdb="\d+\.\d+\.\d+"\} 1\n)re");
   EXPECT_TRUE(std::regex_search(m, kBuildInfo)) << m;
 }
 

@@ -22,13 +22,13 @@ constexpr char kRegistrySkewRefusal[] =
 constexpr char kLocalMarkRefusal[] = "behind the last snowflake timestamp this node persisted";
 
 // How far back a restarted gateway's clock is set: beyond workers.max_clock_skew_ms (1 s) and
-// snowflake.max_startup_wait_ms (5 s), yet well short of 30 s, where libfaketime breaks the Kafka
-// client. librdkafka computes the deadline of a timed wait from gettimeofday(), which libfaketime
-// shifts, and waits in glibc's C11 cnd_timedwait(), whose internal condition-variable wait
-// libfaketime does not intercept: a wait whose timeout is shorter than the offset expires at once.
-// Measured here: under -30 s the gateway exits with "metadata of <prefix>.requests: Local: Timed
-// out", under -45 s, -1m, -2m and -10m with "creating topics timed out (is Kafka reachable?)" or
-// "Timed out waiting for 1 background thread(s) to initialize", before any clock check.
+// snowflake.max_startup_wait_ms (5 s). librdkafka computes the deadline of a timed wait from
+// gettimeofday(), which libfaketime shifts, and waits in glibc's C11 cnd_timedwait(), which
+// libfaketime does not intercept: without tests/e2e/faketime_c11.cc's shim (preloaded by
+// e2e::FaketimePrefix) a wait whose timeout is shorter than the offset expires at once (librdkafka
+// 2.8: under -30 s the gateway exited with "metadata of <prefix>.requests: Local: Timed out"), or
+// spins to its full timeout deaf to its condition (2.10 and later: under -15 s, "describing the
+// cluster's topics timed out"), before any clock check.
 constexpr char kClockBack[] = "-15s";
 constexpr int64_t kClockBackMs = -15000;
 
