@@ -355,9 +355,19 @@ TEST_F(MixedConsumersTest, CppPythonAndJavaExamplesTakeTheListedIdsOfAnObfuscate
 
   const std::string ids_topic = cluster.prefix() + ".ids";
   // What the producer published (read_committed, as the consumers read): listed batches only,
-  // none of them a run of counters, no ID twice.
-  const auto published =
-      ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"obf/segment"}), Cluster::kPartitions);
+  // none of them a run of counters, no ID twice. A commit returns once the coordinator has
+  // decided it; the markers that make its batches readable reach the partitions after that, so
+  // a read right after the producer's last round can stop short of them (12 of 16 seen once, with
+  // librdkafka 2.14): read until all 16 are there.
+  std::vector<Published> published;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        published = ReadAll(broker_.bootstrap, StreamTopics(ids_topic, {"obf/segment"}),
+                            Cluster::kPartitions);
+        return published.size() >= 16u;
+      },
+      seconds(30)))
+      << "read " << published.size() << " of the 16 published batches";
   ASSERT_EQ(published.size(), 16u);
 
   constexpr int kCount = 3 * kBatchSize;
