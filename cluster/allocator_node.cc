@@ -418,6 +418,9 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
     // records invisible to every later restore, which would then start below IDs it served).
     auto recommitted = [&]() -> Result<void> {
       if (auto b = (*producer)->Begin(); !b) return Fail(Code::kUnavailable, b.error().message);
+      if (options_.before_rewrite_commit) {
+        if (auto hook = options_.before_rewrite_commit(p); !hook) return hook;
+      }
       for (const auto& [key, value] : restored->floors) {
         if (auto sent = (*producer)->Send(options_.topics.state, p, key, value, {}); !sent)
           return std::unexpected(sent.error());
