@@ -4,8 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "allocator/import.h"
@@ -39,6 +42,10 @@ kafka::BrokerProbe::Options ProbeOptions(const cluster::ClusterSetup& setup) {
   return o;
 }
 
+// Test hook: the first N commits of the maxima a takeover read past a transaction without an
+// outcome fail (aborted instead), as a commit the broker refused or timed out would.
+constexpr char kFailRewritesHook[] = "KLEAF_ALLOCATOR_TEST_FAIL_REWRITES";
+
 // What an allocator node runs with: the cluster's topics and layout, the rules from the config.
 cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
                                           const cluster::ClusterSetup& setup) {
@@ -59,6 +66,15 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   options.batch_max = c.allocator.batch_max;
   options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
+  if (const char* hook = std::getenv(kFailRewritesHook); hook != nullptr && *hook != '\0') {
+    auto left = std::make_shared<std::atomic<int64_t>>(std::atoll(hook));
+    options.before_rewrite_commit = [left](int32_t p) -> Result<void> {
+      if (left->fetch_sub(1) <= 0) return {};
+      spdlog::warn("[allocator] {}: failing the rewrite of partition {}'s maxima",
+                   kFailRewritesHook, p);
+      return Fail(Code::kUnavailable, std::string(kFailRewritesHook));
+    };
+  }
   return options;
 }
 

@@ -418,6 +418,9 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
     // records invisible to every later restore, which would then start below IDs it served).
     auto recommitted = [&]() -> Result<void> {
       if (auto b = (*producer)->Begin(); !b) return Fail(Code::kUnavailable, b.error().message);
+      if (options_.before_rewrite_commit) {
+        if (auto hook = options_.before_rewrite_commit(p); !hook) return hook;
+      }
       for (const auto& [key, value] : restored->floors) {
         if (auto sent = (*producer)->Send(options_.topics.state, p, key, value, {}); !sent)
           return std::unexpected(sent.error());
@@ -427,11 +430,20 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
       return {};
     }();
     if (!recommitted) {
+      // The store's applied offset is still below the tail (RestorePartition): the retry reads the
+      // tail again and writes the same maxima again before it serves.
       (void)(*producer)->Abort(milliseconds(1000));
       return Fail(Code::kUnavailable,
                   "writing again the maxima read past an open transaction on state partition " +
                       std::to_string(p) + ": " + recommitted.error().message);
     }
+  }
+  if (restored->open_transaction_at) {
+    // Only now, the maxima committed, may the store say the tail is applied: a later restore
+    // starts past it (and reads again only what was written since, the rewrite included).
+    state::Store::Batch applied;
+    applied.values.emplace_back(AppliedOffsetKey(p), restored->end);
+    if (auto w = store_.Write(applied, /*sync=*/true); !w) return std::unexpected(w.error());
   }
   auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
   if (!marks) return std::unexpected(marks.error());

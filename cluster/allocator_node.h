@@ -41,6 +41,10 @@ struct AllocatorNodeOptions {
   // without, with a message naming it; the node keeps trying until stopped. `kleaf allocator`
   // exits with it (docs/operations.md, "Kafka ACLs"); empty: only logged.
   std::function<void(const std::string&)> on_unauthorized;
+  // Test hook: called on a takeover before it sends and commits the maxima read past a transaction
+  // without an outcome (FenceAndRestore); an error makes that rewrite fail before it appended a
+  // record (aborted instead), as a broker that refused or timed out it would. Empty in production.
+  std::function<Result<void>(int32_t p)> before_rewrite_commit;
 };
 
 // One thread runs the consumer loop; everything below is owned by it. (A round's commits run on

@@ -169,6 +169,10 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
       topics.state, p, result.from, [&](const kafka::Message& m) { restored.Add(m, store); },
       left());
   if (!end) return std::unexpected(end.error());
+  // The applied offset this restore records: the end of what it read committed, never into the
+  // tail below. Past it only once the tail's maxima are committed again (the caller's to do and to
+  // record, restore.h): until then every restore reads the tail again and finds them to rewrite.
+  const int64_t committed_end = *end;
   if (*end < log_end->second) {
     // The tail behind a transaction without an outcome, read uncommitted: committed records, the
     // open transaction's (committed or not: unknown) and those of transactions aborted since.
@@ -214,7 +218,7 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   for (auto& [id, w] : restored.workers) batch.workers.push_back(std::move(w));
   for (auto& [name, r] : restored.spaces) batch.spaces.push_back(std::move(r));
   for (auto& [key, r] : restored.sections) batch.sections.push_back(std::move(r));
-  batch.values.emplace_back(AppliedOffsetKey(p), *end);
+  batch.values.emplace_back(AppliedOffsetKey(p), committed_end);
   auto stored_offset = store.GetValue(RequestsOffsetKey(p));
   if (!stored_offset) return std::unexpected(stored_offset.error());
   if (*stored_offset &&

@@ -24,13 +24,16 @@ state::TagRecord MergeRestored(const std::optional<state::TagRecord>& existing,
 struct RestoreResult {
   int64_t records = 0;
   int64_t from = 0;
-  int64_t end = 0;  // next offset to apply
+  int64_t end = 0;  // next offset to apply (recorded as applied but past an open transaction)
   // The next offset of requests partition `p` to serve, as the last committed batch recorded it
   // (RequestsOffsetKey), or nullopt when no batch of this version was ever committed on p.
   std::optional<int64_t> requests_offset;
   // Set when a transaction without an outcome held the last stable offset below the log's end
   // (docs/architecture.md, "A transaction without an outcome"): the offset where it began. The
-  // records from there to `end` were read uncommitted and applied as if committed.
+  // records from there to `end` were read uncommitted and applied as if committed. The store's
+  // applied offset is left where the committed read ended, at or below the tail: the caller
+  // records `end` as applied (AppliedOffsetKey) only once `floors` are committed again, so a
+  // restore after a failed rewrite reads the tail again and rewrites the same maxima.
   std::optional<int64_t> open_transaction_at;
   // Those records, as the store now holds them (tags and sections, merged; the requests offset):
   // key and value to write again in a committed transaction, so that the floors they set survive
@@ -44,6 +47,8 @@ struct RestoreResult {
 // where a transaction without an outcome holds it below the log's end, through `tail_reader`
 // (isolation.level=read_uncommitted): every record there is applied as if it was committed, which
 // only ever raises a maximum (a record of an aborted transaction leaves a gap, never a duplicate).
+// The applied offset it records stops where the committed read ended: past the tail only after
+// the caller committed `floors` again (RestoreResult::open_transaction_at).
 [[nodiscard]] Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
                                                      kafka::PartitionReader& tail_reader,
                                                      state::Store& store,

@@ -156,5 +156,96 @@ TEST_F(OpenTransactionIntegrationTest, ATakeoverRestoresPastATransactionWithoutA
   EXPECT_EQ(Count(a3.Log(), "has no outcome"), 0) << a3.Log();
 }
 
+// The rewrite of the maxima a takeover read past the open transaction fails, twice (a test hook of
+// `kleaf allocator` aborts it instead of committing it, as a broker that refused or timed out the
+// commit would): the allocator retries the takeover a second later each time. Each retry must read
+// the tail again and write the same maxima again before it serves; a store that recorded the tail
+// as applied at the first attempt would let the retry start past it, find nothing to write again,
+// and serve maxima no committed record holds, lost when the transaction is aborted.
+TEST_F(OpenTransactionIntegrationTest, AFailedRewriteOfTheMaximaIsDoneAgainBeforeServing) {
+  Cluster cluster(broker_, "rewrite");
+  const int32_t p = 1;
+  const std::string served = TagOnPartition("rewrite-served", p, Cluster::kPartitions);
+  const std::string floor = TagOnPartition("rewrite-floor", p, Cluster::kPartitions);
+  const std::string state_topic = cluster.prefix() + ".state";
+
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw1 = cluster.AddGateway("gw-a", 0);
+  ASSERT_TRUE(cluster.Start({&a1}));
+  ASSERT_TRUE(cluster.Start({&gw1}));
+  for (const auto& tag : {served, floor}) {
+    auto put = PutTag(gw1.port, tag, R"({"step":100})");
+    ASSERT_TRUE(put) << put.error();
+  }
+  std::set<int64_t> seen_served, seen_floor;
+  Draw(gw1, served, 300, seen_served);
+  Draw(gw1, floor, 100, seen_floor);
+  ASSERT_FALSE(HasFatalFailure());
+
+  // The open transaction raises `floor` far above anything served; raises of `served` commit
+  // after it.
+  constexpr int64_t kFloor = 1'000'000;
+  auto open = kafka::TxnProducer::Create(
+      {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
+      cluster.prefix() + ".test-open");
+  ASSERT_TRUE(open) << open.error().message;
+  ASSERT_TRUE((*open)->Init(seconds(30)));
+  ASSERT_TRUE((*open)->Begin());
+  state::TagRecord raised;
+  raised.tag = floor;
+  raised.max_id = kFloor;
+  raised.step = 100;
+  ASSERT_TRUE((*open)->Send(state_topic, p, state::TagKey(floor), state::EncodeTag(raised), {}));
+  ASSERT_TRUE((*open)->Flush(seconds(10)));
+  auto ends = Ends(state_topic, p);
+  ASSERT_TRUE(ends) << ends.error();
+  ASSERT_LT(ends->first, ends->second) << "the transaction does not hold the last stable offset";
+  Draw(gw1, served, 500, seen_served);
+  ASSERT_FALSE(HasFatalFailure());
+
+  // A fresh allocator takes over; its first two rewrites of the maxima fail.
+  a1.process->Kill();
+  gw1.process->Kill();
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  Node& gw2 = cluster.AddGateway("gw-b", 1);
+  ASSERT_TRUE(Ok(StartNode(a2, {{"KLEAF_ALLOCATOR_TEST_FAIL_REWRITES", "2"}})));
+  ASSERT_TRUE(cluster.Start({&gw2}));
+  Draw(gw2, served, 500, seen_served);  // none of them served before (I1)
+  ASSERT_FALSE(HasFatalFailure());
+  // Two attempts failed and the third wrote the maxima again, committed, before it served: each
+  // read the tail and found the maxima to write, and only the one that served logged the open
+  // transaction (with the maxima it wrote).
+  EXPECT_EQ(Count(a2.Log(), "failing the rewrite of partition " + std::to_string(p)), 2)
+      << a2.Log();
+  EXPECT_EQ(Count(a2.Log(), "writing again the maxima read past an open transaction"), 2)
+      << a2.Log();
+  EXPECT_EQ(Count(a2.Log(), "has no outcome"), 1) << a2.Log();
+  EXPECT_EQ(Count(a2.Log(), "(0 maxima written again"), 0) << a2.Log();
+
+  // The operator aborts the transaction. The maxima a2 wrote again outlast it: a third fresh
+  // allocator starts `floor` at kFloor or above.
+  ASSERT_TRUE((*open)->Abort(seconds(30)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        ends = Ends(state_topic, p);
+        return ends && ends->first == ends->second;
+      },
+      seconds(10)))
+      << "the aborted transaction still holds the last stable offset";
+  a2.process->Kill();
+  gw2.process->Kill();
+  Node& a3 = cluster.AddAllocator("alloc-3");
+  Node& gw3 = cluster.AddGateway("gw-c", 2);
+  ASSERT_TRUE(cluster.Start({&a3}));
+  ASSERT_TRUE(cluster.Start({&gw3}));
+  std::vector<int64_t> floor_ids;
+  Draw(gw3, floor, 100, seen_floor, &floor_ids);
+  Draw(gw3, served, 300, seen_served);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(floor_ids.empty());
+  EXPECT_GE(*std::min_element(floor_ids.begin(), floor_ids.end()), kFloor)
+      << "the maximum read past the open transaction was served but never committed again";
+}
+
 }  // namespace
 }  // namespace kleaf::integration
