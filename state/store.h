@@ -1,4 +1,7 @@
-// The local durable store: tag records and named 64-bit values in RocksDB, every write synced.
+// The local durable store: tag records and named 64-bit values in RocksDB. Every write is synced
+// but one: the cluster allocator's view after a committed transaction (AllocatorNode::OnCommitted,
+// Write with sync = false), whose records the state topic already holds durably; a crash that loses
+// it only makes the next takeover restore more from the topic.
 #pragma once
 
 #include <memory>
