@@ -41,6 +41,32 @@ class OpenTransactionIntegrationTest : public KafkaTest {
     return std::make_pair(lso->second, end->second);
   }
 
+  // Begins a transaction of the test's own on state partition `p` of `cluster` that raises `tag`
+  // to `max_id` and never commits it; fails the test unless it then holds the partition's last
+  // stable offset. The transaction stays open as long as `open` lives (or until it is aborted);
+  // `open_at` is the offset it holds.
+  void OpenRaise(const Cluster& cluster, int32_t p, const std::string& tag, int64_t max_id,
+                 std::unique_ptr<kafka::TxnProducer>& open, int64_t& open_at) const {
+    auto made = kafka::TxnProducer::Create(
+        {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
+        cluster.prefix() + ".test-open");
+    ASSERT_TRUE(made) << made.error().message;
+    open = std::move(*made);
+    ASSERT_TRUE(open->Init(seconds(30)));
+    ASSERT_TRUE(open->Begin());
+    state::TagRecord raised;
+    raised.tag = tag;
+    raised.max_id = max_id;
+    raised.step = 100;
+    const std::string state_topic = cluster.prefix() + ".state";
+    ASSERT_TRUE(open->Send(state_topic, p, state::TagKey(tag), state::EncodeTag(raised), {}));
+    ASSERT_TRUE(open->Flush(seconds(10)));
+    auto ends = Ends(state_topic, p);
+    ASSERT_TRUE(ends) << ends.error();
+    ASSERT_LT(ends->first, ends->second) << "the transaction does not hold the last stable offset";
+    open_at = ends->first;
+  }
+
   // Fetches `total` IDs of `tag` through `gw` in requests of 100 and adds them to `seen`; fails
   // the test on an error or an ID seen before.
   void Draw(const Node& gw, const std::string& tag, int total, std::set<int64_t>& seen,
@@ -85,28 +111,16 @@ TEST_F(OpenTransactionIntegrationTest, ATakeoverRestoresPastATransactionWithoutA
 
   // The open transaction: a raise of `floor` far above anything served, never committed.
   constexpr int64_t kFloor = 1'000'000;
-  auto open = kafka::TxnProducer::Create(
-      {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
-      cluster.prefix() + ".test-open");
-  ASSERT_TRUE(open) << open.error().message;
-  ASSERT_TRUE((*open)->Init(seconds(30)));
-  ASSERT_TRUE((*open)->Begin());
-  state::TagRecord raised;
-  raised.tag = floor;
-  raised.max_id = kFloor;
-  raised.step = 100;
-  ASSERT_TRUE((*open)->Send(state_topic, p, state::TagKey(floor), state::EncodeTag(raised), {}));
-  ASSERT_TRUE((*open)->Flush(seconds(10)));
-  auto ends = Ends(state_topic, p);
-  ASSERT_TRUE(ends) << ends.error();
-  ASSERT_LT(ends->first, ends->second) << "the transaction does not hold the last stable offset";
-  const int64_t open_at = ends->first;
+  std::unique_ptr<kafka::TxnProducer> open;
+  int64_t open_at = 0;
+  OpenRaise(cluster, p, floor, kFloor, open, open_at);
+  ASSERT_FALSE(HasFatalFailure());
 
   // Raises committed after it: hidden from read_committed readers.
   std::vector<int64_t> after;
   Draw(gw1, served, 1000, seen_served, &after);
   ASSERT_FALSE(HasFatalFailure());
-  ends = Ends(state_topic, p);
+  auto ends = Ends(state_topic, p);
   ASSERT_TRUE(ends) << ends.error();
   ASSERT_EQ(ends->first, open_at) << "the last stable offset moved past the open transaction";
   std::cout << "[ opentxn ] transaction open at offset " << open_at << ", log end " << ends->second
@@ -131,7 +145,7 @@ TEST_F(OpenTransactionIntegrationTest, ATakeoverRestoresPastATransactionWithoutA
   // The operator ends the transaction: aborted, its raise of `floor` is gone from the topic. The
   // maximum a2 read past it was written again, committed, at its takeover: a third allocator
   // (fresh, after a2's kill -9) starts `floor` above it.
-  ASSERT_TRUE((*open)->Abort(seconds(30)));
+  ASSERT_TRUE(open->Abort(seconds(30)));
   // Kafka answers the abort before its marker is written: the last stable offset follows.
   EXPECT_TRUE(WaitUntil(
       [&] {
@@ -185,21 +199,10 @@ TEST_F(OpenTransactionIntegrationTest, AFailedRewriteOfTheMaximaIsDoneAgainBefor
   // The open transaction raises `floor` far above anything served; raises of `served` commit
   // after it.
   constexpr int64_t kFloor = 1'000'000;
-  auto open = kafka::TxnProducer::Create(
-      {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
-      cluster.prefix() + ".test-open");
-  ASSERT_TRUE(open) << open.error().message;
-  ASSERT_TRUE((*open)->Init(seconds(30)));
-  ASSERT_TRUE((*open)->Begin());
-  state::TagRecord raised;
-  raised.tag = floor;
-  raised.max_id = kFloor;
-  raised.step = 100;
-  ASSERT_TRUE((*open)->Send(state_topic, p, state::TagKey(floor), state::EncodeTag(raised), {}));
-  ASSERT_TRUE((*open)->Flush(seconds(10)));
-  auto ends = Ends(state_topic, p);
-  ASSERT_TRUE(ends) << ends.error();
-  ASSERT_LT(ends->first, ends->second) << "the transaction does not hold the last stable offset";
+  std::unique_ptr<kafka::TxnProducer> open;
+  int64_t open_at = 0;
+  OpenRaise(cluster, p, floor, kFloor, open, open_at);
+  ASSERT_FALSE(HasFatalFailure());
   Draw(gw1, served, 500, seen_served);
   ASSERT_FALSE(HasFatalFailure());
 
@@ -224,7 +227,8 @@ TEST_F(OpenTransactionIntegrationTest, AFailedRewriteOfTheMaximaIsDoneAgainBefor
 
   // The operator aborts the transaction. The maxima a2 wrote again outlast it: a third fresh
   // allocator starts `floor` at kFloor or above.
-  ASSERT_TRUE((*open)->Abort(seconds(30)));
+  ASSERT_TRUE(open->Abort(seconds(30)));
+  std::expected<std::pair<int64_t, int64_t>, std::string> ends;
   EXPECT_TRUE(WaitUntil(
       [&] {
         ends = Ends(state_topic, p);
