@@ -66,6 +66,7 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   options.batch_max = c.allocator.batch_max;
   options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
+  options.group_protocol = c.kafka.group_protocol;
   if (const char* hook = std::getenv(kFailRewritesHook); hook != nullptr && *hook != '\0') {
     auto left = std::make_shared<std::atomic<int64_t>>(std::atoll(hook));
     options.before_rewrite_commit = [left](int32_t p) -> Result<void> {

@@ -537,13 +537,21 @@ void BatchConsumer::Impl::OnEvent(kafka::GroupConsumer::Event ev) {
 }
 
 void BatchConsumer::Impl::OnAssigned(const std::vector<kafka::TopicPartition>& parts) {
-  paused = false;  // a new assignment starts unpaused (GroupConsumer lifts pauses on revoke)
-  partitions.clear();
+  if (consumer->Protocol() == "classic") {
+    // Eager: this is the whole assignment, and it starts unpaused (GroupConsumer lifts pauses
+    // on revoke).
+    paused = false;
+    partitions.clear();
+  } else if (paused) {
+    // Incremental (KIP-848): added to what is held, and held back like the rest while `held` is
+    // long.
+    (void)consumer->Pause(parts);
+  }
   for (const auto& p : parts) partitions[{p.topic, p.partition}];
   (void)LoadFloors(parts);  // else read when a record of the partition is claimed
   MutexLock lock(mu);
   ++stats.rebalances;
-  stats.assigned_partitions = static_cast<int>(parts.size());
+  stats.assigned_partitions = static_cast<int>(partitions.size());
 }
 
 void BatchConsumer::Impl::OnRevoked(const std::vector<kafka::TopicPartition>& parts) {
@@ -553,7 +561,7 @@ void BatchConsumer::Impl::OnRevoked(const std::vector<kafka::TopicPartition>& pa
     partitions.erase({p.topic, p.partition});
   }
   MutexLock lock(mu);
-  stats.assigned_partitions = 0;
+  stats.assigned_partitions = static_cast<int>(partitions.size());
 }
 
 void BatchConsumer::Impl::OnMessage(kafka::Message message) {
@@ -663,7 +671,11 @@ ClientResult<std::unique_ptr<BatchConsumer>> BatchConsumer::Create(Options optio
   if (!consumer) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, consumer.error().message));
   }
-  auto floors = kafka::LogStartClient::Create(*props);
+  // The floors' handle joins no group: the group protocol (and with it, under the consumer
+  // protocol, librdkafka's refusal of the classic-only properties) is not its business.
+  kafka::Properties floor_props = *props;
+  floor_props.erase("group.protocol");
+  auto floors = kafka::LogStartClient::Create(floor_props);
   if (!floors) {
     return std::unexpected(Err(ClientError::Kind::kInvalidArgument, floors.error().message));
   }

@@ -156,6 +156,9 @@ AllocatorNode::~AllocatorNode() { Stop(); }
 Result<void> AllocatorNode::Start() {
   kafka::Properties consumer_props = options_.props;
   consumer_props["group.id"] = options_.group_id;
+  consumer_props["group.protocol"] = options_.group_protocol;
+  // The classic protocol's (the consumer protocol leaves them to the broker; GroupConsumer drops
+  // them there).
   consumer_props["session.timeout.ms"] = std::to_string(options_.session_timeout.count());
   // Partitions added to the requests topic reach the group (and RetryPending's refusal, logged
   // for the operator) within seconds instead of librdkafka's default five minutes. Unless the
@@ -170,6 +173,8 @@ Result<void> AllocatorNode::Start() {
                                                kafka::GroupConsumer::Start::kSought);
   if (!consumer) return std::unexpected(consumer.error());
   consumer_ = std::move(*consumer);
+  spdlog::info("[allocator] group {}: the {} protocol (kafka.group_protocol {})", options_.group_id,
+               consumer_->Protocol(), options_.group_protocol);
   thread_ = std::thread([this] { Run(); });
   return {};
 }
@@ -244,7 +249,11 @@ void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
       OnAssigned(event.partitions);
       break;
     case kafka::GroupConsumer::Event::Kind::kRevoked:
-      if (member_.exchange(false)) left_group_ns_.store(clock_.MonotonicNs());
+      // Eagerly every partition goes (a rebalance under way); incrementally (the consumer
+      // protocol) only those named, and the node stays a member unless it lost them.
+      if (consumer_->Protocol() == "classic" || event.lost) {
+        if (member_.exchange(false)) left_group_ns_.store(clock_.MonotonicNs());
+      }
       OnRevoked(event.partitions);
       break;
     case kafka::GroupConsumer::Event::Kind::kError:

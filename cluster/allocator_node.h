@@ -37,6 +37,9 @@ struct AllocatorNodeOptions {
   int batch_max = 256;   // requests per transaction (per partition) at most
   std::chrono::milliseconds txn_timeout{10000};
   std::chrono::milliseconds session_timeout{6000};  // group membership: bounds failover time
+  // The group's protocol: "classic", "consumer" (KIP-848; the broker's session timeout applies,
+  // not session_timeout) or "auto" (kafka::GroupConsumer::Create).
+  std::string group_protocol = "classic";
   // Called (from the node's thread) when Kafka's authorizer refuses a right the node cannot serve
   // without, with a message naming it; the node keeps trying until stopped. `kleaf allocator`
   // exits with it (docs/operations.md, "Kafka ACLs"); empty: only logged.

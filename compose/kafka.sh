@@ -269,6 +269,13 @@ log.cleaner.backoff.ms=1000
 # check interval), and allow short consumer session timeouts (default minimum 6 s).
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 group.min.session.timeout.ms=1000
+# The consumer group protocol (KIP-848, kafka.group_protocol consumer/auto) takes the session from
+# the broker, 45 s at least by default: 6 s here, as kleaf's classic groups ask for
+# (docs/operations.md, "Kafka versions").
+group.consumer.min.session.timeout.ms=1000
+group.consumer.session.timeout.ms=6000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
 # Fewer idle threads on a 2-core machine.
 num.network.threads=2
 num.io.threads=4

@@ -469,6 +469,13 @@ std::vector<Field> AllFields() {
   }));
   f.push_back(IntField("kafka.session_timeout_ms", kByAllocator, 1000, 300000,
                        [](Config& c, int64_t v) { c.kafka.session_timeout_ms = v; }));
+  f.push_back(StringField(
+      "kafka.group_protocol", kByAllocator, [](Config& c, const std::string& s) -> Result<void> {
+        if (s != "classic" && s != "consumer" && s != "auto")
+          return Fail(Code::kInvalidArgument, "must be classic, consumer or auto");
+        c.kafka.group_protocol = s;
+        return {};
+      }));
   f.push_back(IntField("kafka.transaction_timeout_ms", kByAllocator | kByProducer, 2000, 900000,
                        [](Config& c, int64_t v) { c.kafka.transaction_timeout_ms = v; }));
   f.push_back(IntField("allocator.batch_max", kByAllocator, 1, 100000,
@@ -1047,6 +1054,7 @@ void EmitKafka(YAML::Emitter& out, const Kafka& k) {
   EmitKey(out, "kafka.request_timeout_ms", k.request_timeout_ms);
   EmitKey(out, "kafka.request_attempts", k.request_attempts);
   EmitKey(out, "kafka.session_timeout_ms", k.session_timeout_ms);
+  EmitKey(out, "kafka.group_protocol", k.group_protocol);
   EmitKey(out, "kafka.transaction_timeout_ms", k.transaction_timeout_ms);
   out << YAML::Key << "properties" << YAML::Value;
   BeginMap(out, k.properties.empty());

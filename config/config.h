@@ -106,6 +106,10 @@ struct Kafka {
   int64_t request_timeout_ms = 2000;   // per attempt of a gateway's request to the allocators
   int request_attempts = 3;
   int64_t session_timeout_ms = 6000;   // allocator group membership: failover takes about this long
+  // The allocators' group protocol: "classic" (eager rebalances, kafka.session_timeout_ms),
+  // "consumer" (KIP-848: incremental hand-over, the broker's session timeout) or "auto" (the
+  // consumer protocol where the brokers accept it, classic otherwise).
+  std::string group_protocol = "classic";
   int64_t transaction_timeout_ms = 10000;
   // librdkafka properties for the connection to the brokers (security.protocol, sasl.*, ssl.*,
   // socket.*, ...), passed to every Kafka client of every role. Keys kleaf sets itself, or that

@@ -6,21 +6,29 @@
 #include <thread>
 
 #include "kafka/internal.h"
+#include "kafka/topics.h"
 
 namespace kleaf::kafka {
 
 using std::chrono::milliseconds;
 
 namespace {
-// Resumes every partition the application paused (before they are given up).
-void ResumePaused(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
-  if (impl.paused.empty()) return;
-  PartitionList paused(rd_kafka_topic_partition_list_new(static_cast<int>(impl.paused.size())));
+using Key = std::pair<std::string, int32_t>;
+
+// Resumes the partitions the application paused (all, or those of `only`) before they are given
+// up: a pause outlives the assignment in librdkafka.
+void ResumePaused(rd_kafka_t* rk, GroupConsumer::Impl& impl,
+                  const std::vector<TopicPartition>* only = nullptr) {
+  std::vector<TopicPartition> resume;
   for (const auto& [topic, partition] : impl.paused) {
-    rd_kafka_topic_partition_list_add(paused.get(), topic.c_str(), partition);
+    const bool wanted = only == nullptr || std::ranges::any_of(*only, [&](const TopicPartition& p) {
+                          return p.topic == topic && p.partition == partition;
+                        });
+    if (wanted) resume.push_back({topic, partition, 0});
   }
-  rd_kafka_resume_partitions(rk, paused.get());
-  impl.paused.clear();
+  if (resume.empty()) return;
+  rd_kafka_resume_partitions(rk, ToList(resume).get());
+  for (const auto& p : resume) impl.paused.erase({p.topic, p.partition});
 }
 
 // Gives up every partition: lifts the application's pauses first (a pause outlives the
@@ -32,19 +40,39 @@ void UnassignAll(rd_kafka_t* rk, GroupConsumer::Impl& impl) {
   impl.started.clear();
 }
 
+// librdkafka's incremental assignment calls (the only ones it takes from a group that hands
+// partitions over incrementally). An error is a bug of this file's bookkeeping, not Kafka's.
+Result<void> IncrementalAssign(rd_kafka_t* rk, const std::vector<TopicPartition>& parts, bool add) {
+  PartitionList list = ToList(parts);
+  ErrorHandle error(add ? rd_kafka_incremental_assign(rk, list.get())
+                        : rd_kafka_incremental_unassign(rk, list.get()));
+  if (error) {
+    return Fail(Code::kInternal,
+                std::string(add ? "incremental assign: " : "incremental unassign: ") +
+                    rd_kafka_error_string(error.get()));
+  }
+  return {};
+}
+
 // Start::kCommitted: each partition of `parts` starts at the group's committed offset.
 void StartAtCommitted(rd_kafka_topic_partition_list_t* parts) {
   // INVALID: librdkafka fetches the group's committed offset first.
   for (int i = 0; i < parts->cnt; ++i) parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
 }
 
-// Start::kSought: assigns to librdkafka the partitions being fetched, each from where its last
-// message polled left it (or where it was last started, when none was polled since), and
-// `moved`, if any, from its own offset. Absolute positions only: no lookup that could answer
-// late stands between any of them and its fetch.
+// Start::kSought: (re)starts the fetch of the partitions of `which` (every partition being
+// fetched when empty and the group hands over eagerly), each from where its last message polled
+// left it (or where it was last started, when none was polled since), and `moved`, if any, from
+// its own offset. Absolute positions only: no lookup that could answer late stands between any of
+// them and its fetch. Eagerly: the whole assignment is replaced. Incrementally: only these
+// partitions are unassigned and assigned again; the others fetch on untouched.
 Result<void> AssignStarted(rd_kafka_t* rk, GroupConsumer::Impl& impl,
-                           const std::optional<TopicPartition>& moved) {
-  auto positions = impl.started;
+                           const std::optional<TopicPartition>& moved,
+                           const std::set<Key>& which = {}) {
+  std::map<Key, int64_t> positions;
+  for (const auto& [key, at] : impl.started) {
+    if (!impl.incremental || which.contains(key)) positions[key] = at;
+  }
   if (!positions.empty()) {
     std::vector<TopicPartition> polled;
     for (const auto& [key, at] : positions) polled.push_back({key.first, key.second, at});
@@ -57,12 +85,27 @@ Result<void> AssignStarted(rd_kafka_t* rk, GroupConsumer::Impl& impl,
       }
     }
   }
+  std::vector<TopicPartition> stopped;  // incrementally: the ones librdkafka fetches now
+  if (impl.incremental) {
+    for (const auto& [key, at] : positions) stopped.push_back({key.first, key.second, at});
+    if (moved && impl.started.contains({moved->topic, moved->partition}) &&
+        !positions.contains({moved->topic, moved->partition})) {
+      stopped.push_back(*moved);
+    }
+  }
   if (moved) positions[{moved->topic, moved->partition}] = moved->offset;
   std::vector<TopicPartition> assignment;
   for (const auto& [key, at] : positions) assignment.push_back({key.first, key.second, at});
-  PartitionList list = ToList(assignment);
-  if (auto err = rd_kafka_assign(rk, list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return std::unexpected(KafkaError(err, "assign"));
+  if (impl.incremental) {
+    if (!stopped.empty()) {
+      if (auto r = IncrementalAssign(rk, stopped, /*add=*/false); !r) return r;
+    }
+    if (auto r = IncrementalAssign(rk, assignment, /*add=*/true); !r) return r;
+  } else {
+    PartitionList list = ToList(assignment);
+    if (auto err = rd_kafka_assign(rk, list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return std::unexpected(KafkaError(err, "assign"));
+  }
   // A pause asked for before the partition was first fetched found no partition to hold in
   // librdkafka (it skips it): hold it now. Pausing a held partition again changes nothing.
   std::vector<TopicPartition> paused;
@@ -70,17 +113,42 @@ Result<void> AssignStarted(rd_kafka_t* rk, GroupConsumer::Impl& impl,
     if (impl.paused.contains(key)) paused.push_back({key.first, key.second, at});
   }
   if (!paused.empty()) rd_kafka_pause_partitions(rk, ToList(paused).get());
-  impl.started = std::move(positions);
+  if (impl.incremental) {
+    for (const auto& [key, at] : positions) impl.started[key] = at;
+  } else {
+    impl.started = std::move(positions);
+  }
   return {};
 }
 
+// Eagerly (the classic protocol with an eager assignor): an assignment is the member's whole
+// set, a revocation gives everything up. Incrementally (the consumer protocol, KIP-848): an
+// assignment adds partitions, a revocation names the ones to give up, and the rest stay fetched.
 void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
                void* opaque) {
   auto* impl = static_cast<GroupConsumer::Impl*>(opaque);
+  impl->incremental = std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
   GroupConsumer::Event e;
   e.partitions = FromList(parts);
+  const bool sought = impl->start == GroupConsumer::Start::kSought;
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-    if (impl->start == GroupConsumer::Start::kSought) {
+    e.kind = GroupConsumer::Event::Kind::kAssigned;
+    if (impl->incremental) {
+      if (sought) {
+        // Taken (the member acknowledges them), nothing fetched until sought.
+        for (const auto& tp : e.partitions) {
+          if (std::ranges::none_of(impl->owned, [&](const TopicPartition& o) {
+                return o.topic == tp.topic && o.partition == tp.partition;
+              })) {
+            impl->owned.push_back(tp);
+          }
+        }
+        (void)IncrementalAssign(rk, {}, /*add=*/true);
+      } else {
+        StartAtCommitted(parts);
+        (void)IncrementalAssign(rk, FromList(parts), /*add=*/true);
+      }
+    } else if (sought) {
       // The group's assignment is taken (the rebalance completes), nothing is fetched yet.
       impl->owned = e.partitions;
       impl->started.clear();
@@ -90,10 +158,27 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
       StartAtCommitted(parts);
       rd_kafka_assign(rk, parts);
     }
-    e.kind = GroupConsumer::Event::Kind::kAssigned;
   } else {
-    UnassignAll(rk, *impl);
     e.kind = GroupConsumer::Event::Kind::kRevoked;
+    e.lost = rd_kafka_assignment_lost(rk) != 0;
+    if (impl->incremental) {
+      ResumePaused(rk, *impl, &e.partitions);
+      std::vector<TopicPartition> fetched = e.partitions;
+      if (sought) {
+        std::erase_if(fetched, [&](const TopicPartition& tp) {
+          return !impl->started.contains({tp.topic, tp.partition});
+        });
+        for (const auto& tp : e.partitions) {
+          impl->started.erase({tp.topic, tp.partition});
+          std::erase_if(impl->owned, [&](const TopicPartition& o) {
+            return o.topic == tp.topic && o.partition == tp.partition;
+          });
+        }
+      }
+      (void)IncrementalAssign(rk, fetched, /*add=*/false);
+    } else {
+      UnassignAll(rk, *impl);
+    }
   }
   impl->pending.push_back(std::move(e));
 }
@@ -110,6 +195,63 @@ GroupConsumer::GroupConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 
 GroupConsumer::~GroupConsumer() { Close(); }
 
+namespace {
+// Properties that only the classic protocol reads: under group.protocol=consumer the broker
+// decides the session, the heartbeat and the assignment, and librdkafka refuses them.
+constexpr std::string_view kClassicOnly[] = {"session.timeout.ms", "heartbeat.interval.ms",
+                                             "partition.assignment.strategy",
+                                             "group.protocol.type"};
+
+// How long group.protocol "auto" asks the brokers which protocols they offer.
+constexpr milliseconds kProbeTimeout{10000};
+
+// The properties of a connection to the brokers, without the consumer's own (an admin handle
+// would warn about each).
+Properties ConnectionProperties(const Properties& props) {
+  static constexpr std::string_view kPrefixes[] = {
+      "bootstrap.", "security.", "sasl.",        "ssl.",        "ssl_", "socket.",
+      "broker.",    "client.",   "connections.", "enable.ssl.", "debug"};
+  Properties out;
+  for (const auto& [key, value] : props) {
+    if (std::ranges::any_of(kPrefixes, [&](std::string_view p) { return key.starts_with(p); }))
+      out.emplace(key, value);
+  }
+  return out;
+}
+
+// Opens impl's handle under `protocol` ("classic" or "consumer") and subscribes it.
+Result<void> Open(GroupConsumer::Impl& impl, const std::string& protocol) {
+  Properties p = impl.props;
+  p["group.protocol"] = protocol;
+  if (protocol == "consumer") {
+    for (const auto key : kClassicOnly) p.erase(std::string(key));
+  } else {
+    // An eager assignor: Poll hands whole assignments and revocations to the owner. roundrobin
+    // spreads the partitions of one topic evenly (librdkafka 2.0.2's sticky assignor also had
+    // ownership bugs).
+    p.emplace("partition.assignment.strategy", "roundrobin");
+  }
+  impl.consumer_protocol = protocol == "consumer";
+  impl.incremental = false;
+  GroupConsumer::Impl* raw = &impl;
+  auto rk = NewHandle(RD_KAFKA_CONSUMER, p, [raw](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_rebalance_cb(conf, Rebalance);
+    rd_kafka_conf_set_opaque(conf, raw);
+    if (raw->log) rd_kafka_conf_set_log_cb(conf, Log);
+  });
+  if (!rk) return std::unexpected(rk.error());
+  impl.rk = std::move(*rk);
+  rd_kafka_poll_set_consumer(impl.rk.get());
+  PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(impl.topics.size())));
+  for (const auto& t : impl.topics)
+    rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  if (auto err = rd_kafka_subscribe(impl.rk.get(), list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::unexpected(KafkaError(err, "subscribe"));
+  }
+  return {};
+}
+}  // namespace
+
 Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& props,
                                                              const std::vector<std::string>& topics,
                                                              LogSink log, Start start) {
@@ -117,32 +259,47 @@ Result<std::unique_ptr<GroupConsumer>> GroupConsumer::Create(const Properties& p
   p.emplace("enable.auto.commit", "false");
   p.emplace("isolation.level", "read_committed");
   p.emplace("auto.offset.reset", "earliest");
-  // An eager assignor: Poll hands whole assignments and revocations to the owner. roundrobin
-  // spreads the partitions of one topic evenly (librdkafka 2.0.2's sticky assignor also had
-  // ownership bugs; cooperative ones would need incremental assign/unassign here).
-  p.emplace("partition.assignment.strategy", "roundrobin");
   p.emplace("fetch.wait.max.ms", "10");
   p.emplace("socket.nagle.disable", "true");
+  std::string protocol = "classic";
+  if (auto it = p.find("group.protocol"); it != p.end()) {
+    protocol = it->second;
+    p.erase(it);
+  }
+  if (protocol != "classic" && protocol != "consumer" && protocol != "auto") {
+    return Fail(Code::kInvalidArgument,
+                "group.protocol: \"" + protocol + "\" is not classic, consumer or auto");
+  }
   auto impl = std::make_unique<Impl>();
   impl->log = std::move(log);
   impl->start = start;
-  Impl* raw = impl.get();
-  auto rk = NewHandle(RD_KAFKA_CONSUMER, p, [raw](rd_kafka_conf_t* conf) {
-    rd_kafka_conf_set_rebalance_cb(conf, Rebalance);
-    rd_kafka_conf_set_opaque(conf, raw);
-    if (raw->log) rd_kafka_conf_set_log_cb(conf, Log);
-  });
-  if (!rk) return std::unexpected(rk.error());
-  impl->rk = std::move(*rk);
-  rd_kafka_poll_set_consumer(impl->rk.get());
-  PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(topics.size())));
-  for (const auto& t : topics)
-    rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
-  if (auto err = rd_kafka_subscribe(impl->rk.get(), list.get());
-      err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return std::unexpected(KafkaError(err, "subscribe"));
+  impl->props = std::move(p);
+  impl->topics = topics;
+  impl->auto_protocol = protocol == "auto";
+  std::optional<Event> said;
+  if (impl->auto_protocol) {
+    // The consumer protocol only where every broker offers it: a coordinator without it is a
+    // dead coordinator to librdkafka, asked again and again, and the member never joins.
+    auto offered = ConsumerGroupProtocolSupport(ConnectionProperties(impl->props), kProbeTimeout);
+    if (!offered || !offered->every_broker) {
+      protocol = "classic";
+      impl->auto_protocol = false;
+      if (!offered) {
+        said.emplace();
+        said->kind = Event::Kind::kError;
+        said->error = "group.protocol auto: " + offered.error().message +
+                      "; this member runs the classic protocol";
+      }
+    }
   }
+  if (auto r = Open(*impl, protocol == "classic" ? "classic" : "consumer"); !r)
+    return std::unexpected(r.error());
+  if (said) impl->pending.push_back(std::move(*said));
   return std::unique_ptr<GroupConsumer>(new GroupConsumer(std::move(impl)));
+}
+
+std::string GroupConsumer::Protocol() const {
+  return impl_->consumer_protocol ? "consumer" : "classic";
 }
 
 namespace {
@@ -168,6 +325,7 @@ void RestoreBrokersIfNone(GroupConsumer::Impl& impl) {
 }  // namespace
 
 GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
+  if (auto fell_back = FallBackIfRefused(); fell_back.kind != Event::Kind::kNone) return fell_back;
   RestoreBrokersIfNone(*impl_);
   if (impl_->pending.empty()) {
     MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count())));
@@ -201,6 +359,43 @@ GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
   }
   Event e = std::move(impl_->pending.front());
   impl_->pending.erase(impl_->pending.begin());
+  return e;
+}
+
+GroupConsumer::Event GroupConsumer::FallBackIfRefused() {
+  if (!impl_->auto_protocol || !impl_->consumer_protocol) return {};
+  char why[512] = "";
+  const auto fatal = rd_kafka_fatal_error(impl_->rk.get(), why, sizeof(why));
+  // The broker (or the group coordinator among them) has no ConsumerGroupHeartbeat, or refuses
+  // the version (a cluster whose group.version feature is not finalized yet): librdkafka makes
+  // that a fatal error of the handle.
+  if (fatal != RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION &&
+      fatal != RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) {
+    return {};
+  }
+  std::vector<TopicPartition> held = impl_->start == Start::kSought ? impl_->owned : Assignment();
+  Close(milliseconds(5000));
+  impl_->pending.clear();
+  impl_->owned.clear();
+  impl_->started.clear();
+  impl_->paused.clear();
+  impl_->auto_protocol = false;  // classic from now on, for this handle's life
+  Event e;
+  e.kind = Event::Kind::kError;
+  e.error = std::string("group.protocol auto: the brokers refuse the consumer group protocol (") +
+            why + "); this member runs the classic protocol";
+  if (auto r = Open(*impl_, "classic"); !r) {
+    e.error += ", but opening it failed: " + r.error().message;
+    return e;
+  }
+  CountRecovery("group_consumer", "classic_fallback");
+  if (!held.empty()) {
+    Event revoked;
+    revoked.kind = Event::Kind::kRevoked;
+    revoked.lost = true;
+    revoked.partitions = std::move(held);
+    impl_->pending.push_back(std::move(revoked));
+  }
   return e;
 }
 
@@ -246,14 +441,22 @@ Result<void> GroupConsumer::Restart() {
   if (list->cnt == 0) return {};
   ResumePaused(impl_->rk.get(), *impl_);  // a pause would outlive the new assignment
   if (impl_->start == Start::kSought) {
-    if (auto r = AssignStarted(impl_->rk.get(), *impl_, std::nullopt); !r)
+    std::set<Key> all;
+    for (const auto& [key, at] : impl_->started) all.insert(key);
+    if (auto r = AssignStarted(impl_->rk.get(), *impl_, std::nullopt, all); !r)
       return std::unexpected(r.error());
     CountRecovery("group_consumer", "restarted");
     return {};
   }
   StartAtCommitted(list.get());
-  if (auto err = rd_kafka_assign(impl_->rk.get(), list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
+  if (impl_->incremental) {
+    const auto parts = FromList(list.get());
+    if (auto r = IncrementalAssign(impl_->rk.get(), parts, /*add=*/false); !r) return r;
+    if (auto r = IncrementalAssign(impl_->rk.get(), parts, /*add=*/true); !r) return r;
+  } else if (auto err = rd_kafka_assign(impl_->rk.get(), list.get());
+             err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return std::unexpected(KafkaError(err, "assign"));
+  }
   CountRecovery("group_consumer", "restarted");
   return {};
 }

@@ -14,8 +14,11 @@
 
 namespace kleaf::kafka {
 
-// A consumer-group member. Rebalances are handled eagerly inside Poll (assign/unassign) and
-// reported as events before any message of the new assignment. Not thread-safe.
+// A consumer-group member. Rebalances are handled inside Poll and reported as events before any
+// message of the new assignment: under the classic protocol (an eager assignor) an assignment is
+// the member's whole set and a revocation gives up everything; under the consumer protocol
+// (KIP-848) the broker hands partitions over incrementally: an assignment adds partitions, a
+// revocation names the ones given up, the others are fetched on. Not thread-safe.
 class GroupConsumer {
  public:
   struct Event {
@@ -23,6 +26,9 @@ class GroupConsumer {
     Kind kind = Kind::kNone;
     Message message;                         // kMessage
     std::vector<TopicPartition> partitions;  // kAssigned / kRevoked
+    // kRevoked: the member lost them (its session expired, it was fenced or fell out of the
+    // group) rather than handing them over in a rebalance it takes part in.
+    bool lost = false;
     std::string error;                       // kError
   };
 
@@ -42,12 +48,19 @@ class GroupConsumer {
   };
 
   // `log` receives this consumer's librdkafka log lines; empty: the sink of SetLogSink, if any.
+  // `props` may name "group.protocol": "classic" (the default), "consumer" (KIP-848; the
+  // classic-only properties session.timeout.ms, heartbeat.interval.ms and
+  // partition.assignment.strategy are then left out: the broker decides them) or "auto": the
+  // consumer protocol, and the classic one for the rest of the handle's life once the brokers
+  // refuse it (Poll then reports a kError saying so, and a kRevoked of whatever was held).
   [[nodiscard]] static Result<std::unique_ptr<GroupConsumer>> Create(
       const Properties& props, const std::vector<std::string>& topics, LogSink log = nullptr,
       Start start = Start::kCommitted);
   ~GroupConsumer();
 
   Event Poll(std::chrono::milliseconds timeout);
+  // The protocol the member runs now: "classic" or "consumer".
+  std::string Protocol() const;
   // The committed offsets of `partitions` (offset -1001 when none).
   [[nodiscard]] Result<std::vector<TopicPartition>> Committed(
       const std::vector<TopicPartition>& partitions, std::chrono::milliseconds timeout);
@@ -122,6 +135,9 @@ class GroupConsumer {
  private:
   friend class TxnProducer;
   explicit GroupConsumer(std::unique_ptr<Impl> impl);
+  // group.protocol "auto" whose consumer protocol the brokers refused: the handle opened again
+  // under the classic protocol, and the event that says so (kNone otherwise).
+  Event FallBackIfRefused();
   std::unique_ptr<Impl> impl_;
 };
 

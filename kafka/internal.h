@@ -92,6 +92,15 @@ struct GroupConsumer::Impl {
   // When Poll next looks, while this member holds no partition, whether the handle still has a
   // broker (RestoreBootstrapIfNoBroker). Polling thread only.
   std::chrono::steady_clock::time_point next_broker_check{};
+  // What the handle was opened with, to open it again under the classic protocol when
+  // group.protocol "auto" finds the broker without the consumer protocol (KIP-848).
+  Properties props;
+  std::vector<std::string> topics;
+  bool auto_protocol = false;      // "auto": may still fall back to classic
+  bool consumer_protocol = false;  // the handle runs group.protocol=consumer
+  // Whether the group hands partitions over incrementally (the consumer protocol, or a
+  // cooperative assignor): set by the rebalance callback from librdkafka's word.
+  bool incremental = false;
 };
 
 }  // namespace kleaf::kafka

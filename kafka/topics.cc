@@ -119,6 +119,8 @@ class AdminClient {
 
   // How many brokers the cluster has: those the metadata answer listed.
   Attempt<int32_t> BrokerCount(const std::string& what, TimePoint deadline);
+  // Their node ids.
+  const std::vector<int32_t>& BrokerIds() const { return broker_ids_; }
 
   // Sends `call` and waits for its answer until `deadline`; an answer with a whole-request error
   // after which another attempt may succeed is a Failure with `again`.
@@ -133,6 +135,7 @@ class AdminClient {
   KafkaHandle rk_;
   int32_t broker_ = -1;  // where requests go; -1: the controller librdkafka picks
   int32_t brokers_ = 0;  // as the metadata answer listed them
+  std::vector<int32_t> broker_ids_;
 };
 
 std::optional<Error> AdminClient::Refused(const std::string& what) {
@@ -168,6 +171,9 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
     MetadataHandle metadata(raw);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR && metadata) {
       client->brokers_ = metadata->broker_cnt;
+      client->broker_ids_.clear();
+      for (int i = 0; i < metadata->broker_cnt; ++i)
+        client->broker_ids_.push_back(metadata->brokers[i].id);
       client->broker_ = metadata->orig_broker_id;
       if (client->broker_ >= 0 || ++answers == 2) return client;
       continue;
@@ -352,14 +358,16 @@ Attempt<std::map<std::string, Result<TopicInfo>>> DescribeTopicsWith(
   return ReadTopicDescriptions(event->get(), what);
 }
 
-// DescribeConfigs of `topics` (one request) through `client`.
+// DescribeConfigs of `topics` (one request) through `client`; of brokers (by node id) with
+// RD_KAFKA_RESOURCE_BROKER.
 Attempt<std::map<std::string, Result<std::map<std::string, std::string>>>> TopicConfigsWith(
     AdminClient& client, const std::vector<std::string>& topics,
-    const std::vector<std::string>& names, const std::string& what, TimePoint deadline) {
+    const std::vector<std::string>& names, const std::string& what, TimePoint deadline,
+    rd_kafka_ResourceType_t type = RD_KAFKA_RESOURCE_TOPIC) {
   std::vector<ConfigResourceHandle> owned;
   std::vector<rd_kafka_ConfigResource_t*> resources;  // the array librdkafka reads
   for (const auto& t : topics) {
-    owned.emplace_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, t.c_str()));
+    owned.emplace_back(rd_kafka_ConfigResource_new(type, t.c_str()));
     resources.push_back(owned.back().get());
   }
   auto event = client.Request(
@@ -452,6 +460,39 @@ Result<ClusterDescription> DescribeCluster(const Properties& props,
             out.topics.at(t)->configs = std::move(*it->second);
           } else {
             out.topics.at(t) = std::unexpected(it->second.error());
+          }
+        }
+        return out;
+      });
+}
+
+Result<GroupProtocolSupport> ConsumerGroupProtocolSupport(const Properties& props,
+                                                          milliseconds timeout) {
+  const std::string what = "describing the brokers' group protocols";
+  const std::string key = "group.coordinator.rebalance.protocols";
+  return WithRetries<GroupProtocolSupport>(
+      props, what, SteadyClock::now() + timeout,
+      [&](AdminClient& client, TimePoint deadline) -> Attempt<GroupProtocolSupport> {
+        std::vector<std::string> ids;
+        for (int32_t id : client.BrokerIds()) ids.push_back(std::to_string(id));
+        if (ids.empty()) return Again({Code::kUnavailable, what + ": no broker listed"});
+        auto configs =
+            TopicConfigsWith(client, ids, {key}, what, deadline, RD_KAFKA_RESOURCE_BROKER);
+        if (!configs) return std::unexpected(configs.error());
+        GroupProtocolSupport out{.every_broker = true, .why = {}};
+        for (const auto& id : ids) {
+          auto entry = EntryOf(*configs, id, what);
+          if (!entry) return std::unexpected(entry.error());
+          auto it = entry->find(key);
+          if (it == entry->end()) {
+            out.every_broker = false;
+            out.why = "broker " + id + " has no " + key + " (Kafka before 3.7)";
+            break;
+          }
+          if (it->second.find("consumer") == std::string::npos) {
+            out.every_broker = false;
+            out.why = "broker " + id + " has " + key + "=" + it->second;
+            break;
           }
         }
         return out;

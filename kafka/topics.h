@@ -82,6 +82,17 @@ struct ClusterDescription {
     const Properties& props, const std::vector<std::string>& topics,
     const std::vector<std::string>& config_names, std::chrono::milliseconds timeout);
 
+// Whether every broker the cluster lists offers the consumer group protocol (KIP-848): each names
+// "consumer" in its group.coordinator.rebalance.protocols (Kafka 4.x by default; 3.9 only when
+// enabled). `why` names the first broker that does not. Fails when the brokers cannot be
+// described (unreachable, or no DESCRIBE_CONFIGS right on the cluster).
+struct GroupProtocolSupport {
+  bool every_broker = false;
+  std::string why;
+};
+[[nodiscard]] Result<GroupProtocolSupport> ConsumerGroupProtocolSupport(
+    const Properties& props, std::chrono::milliseconds timeout);
+
 // The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.14.2").
 std::string LibraryVersion();
 

@@ -712,6 +712,11 @@ e2e::TestConfig Cluster::Config(const std::string& node_id,
       .Set("kafka.partitions", std::to_string(kPartitions))
       .Set("kafka.reply_partitions", std::to_string(kReplyPartitions))
       .Set("kafka.session_timeout_ms", "6000");
+  // The consumer-protocol lane (label kafka-consumer-protocol) runs tests again with the
+  // allocators' group under KIP-848.
+  if (const char* protocol = std::getenv("KLEAF_TEST_GROUP_PROTOCOL"); protocol && *protocol) {
+    c.Set("kafka.group_protocol", protocol);
+  }
   if (broker_.replication_factor > 0) {
     c.Set("kafka.replication_factor", std::to_string(broker_.replication_factor));
   }

@@ -105,7 +105,10 @@ class BatchConsumer {
     // session.timeout.ms 6000 and heartbeat.interval.ms 1000 (a dead member's partitions move
     // after 6 s), socket.timeout.ms 10000 and the roundrobin assignor.
     // enable.auto.commit=true, isolation.level=read_uncommitted and cooperative assignors are
-    // refused: they would break the guarantee above.
+    // refused: they would break the guarantee above. group.protocol may be "classic" (the
+    // default), "consumer" (KIP-848, Kafka 4.x: partitions move incrementally, the broker decides
+    // the session timeout: 45 s unless its group.consumer.* settings say less) or "auto" (the
+    // consumer protocol where the brokers offer it); docs/ids-topic.md argues why each keeps it.
     std::map<std::string, std::string> properties;
     int max_buffered_batches = 16;  // claimed batches buffered at most, all keys together
     int prefetch_batches = 1;       // batches claimed ahead of the current one per key in use

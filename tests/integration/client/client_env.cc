@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -82,6 +83,11 @@ std::expected<std::unique_ptr<e2e::KleafProcess>, std::string> StartConsumer(
                     bootstrap + " " + topic + " " + group + " " + tag + " segment 0 " +
                     std::to_string(idle.count()) +
                     " session.timeout.ms=6000 heartbeat.interval.ms=500";
+  // The consumer-protocol lane: the members' group under KIP-848 (the example passes the
+  // property on; GroupConsumer drops the classic-only ones).
+  if (const char* protocol = std::getenv("KLEAF_TEST_GROUP_PROTOCOL"); protocol && *protocol) {
+    cmd += std::string(" group.protocol=") + protocol;
+  }
   e2e::ProcessOptions options;
   options.prefix = {"/bin/sh", "-c", cmd};
   return e2e::KleafProcess::Start(std::move(options));
