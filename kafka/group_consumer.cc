@@ -60,19 +60,14 @@ void StartAtCommitted(rd_kafka_topic_partition_list_t* parts) {
   for (int i = 0; i < parts->cnt; ++i) parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
 }
 
-// Start::kSought: (re)starts the fetch of the partitions of `which` (every partition being
-// fetched when empty and the group hands over eagerly), each from where its last message polled
-// left it (or where it was last started, when none was polled since), and `moved`, if any, from
-// its own offset. Absolute positions only: no lookup that could answer late stands between any of
-// them and its fetch. Eagerly: the whole assignment is replaced. Incrementally: only these
-// partitions are unassigned and assigned again; the others fetch on untouched.
+// Start::kSought, eagerly (the classic protocol): assigns to librdkafka the partitions being
+// fetched, each from where its last message polled left it (or where it was last started, when
+// none was polled since), and `moved`, if any, from its own offset: the whole assignment is
+// replaced. Absolute positions only: no lookup that could answer late stands between any of them
+// and its fetch.
 Result<void> AssignStarted(rd_kafka_t* rk, GroupConsumer::Impl& impl,
-                           const std::optional<TopicPartition>& moved,
-                           const std::set<Key>& which = {}) {
-  std::map<Key, int64_t> positions;
-  for (const auto& [key, at] : impl.started) {
-    if (!impl.incremental || which.contains(key)) positions[key] = at;
-  }
+                           const std::optional<TopicPartition>& moved) {
+  auto positions = impl.started;
   if (!positions.empty()) {
     std::vector<TopicPartition> polled;
     for (const auto& [key, at] : positions) polled.push_back({key.first, key.second, at});
@@ -85,27 +80,12 @@ Result<void> AssignStarted(rd_kafka_t* rk, GroupConsumer::Impl& impl,
       }
     }
   }
-  std::vector<TopicPartition> stopped;  // incrementally: the ones librdkafka fetches now
-  if (impl.incremental) {
-    for (const auto& [key, at] : positions) stopped.push_back({key.first, key.second, at});
-    if (moved && impl.started.contains({moved->topic, moved->partition}) &&
-        !positions.contains({moved->topic, moved->partition})) {
-      stopped.push_back(*moved);
-    }
-  }
   if (moved) positions[{moved->topic, moved->partition}] = moved->offset;
   std::vector<TopicPartition> assignment;
   for (const auto& [key, at] : positions) assignment.push_back({key.first, key.second, at});
-  if (impl.incremental) {
-    if (!stopped.empty()) {
-      if (auto r = IncrementalAssign(rk, stopped, /*add=*/false); !r) return r;
-    }
-    if (auto r = IncrementalAssign(rk, assignment, /*add=*/true); !r) return r;
-  } else {
-    PartitionList list = ToList(assignment);
-    if (auto err = rd_kafka_assign(rk, list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return std::unexpected(KafkaError(err, "assign"));
-  }
+  PartitionList list = ToList(assignment);
+  if (auto err = rd_kafka_assign(rk, list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return std::unexpected(KafkaError(err, "assign"));
   // A pause asked for before the partition was first fetched found no partition to hold in
   // librdkafka (it skips it): hold it now. Pausing a held partition again changes nothing.
   std::vector<TopicPartition> paused;
@@ -113,11 +93,48 @@ Result<void> AssignStarted(rd_kafka_t* rk, GroupConsumer::Impl& impl,
     if (impl.paused.contains(key)) paused.push_back({key.first, key.second, at});
   }
   if (!paused.empty()) rd_kafka_pause_partitions(rk, ToList(paused).get());
-  if (impl.incremental) {
-    for (const auto& [key, at] : positions) impl.started[key] = at;
-  } else {
-    impl.started = std::move(positions);
+  impl.started = std::move(positions);
+  return {};
+}
+
+// An absolute seek of partitions librdkafka fetches already. Code::kFailedPrecondition while a
+// partition's fetch is not running (librdkafka starts an added partition once commits and stops
+// in flight are done).
+Result<void> SeekFetched(rd_kafka_t* rk, const std::vector<TopicPartition>& positions,
+                         milliseconds timeout) {
+  PartitionList list = ToList(positions);
+  ErrorHandle error(rd_kafka_seek_partitions(rk, list.get(), static_cast<int>(timeout.count())));
+  if (error)
+    return Fail(Code::kUnavailable, std::string("seek: ") + rd_kafka_error_string(error.get()));
+  for (int i = 0; i < list->cnt; ++i) {
+    const auto& e = list->elems[i];
+    if (e.err == RD_KAFKA_RESP_ERR__STATE || e.err == RD_KAFKA_RESP_ERR__PREV_IN_PROGRESS) {
+      return Fail(Code::kFailedPrecondition,
+                  "seek: partition " + std::to_string(e.partition) + " of " + e.topic +
+                      " is assigned but not being fetched (" + rd_kafka_err2str(e.err) + ")");
+    }
+    if (e.err) return std::unexpected(KafkaError(e.err, "seek"));
   }
+  return {};
+}
+
+// Start::kSought, incrementally (the consumer protocol): starts `position`'s partition there if
+// it is not fetched yet (an incremental assign of it alone), else seeks it (absolute). Never an
+// unassign outside the rebalance callback: librdkafka would take it for the answer to a
+// revocation still queued for Poll and acknowledge that revocation to the broker before this
+// member has given the partition up.
+Result<void> SeekIncremental(rd_kafka_t* rk, GroupConsumer::Impl& impl,
+                             const TopicPartition& position, milliseconds timeout) {
+  const Key key{position.topic, position.partition};
+  if (impl.started.contains(key)) {
+    if (auto r = SeekFetched(rk, {position}, timeout); !r) return r;
+  } else {
+    // An assign outside the callback can only answer a queued assignment (adding partitions
+    // the group gave this member already): harmless.
+    if (auto r = IncrementalAssign(rk, {position}, /*add=*/true); !r) return r;
+    if (impl.paused.contains(key)) rd_kafka_pause_partitions(rk, ToList({position}).get());
+  }
+  impl.started[key] = position.offset;
   return {};
 }
 
@@ -134,15 +151,15 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
     e.kind = GroupConsumer::Event::Kind::kAssigned;
     if (impl->incremental) {
+      for (const auto& tp : e.partitions) {
+        if (std::ranges::none_of(impl->owned, [&](const TopicPartition& o) {
+              return o.topic == tp.topic && o.partition == tp.partition;
+            })) {
+          impl->owned.push_back(tp);
+        }
+      }
       if (sought) {
         // Taken (the member acknowledges them), nothing fetched until sought.
-        for (const auto& tp : e.partitions) {
-          if (std::ranges::none_of(impl->owned, [&](const TopicPartition& o) {
-                return o.topic == tp.topic && o.partition == tp.partition;
-              })) {
-            impl->owned.push_back(tp);
-          }
-        }
         (void)IncrementalAssign(rk, {}, /*add=*/true);
       } else {
         StartAtCommitted(parts);
@@ -155,6 +172,7 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
       PartitionList none(rd_kafka_topic_partition_list_new(0));
       rd_kafka_assign(rk, none.get());
     } else {
+      impl->owned = e.partitions;
       StartAtCommitted(parts);
       rd_kafka_assign(rk, parts);
     }
@@ -168,12 +186,12 @@ void Rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
         std::erase_if(fetched, [&](const TopicPartition& tp) {
           return !impl->started.contains({tp.topic, tp.partition});
         });
-        for (const auto& tp : e.partitions) {
-          impl->started.erase({tp.topic, tp.partition});
-          std::erase_if(impl->owned, [&](const TopicPartition& o) {
-            return o.topic == tp.topic && o.partition == tp.partition;
-          });
-        }
+      }
+      for (const auto& tp : e.partitions) {
+        impl->started.erase({tp.topic, tp.partition});
+        std::erase_if(impl->owned, [&](const TopicPartition& o) {
+          return o.topic == tp.topic && o.partition == tp.partition;
+        });
       }
       (void)IncrementalAssign(rk, fetched, /*add=*/false);
     } else {
@@ -325,7 +343,8 @@ void RestoreBrokersIfNone(GroupConsumer::Impl& impl) {
 }  // namespace
 
 GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
-  if (auto fell_back = FallBackIfRefused(); fell_back.kind != Event::Kind::kNone) return fell_back;
+  if (auto recovered = RecoverIfFatal(); recovered.kind != Event::Kind::kNone) return recovered;
+  if (!impl_->rk) return {};
   RestoreBrokersIfNone(*impl_);
   if (impl_->pending.empty()) {
     MessageHandle m(rd_kafka_consumer_poll(impl_->rk.get(), static_cast<int>(timeout.count())));
@@ -362,33 +381,49 @@ GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
   return e;
 }
 
-GroupConsumer::Event GroupConsumer::FallBackIfRefused() {
-  if (!impl_->auto_protocol || !impl_->consumer_protocol) return {};
+GroupConsumer::Event GroupConsumer::RecoverIfFatal() {
+  Event e;
+  if (!impl_->rk) {
+    // The last reopening failed: again, at most once a second.
+    if (std::chrono::steady_clock::now() < impl_->next_reopen) return e;
+    impl_->next_reopen = std::chrono::steady_clock::now() + milliseconds(1000);
+    if (auto r = Open(*impl_, impl_->consumer_protocol ? "consumer" : "classic"); !r) {
+      e.kind = Event::Kind::kError;
+      e.error = "group consumer: opening it again failed: " + r.error().message;
+      return e;
+    }
+    CountRecovery("group_consumer", "rebuilt");
+    return e;
+  }
   char why[512] = "";
   const auto fatal = rd_kafka_fatal_error(impl_->rk.get(), why, sizeof(why));
-  // The broker (or the group coordinator among them) has no ConsumerGroupHeartbeat, or refuses
-  // the version (a cluster whose group.version feature is not finalized yet): librdkafka makes
-  // that a fatal error of the handle.
-  if (fatal != RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION &&
-      fatal != RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) {
-    return {};
-  }
-  std::vector<TopicPartition> held = impl_->start == Start::kSought ? impl_->owned : Assignment();
-  Close(milliseconds(5000));
-  impl_->pending.clear();
+  if (fatal == RD_KAFKA_RESP_ERR_NO_ERROR) return e;
+  // A fatal error ends the handle: librdkafka has dropped the assignment without a rebalance
+  // event. The broker (the group coordinator) refusing the consumer protocol is one (no
+  // ConsumerGroupHeartbeat version it takes: a cluster whose group.version feature is not
+  // finalized yet): "auto" runs the classic protocol from then on.
+  const bool refused = fatal == RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION ||
+                       fatal == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE;
+  const bool fall_back = impl_->auto_protocol && impl_->consumer_protocol && refused;
+  std::vector<TopicPartition> held = std::move(impl_->owned);
   impl_->owned.clear();
   impl_->started.clear();
   impl_->paused.clear();
-  impl_->auto_protocol = false;  // classic from now on, for this handle's life
-  Event e;
+  // The handle is kept, not destroyed, until this GroupConsumer is: a PendingCommit may still
+  // hold a queue of it.
+  rd_kafka_unsubscribe(impl_->rk.get());
+  impl_->retired.emplace_back(impl_->rk.release());
+  if (fall_back) impl_->auto_protocol = false;  // classic for the rest of the handle's life
+  const bool consumer = impl_->consumer_protocol && !fall_back;
   e.kind = Event::Kind::kError;
-  e.error = std::string("group.protocol auto: the brokers refuse the consumer group protocol (") +
-            why + "); this member runs the classic protocol";
-  if (auto r = Open(*impl_, "classic"); !r) {
-    e.error += ", but opening it failed: " + r.error().message;
-    return e;
-  }
-  CountRecovery("group_consumer", "classic_fallback");
+  e.error = fall_back ? std::string(
+                            "group.protocol auto: the brokers refuse the consumer group "
+                            "protocol (") +
+                            why + "); this member runs the classic protocol"
+                      : std::string("group consumer: fatal error (") + why +
+                            "); the member joins again with a new handle";
+  // Whatever was held is gone: said after the events already queued, before any of the new
+  // handle's.
   if (!held.empty()) {
     Event revoked;
     revoked.kind = Event::Kind::kRevoked;
@@ -396,15 +431,24 @@ GroupConsumer::Event GroupConsumer::FallBackIfRefused() {
     revoked.partitions = std::move(held);
     impl_->pending.push_back(std::move(revoked));
   }
+  impl_->next_reopen = std::chrono::steady_clock::now() + milliseconds(1000);
+  if (auto r = Open(*impl_, consumer ? "consumer" : "classic"); !r) {
+    impl_->consumer_protocol = consumer;  // what the next attempt opens
+    e.error += ", but opening it failed: " + r.error().message + " (tried again every second)";
+    return e;
+  }
+  CountRecovery("group_consumer", fall_back ? "classic_fallback" : "rebuilt");
   return e;
 }
 
 Result<std::vector<TopicPartition>> GroupConsumer::Committed(
     const std::vector<TopicPartition>& partitions, milliseconds timeout) {
+  if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   return CommittedOffsets(impl_->rk.get(), partitions, timeout);
 }
 
 Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds timeout) {
+  if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   if (impl_->start == Start::kSought) {
     const bool owned = std::ranges::any_of(impl_->owned, [&](const TopicPartition& tp) {
       return tp.topic == position.topic && tp.partition == position.partition;
@@ -414,49 +458,38 @@ Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds ti
                   "seek: partition " + std::to_string(position.partition) + " of " +
                       position.topic + " is not assigned to this member");
     }
+    if (impl_->incremental) return SeekIncremental(impl_->rk.get(), *impl_, position, timeout);
     if (auto r = AssignStarted(impl_->rk.get(), *impl_, position); !r)
       return Fail(Code::kUnavailable, "seek: " + r.error().message);
     return {};
   }
-  PartitionList list = ToList({position});
-  ErrorHandle error(
-      rd_kafka_seek_partitions(impl_->rk.get(), list.get(), static_cast<int>(timeout.count())));
-  if (error)
-    return Fail(Code::kUnavailable, std::string("seek: ") + rd_kafka_error_string(error.get()));
-  if (const auto err = list->elems[0].err;
-      err == RD_KAFKA_RESP_ERR__STATE || err == RD_KAFKA_RESP_ERR__PREV_IN_PROGRESS) {
-    return Fail(Code::kFailedPrecondition,
-                "seek: partition " + std::to_string(position.partition) + " of " + position.topic +
-                    " is assigned but not being fetched (" + rd_kafka_err2str(err) + ")");
-  }
-  if (list->elems[0].err) return std::unexpected(KafkaError(list->elems[0].err, "seek"));
-  return {};
+  return SeekFetched(impl_->rk.get(), {position}, timeout);
 }
 
 Result<void> GroupConsumer::Restart() {
+  if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   rd_kafka_topic_partition_list_t* raw = nullptr;
   if (auto err = rd_kafka_assignment(impl_->rk.get(), &raw); err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return std::unexpected(KafkaError(err, "assignment"));
   PartitionList list(raw);
   if (list->cnt == 0) return {};
+  if (impl_->incremental) {
+    // An unassign outside the rebalance callback would acknowledge a revocation still queued
+    // (SeekIncremental): not under the consumer protocol.
+    return Fail(Code::kFailedPrecondition,
+                "restart: not under the consumer group protocol (it would answer a queued "
+                "revocation)");
+  }
   ResumePaused(impl_->rk.get(), *impl_);  // a pause would outlive the new assignment
   if (impl_->start == Start::kSought) {
-    std::set<Key> all;
-    for (const auto& [key, at] : impl_->started) all.insert(key);
-    if (auto r = AssignStarted(impl_->rk.get(), *impl_, std::nullopt, all); !r)
+    if (auto r = AssignStarted(impl_->rk.get(), *impl_, std::nullopt); !r)
       return std::unexpected(r.error());
     CountRecovery("group_consumer", "restarted");
     return {};
   }
   StartAtCommitted(list.get());
-  if (impl_->incremental) {
-    const auto parts = FromList(list.get());
-    if (auto r = IncrementalAssign(impl_->rk.get(), parts, /*add=*/false); !r) return r;
-    if (auto r = IncrementalAssign(impl_->rk.get(), parts, /*add=*/true); !r) return r;
-  } else if (auto err = rd_kafka_assign(impl_->rk.get(), list.get());
-             err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+  if (auto err = rd_kafka_assign(impl_->rk.get(), list.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return std::unexpected(KafkaError(err, "assign"));
-  }
   CountRecovery("group_consumer", "restarted");
   return {};
 }
@@ -524,6 +557,7 @@ std::optional<GroupConsumer::PendingCommit::Outcome> GroupConsumer::PendingCommi
 
 Result<std::unique_ptr<GroupConsumer::PendingCommit>> GroupConsumer::StartCommit(
     const std::vector<TopicPartition>& offsets) {
+  if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   PartitionList list = ToList(offsets);
   auto queue =
       std::make_unique<PendingCommit::Queue>(QueueHandle(rd_kafka_queue_new(impl_->rk.get())));
@@ -547,6 +581,7 @@ Result<void> GroupConsumer::Commit(const std::vector<TopicPartition>& offsets,
 
 std::vector<TopicPartition> GroupConsumer::Assignment() {
   if (impl_->start == Start::kSought) return impl_->owned;
+  if (!impl_->rk) return {};
   rd_kafka_topic_partition_list_t* list = nullptr;
   if (rd_kafka_assignment(impl_->rk.get(), &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return {};
   PartitionList owned(list);
@@ -554,6 +589,7 @@ std::vector<TopicPartition> GroupConsumer::Assignment() {
 }
 
 Result<void> GroupConsumer::Pause(const std::vector<TopicPartition>& partitions) {
+  if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   std::vector<TopicPartition> fresh;
   for (const auto& p : partitions) {
     if (!impl_->paused.contains({p.topic, p.partition})) fresh.push_back(p);
@@ -567,6 +603,7 @@ Result<void> GroupConsumer::Pause(const std::vector<TopicPartition>& partitions)
 }
 
 Result<void> GroupConsumer::Resume(const std::vector<TopicPartition>& partitions) {
+  if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   std::vector<TopicPartition> held;
   for (const auto& p : partitions) {
     if (impl_->paused.contains({p.topic, p.partition})) held.push_back(p);

@@ -135,9 +135,11 @@ class GroupConsumer {
  private:
   friend class TxnProducer;
   explicit GroupConsumer(std::unique_ptr<Impl> impl);
-  // group.protocol "auto" whose consumer protocol the brokers refused: the handle opened again
-  // under the classic protocol, and the event that says so (kNone otherwise).
-  Event FallBackIfRefused();
+  // After a fatal error of the handle (librdkafka drops the assignment without a rebalance
+  // event): a new handle (under the classic protocol when "auto" met a coordinator refusing the
+  // consumer one), a kRevoked (lost) of what was held queued, and the kError that says so; a
+  // reopening that failed is tried again. kNone when there was nothing to do.
+  Event RecoverIfFatal();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -101,6 +101,11 @@ struct GroupConsumer::Impl {
   // Whether the group hands partitions over incrementally (the consumer protocol, or a
   // cooperative assignor): set by the rebalance callback from librdkafka's word.
   bool incremental = false;
+  // Handles replaced after a fatal error (GroupConsumer::RecoverIfFatal), kept until the
+  // GroupConsumer goes (a PendingCommit may hold a queue of one), and when a replacement that
+  // failed to open is tried again.
+  std::vector<AbandonedConsumer> retired;  // destroyed without a consumer close
+  std::chrono::steady_clock::time_point next_reopen{};
 };
 
 }  // namespace kleaf::kafka

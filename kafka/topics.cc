@@ -476,11 +476,12 @@ Result<GroupProtocolSupport> ConsumerGroupProtocolSupport(const Properties& prop
         std::vector<std::string> ids;
         for (int32_t id : client.BrokerIds()) ids.push_back(std::to_string(id));
         if (ids.empty()) return Again({Code::kUnavailable, what + ": no broker listed"});
-        auto configs =
-            TopicConfigsWith(client, ids, {key}, what, deadline, RD_KAFKA_RESOURCE_BROKER);
-        if (!configs) return std::unexpected(configs.error());
         GroupProtocolSupport out{.every_broker = true, .why = {}};
         for (const auto& id : ids) {
+          // One request per broker: librdkafka refuses more than one broker resource in one.
+          auto configs =
+              TopicConfigsWith(client, {id}, {key}, what, deadline, RD_KAFKA_RESOURCE_BROKER);
+          if (!configs) return std::unexpected(configs.error());
           auto entry = EntryOf(*configs, id, what);
           if (!entry) return std::unexpected(entry.error());
           auto it = entry->find(key);

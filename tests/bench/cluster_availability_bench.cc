@@ -10,10 +10,13 @@
 //
 //   tests/bench/cluster_availability.sh     (starts the three brokers, runs this, stops them)
 //   kleaf_cluster_availability_bench [threads per gateway and kind] [pause ms]
+// KLEAF_TEST_GROUP_PROTOCOL picks the allocators' kafka.group_protocol, KLEAF_BENCH_WORKER_LEASE_MS
+// the worker lease (workers.lease_ttl_ms).
 // with KLEAF_TEST_KAFKA3_BOOTSTRAP, _DIR and _SCRIPT set (as the script does). docs/benchmarks.md
 // has the figures.
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -115,7 +118,17 @@ int main(int argc, char** argv) {
   if (!kafka) return Fail(kNoCluster3Message);
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int pause_ms = argc > 2 ? std::atoi(argv[2]) : 10;
-  Cluster cluster(kafka->AsBroker(), "avail");
+  // The allocators' group protocol (KLEAF_TEST_GROUP_PROTOCOL, read by Cluster::Config) and the
+  // worker lease (KLEAF_BENCH_WORKER_LEASE_MS; unset: the default) of this run.
+  std::map<std::string, std::string> overrides;
+  const char* lease = std::getenv("KLEAF_BENCH_WORKER_LEASE_MS");
+  if (lease != nullptr && *lease != '\0') overrides["workers.lease_ttl_ms"] = lease;
+  const char* protocol = std::getenv("KLEAF_TEST_GROUP_PROTOCOL");
+  std::printf("# kafka.group_protocol %s, workers.lease_ttl_ms %s\n",
+              protocol != nullptr && *protocol != '\0' ? protocol : "classic (default)",
+              lease != nullptr && *lease != '\0' ? lease : "60000 (default)");
+  std::fflush(stdout);
+  Cluster cluster(kafka->AsBroker(), "avail", overrides);
   auto nodes = cluster.StartNodes(2, 2);
   if (!nodes) return Fail(nodes.error());
   std::vector<std::string> tags;
@@ -207,7 +220,8 @@ int main(int argc, char** argv) {
     }
   }
   for (Node* a : nodes->allocators) {
-    for (const auto& what : {"cannot take over", "restored", "no longer served"}) {
+    for (const auto& what :
+         {"protocol (kafka.group_protocol", "cannot take over", "restored", "no longer served"}) {
       for (const auto& line : LinesWith(a->Log(), what)) {
         std::printf("%s: %s\n", a->name.c_str(), line.c_str());
       }

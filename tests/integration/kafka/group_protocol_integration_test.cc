@@ -213,6 +213,54 @@ TEST_F(GroupProtocolIntegrationTest, SoughtMembersOfTheConsumerProtocolKeepWhatT
   IncrementalHandOver(broker_.bootstrap, /*sought=*/true, topic, props(Unique("g"), "consumer"));
 }
 
+// A member that does not poll has not seen the revocation the broker sent it, so it must not
+// acknowledge it: seeking the partitions it fetches (as an allocator rewinds after an aborted
+// batch) must leave them its own, and the member that joined gets none of them until the first
+// member polls. (An unassign and assign for a seek would be taken by librdkafka for the answer
+// to the queued revocation.)
+TEST_F(GroupProtocolIntegrationTest, SeeksOfASoughtMemberNeverAcknowledgeARevocationItHasNotSeen) {
+  if (!BrokerOffersConsumerProtocol()) GTEST_SKIP() << "Kafka 3.x: no consumer protocol";
+  const std::string topic = Unique("kip848-early");
+  ASSERT_NO_FATAL_FAILURE(Fill(topic));
+  const auto props = this->props(Unique("g"), "consumer");
+  Member a("a"), b("b");
+  a.sought = b.sought = true;
+  auto ca =
+      kafka::GroupConsumer::Create(props, {topic}, nullptr, kafka::GroupConsumer::Start::kSought);
+  ASSERT_TRUE(ca) << ca.error().message;
+  a.consumer = std::move(*ca);
+  const auto deadline = SteadyClock::now() + seconds(60);
+  while (a.read.size() < static_cast<size_t>(kPartitions) && SteadyClock::now() < deadline) {
+    PollOnce(a, milliseconds(100));
+  }
+  ASSERT_EQ(a.held.size(), static_cast<size_t>(kPartitions));
+  auto cb =
+      kafka::GroupConsumer::Create(props, {topic}, nullptr, kafka::GroupConsumer::Start::kSought);
+  ASSERT_TRUE(cb) << cb.error().message;
+  b.consumer = std::move(*cb);
+  // For 8 s a seeks its partitions again and again without polling; b polls.
+  const auto quiet_until = SteadyClock::now() + seconds(8);
+  int seeks = 0;
+  while (SteadyClock::now() < quiet_until) {
+    for (int32_t p : a.held) {
+      if (a.consumer->Seek({topic, p, 0}, seconds(1))) ++seeks;
+    }
+    PollOnce(b, milliseconds(50));
+    ASSERT_TRUE(b.held.empty()) << "b was given partition " << *b.held.begin()
+                                << " while a had not seen its revocation";
+  }
+  EXPECT_GT(seeks, 0);
+  // Once a polls, the hand-over happens.
+  std::vector<std::string> overlaps;
+  PollBoth(
+      a, b, [&] { return !b.held.empty() && a.held.size() + b.held.size() == kPartitions; },
+      seconds(60), overlaps);
+  EXPECT_FALSE(b.held.empty());
+  EXPECT_TRUE(overlaps.empty());
+  a.consumer->Close();
+  b.consumer->Close();
+}
+
 // "auto": the consumer protocol where every broker offers it, else (Kafka 3.9) the classic one;
 // either way every message is read.
 TEST_F(GroupProtocolIntegrationTest, AutoRunsTheProtocolTheBrokerOffers) {
