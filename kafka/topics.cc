@@ -94,8 +94,9 @@ struct AdminCall {
   rd_kafka_admin_op_t op = RD_KAFKA_ADMIN_OP_ANY;
   std::string what;                // "describing topic t", for the errors
   bool operation_timeout = false;  // also the broker-side operation timeout (CreateTopics)
-  // To the controller librdkafka picks instead of the broker that answered (CreateTopics on a
-  // ZooKeeper-mode cluster, whose other brokers answer NOT_CONTROLLER).
+  // Where librdkafka sends it by itself (the controller it picks: CreateTopics on a ZooKeeper-mode
+  // cluster, whose other brokers answer NOT_CONTROLLER; the broker a broker resource names)
+  // instead of the broker that answered.
   bool to_controller = false;
   // Sends the request through the handle with the options, to be answered on the queue.
   std::function<void(rd_kafka_t*, rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)> send;
@@ -373,6 +374,9 @@ Attempt<std::map<std::string, Result<std::map<std::string, std::string>>>> Topic
   auto event = client.Request(
       {.op = RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS,
        .what = what,
+       // A broker resource is described by that broker only (others refuse it): librdkafka sends
+       // the request there unless a broker is set.
+       .to_controller = type == RD_KAFKA_RESOURCE_BROKER,
        .send =
            [&resources](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
              rd_kafka_DescribeConfigs(rk, resources.data(), resources.size(), options, queue);
