@@ -22,10 +22,10 @@ TEST_F(GroupProtocolCluster3Test, EveryBrokerOfAKafka4ClusterOffersTheConsumerPr
   auto offered = kafka::ConsumerGroupProtocolSupport(props, seconds(30));
   ASSERT_TRUE(offered) << offered.error().message;
   EXPECT_TRUE(offered->every_broker) << offered->why;
-  auto consumer = kafka::GroupConsumer::Create(
-      {{"bootstrap.servers", kafka_.bootstrap}, {"group.id", "kleaf-it-auto3"},
-       {"group.protocol", "auto"}},
-      {"kleaf-it-auto3-unused"});
+  auto consumer = kafka::GroupConsumer::Create({{"bootstrap.servers", kafka_.bootstrap},
+                                                {"group.id", "kleaf-it-auto3"},
+                                                {"group.protocol", "auto"}},
+                                               {"kleaf-it-auto3-unused"});
   ASSERT_TRUE(consumer) << consumer.error().message;
   EXPECT_EQ((*consumer)->Protocol(), "consumer");
   (*consumer)->Close();
