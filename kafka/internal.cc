@@ -43,10 +43,11 @@ Result<KafkaHandle> NewHandle(rd_kafka_type_t type, const Properties& props,
                               const std::function<void(rd_kafka_conf_t*)>& setup) {
   ConfHandle conf(rd_kafka_conf_new());
   char errstr[512];
-  // No KIP-714 metrics push: nothing of kleaf's reads it, and librdkafka 2.8's destroy of a handle
-  // whose telemetry started often waits a full second for the last push
-  // (rd_kafka_telemetry_await_termination). A gateway's start uses a dozen short-lived admin
-  // handles (topic checks), so it took 1-4 s instead of 0.2 s, and a consumer's Close() 1 s.
+  // No KIP-714 metrics push: nothing of kleaf's reads it (kleaf exports its own metrics). First
+  // set against librdkafka 2.8, whose destroy of a handle whose telemetry started often waited a
+  // full second for the last push (a gateway's dozen short-lived admin handles took 1-4 s at
+  // start instead of 0.2 s); 2.14.2 does not (measured 2026-12-06 on Kafka 4.4.0: handles held
+  // 1.5 s after a metadata answer were destroyed in 0.8 ms on average with the push left on).
   Properties all = props;
   all.emplace("enable.metrics.push", "false");
   for (const auto& [k, v] : all) {
