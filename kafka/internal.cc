@@ -2,6 +2,13 @@
 
 namespace kleaf::kafka {
 
+bool IsAuthorizationError(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+         err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED ||
+         err == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ||
+         err == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED;
+}
+
 Error KafkaError(rd_kafka_resp_err_t err, std::string_view what) {
   Code code = Code::kUnavailable;
   if (err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
@@ -11,11 +18,7 @@ Error KafkaError(rd_kafka_resp_err_t err, std::string_view what) {
     code = Code::kInvalidArgument;
   }
   std::string message = std::string(what) + ": " + rd_kafka_err2str(err);
-  if (err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
-      err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED ||
-      err == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ||
-      err == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED) {
-    // Not transient: the principal lacks an ACL until an operator grants it.
+  if (IsAuthorizationError(err)) {
     code = Code::kFailedPrecondition;
     message.append(" (the Kafka principal lacks an ACL: ").append(kAclHint).append(")");
   }

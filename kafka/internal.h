@@ -24,8 +24,12 @@
 
 namespace kleaf::kafka {
 
+// Whether `err` is an authorizer's refusal (topic, group, transactional id or cluster): not
+// transient, the principal lacks an ACL until an operator grants it.
+bool IsAuthorizationError(rd_kafka_resp_err_t err);
 // A kleaf error for a librdkafka error code: unknown topics and partitions are kNotFound, invalid
-// arguments kInvalidArgument, the rest kUnavailable.
+// arguments kInvalidArgument, authorization failures kFailedPrecondition (with a pointer to the
+// ACL docs), the rest kUnavailable.
 Error KafkaError(rd_kafka_resp_err_t err, std::string_view what);
 PartitionList ToList(const std::vector<TopicPartition>& parts);
 std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list);

@@ -559,8 +559,7 @@ Attempt<void> CreateTopicsResult(rd_kafka_event_t* event, bool& to_controller) {
     // More replicas than brokers (or a broker default that asks for that): the configuration's
     // fault, not the cluster's.
     if (err == RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR) error.code = Code::kInvalidArgument;
-    if (err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
-        err == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED) {
+    if (IsAuthorizationError(err)) {
       error.code = Code::kFailedPrecondition;
       error.message.append(": the Kafka principal needs CREATE on topic ")
           .append(rd_kafka_topic_result_name(results[i]))
