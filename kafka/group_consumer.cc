@@ -258,7 +258,7 @@ Result<void> Open(GroupConsumer::Impl& impl, const std::string& protocol) {
     if (raw->log) rd_kafka_conf_set_log_cb(conf, Log);
   });
   if (!rk) return std::unexpected(rk.error());
-  impl.rk = std::move(*rk);
+  impl.rk = std::shared_ptr<rd_kafka_t>(rk->release(), DestroyWithoutConsumerClose);
   rd_kafka_poll_set_consumer(impl.rk.get());
   PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(impl.topics.size())));
   for (const auto& t : impl.topics)
@@ -409,10 +409,9 @@ GroupConsumer::Event GroupConsumer::RecoverIfFatal() {
   impl_->owned.clear();
   impl_->started.clear();
   impl_->paused.clear();
-  // The handle is kept, not destroyed, until this GroupConsumer is: a PendingCommit may still
-  // hold a queue of it.
+  // Destroyed once no PendingCommit holds a queue of it any more (Impl::rk).
   rd_kafka_unsubscribe(impl_->rk.get());
-  impl_->retired.emplace_back(impl_->rk.release());
+  impl_->rk.reset();
   if (fall_back) impl_->auto_protocol = false;  // classic for the rest of the handle's life
   const bool consumer = impl_->consumer_protocol && !fall_back;
   e.kind = Event::Kind::kError;
@@ -517,6 +516,7 @@ bool MayLand(rd_kafka_resp_err_t err) {
 }  // namespace
 
 struct GroupConsumer::PendingCommit::Queue {
+  std::shared_ptr<rd_kafka_t> rk;  // the handle the queue belongs to: outlives it
   QueueHandle handle;
 };
 
@@ -559,8 +559,8 @@ Result<std::unique_ptr<GroupConsumer::PendingCommit>> GroupConsumer::StartCommit
     const std::vector<TopicPartition>& offsets) {
   if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   PartitionList list = ToList(offsets);
-  auto queue =
-      std::make_unique<PendingCommit::Queue>(QueueHandle(rd_kafka_queue_new(impl_->rk.get())));
+  auto queue = std::make_unique<PendingCommit::Queue>(
+      PendingCommit::Queue{impl_->rk, QueueHandle(rd_kafka_queue_new(impl_->rk.get()))});
   auto err =
       rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue->handle.get(), nullptr, nullptr);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::unexpected(KafkaError(err, "commit"));
@@ -637,13 +637,10 @@ bool GroupConsumer::Close(milliseconds timeout) {
   }
   while (EventHandle ev{rd_kafka_queue_poll(queue.get(), 0)}) serve(std::move(ev));
   queue.reset();
-  if (closed) {
-    impl_->rk.reset();
-  } else {
-    // Past the deadline: no clean leave (the coordinator drops the member at its session
-    // timeout). librdkafka still ends its group handling, bounded by its request timeouts.
-    AbandonedConsumer(impl_->rk.release()).reset();
-  }
+  // Destroyed without a consumer close (Impl::rk): past the deadline there is no clean leave
+  // (the coordinator drops the member at its session timeout), and librdkafka still ends its
+  // group handling, bounded by its request timeouts.
+  impl_->rk.reset();
   return closed;
 }
 

@@ -21,14 +21,13 @@ struct Destroyer {
 template <typename T, auto Destroy>
 using Handle = std::unique_ptr<T, Destroyer<Destroy>>;
 
-// A consumer destroyed without its group leave (the close was given up: the coordinator drops the
-// member at its session timeout).
+// A consumer destroyed without its group leave: it was closed already, or the close was given up
+// (the coordinator drops the member at its session timeout).
 inline void DestroyWithoutConsumerClose(rd_kafka_t* rk) {
   rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
 using KafkaHandle = Handle<rd_kafka_t, rd_kafka_destroy>;
-using AbandonedConsumer = Handle<rd_kafka_t, DestroyWithoutConsumerClose>;
 using ConfHandle = Handle<rd_kafka_conf_t, rd_kafka_conf_destroy>;
 using PartitionList =
     Handle<rd_kafka_topic_partition_list_t, rd_kafka_topic_partition_list_destroy>;

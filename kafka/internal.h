@@ -83,7 +83,10 @@ TxnError ToTxnError(ErrorHandle error);
 // Shared by group_consumer.cc and TxnProducer::SendOffsets (the group's metadata).
 struct GroupConsumer::Impl {
   LogSink log;  // this handle's own log sink, if any; outlives rk (declared before it)
-  KafkaHandle rk;
+  // Shared with the queue of each PendingCommit started on it: a handle replaced after a fatal
+  // error (GroupConsumer::RecoverIfFatal) lives on while one of them does, then is destroyed
+  // without a consumer close (Close() made that close already, where there was one to make).
+  std::shared_ptr<rd_kafka_t> rk;
   GroupConsumer::Start start = GroupConsumer::Start::kCommitted;
   std::vector<GroupConsumer::Event> pending;  // rebalance events not yet returned by Poll
   // Partitions paused by Pause() and not resumed since. Touched by the polling thread only
@@ -105,10 +108,7 @@ struct GroupConsumer::Impl {
   // Whether the group hands partitions over incrementally (the consumer protocol, or a
   // cooperative assignor): set by the rebalance callback from librdkafka's word.
   bool incremental = false;
-  // Handles replaced after a fatal error (GroupConsumer::RecoverIfFatal), kept until the
-  // GroupConsumer goes (a PendingCommit may hold a queue of one), and when a replacement that
-  // failed to open is tried again.
-  std::vector<AbandonedConsumer> retired;  // destroyed without a consumer close
+  // When a replacement handle that failed to open is tried again (GroupConsumer::RecoverIfFatal).
   std::chrono::steady_clock::time_point next_reopen{};
 };
 

@@ -135,8 +135,7 @@ class AdminClient {
   Refusal refusal_;  // the handle's error callback writes it: declared before the handle
   KafkaHandle rk_;
   int32_t broker_ = -1;  // where requests go; -1: the controller librdkafka picks
-  int32_t brokers_ = 0;  // as the metadata answer listed them
-  std::vector<int32_t> broker_ids_;
+  std::vector<int32_t> broker_ids_;  // as the metadata answer listed them
 };
 
 std::optional<Error> AdminClient::Refused(const std::string& what) {
@@ -171,7 +170,6 @@ Attempt<std::unique_ptr<AdminClient>> AdminClient::Open(const Properties& props,
         rd_kafka_metadata(client->rk_.get(), 0, nullptr, &raw, static_cast<int>(wait.count()));
     MetadataHandle metadata(raw);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR && metadata) {
-      client->brokers_ = metadata->broker_cnt;
       client->broker_ids_.clear();
       for (int i = 0; i < metadata->broker_cnt; ++i)
         client->broker_ids_.push_back(metadata->brokers[i].id);
@@ -222,7 +220,9 @@ Attempt<EventHandle> AdminClient::Request(const AdminCall& call, TimePoint deadl
 // (or was faked for this process), so Open could return before the metadata answer and the
 // brokers were counted by a DescribeCluster here. librdkafka 2.10 and later wait by the monotonic
 // clock (tinycthread_extra.c cnd_timedwait_ms, commit 5b1efa4ab): the metadata answer counts them.
-Attempt<int32_t> AdminClient::BrokerCount(const std::string&, TimePoint) { return brokers_; }
+Attempt<int32_t> AdminClient::BrokerCount(const std::string&, TimePoint) {
+  return static_cast<int32_t>(broker_ids_.size());
+}
 
 // Runs `attempt` on a new AdminClient until it succeeds, fails for good, or `deadline` passes:
 // then the last attempt's error (kUnavailable "<what> timed out" when no broker answered).
