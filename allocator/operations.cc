@@ -111,23 +111,23 @@ Error NoSequences() {
 
 // The space a NextSeq or CurrentSeq is served with: the record as its sender read it (the
 // cluster: the space's record is another partition's), or the live record the reader holds.
-[[nodiscard]] Result<state::SpaceRecord> SpaceOf(const std::string& space, int64_t section_size,
-                                                 int64_t step, StateReader& reader,
-                                                 const Rules& rules) {
-  if (section_size == 0 && step == 0) return LiveSpace(space, reader);
+[[nodiscard]] Result<state::SpaceRecord> SpaceOf(const std::string& space,
+                                                 const std::optional<op::SpaceShape>& shape,
+                                                 StateReader& reader, const Rules& rules) {
+  if (!shape) return LiveSpace(space, reader);
   if (auto v = ValidateSpaceName(space); !v) return std::unexpected(v.error());
-  if (section_size < 1 || section_size > kMaxSectionSize) {
-    return Fail(Code::kInvalidArgument, "section_size " + std::to_string(section_size) +
+  if (shape->section_size < 1 || shape->section_size > kMaxSectionSize) {
+    return Fail(Code::kInvalidArgument, "section_size " + std::to_string(shape->section_size) +
                                             " of space '" + space + "' is outside 1 to " +
                                             std::to_string(kMaxSectionSize));
   }
   state::SpaceRecord record;
   record.space = space;
-  record.section_size = section_size;
+  record.section_size = shape->section_size;
   // The sender's step, within this owner's bounds (0: the default); it only sets how far a
   // raise goes, never which values are handed out.
-  record.step =
-      std::clamp<int64_t>(step > 0 ? step : rules.spaces.default_step, 1, rules.spaces.max_step);
+  record.step = std::clamp<int64_t>(shape->step > 0 ? shape->step : rules.spaces.default_step, 1,
+                                    rules.spaces.max_step);
   return record;
 }
 
@@ -154,13 +154,14 @@ std::optional<std::string> RouteKey(const Request& request) {
                              std::is_same_v<Op, op::ListSpaces>) {
           return std::nullopt;
         } else if constexpr (std::is_same_v<Op, op::NextSeq>) {
-          if (op.section_size <= 0 || op.keys.empty()) return op.space;
-          return SectionRouteKey(
-              op.space, SectionOf(op.keys.front(), static_cast<uint64_t>(op.section_size)));
-        } else if constexpr (std::is_same_v<Op, op::CurrentSeq>) {
-          if (op.section_size <= 0) return op.space;
+          const std::optional<int64_t> size = SentSectionSize(op);
+          if (!size || *size <= 0 || op.keys.empty()) return op.space;
           return SectionRouteKey(op.space,
-                                 SectionOf(op.key, static_cast<uint64_t>(op.section_size)));
+                                 SectionOf(op.keys.front(), static_cast<uint64_t>(*size)));
+        } else if constexpr (std::is_same_v<Op, op::CurrentSeq>) {
+          if (!op.section_size || *op.section_size <= 0) return op.space;
+          return SectionRouteKey(op.space,
+                                 SectionOf(op.key, static_cast<uint64_t>(*op.section_size)));
         } else if constexpr (std::is_same_v<Op, op::RaiseSection>) {
           return SectionRouteKey(op.space, op.section);
         } else if constexpr (kIsSequenceOp<Op>) {
@@ -174,14 +175,15 @@ std::optional<std::string> RouteKey(const Request& request) {
 
 std::vector<std::string> RouteKeys(const Request& request) {
   const auto* next = std::get_if<op::NextSeq>(&request);
-  if (next == nullptr || next->section_size <= 0) {
+  const std::optional<int64_t> size = next ? SentSectionSize(*next) : std::nullopt;
+  if (!size || *size <= 0) {
     auto key = RouteKey(request);
     return key ? std::vector<std::string>{std::move(*key)} : std::vector<std::string>{};
   }
   std::vector<std::string> keys;
   std::optional<uint64_t> last;  // keys of a section come together: skip the repeats cheaply
   for (uint64_t k : next->keys) {
-    const uint64_t section = SectionOf(k, static_cast<uint64_t>(next->section_size));
+    const uint64_t section = SectionOf(k, static_cast<uint64_t>(*size));
     if (last == section) continue;
     last = section;
     std::string key = SectionRouteKey(next->space, section);
@@ -322,7 +324,7 @@ Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Ru
   if (auto count = CheckSeqKeyCount(r.keys.size()); !count) {
     return Failed<op::NextSeq>(count.error());
   }
-  auto space = SpaceOf(r.space, r.section_size, r.step, reader, rules);
+  auto space = SpaceOf(r.space, r.shape, reader, rules);
   if (!space) return Failed<op::NextSeq>(space.error());
   return Outcome<op::NextSeq>{
       seq.counters.Next(seq.plan, *space, r.keys, LoaderOf(reader, r.space))};
@@ -330,7 +332,9 @@ Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Ru
 
 Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, const Rules& rules,
                                 int64_t, SequenceState& seq) {
-  auto space = SpaceOf(r.space, r.section_size, 0, reader, rules);
+  std::optional<op::SpaceShape> shape;
+  if (r.section_size) shape = op::SpaceShape{*r.section_size, 0};
+  auto space = SpaceOf(r.space, shape, reader, rules);
   if (!space) return Failed<op::CurrentSeq>(space.error());
   return Outcome<op::CurrentSeq>{seq.counters.Current(*space, r.key, LoaderOf(reader, r.space))};
 }
@@ -343,7 +347,7 @@ Outcome<op::RaiseSection> Execute(const op::RaiseSection& r, StateReader& reader
               "a raise_section of space '" + r.space + "' needs its section_size"});
   }
   // The step only says how far a NextSeq raises; a raise sets the maximum itself.
-  auto space = SpaceOf(r.space, r.section_size, 1, reader, rules);
+  auto space = SpaceOf(r.space, op::SpaceShape{r.section_size, 1}, reader, rules);
   if (!space) return Failed<op::RaiseSection>(space.error());
   return Outcome<op::RaiseSection>{
       seq.counters.Raise(seq.plan, *space, r.section, r.max_seq, LoaderOf(reader, r.space))};

@@ -109,17 +109,20 @@ struct ListSpaces {
 //
 // In the cluster a space's record lives in the partition of its name and its sections in the
 // partitions of their route keys (SectionRouteKey), owned by other allocators: the sender says
-// what it read of the record, `section_size` and `step` (both 0: the owner reads the record
-// itself, as standalone does). section_size never changes once a space exists, and every section
-// record carries the one it was written with (a mismatch is refused); step only says how far the
-// next raise goes. Every key of one request is in a section of one partition (CheckRoute).
+// what it read of the record, its `shape` (none: the owner reads the record itself, as standalone
+// does). section_size never changes once a space exists, and every section record carries the one
+// it was written with (a mismatch is refused); step only says how far the next raise goes. Every
+// key of one request is in a section of one partition (CheckRoute).
+struct SpaceShape {
+  int64_t section_size = 0;
+  int64_t step = 0;  // 0: the owner's default step
+};
 struct NextSeq {
   using Result = std::vector<uint64_t>;
   static constexpr const char* kName = "next_seq";
   std::string space;
   std::vector<uint64_t> keys;
-  int64_t section_size = 0;
-  int64_t step = 0;
+  std::optional<SpaceShape> shape = std::nullopt;
 };
 // The highest value handed out for `key` as far as the owner knows (never below one handed out).
 // `section_size` as for NextSeq.
@@ -128,7 +131,7 @@ struct CurrentSeq {
   static constexpr const char* kName = "current_seq";
   std::string space;
   uint64_t key = 0;
-  int64_t section_size = 0;
+  std::optional<int64_t> section_size = std::nullopt;
 };
 
 // Raises the persisted maximum of section `section` of `space` to `max_seq` (never lowers it) and
@@ -190,6 +193,16 @@ template <typename Op>
 inline constexpr bool kNeedsCounters =
     std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq> ||
     std::is_same_v<Op, op::RaiseSection>;
+
+// The section_size the sender of an operation that needs the counters gave, if it gave one.
+inline std::optional<int64_t> SentSectionSize(const op::NextSeq& op) {
+  if (!op.shape) return std::nullopt;
+  return op.shape->section_size;
+}
+inline std::optional<int64_t> SentSectionSize(const op::CurrentSeq& op) { return op.section_size; }
+inline std::optional<int64_t> SentSectionSize(const op::RaiseSection& op) {
+  return op.section_size;
+}
 
 // The key that decides which allocator serves `request`: its tag, kWorkersKey for the registry,
 // nothing for ListTags and ListSpaces (every partition answers for its own records), the space's

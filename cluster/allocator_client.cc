@@ -434,7 +434,7 @@ void KafkaAllocatorClient::SubmitSeq(const state::SpaceRecord& space, int32_t pa
 
 void KafkaAllocatorClient::SendSeq(const state::SpaceRecord& space, int32_t partition,
                                    std::vector<SeqPart> parts) {
-  op::NextSeq next{space.space, {}, space.section_size, space.step};
+  op::NextSeq next{space.space, {}, op::SpaceShape{space.section_size, space.step}};
   for (const auto& part : parts)
     next.keys.insert(next.keys.end(), part.keys.begin(), part.keys.end());
   const uint64_t section =

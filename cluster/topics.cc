@@ -46,7 +46,7 @@ Result<void> CheckRoute(const allocator::Request& request, int32_t sender_partit
   const std::optional<int64_t> section_size = std::visit(
       []<typename Op>(const Op& op) -> std::optional<int64_t> {
         if constexpr (allocator::kNeedsCounters<Op>) {
-          return op.section_size;
+          return allocator::SentSectionSize(op).value_or(0);
         } else {
           return std::nullopt;
         }

@@ -71,10 +71,15 @@ json FieldsOf(const op::PutSpace& r) {
 json FieldsOf(const op::DeleteSpace& r) { return {{"space", r.space}}; }
 json FieldsOf(const op::ListSpaces&) { return json::object(); }
 json FieldsOf(const op::NextSeq& r) {
-  return {{"space", r.space}, {"keys", r.keys}, {"section_size", r.section_size}, {"step", r.step}};
+  // Both 0 without a shape: the bytes of earlier versions, which read 0 and 0 as "no shape".
+  const op::SpaceShape shape = r.shape.value_or(op::SpaceShape{});
+  return {{"space", r.space},
+          {"keys", r.keys},
+          {"section_size", shape.section_size},
+          {"step", shape.step}};
 }
 json FieldsOf(const op::CurrentSeq& r) {
-  return {{"space", r.space}, {"key", r.key}, {"section_size", r.section_size}};
+  return {{"space", r.space}, {"key", r.key}, {"section_size", r.section_size.value_or(0)}};
 }
 json FieldsOf(const op::RaiseSection& r) {
   return {{"space", r.space},
@@ -155,13 +160,16 @@ std::optional<Result<allocator::Request>> RequestFrom(const std::string& name, c
   if (name == op::DeleteSpace::kName) return R(op::DeleteSpace{j.at("space").get<std::string>()});
   if (name == op::ListSpaces::kName) return R(op::ListSpaces{});
   if (name == op::NextSeq::kName) {
+    const op::SpaceShape shape{j.value("section_size", int64_t{0}), j.value("step", int64_t{0})};
+    std::optional<op::SpaceShape> sent;
+    if (shape.section_size != 0 || shape.step != 0) sent = shape;  // see FieldsOf
     return R(op::NextSeq{j.at("space").get<std::string>(),
-                         j.at("keys").get<std::vector<uint64_t>>(),
-                         j.value("section_size", int64_t{0}), j.value("step", int64_t{0})});
+                         j.at("keys").get<std::vector<uint64_t>>(), sent});
   }
   if (name == op::CurrentSeq::kName) {
+    const int64_t section_size = j.value("section_size", int64_t{0});
     return R(op::CurrentSeq{j.at("space").get<std::string>(), j.at("key").get<uint64_t>(),
-                            j.value("section_size", int64_t{0})});
+                            section_size != 0 ? std::optional(section_size) : std::nullopt});
   }
   if (name == op::RaiseSection::kName) {
     return R(op::RaiseSection{j.at("space").get<std::string>(), UnsignedOf(j, "section"),

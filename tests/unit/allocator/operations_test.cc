@@ -145,7 +145,7 @@ TEST(OperationsTest, OperationNamesFollowTheRequestVariant) {
   // A raise goes to the owner of its section, as a next_seq of the section's keys does.
   EXPECT_EQ(RouteKey(op::RaiseSection{"chat", 7, 100, 5}), SectionRouteKey("chat", 7));
   EXPECT_EQ(RouteKeys(op::RaiseSection{"chat", 7, 100, 5}),
-            RouteKeys(op::NextSeq{"chat", {700, 799}, 100, 1}));
+            RouteKeys(op::NextSeq{"chat", {700, 799}, op::SpaceShape{100, 1}}));
   EXPECT_EQ(RouteKey(op::ListSpaces{}), std::nullopt);
   EXPECT_EQ(RouteKey(op::GetTag{"t"}), "t");
   EXPECT_EQ(RouteKey(op::RenewWorker{}), std::string(kWorkersKey));
@@ -329,7 +329,8 @@ TEST(OperationsTest, NextSeqServesWithTheSendersSectionSizeAndRefusesAnotherOne)
   auto plan = counters.Begin();
   ASSERT_TRUE(plan);
   SequenceState seq{counters, *plan};
-  auto o = Execute(op::NextSeq{"chat", {7, 150}, 100, 10}, reader, TestRules(), kNow, seq);
+  auto o = Execute(op::NextSeq{"chat", {7, 150}, op::SpaceShape{100, 10}}, reader, TestRules(),
+                   kNow, seq);
   ASSERT_TRUE(o.result) << o.result.error().message;
   EXPECT_EQ(*o.result, (std::vector<uint64_t>{1, 1}));
   const auto raises = plan->Raises();
@@ -343,13 +344,13 @@ TEST(OperationsTest, NextSeqServesWithTheSendersSectionSizeAndRefusesAnotherOne)
   auto plan2 = other_owner.Begin();
   ASSERT_TRUE(plan2);
   SequenceState seq2{other_owner, *plan2};
-  auto wrong = Execute(op::NextSeq{"chat", {7}, 50, 10}, reader, TestRules(), kNow, seq2);
+  auto wrong = Execute(op::NextSeq{"chat", {7}, op::SpaceShape{50, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_FALSE(wrong.result);
   EXPECT_EQ(wrong.result.error().code, Code::kFailedPrecondition) << wrong.result.error().message;
-  auto zero = Execute(op::NextSeq{"chat", {7}, 0, 10}, reader, TestRules(), kNow, seq2);
+  auto zero = Execute(op::NextSeq{"chat", {7}, op::SpaceShape{0, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_FALSE(zero.result);
   EXPECT_EQ(zero.result.error().code, Code::kInvalidArgument);
-  auto right = Execute(op::NextSeq{"chat", {7}, 100, 10}, reader, TestRules(), kNow, seq2);
+  auto right = Execute(op::NextSeq{"chat", {7}, op::SpaceShape{100, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_TRUE(right.result) << right.result.error().message;
   EXPECT_EQ(right.result->front(), 11u) << "a new owner starts at the persisted maximum";
   auto current = Execute(op::CurrentSeq{"chat", 150, 100}, reader, TestRules(), kNow, seq2);

@@ -182,9 +182,13 @@ TEST(RouteTest, ASequenceRequestIsServedOnlyWhereEveryKeysSectionLives) {
   uint64_t other = kSection;
   while (partition_of(other) == partition_of(0)) other += kSection;
   const int32_t p0 = partition_of(0);
-  EXPECT_TRUE(CheckRoute(allocator::op::NextSeq{"chat", {0, 3, 0}, kSection}, 12, p0, 12));
+  EXPECT_TRUE(
+      CheckRoute(allocator::op::NextSeq{"chat", {0, 3, 0}, allocator::op::SpaceShape{kSection, 0}},
+                 12, p0, 12));
   EXPECT_TRUE(CheckRoute(allocator::op::CurrentSeq{"chat", 5, kSection}, 12, p0, 12));
-  auto mixed = CheckRoute(allocator::op::NextSeq{"chat", {0, other}, kSection}, 12, p0, 12);
+  auto mixed =
+      CheckRoute(allocator::op::NextSeq{"chat", {0, other}, allocator::op::SpaceShape{kSection, 0}},
+                 12, p0, 12);
   ASSERT_FALSE(mixed.has_value());
   EXPECT_EQ(mixed.error().code, Code::kFailedPrecondition);
   EXPECT_NE(

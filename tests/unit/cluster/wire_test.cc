@@ -48,14 +48,23 @@ TEST(WireTest, RequestsSurviveTheirEncoding) {
 // allocator that owns a section does not hold the space's record.
 TEST(WireTest, SequenceRequestsAndRepliesSurviveTheirEncoding) {
   const uint64_t big = 18'000'000'000'000'000'000u;  // above INT64_MAX: keys are unsigned
-  auto next = DecodeRequest(EncodeRequest({op::NextSeq{"chat", {1, big, 1}, 100, 7}, 4}));
+  auto next =
+      DecodeRequest(EncodeRequest({op::NextSeq{"chat", {1, big, 1}, op::SpaceShape{100, 7}}, 4}));
   ASSERT_TRUE(next.has_value()) << next.error().message;
   const auto* n = std::get_if<op::NextSeq>(&next->request);
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->space, "chat");
   EXPECT_EQ(n->keys, (std::vector<uint64_t>{1, big, 1}));
-  EXPECT_EQ(n->section_size, 100);
-  EXPECT_EQ(n->step, 7);
+  ASSERT_TRUE(n->shape.has_value());
+  EXPECT_EQ(n->shape->section_size, 100);
+  EXPECT_EQ(n->shape->step, 7);
+  // No shape (the owner reads the space's record itself) travels as 0 and 0, as before shapes.
+  auto bare = DecodeRequest(EncodeRequest({op::NextSeq{"chat", {1}}, 4}));
+  ASSERT_TRUE(bare.has_value());
+  EXPECT_FALSE(std::get<op::NextSeq>(bare->request).shape.has_value());
+  auto bare_current = DecodeRequest(EncodeRequest({op::CurrentSeq{"chat", 1}, 4}));
+  ASSERT_TRUE(bare_current.has_value());
+  EXPECT_FALSE(std::get<op::CurrentSeq>(bare_current->request).section_size.has_value());
   auto current = DecodeRequest(EncodeRequest({op::CurrentSeq{"chat", big, 100}, 4}));
   ASSERT_TRUE(current.has_value());
   EXPECT_EQ(std::get<op::CurrentSeq>(current->request).key, big);
