@@ -70,7 +70,11 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
                                                   bool uses_tls_files) {
   if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
   if (role != kleaf::config::Role::kStandalone) {
-    if (auto r = kleaf::config::CheckKafkaSasl(config.kafka, kleaf::kafka::LibraryFeatures()); !r) {
+    const std::optional<std::string> host = kleaf::kafka::HostSaslMechanisms();
+    if (auto r = kleaf::config::CheckKafkaSasl(
+            config.kafka, kleaf::kafka::LibraryFeatures(),
+            host ? std::optional<std::string_view>(*host) : std::nullopt);
+        !r) {
       return r;
     }
   }
@@ -253,6 +257,9 @@ int PrintVersion() {
   // What kafka.properties can ask of it (sasl_gssapi, sasl_oauthbearer, oidc:
   // config::CheckKafkaSasl).
   std::cout << "\nlibrdkafka features " << kleaf::kafka::LibraryFeatures();
+  // Cyrus SASL's mechanisms on this host: librdkafka's GSSAPI needs its GSSAPI plugin.
+  const std::optional<std::string> cyrus = kleaf::kafka::HostSaslMechanisms();
+  std::cout << "\ncyrus sasl mechanisms " << (cyrus ? *cyrus : std::string("(unavailable)"));
   std::cout << "\nrocksdb " << kleaf::state::RocksDbVersion() << "\n";
   return 0;
 }

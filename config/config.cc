@@ -1133,7 +1133,8 @@ std::string EffectiveConfigYaml(const Config& c) {
   return std::string(out.c_str()) + "\n";
 }
 
-Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features) {
+Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features,
+                            std::optional<std::string_view> host_mechanisms) {
   std::set<std::string, std::less<>> features;
   for (size_t start = 0; start <= builtin_features.size();) {
     size_t comma = builtin_features.find(',', start);
@@ -1172,6 +1173,25 @@ Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features) {
     if (mechanism == "GSSAPI" && !features.contains("sasl_gssapi")) {
       return Fail(Code::kInvalidArgument, at + "GSSAPI (Kerberos) needs sasl_gssapi, and " + built +
                                               "; use SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN");
+    }
+    if (mechanism == "GSSAPI" && host_mechanisms) {
+      bool listed = false;
+      for (size_t start = 0; start <= host_mechanisms->size();) {
+        size_t space = host_mechanisms->find(' ', start);
+        if (space == std::string_view::npos) space = host_mechanisms->size();
+        listed = listed || host_mechanisms->substr(start, space - start) == "GSSAPI";
+        start = space + 1;
+      }
+      if (!listed) {
+        return Fail(Code::kInvalidArgument,
+                    at +
+                        "GSSAPI (Kerberos) needs Cyrus SASL's GSSAPI plugin on this host, "
+                        "which it lacks (Cyrus SASL offers: " +
+                        (host_mechanisms->empty() ? std::string("nothing")
+                                                  : std::string(*host_mechanisms)) +
+                        "); install it (Debian: libsasl2-modules-gssapi-mit) or use "
+                        "SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN");
+      }
     }
     if (mechanism != "OAUTHBEARER") continue;
     if (!features.contains("sasl_oauthbearer")) {

@@ -270,8 +270,12 @@ std::string EffectiveConfigYaml(const Config& c);
 // without sasl_gssapi (librdkafka's default mechanism when security.protocol is SASL_* and none is
 // set); OAUTHBEARER without sasl_oauthbearer, or without `sasl.oauthbearer.method: oidc` (any other
 // method needs a token refresh callback of the application's, which kleaf has not), or with oidc
-// but without the oidc feature (librdkafka built without libcurl).
-[[nodiscard]] Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features);
+// but without the oidc feature (librdkafka built without libcurl). `host_mechanisms`, when
+// given, lists what Cyrus SASL offers on this host (kafka::HostSaslMechanisms): GSSAPI is refused
+// too when Cyrus lacks its GSSAPI plugin, which Debian packages apart.
+[[nodiscard]] Result<void> CheckKafkaSasl(
+    const Kafka& k, std::string_view builtin_features,
+    std::optional<std::string_view> host_mechanisms = std::nullopt);
 // Nodes of this role issue snowflake IDs, so their layout must be valid at start
 // (snowflake::CheckLayoutAt).
 bool IssuesSnowflakeIds(Role role);

@@ -1,5 +1,7 @@
 #include "kafka/topics.h"
 
+#include <sasl/sasl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <expected>
@@ -528,6 +530,22 @@ std::string LibraryFeatures() {
     return "";
   }
   return features;
+}
+
+std::optional<std::string> HostSaslMechanisms() {
+  // Cyrus counts its initializations (librdkafka makes one too), so this one is harmless to it;
+  // the mechanism list is built from the plugins found, once, at the first.
+  static const std::optional<std::string> mechanisms = []() -> std::optional<std::string> {
+    if (sasl_client_init(nullptr) != SASL_OK) return std::nullopt;
+    const char** list = sasl_global_listmech();
+    std::string joined;
+    for (size_t i = 0; list != nullptr && list[i] != nullptr; ++i) {
+      if (!joined.empty()) joined += ' ';
+      joined += list[i];
+    }
+    return joined;
+  }();
+  return mechanisms;
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,5 +105,11 @@ int LibraryPatchLevel();
 // "gzip,snappy,ssl,sasl,regex,lz4,sasl_plain,sasl_scram,plugins,zstd,sasl_oauthbearer"), for
 // config::CheckKafkaSasl.
 std::string LibraryFeatures();
+
+// The SASL mechanisms Cyrus SASL offers a client on this host, space-separated (e.g. "SCRAM-SHA-1
+// PLAIN LOGIN"): librdkafka does GSSAPI (Kerberos) through Cyrus, and Cyrus through a plugin that
+// Debian packages apart (libsasl2-modules-gssapi-mit), so a build with sasl_gssapi can still lack
+// it at run time. nullopt when Cyrus cannot be initialized. For config::CheckKafkaSasl.
+std::optional<std::string> HostSaslMechanisms();
 
 }  // namespace kleaf::kafka

@@ -47,6 +47,25 @@ TEST(KafkaSaslTest, GssapiWithoutSaslGssapiIsRefusedNamingKeyMechanismAndLack) {
                 {"kafka.properties.sasl.mechanisms: ", "GSSAPI", "sasl_gssapi"});
 }
 
+// kleaf's build has sasl_gssapi, but Kerberos goes through Cyrus SASL, whose GSSAPI plugin is a
+// package of its own: a host without it is refused at start rather than failing at every connect.
+TEST(KafkaSaslTest, GssapiWithoutCyrusSaslsPluginOnTheHostIsRefused) {
+  const auto k = WithProperties({{"security.protocol", "SASL_SSL"}, {"sasl.mechanism", "GSSAPI"}});
+  const std::string plugins = "SCRAM-SHA-256 SCRAM-SHA-1 DIGEST-MD5 NTLM CRAM-MD5 PLAIN LOGIN";
+  ExpectRefused(
+      CheckKafkaSasl(k, kKleafBuild, plugins),
+      {"kafka.properties.sasl.mechanism: ", "GSSAPI", "libsasl2-modules-gssapi-mit", plugins});
+  ExpectRefused(CheckKafkaSasl(k, kKleafBuild, ""), {"offers: nothing"});
+  ExpectRefused(CheckKafkaSasl(WithProperties({{"security.protocol", "SASL_PLAINTEXT"}}),
+                               kKleafBuild, "GSSAPIX PLAIN"),
+                {"kafka.properties.security.protocol: ", "GSSAPI", "libsasl2-modules-gssapi-mit"});
+  EXPECT_TRUE(CheckKafkaSasl(k, kKleafBuild, "GS2-KRB5 GSSAPI PLAIN"));
+  EXPECT_TRUE(CheckKafkaSasl(k, kKleafBuild, "GSSAPI"));
+  // Other mechanisms are librdkafka's own: Cyrus' plugins do not matter to them.
+  EXPECT_TRUE(
+      CheckKafkaSasl(WithProperties({{"sasl.mechanism", "SCRAM-SHA-512"}}), kKleafBuild, ""));
+}
+
 TEST(KafkaSaslTest, SaslWithoutAMechanismIsLibrdkafkasDefaultGssapi) {
   const auto k = WithProperties({{"security.protocol", "SASL_PLAINTEXT"}});
   ExpectRefused(
