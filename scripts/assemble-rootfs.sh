@@ -17,7 +17,8 @@
 #   - Every shared library those ELF files load, as `ldd` resolves them here, at the path it prints,
 #     and the dynamic loader. Libraries loaded with dlopen are not seen by ldd: kleaf loads none
 #     (librdkafka is linked in statically; SASL GSSAPI, the one mechanism that would load a Cyrus
-#     SASL plugin, is not supported by the image, and its config check refuses it: docs/operations.md).
+#     SASL plugin, is not supported by the image, and its config check refuses it:
+#     docs/operations.md).
 #   - /etc: passwd and group with root and kleaf (uid and gid 10001, which the Dockerfile's USER
 #     and the Helm chart's securityContext name), nsswitch.conf (files, then DNS for hosts: glibc
 #     2.36 has both built in, no libnss_* module needed), hosts (localhost; Docker and Kubernetes
