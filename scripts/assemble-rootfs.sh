@@ -15,10 +15,11 @@
 #   - curl, for compose/docker-compose.yml's healthchecks (`curl -fsS .../readyz`), and sleep, for
 #     the Helm chart's preStop hook of the gateways (`sleep N`): both taken from this machine.
 #   - Every shared library those ELF files load, as `ldd` resolves them here, at the path it prints,
-#     and the dynamic loader. Libraries loaded with dlopen are not seen by ldd: kleaf loads none
-#     (librdkafka is linked in statically; SASL GSSAPI, the one mechanism that would load a Cyrus
-#     SASL plugin, is not supported by the image, and its config check refuses it:
-#     docs/operations.md).
+#     and the dynamic loader. Libraries loaded with dlopen are not seen by ldd. The only ones
+#     kleaf may load are Cyrus SASL's plugins, looked for when a config chooses SASL, and needed
+#     only for GSSAPI (librdkafka does the other mechanisms itself and is linked in statically):
+#     the image has none, so GSSAPI is not supported by it and its config check refuses it
+#     (docs/operations.md).
 #   - /etc: passwd and group with root and kleaf (uid and gid 10001, which the Dockerfile's USER
 #     and the Helm chart's securityContext name), nsswitch.conf (files, then DNS for hosts: glibc
 #     2.36 has both built in, no libnss_* module needed), hosts (localhost; Docker and Kubernetes
