@@ -1,0 +1,71 @@
+#include "allocator/lease.h"
+
+#include <algorithm>
+
+namespace kleaf::allocator {
+
+bool IsNewer(const FoundLease& a, const FoundLease& b) {
+  if (a.record.generation != b.record.generation) {
+    return a.record.generation > b.record.generation;
+  }
+  return a.offset > b.offset;
+}
+
+FoundLease MergeLease(const std::optional<FoundLease>& kept, const FoundLease& found) {
+  FoundLease f = found;
+  f.generation_lease_ms = std::max(f.generation_lease_ms, f.record.lease_ms);
+  if (!kept) return f;
+  FoundLease newest = IsNewer(f, *kept) ? f : *kept;
+  const FoundLease& other = IsNewer(f, *kept) ? *kept : f;
+  newest.generation_lease_ms = std::max(newest.generation_lease_ms, newest.record.lease_ms);
+  if (other.record.generation == newest.record.generation) {
+    newest.generation_lease_ms =
+        std::max({newest.generation_lease_ms, other.generation_lease_ms, other.record.lease_ms});
+  }
+  return newest;
+}
+
+bool GoesBack(const FoundLease& kept, const state::LeaseRecord& later) {
+  return later.generation < kept.record.generation;
+}
+
+const char* WaitRowName(WaitRow row) {
+  switch (row) {
+    case WaitRow::kNone:
+      return "none";
+    case WaitRow::kReleased:
+      return "released";
+    case WaitRow::kOwn:
+      return "own";
+    case WaitRow::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, bool from_stale_copy,
+                              const std::string& holder, const std::optional<HeldBefore>& before,
+                              int64_t own_lease_ms) {
+  if (!newest) return TakeoverWait{WaitRow::kNone, own_lease_ms, 1};
+  const state::LeaseRecord& r = newest->record;
+  const uint64_t generation = r.generation + 1;
+  if (!from_stale_copy) {
+    if (r.state == state::LeaseState::kReleased) {
+      return TakeoverWait{WaitRow::kReleased, 0, generation};
+    }
+    // This process's own lease, committed in the generation it last held and waited out before
+    // it let p go: nothing older can still serve (R4's third row, R7).
+    if (before && !holder.empty() && r.holder == holder && r.generation == before->generation &&
+        before->held_committed && before->wait_ended) {
+      return TakeoverWait{WaitRow::kOwn, 0, generation};
+    }
+  }
+  const int64_t recorded = std::max(r.lease_ms, newest->generation_lease_ms);
+  return TakeoverWait{WaitRow::kOther, std::max(own_lease_ms, recorded), generation};
+}
+
+int64_t RecordLeaseMs(int64_t own_lease_ms, const TakeoverWait& wait, bool wait_over) {
+  return wait_over ? own_lease_ms : std::max(own_lease_ms, wait.lease_w_ms);
+}
+
+}  // namespace kleaf::allocator

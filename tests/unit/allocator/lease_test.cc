@@ -1,0 +1,158 @@
+// R3's order and merge of lease records and R4's table (docs/architecture.md, "I5 with a lease").
+#include "allocator/lease.h"
+
+#include <gtest/gtest.h>
+
+namespace kleaf::allocator {
+namespace {
+
+using state::LeaseRecord;
+using state::LeaseState;
+
+FoundLease At(uint64_t generation, int64_t offset, int64_t lease_ms = 5000,
+              LeaseState s = LeaseState::kHeld, std::string holder = "h-other",
+              bool waited = true) {
+  return FoundLease{LeaseRecord{generation, std::move(holder), "node-1", lease_ms, waited, s},
+                    offset, 0};
+}
+
+TEST(LeaseRecordOrderTest, TheHigherGenerationIsNewerWhateverItsOffset) {
+  // A fenced producer's append (generation 3) lands after the records of the owner that fenced
+  // it (generation 4): offset alone would take it as the newest.
+  EXPECT_TRUE(IsNewer(At(4, 10), At(3, 11)));
+  EXPECT_FALSE(IsNewer(At(3, 11), At(4, 10)));
+  EXPECT_TRUE(IsNewer(At(4, 11), At(4, 10)));
+  EXPECT_FALSE(IsNewer(At(4, 10), At(4, 10)));
+}
+
+TEST(LeaseRecordOrderTest, AMergeKeepsTheNewestWithTheLargestLeaseOfItsGeneration) {
+  std::optional<FoundLease> kept;
+  kept = MergeLease(kept, At(2, 5, 60000));
+  kept = MergeLease(kept, At(3, 6, 20000));  // a new generation: 2's 60 s no longer counts
+  EXPECT_EQ(kept->record.generation, 3u);
+  EXPECT_EQ(kept->generation_lease_ms, 20000);
+  kept = MergeLease(kept, At(3, 7, 5000));  // the same generation, later, shorter
+  EXPECT_EQ(kept->offset, 7);
+  EXPECT_EQ(kept->record.lease_ms, 5000);
+  EXPECT_EQ(kept->generation_lease_ms, 20000) << "a longer lease of the generation is carried";
+  kept = MergeLease(kept, At(2, 8, 90000));  // an older generation appended later (A3)
+  EXPECT_EQ(kept->record.generation, 3u);
+  EXPECT_EQ(kept->offset, 7);
+  EXPECT_EQ(kept->generation_lease_ms, 20000);
+  // The store's copy (lower offset, same generation) still lends its carried maximum.
+  FoundLease copy = At(3, 2, 5000);
+  copy.generation_lease_ms = 45000;
+  kept = MergeLease(kept, copy);
+  EXPECT_EQ(kept->offset, 7);
+  EXPECT_EQ(kept->generation_lease_ms, 45000);
+  // And the other way round: the copy is kept, the log's record is older.
+  auto from_copy = MergeLease(std::optional<FoundLease>(copy), At(2, 9, 90000));
+  EXPECT_EQ(from_copy.offset, 2);
+  EXPECT_EQ(from_copy.generation_lease_ms, 45000);
+}
+
+TEST(LeaseRecordOrderTest, ALowerGenerationAfterAHigherOneGoesBack) {
+  const FoundLease kept = At(4, 10);
+  EXPECT_TRUE(GoesBack(kept, At(3, 11).record));
+  EXPECT_FALSE(GoesBack(kept, At(4, 11).record));
+  EXPECT_FALSE(GoesBack(kept, At(5, 11).record));
+}
+
+TEST(TakeoverWaitTest, NoRecordWaitsTheOwnLease) {
+  const TakeoverWait w = PlanTakeoverWait(std::nullopt, false, "h-me", std::nullopt, 5000);
+  EXPECT_EQ(w.row, WaitRow::kNone);
+  EXPECT_EQ(w.lease_w_ms, 5000);
+  EXPECT_EQ(w.generation, 1u);
+  EXPECT_STREQ(WaitRowName(w.row), "none");
+}
+
+TEST(TakeoverWaitTest, AReleasedRecordNeedsNoWait) {
+  const TakeoverWait w =
+      PlanTakeoverWait(At(7, 40, 60000, LeaseState::kReleased), false, "h-me", std::nullopt, 5000);
+  EXPECT_EQ(w.row, WaitRow::kReleased);
+  EXPECT_EQ(w.lease_w_ms, 0);
+  EXPECT_EQ(w.generation, 8u);
+}
+
+TEST(TakeoverWaitTest, ARetakeSkipsOnlyItsOwnFinishedCommittedLease) {
+  const FoundLease mine = At(7, 40, 5000, LeaseState::kHeld, "h-me");
+  const HeldBefore done{7, true, true};
+  TakeoverWait w = PlanTakeoverWait(mine, false, "h-me", done, 5000);
+  EXPECT_EQ(w.row, WaitRow::kOwn);
+  EXPECT_EQ(w.lease_w_ms, 0);
+  EXPECT_EQ(w.generation, 8u);
+
+  // Each condition of the third row missing sends it to the last row, with the full wait.
+  const std::pair<const char*, TakeoverWait> others[] = {
+      {"another process's record", PlanTakeoverWait(mine, false, "h-new", done, 5000)},
+      {"a restarted process", PlanTakeoverWait(mine, false, "h-me", std::nullopt, 5000)},
+      {"another generation",
+       PlanTakeoverWait(mine, false, "h-me", HeldBefore{6, true, true}, 5000)},
+      {"no held record committed",
+       PlanTakeoverWait(mine, false, "h-me", HeldBefore{7, false, true}, 5000)},
+      {"released during its own wait",
+       PlanTakeoverWait(mine, false, "h-me", HeldBefore{7, true, false}, 5000)},
+      {"a stale store's copy", PlanTakeoverWait(mine, true, "h-me", done, 5000)},
+      {"no token", PlanTakeoverWait(At(7, 40, 5000, LeaseState::kHeld, ""), false, "", done, 5000)},
+  };
+  for (const auto& [what, other] : others) {
+    EXPECT_EQ(other.row, WaitRow::kOther) << what;
+    EXPECT_EQ(other.lease_w_ms, 5000) << what;
+  }
+}
+
+TEST(TakeoverWaitTest, AnyOtherRecordWaitsTheLongestLeaseOfItsGeneration) {
+  FoundLease held = At(3, 12, 20000);
+  held.generation_lease_ms = 45000;  // a record of the generation, since compacted, had 45 s
+  TakeoverWait w = PlanTakeoverWait(held, false, "h-me", std::nullopt, 5000);
+  EXPECT_EQ(w.row, WaitRow::kOther);
+  EXPECT_EQ(w.lease_w_ms, 45000);
+  EXPECT_EQ(w.generation, 4u);
+  // The own L when it is longer.
+  EXPECT_EQ(PlanTakeoverWait(At(3, 12, 1000), false, "h-me", std::nullopt, 5000).lease_w_ms, 5000);
+  // A released record in a stale store's copy is not trusted for L_w = 0.
+  w = PlanTakeoverWait(At(3, 12, 20000, LeaseState::kReleased), true, "h-me", std::nullopt, 5000);
+  EXPECT_EQ(w.row, WaitRow::kOther);
+  EXPECT_EQ(w.lease_w_ms, 20000);
+}
+
+TEST(TakeoverWaitTest, RecordsWrittenDuringTheWaitCarryTheLeaseWaitedOut) {
+  const TakeoverWait w{WaitRow::kOther, 45000, 4};
+  EXPECT_EQ(RecordLeaseMs(5000, w, /*wait_over=*/false), 45000);
+  EXPECT_EQ(RecordLeaseMs(5000, w, /*wait_over=*/true), 5000);
+  EXPECT_EQ(RecordLeaseMs(60000, w, /*wait_over=*/false), 60000);
+}
+
+TEST(LeaseRecordCodecTest, ARecordSurvivesItsEncodingAndCorruptOnesAreRefused) {
+  const LeaseRecord r{18'000'000'000'000'000'000u, "c0ffee", "alloc-2", 45000, false,
+                      LeaseState::kReleased};
+  auto back = state::DecodeLease(state::EncodeLease(r));
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->generation, r.generation);
+  EXPECT_EQ(back->holder, "c0ffee");
+  EXPECT_EQ(back->node, "alloc-2");
+  EXPECT_EQ(back->lease_ms, 45000);
+  EXPECT_FALSE(back->waited);
+  EXPECT_EQ(back->state, LeaseState::kReleased);
+  EXPECT_EQ(state::LeaseKey(11), "lse/11");
+  EXPECT_TRUE(state::IsLeaseKey("lse/11"));
+  EXPECT_FALSE(state::IsLeaseKey("requests_offset/11"));
+
+  for (const char* bad : {
+           "",
+           "[]",
+           R"({"generation":0,"holder":"h","lease_ms":5,"waited":true,"state":"held"})",
+           R"({"generation":-1,"holder":"h","lease_ms":5,"waited":true,"state":"held"})",
+           R"({"generation":1.5,"holder":"h","lease_ms":5,"waited":true,"state":"held"})",
+           R"({"generation":1,"holder":"h","lease_ms":-5,"waited":true,"state":"held"})",
+           R"({"generation":1,"holder":"h","lease_ms":5,"waited":true,"state":"gone"})",
+           R"({"generation":1,"lease_ms":5,"waited":true,"state":"held"})",
+       }) {
+    auto refused = state::DecodeLease(bad);
+    ASSERT_FALSE(refused.has_value()) << bad;
+    EXPECT_EQ(refused.error().code, Code::kInternal) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kleaf::allocator
