@@ -277,6 +277,12 @@ std::optional<std::string> ReplicationShortfall(const TopicReplication& t, int32
   if (rf <= 0) return std::nullopt;
   const bool one_copy = isr > 0 && isr < 2;
   const bool stops = isr > 0 && isr >= rf;
+  if (t.unclean_leader_election) {
+    return "topic " + t.topic + " has unclean.leader.election.enable=true on a cluster of " +
+           std::to_string(brokers) +
+           " brokers: a replica that fell behind can become leader and forget a fence or a "
+           "commit decision it had acknowledged";
+  }
   if (rf >= 3 && !one_copy && !stops) return std::nullopt;
   std::string text = "topic " + t.topic + " has replication factor " + std::to_string(rf) +
                      " and min.insync.replicas " + (isr > 0 ? std::to_string(isr) : "unknown") +
@@ -293,8 +299,13 @@ std::optional<std::string> ReplicationShortfall(const TopicReplication& t, int32
   return text;
 }
 
-// The commands that give `t` 3 replicas and min.insync.replicas 2.
+// The commands that give `t` 3 replicas and min.insync.replicas 2 (and no unclean elections).
 std::string ReplicationFix(const TopicReplication& t) {
+  if (t.unclean_leader_election) {
+    return "Fix: kafka-configs.sh --bootstrap-server B --alter --entity-type topics "
+           "--entity-name " +
+           t.topic + " --add-config unclean.leader.election.enable=false";
+  }
   const std::string min_isr =
       "kafka-configs.sh --bootstrap-server B --alter --entity-type topics --entity-name " +
       t.topic + " --add-config min.insync.replicas=2";
@@ -336,9 +347,11 @@ Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
   if (!refusal.empty()) {
     return Fail(Code::kInvalidArgument,
                 refusal +
-                    ". kleaf's state, requests and layout topics must survive the loss of a "
-                    "broker: the state topic holds the max_id of every tag, and a lost record "
-                    "means IDs handed out again. To run on them on purpose, set "
+                    ". kleaf's state, requests and layout topics and Kafka's transaction log "
+                    "(__transaction_state) must survive the loss of a broker: the state topic "
+                    "holds the max_id of every tag, and a lost record means IDs handed out again; "
+                    "the transaction log holds the fence that lets one allocator at a time commit "
+                    "for a partition. To run on them on purpose, set "
                     "kafka.allow_unreplicated: true");
   }
   for (const auto& t : facts.others) {
@@ -383,9 +396,11 @@ struct ClusterFacts {
   ReplicationFacts replication;
 };
 
-// Kafka's own topics kleaf's guarantees also rest on (transactions, group offsets): their
-// replication is warned about, never refused (kleaf does not create them).
-constexpr const char* kKafkaInternalTopics[] = {"__transaction_state", "__consumer_offsets"};
+// Kafka's own topics kleaf's guarantees also rest on: the transaction log, whose fence I1 and I5
+// rest on (guarded once the brokers describe it: Kafka creates it at the first transaction, and
+// without the right to describe it nodes only warn), and the group offsets (only warned about).
+constexpr const char* kTransactionLog = "__transaction_state";
+constexpr const char* kKafkaInternalTopics[] = {kTransactionLog, "__consumer_offsets"};
 
 // Describes `all` until none of `guarded` is unknown, or until the deadline. The topics exist
 // (EnsureClusterTopics made them), but a broker that has not caught up with a topic just created
@@ -448,7 +463,14 @@ TopicReplication ReplicationOf(const std::string& topic, const kafka::DescribedT
   // made it yet, Kafka's topics before their first use or without the right to describe them.
   for (const auto& topic : others) {
     if (const auto& d = cluster->topics.at(topic); d) {
-      facts.replication.others.push_back(ReplicationOf(topic, *d));
+      TopicReplication r = ReplicationOf(topic, *d);
+      if (topic == kTransactionLog) {
+        auto unclean = d->configs.find("unclean.leader.election.enable");
+        r.unclean_leader_election = unclean != d->configs.end() && unclean->second == "true";
+        facts.replication.guarded.push_back(std::move(r));
+      } else {
+        facts.replication.others.push_back(std::move(r));
+      }
     }
   }
   const auto& requests = *cluster->topics.at(names.requests);

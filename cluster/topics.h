@@ -98,6 +98,9 @@ struct TopicReplication {
   int32_t partitions = 0;
   int32_t replication_factor = 0;   // the fewest replicas of any partition; 0: not described
   int32_t min_insync_replicas = 0;  // the topic's, else the brokers' default; 0: not described
+  // unclean.leader.election.enable is true: filled for Kafka's transaction log only (the state
+  // topic's is CheckLayout's to refuse, with its own message).
+  bool unclean_leader_election = false;
 };
 
 // The replication of a cluster's topics (docs/architecture.md, "What I1 and I3 rest on"). I1 (a
@@ -105,20 +108,25 @@ struct TopicReplication {
 // loss of a broker, and on the cluster still taking writes then.
 struct ReplicationFacts {
   int32_t brokers = 0;  // the brokers the cluster reports (a broker that is down drops out)
-  // The state, requests and layout topics: what uniqueness rests on.
+  // The state, requests and layout topics, and Kafka's __transaction_state once it exists (its
+  // records decide which producer of a transactional id may commit: the fence I1 and I5 rest
+  // on): what uniqueness rests on.
   std::vector<TopicReplication> guarded = {};
-  // The replies and ids topics and Kafka's __transaction_state and __consumer_offsets (those the
-  // brokers described): only warned about.
+  // The replies and ids topics and Kafka's __consumer_offsets (those the brokers described): only
+  // warned about. __transaction_state is not checked while the brokers do not describe it (Kafka
+  // creates it at the cluster's first transaction; a principal without Describe on it).
   std::vector<TopicReplication> others = {};
 };
 
 // Pure: whether each topic survives the loss of one broker: 3 replicas or more, and
 // min.insync.replicas at least 2 (else a write is acknowledged with one copy) and below the
-// replicas (else writes stop while one broker is down). A cluster has as many brokers as it reports
-// or as the most replicas any topic has, whichever is more. With one broker there is nothing to
-// check. On 3 or more, a guarded topic that fails is refused (kInvalidArgument, naming each topic,
-// its values and the command that fixes it) unless `allow_unreplicated`. Returns the warnings to
-// log: the topics that fail and are not refused.
+// replicas (else writes stop while one broker is down), and, for Kafka's transaction log, no
+// unclean leader election (an out-of-sync replica elected leader forgets a fence or a commit
+// decision). A cluster has as many brokers as it reports or as the most replicas any topic has,
+// whichever is more. With one broker there is nothing to check. On 3 or more, a guarded topic that
+// fails is refused (kInvalidArgument, naming each topic, its values and the command that fixes it)
+// unless `allow_unreplicated`. Returns the warnings to log: the topics that fail and are not
+// refused.
 [[nodiscard]] Result<std::vector<std::string>> CheckReplication(const ReplicationFacts& facts,
                                                                 bool allow_unreplicated);
 

@@ -4,7 +4,10 @@
 # topic, both values and both fixes; with kafka.allow_unreplicated it runs (warning). The operator
 # reassigns the partitions to three brokers as the message says but forgets the second command: the
 # allocator names min.insync.replicas alone; after that command it starts, warning about nothing
-# (the topics kleaf created took the brokers' RF 3 / min ISR 2).
+# (the topics kleaf created took the brokers' RF 3 / min ISR 2). Then the operator lowers Kafka's
+# own transaction log (__transaction_state, which holds the fence of every allocator's
+# transactional id) to min.insync.replicas=1: a new allocator refuses to start naming it and its
+# fix; the test puts the setting back, also when it fails.
 #
 # Usage: replication_cluster3_integration_test.sh KLEAF_BINARY
 # Needs KLEAF_TEST_KAFKA3_BOOTSTRAP and KLEAF_TEST_KAFKA3_SCRIPT (scripts/test.sh exports them for
@@ -21,8 +24,16 @@ source "$(dirname "$0")/broker_test_lib.sh"
 work=$(mktemp -d /tmp/kleaf-replication3-test.XXXXXX)
 prefix=repl3c$(date +%s%N | tail -c 9)
 pid=
+txn_log_lowered=
+restore_txn_log() {
+  tool configs --alter --entity-type topics --entity-name __transaction_state \
+    --add-config min.insync.replicas=2 >/dev/null
+  txn_log_lowered=
+}
 cleanup() {
   [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null || true
+  # The cluster is shared with the other cluster3 tests: never leave it lowered.
+  [[ -n $txn_log_lowered ]] && restore_txn_log || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -38,13 +49,14 @@ YAML
   echo "$work/$1.yaml"
 }
 allocator=$(config allocator)
+allocator_store=$work/allocator-state
 
 # refused: the allocator exits 2 on the state topic; stderr in $work/err.
 refused() {
   local rc=0
   timeout 120 "$kleaf" allocator --config "$allocator" >"$work/out" 2>"$work/err" || rc=$?
   ((rc == 2)) || fail "the allocator exited $rc on $1: $(cat "$work/err")"
-  [[ ! -e $work/allocator-state/CURRENT ]] || fail "the refused allocator created a store"
+  [[ ! -e $allocator_store/CURRENT ]] || fail "the refused allocator created a store"
 }
 
 # 1. One replica, one in sync: both values and both fixes named, and only the state topic (kleaf
@@ -114,5 +126,26 @@ pid=
 if grep -q "\[replication\]" "$work/err"; then
   fail "warned about replication on RF 3 / min ISR 2: $(cat "$work/err")"
 fi
+
+# 6. Kafka's transaction log (step 5's transactions made sure it exists) at min.insync.replicas=1:
+# a commit decision or a fence acknowledged by one broker dies with its disk. A new allocator is
+# refused, naming the topic and its fix, and nothing else.
+described=$(tool topics --describe --topic __transaction_state | head -n1)
+grep -q "ReplicationFactor: 3" <<<"$described" || fail "the transaction log: $described"
+txn_log_lowered=1
+tool configs --alter --entity-type topics --entity-name __transaction_state \
+  --add-config min.insync.replicas=1 >/dev/null
+allocator=$(config allocator2)
+allocator_store=$work/allocator2-state
+refused "a transaction log with min.insync.replicas 1"
+grep -q "topic __transaction_state has replication factor 3 and min.insync.replicas 1" "$work/err" \
+  || fail "no reason given: $(cat "$work/err")"
+grep -q -- "--entity-name __transaction_state --add-config min.insync.replicas=2" "$work/err" \
+  || fail "no fix given: $(cat "$work/err")"
+if grep -q "topic $prefix\." "$work/err"; then
+  fail "one of kleaf's own topics is named: $(cat "$work/err")"
+fi
+restore_txn_log
 echo "RF 1 / min ISR 1 refused (exit 2, both fixes named), run with allow_unreplicated (warned);" \
-  "after the reassignment min ISR 1 refused alone; after kafka-configs it starts"
+  "after the reassignment min ISR 1 refused alone; after kafka-configs it starts; a transaction" \
+  "log at min ISR 1 refused"

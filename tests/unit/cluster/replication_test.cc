@@ -113,6 +113,42 @@ TEST(ReplicationTest, EveryGuardedTopicAtFaultIsNamedInOneRefusal) {
   EXPECT_TRUE(Says(r, "give each of its 1 partitions 3 replicas"));
 }
 
+// Kafka's transaction log holds the fence of every allocator's transactional id (I1, I5: one
+// producer of a partition may commit): described, it is guarded like the state topic.
+TEST(ReplicationTest, AnUnsafeTransactionLogIsRefusedLikeTheStateTopic) {
+  ReplicationFacts facts = Facts(3);
+  facts.guarded.push_back(Topic("__transaction_state", 3, 1, 50));
+  auto r = CheckReplication(facts, false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kInvalidArgument);
+  EXPECT_TRUE(
+      Says(r, "topic __transaction_state has replication factor 3 and min.insync.replicas 1"))
+      << r.error().message;
+  EXPECT_TRUE(Says(r, "--entity-name __transaction_state --add-config min.insync.replicas=2"));
+  EXPECT_TRUE(Says(r, "the fence that lets one allocator at a time commit"));
+  EXPECT_FALSE(Says(r, "topic kleaf.state has")) << "only the topic at fault is named";
+
+  facts.guarded.back() = Topic("__transaction_state", 3, 2, 50);
+  facts.guarded.back().unclean_leader_election = true;
+  r = CheckReplication(facts, false);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(Says(r, "topic __transaction_state has unclean.leader.election.enable=true"))
+      << r.error().message;
+  EXPECT_TRUE(Says(r,
+                   "Fix: kafka-configs.sh --bootstrap-server B --alter --entity-type topics "
+                   "--entity-name __transaction_state --add-config "
+                   "unclean.leader.election.enable=false"));
+
+  auto allowed = CheckReplication(facts, true);
+  ASSERT_TRUE(allowed) << allowed.error().message;
+  EXPECT_TRUE(Warns(allowed, "__transaction_state has unclean.leader.election.enable=true"));
+
+  facts.guarded.back().unclean_leader_election = false;
+  auto fine = CheckReplication(facts, false);
+  ASSERT_TRUE(fine) << fine.error().message;
+  EXPECT_TRUE(fine->empty());
+}
+
 // With a broker down the cluster reports two, but the replica lists of its topics still count
 // three: an unreplicated topic is refused during maintenance as before it.
 TEST(ReplicationTest, ABrokerThatIsDownStillCountsThroughTheReplicasOfTheTopics) {
