@@ -1,15 +1,7 @@
 #include "app/backup.h"
 
-#include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
-
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/verb.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,14 +10,13 @@
 #include <system_error>
 
 #include "app/common.h"
+#include "http/client_tls.h"
+#include "http/request_once.h"
 
 namespace kleaf::app {
 namespace {
 
-namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-namespace ssl = boost::asio::ssl;
-using tcp = boost::asio::ip::tcp;
 
 // A checkpoint flushes the memtable and links or copies the files: seconds at most for kleaf's
 // small state; the bound of the whole exchange.
@@ -54,80 +45,46 @@ std::string ConnectHost(const std::string& host) {
   return host;
 }
 
-struct Answer {
-  unsigned status = 0;
-  std::string body;
-};
+// Over HTTPS (http.tls set) the tool runs with the node's config, so it trusts exactly the
+// certificate the node serves (its cert_file, partial chains allowed: a CA-issued leaf is trusted
+// as itself) rather than a CA it does not know. With client_ca_file the node asks for a client
+// certificate: the tool offers the node's own, which the node accepts when client_ca_file also
+// lists the node certificate's issuer.
+http::ClientTlsOptions BackupTlsOptions(const config::HttpTls& tls) {
+  http::ClientTlsOptions options;
+  options.ca = {"http.tls.cert_file", tls.cert_file};
+  options.partial_chain = true;
+  if (!tls.client_ca_file.empty()) {
+    options.cert = {"http.tls.cert_file", tls.cert_file};
+    options.key = {"http.tls.key_file", tls.key_file};
+  }
+  return options;
+}
 
-// One request on `stream`, connected; the answer.
-template <typename Stream>
-Answer Exchange(Stream& stream, const std::string& host, const std::string& target,
-                const std::string& token, const std::string& body) {
+// POST `body` (JSON) to `target` of the node at host:port with the admin token; its answer.
+Result<http::OneShotAnswer> Post(const config::Config& c, const std::string& host, uint16_t port,
+                                 const std::string& target, const std::string& token,
+                                 const std::string& body) {
+  const bool tls = c.http.tls.enabled();
+  std::shared_ptr<boost::asio::ssl::context> context;
+  if (tls) {
+    auto made = http::MakeClientTlsContext(BackupTlsOptions(c.http.tls));
+    if (!made) return std::unexpected(made.error());
+    context = std::move(*made);
+  }
   bhttp::request<bhttp::string_body> request(bhttp::verb::post, target, 11);
   request.set(bhttp::field::host, host);
   request.set(bhttp::field::authorization, "Bearer " + token);
   request.set(bhttp::field::content_type, "application/json");
   request.body() = body;
   request.prepare_payload();
-  bhttp::write(stream, request);
-  beast::flat_buffer buffer;
-  bhttp::response<bhttp::string_body> response;
-  bhttp::read(stream, buffer, response);
-  return Answer{response.result_int(), response.body()};
-}
-
-// Over HTTPS (http.tls set) the tool runs with the node's config, so it trusts exactly the
-// certificate the node serves (its cert_file, partial chains allowed: a CA-issued leaf is trusted
-// as itself) rather than a CA it does not know. With client_ca_file the node asks for a client
-// certificate: the tool offers the node's own, which the node accepts when client_ca_file also
-// lists the node certificate's issuer.
-Result<std::shared_ptr<ssl::context>> BackupTlsContext(const config::HttpTls& tls) {
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
-  boost::system::error_code ec;
-  context->load_verify_file(tls.cert_file, ec);
-  if (ec) return Fail(Code::kInvalidArgument, "http.tls.cert_file: " + ec.message());
-  X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(context->native_handle()),
-                              X509_V_FLAG_PARTIAL_CHAIN);
-  context->set_verify_mode(ssl::verify_peer, ec);
-  if (!tls.client_ca_file.empty()) {
-    context->use_certificate_chain_file(tls.cert_file, ec);
-    if (!ec) context->use_private_key_file(tls.key_file, ssl::context::pem, ec);
-    if (ec) return Fail(Code::kInvalidArgument, "http.tls.key_file: " + ec.message());
-  }
-  return context;
-}
-
-Result<Answer> Post(const config::Config& c, const std::string& host, uint16_t port,
-                    const std::string& target, const std::string& token, const std::string& body) {
-  const bool tls = c.http.tls.enabled();
-  try {
-    boost::asio::io_context io;
-    tcp::resolver resolver(io);
-    if (!tls) {
-      beast::tcp_stream stream(io);
-      stream.expires_after(kBackupTimeout);
-      stream.connect(resolver.resolve(host, std::to_string(port)));
-      Answer answer = Exchange(stream, host, target, token, body);
-      beast::error_code ignored;
-      stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-      return answer;
-    }
-    auto context = BackupTlsContext(c.http.tls);
-    if (!context) return std::unexpected(context.error());
-    beast::ssl_stream<beast::tcp_stream> stream(io, **context);
-    beast::get_lowest_layer(stream).expires_after(kBackupTimeout);
-    beast::get_lowest_layer(stream).connect(resolver.resolve(host, std::to_string(port)));
-    stream.handshake(ssl::stream_base::client);
-    Answer answer = Exchange(stream, host, target, token, body);
-    beast::error_code ignored;
-    stream.shutdown(ignored);
-    return answer;
-  } catch (const std::exception& e) {
+  auto answer = http::RequestOnce(host, port, context.get(), request, kBackupTimeout);
+  if (!answer) {
     return Fail(Code::kUnavailable, "cannot reach the node at " + HttpUrl(host, port, tls) + ": " +
-                                        e.what() +
-                                        " (is `kleaf standalone` running with this "
-                                        "config?)");
+                                        answer.error().message +
+                                        " (is `kleaf standalone` running with this config?)");
   }
+  return answer;
 }
 
 }  // namespace

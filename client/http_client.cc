@@ -2,14 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cctype>
 #include <charconv>
 #include <deque>
@@ -21,202 +13,20 @@
 #include <utility>
 
 #include "base/mutex.h"
+#include "client/connection.h"
 
 namespace kleaf {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace ssl = asio::ssl;
-using tcp = asio::ip::tcp;
+namespace ssl = boost::asio::ssl;
+using client::Connection;
+using client::Reply;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 using Kind = ClientError::Kind;
 
 ClientError Err(Kind kind, std::string message, int status = 0, std::string code = "") {
   return ClientError{kind, std::move(message), status, std::move(code)};
-}
-
-// One keep-alive connection; used by one thread at a time (borrowed from its gateway's pool).
-// Every operation runs on the connection's own io_context with a deadline on the stream. Over
-// HTTPS the TLS stream wraps a TCP stream of its own and `stream` stays unused.
-struct Connection {
-  explicit Connection(std::shared_ptr<ssl::context> context) : tls_context(std::move(context)) {
-    if (tls_context) tls.emplace(ioc, *tls_context);
-  }
-  asio::io_context ioc;
-  std::shared_ptr<ssl::context> tls_context;  // null: plain HTTP; outlives tls
-  beast::tcp_stream stream{ioc};
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
-  beast::flat_buffer buffer;
-  bool open = false;
-
-  beast::tcp_stream& Tcp() { return tls ? tls->next_layer() : stream; }
-  // Calls `f` with the stream requests go through: the TLS one or the TCP one.
-  template <class F>
-  void WithStream(F&& f) {
-    if (tls) {
-      f(*tls);
-    } else {
-      f(stream);
-    }
-  }
-
-  void Close() {
-    beast::error_code ignored;
-    Tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
-    Tcp().close();
-    buffer.clear();
-    open = false;
-  }
-};
-
-// A client TLS context (TLS 1.2+) verifying servers against `o.ca_file`, with the client
-// certificate of mutual TLS if given; errors name the option.
-ClientResult<std::shared_ptr<ssl::context>> MakeTlsContext(const HttpClient::Options& o) {
-  if (o.ca_file.empty()) {
-    if (!o.cert_file.empty() || !o.key_file.empty()) {
-      return std::unexpected(
-          Err(Kind::kInvalidArgument, "cert_file and key_file (mutual TLS) need ca_file"));
-    }
-    return nullptr;
-  }
-  if (o.cert_file.empty() != o.key_file.empty()) {
-    return std::unexpected(Err(Kind::kInvalidArgument, "cert_file and key_file go together"));
-  }
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
-  SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
-  beast::error_code ec;
-  context->load_verify_file(o.ca_file, ec);
-  if (ec) {
-    return std::unexpected(
-        Err(Kind::kInvalidArgument, "ca_file '" + o.ca_file + "': " + ec.message()));
-  }
-  context->set_verify_mode(ssl::verify_peer, ec);
-  if (!o.cert_file.empty()) {
-    context->use_certificate_chain_file(o.cert_file, ec);
-    if (ec) {
-      return std::unexpected(
-          Err(Kind::kInvalidArgument, "cert_file '" + o.cert_file + "': " + ec.message()));
-    }
-    context->use_private_key_file(o.key_file, ssl::context::pem, ec);
-    if (ec) {
-      return std::unexpected(
-          Err(Kind::kInvalidArgument, "key_file '" + o.key_file + "': " + ec.message()));
-    }
-  }
-  return context;
-}
-
-// The TLS handshake of a connected `c` with `gw`: SNI and the name checked against the
-// certificate are gw.host (its IP address when it is one).
-std::expected<void, std::string> Handshake(Connection& c, const GatewayAddress& gw,
-                                           milliseconds timeout) {
-  SSL* ssl = c.tls->native_handle();
-  beast::error_code ec;
-  asio::ip::make_address(gw.host, ec);
-  if (!ec) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), gw.host.c_str());
-  } else {
-    SSL_set_tlsext_host_name(ssl, gw.host.c_str());
-    SSL_set1_host(ssl, gw.host.c_str());
-  }
-  ec = {};
-  c.Tcp().expires_after(timeout);
-  c.tls->async_handshake(ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
-  c.ioc.restart();
-  c.ioc.run();
-  if (ec) {
-    c.Close();
-    return std::unexpected("TLS handshake with " + gw.host + ": " + ec.message());
-  }
-  return {};
-}
-
-struct Reply {
-  int status = 0;
-  std::string body;
-};
-
-// Runs the io_context until the operation started before completes (the stream's expiry or the
-// timer bounds it).
-void RunOne(asio::io_context& ioc) {
-  ioc.restart();
-  ioc.run();
-}
-
-std::expected<void, std::string> Connect(Connection& c, const GatewayAddress& gw, milliseconds timeout) {
-  beast::error_code ec;
-  tcp::resolver resolver(c.ioc);
-  tcp::resolver::results_type results;
-  asio::steady_timer timer(c.ioc);
-  timer.expires_after(timeout);
-  timer.async_wait([&](beast::error_code e) {
-    if (!e) resolver.cancel();
-  });
-  resolver.async_resolve(gw.host, std::to_string(gw.port),
-                         [&](beast::error_code e, tcp::resolver::results_type r) {
-                           ec = e;
-                           results = std::move(r);
-                           timer.cancel();
-                         });
-  RunOne(c.ioc);
-  if (ec) return std::unexpected("resolve " + gw.host + ": " + ec.message());
-  c.Tcp().expires_after(timeout);
-  c.Tcp().async_connect(results, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-  RunOne(c.ioc);
-  if (ec) {
-    c.Close();
-    return std::unexpected("connect: " + ec.message());
-  }
-  c.Tcp().socket().set_option(tcp::no_delay(true), ec);
-  if (c.tls) {
-    if (auto r = Handshake(c, gw, timeout); !r) return r;
-  }
-  c.open = true;
-  return {};
-}
-
-// A GET, or a POST of a JSON `body` when there is one.
-std::expected<Reply, std::string> Exchange(Connection& c, const GatewayAddress& gw,
-                                           const std::string& target, const std::string& body,
-                                           milliseconds timeout) {
-  http::request<http::string_body> req{body.empty() ? http::verb::get : http::verb::post, target,
-                                       11};
-  req.set(http::field::host, gw.host + ":" + std::to_string(gw.port));
-  req.set(http::field::user_agent, "kleaf-client");
-  req.keep_alive(true);
-  if (!body.empty()) {
-    req.set(http::field::content_type, "application/json");
-    req.body() = body;
-    req.prepare_payload();
-  }
-  beast::error_code ec;
-  c.Tcp().expires_after(timeout);
-  c.WithStream([&](auto& stream) {
-    http::async_write(stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
-  });
-  RunOne(c.ioc);
-  if (ec) {
-    c.Close();
-    return std::unexpected("write: " + ec.message());
-  }
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024 * 1024);
-  c.WithStream([&](auto& stream) {
-    http::async_read(stream, c.buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; });
-  });
-  RunOne(c.ioc);
-  if (ec) {
-    c.Close();
-    return std::unexpected("read: " + ec.message());
-  }
-  auto& res = parser.get();
-  Reply reply{static_cast<int>(res.result_int()), std::move(res.body())};
-  if (!res.keep_alive()) c.Close();
-  c.Tcp().expires_never();
-  return reply;
 }
 
 // {"error":{"code","message"}} of a 4xx; the raw body if it is not that.
@@ -427,10 +237,10 @@ std::expected<Reply, std::string> HttpClient::Impl::Attempt(size_t g, const std:
     if (!c) {
       c = std::make_unique<Connection>(tls);
       ++connections_opened;
-      if (auto r = Connect(*c, gw, left()); !r) return std::unexpected(r.error());
+      if (auto r = client::Connect(*c, gw, left()); !r) return std::unexpected(r.error());
     }
     ++requests;
-    reply = Exchange(*c, gw, target, body, left());
+    reply = client::Exchange(*c, gw, target, body, left());
     if (reply || !reused || SteadyClock::now() >= deadline) break;
     c.reset();  // a stale keep-alive connection: try once on a new one
   }
@@ -558,7 +368,7 @@ ClientResult<std::unique_ptr<HttpClient>> HttpClient::Create(Options options) {
         Err(Kind::kInvalidArgument, "local_datacenter " + std::to_string(options.local_datacenter) +
                                         ": no gateway of that datacenter is listed (host:port@N)"));
   }
-  auto tls = MakeTlsContext(options);
+  auto tls = client::MakeTlsContext(options);
   if (!tls) return std::unexpected(tls.error());
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);

@@ -20,7 +20,7 @@
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "http/request_reader.h"
-#include "http/tls_context.h"
+#include "http/server_tls.h"
 
 namespace kleaf::http {
 

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "http/http.h"
+#include "http/tls_files.h"
 
 namespace kleaf::http {
 
@@ -21,14 +22,6 @@ namespace kleaf::http {
 // the time from the request read (the handler called) to its answer ready to be written.
 using AnswerHook = std::function<void(std::string_view method, std::string_view target, int status,
                                       std::chrono::nanoseconds elapsed)>;
-
-// HTTPS (http.tls): PEM files, read at Start and again at each ReloadTls. Empty cert_file: plain
-// HTTP. client_ca_file: mutual TLS, a client certificate signed by one of its CAs is required.
-struct TlsFiles {
-  std::string cert_file;
-  std::string key_file;
-  std::string client_ca_file;
-};
 
 // The checks Start makes of `files` (readable, the key matches the certificate, the certificate
 // valid now), for a start-up config check; the error names the http.tls key at fault.

@@ -1,25 +1,12 @@
-// One RAII holder for every librdkafka object kleaf owns: Handle<T, Destroy> is a unique_ptr whose
-// deleter calls librdkafka's destroy function for T, chosen at compile time (no function pointer
-// stored: the holder is the size of a pointer). Private to kafka/ and its tests, like librdkafka.
+// The librdkafka objects kleaf owns, each held by base/handle.h's Handle<T, Destroy> with
+// librdkafka's destroy function for T. Private to kafka/ and its tests, like librdkafka.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
 
-#include <memory>
+#include "base/handle.h"
 
 namespace kleaf::kafka {
-
-// Calls `Destroy` on a non-null pointer (unique_ptr skips null ones).
-template <auto Destroy>
-struct Destroyer {
-  template <typename T>
-  void operator()(T* p) const noexcept {
-    Destroy(p);
-  }
-};
-
-template <typename T, auto Destroy>
-using Handle = std::unique_ptr<T, Destroyer<Destroy>>;
 
 // A consumer destroyed without its group leave: it was closed already, or the close was given up
 // (the coordinator drops the member at its session timeout).

@@ -24,6 +24,8 @@
 #include <cstring>
 #include <optional>
 
+#include "http/openssl_handle.h"
+
 namespace kleaf::e2e {
 
 namespace beast = boost::beast;
@@ -68,14 +70,11 @@ std::string SslErrors() {
 
 // A client context that trusts `ca_file` alone and refuses an unverified server; null (the error
 // queue says why) when the file cannot be read.
-SSL_CTX* NewClientContext(const std::filesystem::path& ca_file) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+kleaf::http::SslCtxHandle NewClientContext(const std::filesystem::path& ca_file) {
+  kleaf::http::SslCtxHandle ctx(SSL_CTX_new(TLS_client_method()));
   if (ctx == nullptr) return nullptr;
-  if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
-    SSL_CTX_free(ctx);
-    return nullptr;
-  }
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (SSL_CTX_load_verify_locations(ctx.get(), ca_file.c_str(), nullptr) != 1) return nullptr;
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   return ctx;
 }
 
@@ -154,9 +153,9 @@ struct HttpClient::Impl {
     buffer.clear();
     if (transport.tls()) {
       if (!tls_context) {
-        SSL_CTX* ctx = NewClientContext(transport.ca_file);
+        auto ctx = NewClientContext(transport.ca_file);
         if (ctx == nullptr) return "cannot load " + transport.ca_file.string() + ": " + SslErrors();
-        tls_context.emplace(ctx);
+        tls_context.emplace(ctx.release());  // the context takes ownership
       }
       tls.emplace(ioc, *tls_context);
     } else {
@@ -277,8 +276,7 @@ std::expected<HttpReply, std::string> HttpClient::Request(const std::string& met
 
 // The SSL object owns a reference to its SSL_CTX: one context per connection, freed with it.
 struct RawConnection::Tls {
-  SSL* ssl = nullptr;
-  ~Tls() { SSL_free(ssl); }
+  kleaf::http::SslHandle ssl;
 };
 
 RawConnection::RawConnection(int fd) : fd_(fd) {}
@@ -324,16 +322,15 @@ std::string RawConnection::StartTls(const std::string& host, const std::filesyst
   // the test process by SIGPIPE.
   static const bool sigpipe_ignored = std::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
   (void)sigpipe_ignored;
-  SSL_CTX* ctx = NewClientContext(ca_file);
+  auto ctx = NewClientContext(ca_file);
   if (ctx == nullptr) return "cannot load " + ca_file.string() + ": " + SslErrors();
   tls_ = std::make_unique<Tls>();
-  tls_->ssl = SSL_new(ctx);
-  SSL_CTX_free(ctx);
-  if (tls_->ssl == nullptr || !ExpectPeerAt(tls_->ssl, host) || SSL_set_fd(tls_->ssl, fd_) != 1) {
+  tls_->ssl.reset(SSL_new(ctx.get()));
+  SSL* ssl = tls_->ssl.get();
+  if (ssl == nullptr || !ExpectPeerAt(ssl, host) || SSL_set_fd(ssl, fd_) != 1) {
     return "SSL setup: " + SslErrors();
   }
   int error = 0;
-  SSL* ssl = tls_->ssl;
   if (RetryTls(
           ssl, fd_, SteadyClock::now() + kTlsHandshakeTimeout, [ssl] { return SSL_connect(ssl); },
           &error) != 1) {
@@ -361,7 +358,8 @@ RawConnection& RawConnection::operator=(RawConnection&& other) noexcept {
 RawConnection::~RawConnection() { Close(); }
 
 void RawConnection::Close() {
-  if (tls_ && fd_ >= 0) SSL_shutdown(tls_->ssl);  // one try: close_notify if the socket takes it
+  if (tls_ && fd_ >= 0)
+    SSL_shutdown(tls_->ssl.get());  // one try: close_notify if the socket takes it
   tls_.reset();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
@@ -382,7 +380,7 @@ void RawConnection::ShutdownWrite() {
     return;
   }
   // SSL_shutdown returns 0 once our close_notify is sent (1 if the server's came already).
-  SSL* ssl = tls_->ssl;
+  SSL* ssl = tls_->ssl.get();
   int error = 0;
   RetryTls(
       ssl, fd_, SteadyClock::now() + kSendTimeout,
@@ -391,21 +389,17 @@ void RawConnection::ShutdownWrite() {
 
 std::string RawConnection::PeerSerial() const {
   if (!tls_) return "";
-  X509* cert = SSL_get1_peer_certificate(tls_->ssl);
+  kleaf::http::X509Handle cert(SSL_get1_peer_certificate(tls_->ssl.get()));
   if (cert == nullptr) return "";
-  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr);
-  char* hex = BN_bn2hex(bn);
-  std::string serial(hex);
-  OPENSSL_free(hex);
-  BN_free(bn);
-  X509_free(cert);
-  return serial;
+  kleaf::http::BignumHandle bn(ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert.get()), nullptr));
+  kleaf::http::OpenSslStringHandle hex(BN_bn2hex(bn.get()));
+  return std::string(hex.get());
 }
 
 bool RawConnection::Send(std::string_view data) {
   const auto deadline = SteadyClock::now() + kSendTimeout;
   if (tls_) {
-    SSL* ssl = tls_->ssl;
+    SSL* ssl = tls_->ssl.get();
     while (!data.empty()) {
       // Retried with the same arguments, as OpenSSL requires after SSL_ERROR_WANT_WRITE.
       const int size = static_cast<int>(std::min<size_t>(data.size(), 1 << 20));
@@ -433,7 +427,7 @@ bool RawConnection::Send(std::string_view data) {
 
 long RawConnection::ReadSome(char* buf, size_t size, SteadyClock::time_point deadline) {
   if (tls_) {
-    SSL* ssl = tls_->ssl;
+    SSL* ssl = tls_->ssl.get();
     int error = 0;
     const int n = RetryTls(
         ssl, fd_, deadline, [&] { return SSL_read(ssl, buf, static_cast<int>(size)); }, &error);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "http/openssl_handle.h"
 #include "kleaf/http_client.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/http_client.h"
@@ -194,13 +195,12 @@ int ReloadsCounted(RawConnection& c, const std::string& result) {
 int64_t NotAfter(const std::filesystem::path& file) {
   FILE* f = std::fopen(file.c_str(), "r");
   if (f == nullptr) return -1;
-  X509* cert = PEM_read_X509(f, nullptr, nullptr, nullptr);
+  kleaf::http::X509Handle cert(PEM_read_X509(f, nullptr, nullptr, nullptr));
   std::fclose(f);
   if (cert == nullptr) return -1;
   struct tm t = {};
-  const bool read = ASN1_TIME_to_tm(X509_get0_notAfter(cert), &t) == 1;
-  X509_free(cert);
-  return read ? static_cast<int64_t>(timegm(&t)) : -1;
+  if (ASN1_TIME_to_tm(X509_get0_notAfter(cert.get()), &t) != 1) return -1;
+  return static_cast<int64_t>(timegm(&t));
 }
 
 // kleaf_http_tls_certificate_expiry_timestamp_seconds in /metrics; -1 when absent.

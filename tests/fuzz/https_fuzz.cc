@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "http/http_server.h"
+#include "http/openssl_handle.h"
 
 namespace kleaf::fuzz {
 namespace {
@@ -125,7 +126,8 @@ void RawConnection(std::string_view bytes) {
 // server sent once it closed.
 std::string TlsConnection(std::string_view bytes, size_t record) {
   const int fd = Connect(TheListener().port);
-  SSL* ssl = SSL_new(TheListener().client);
+  kleaf::http::SslHandle handle(SSL_new(TheListener().client));
+  SSL* ssl = handle.get();
   SSL_set_fd(ssl, fd);
   const auto start = std::chrono::steady_clock::now();
   if (const int r = SSL_connect(ssl); r != 1) {
@@ -166,7 +168,7 @@ std::string TlsConnection(std::string_view bytes, size_t record) {
     }
     break;  // close_notify, EOF or reset: closed
   }
-  SSL_free(ssl);
+  handle.reset();
   close(fd);
   return got;
 }

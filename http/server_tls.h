@@ -1,6 +1,6 @@
 // The server's TLS settings (OpenSSL through Boost.Asio's ssl::context), built from the http.tls
 // files and checked the way a start-up config check is: every failure names the key at fault.
-// Private to kleaf_http (the server and its tests); other components see only TlsFiles.
+// Used by the server (http_server.cc) and its tests; other components see only TlsFiles.
 #pragma once
 
 #include <boost/asio/ssl/context.hpp>
@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "base/error.h"
-#include "http/http_server.h"
+#include "http/tls_files.h"
 
 namespace kleaf::http {
 
