@@ -344,13 +344,16 @@ TEST(OperationsTest, NextSeqServesWithTheSendersSectionSizeAndRefusesAnotherOne)
   auto plan2 = other_owner.Begin();
   ASSERT_TRUE(plan2);
   SequenceState seq2{other_owner, *plan2};
-  auto wrong = Execute(op::NextSeq{"chat", {7}, op::SpaceShape{50, 10}}, reader, TestRules(), kNow, seq2);
+  auto wrong =
+      Execute(op::NextSeq{"chat", {7}, op::SpaceShape{50, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_FALSE(wrong.result);
   EXPECT_EQ(wrong.result.error().code, Code::kFailedPrecondition) << wrong.result.error().message;
-  auto zero = Execute(op::NextSeq{"chat", {7}, op::SpaceShape{0, 10}}, reader, TestRules(), kNow, seq2);
+  auto zero =
+      Execute(op::NextSeq{"chat", {7}, op::SpaceShape{0, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_FALSE(zero.result);
   EXPECT_EQ(zero.result.error().code, Code::kInvalidArgument);
-  auto right = Execute(op::NextSeq{"chat", {7}, op::SpaceShape{100, 10}}, reader, TestRules(), kNow, seq2);
+  auto right =
+      Execute(op::NextSeq{"chat", {7}, op::SpaceShape{100, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_TRUE(right.result) << right.result.error().message;
   EXPECT_EQ(right.result->front(), 11u) << "a new owner starts at the persisted maximum";
   auto current = Execute(op::CurrentSeq{"chat", 150, 100}, reader, TestRules(), kNow, seq2);
