@@ -15,6 +15,7 @@ struct TxnProducer::Impl {
   // Per (topic, partition), the offsets of the messages delivered since the last take, in delivery
   // order (librdkafka reports a partition's messages in the order they were produced).
   std::map<std::pair<std::string, int32_t>, std::vector<int64_t>> delivered KLEAF_GUARDED_BY(mu);
+  int64_t delivered_in_transaction KLEAF_GUARDED_BY(mu) = 0;
 };
 
 namespace {
@@ -23,6 +24,7 @@ void TxnDelivered(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   auto* impl = static_cast<TxnProducer::Impl*>(opaque);
   MutexLock lock(impl->mu);
   impl->delivered[{rd_kafka_topic_name(m->rkt), m->partition}].push_back(m->offset);
+  ++impl->delivered_in_transaction;
 }
 }  // namespace
 
@@ -56,7 +58,14 @@ Result<void> TxnProducer::Prepare(const std::string& topic, milliseconds timeout
   return PrepareTopic(impl_->rk.get(), topic, timeout);
 }
 
-TxnResult<void> TxnProducer::Begin() { return Check(rd_kafka_begin_transaction(impl_->rk.get())); }
+TxnResult<void> TxnProducer::Begin() {
+  // The reports of the transaction before were served by its Commit or Abort.
+  {
+    MutexLock lock(impl_->mu);
+    impl_->delivered_in_transaction = 0;
+  }
+  return Check(rd_kafka_begin_transaction(impl_->rk.get()));
+}
 
 Result<void> TxnProducer::Send(const std::string& topic, int32_t partition, std::string_view key,
                                const std::optional<std::string>& value,
@@ -79,6 +88,7 @@ TxnResult<void> TxnProducer::Abort(milliseconds timeout) {
   rd_kafka_poll(impl_->rk.get(), 0);
   MutexLock lock(impl_->mu);
   impl_->delivered.clear();
+  impl_->delivered_in_transaction = 0;
   return r;
 }
 
@@ -104,6 +114,12 @@ std::map<std::pair<std::string, int32_t>, int64_t> TxnProducer::TakeDeliveredOff
     highest[partition] = *std::max_element(offsets.begin(), offsets.end());
   }
   return highest;
+}
+
+int64_t TxnProducer::DeliveredInTransaction() {
+  rd_kafka_poll(impl_->rk.get(), 0);
+  MutexLock lock(impl_->mu);
+  return impl_->delivered_in_transaction;
 }
 
 std::map<std::pair<std::string, int32_t>, std::vector<int64_t>> TxnProducer::TakeDelivered() {

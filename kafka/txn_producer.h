@@ -60,6 +60,12 @@ class TxnProducer {
   std::map<std::pair<std::string, int32_t>, int64_t> TakeDeliveredOffsets();
   // The same, every message's offset, per (topic, partition) in the order they were sent.
   std::map<std::pair<std::string, int32_t>, std::vector<int64_t>> TakeDelivered();
+  // How many of the transaction's own messages were delivered: reset by Begin and Abort, read
+  // after Commit (which serves the delivery reports). Apart from TakeDelivered, which any caller
+  // may empty. A commit of a transaction that delivered nothing proves nothing: librdkafka
+  // completes a transaction without partitions locally and never asks the coordinator, so it
+  // cannot have been fenced (docs/architecture.md, "I5 with a lease", R2).
+  int64_t DeliveredInTransaction();
   // The fatal error librdkafka raised on this producer (rd_kafka_fatal_error), if any: after one,
   // sends fail with "Local: Fatal error" and the producer must be replaced (a fencing included).
   std::optional<TxnError> FatalError();

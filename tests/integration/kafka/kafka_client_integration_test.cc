@@ -338,6 +338,46 @@ TEST_F(KafkaClientIntegrationTest, EveryWaitKeepsItsDeadlineWhileTheBrokerIsFroz
   EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
 }
 
+// R2 of "I5 with a lease" counts a commit as a renewal only when its transaction delivered a
+// record of its own: the count covers exactly the open transaction, whatever else took the
+// delivered offsets, and an empty transaction's "commit" (completed by librdkafka alone) counts 0.
+TEST_F(KafkaClientIntegrationTest, ATransactionCountsItsOwnDeliveredRecordsOnly) {
+  const std::string topic = UniqueTopic("delivered");
+  ASSERT_TRUE(kafka::EnsureTopics(props(), {{topic, 2, 1, {}}}, seconds(30)));
+  auto txn = kafka::TxnProducer::Create(props(), topic + ".txn");
+  ASSERT_TRUE(txn);
+  ASSERT_TRUE((*txn)->Init(seconds(10)));
+  ASSERT_TRUE((*txn)->Prepare(topic, seconds(10)));
+
+  ASSERT_TRUE((*txn)->Begin());
+  ASSERT_TRUE((*txn)->Send(topic, 0, "a", "1", {}));
+  ASSERT_TRUE((*txn)->Send(topic, 1, "b", "2", {}));
+  ASSERT_TRUE((*txn)->Send(topic, 0, "c", "3", {}));
+  ASSERT_TRUE((*txn)->Commit(seconds(10)));
+  EXPECT_EQ((*txn)->DeliveredInTransaction(), 3);
+  // Taking the offsets (as OnCommitted does) leaves the count alone.
+  EXPECT_EQ((*txn)->TakeDeliveredOffsets().size(), 2u);
+  EXPECT_EQ((*txn)->DeliveredInTransaction(), 3);
+
+  ASSERT_TRUE((*txn)->Begin());
+  EXPECT_EQ((*txn)->DeliveredInTransaction(), 0) << "Begin starts a new count";
+  ASSERT_TRUE((*txn)->Commit(seconds(10))) << "an empty transaction commits locally";
+  EXPECT_EQ((*txn)->DeliveredInTransaction(), 0);
+
+  ASSERT_TRUE((*txn)->Begin());
+  ASSERT_TRUE((*txn)->Send(topic, 1, "d", "4", {}));
+  ASSERT_TRUE((*txn)->Flush(seconds(10)));
+  EXPECT_EQ((*txn)->DeliveredInTransaction(), 1);
+  ASSERT_TRUE((*txn)->Abort(seconds(10)));
+  EXPECT_EQ((*txn)->DeliveredInTransaction(), 0) << "an aborted transaction delivered nothing";
+
+  ASSERT_TRUE((*txn)->Begin());
+  ASSERT_TRUE((*txn)->Send(topic, 1, "e", "5", {}));
+  ASSERT_TRUE((*txn)->Commit(seconds(10)));
+  EXPECT_EQ((*txn)->DeliveredInTransaction(), 1);
+  EXPECT_EQ(DeleteTopic(broker_.bootstrap, topic), "");
+}
+
 // The broker restarts (clean stop, start on the same data) while messages are in flight: the
 // idempotent producer delivers every one of them once it is back, by itself, each exactly once,
 // and a flush gives up at its deadline while the broker is away.
