@@ -15,19 +15,16 @@ constexpr int64_t kNsPerMs = 1'000'000;
 // The shortest lease another node may hold (sequence.lease_ms is 0, or 1000 to 60000).
 constexpr int64_t kShortestLeaseMs = 1000;
 
-const char* ClockName(LeaseClockId id) {
-  switch (id) {
-    case LeaseClockId::kMonotonic:
-      return "CLOCK_MONOTONIC";
-    case LeaseClockId::kBoottime:
-      return "CLOCK_BOOTTIME";
-    case LeaseClockId::kMonotonicRaw:
-      return "CLOCK_MONOTONIC_RAW";
-    case LeaseClockId::kRealtime:
-      return "CLOCK_REALTIME";
-  }
-  return "?";
-}
+// The kernel's clock behind each LeaseClockId, and its name, in the enum's order.
+struct KernelClock {
+  clockid_t id;
+  const char* name;
+};
+constexpr KernelClock kKernelClocks[] = {{CLOCK_MONOTONIC, "CLOCK_MONOTONIC"},
+                                         {CLOCK_BOOTTIME, "CLOCK_BOOTTIME"},
+                                         {CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW"},
+                                         {CLOCK_REALTIME, "CLOCK_REALTIME"}};
+const KernelClock& KernelClockOf(LeaseClockId id) { return kKernelClocks[static_cast<int>(id)]; }
 
 class KernelClocks final : public LeaseClockSource {
  public:
@@ -39,23 +36,8 @@ class KernelClocks final : public LeaseClockSource {
   KernelClocks& operator=(const KernelClocks&) = delete;
 
   std::optional<int64_t> Now(LeaseClockId id) override {
-    clockid_t clock = CLOCK_MONOTONIC;
-    switch (id) {
-      case LeaseClockId::kMonotonic:
-        clock = CLOCK_MONOTONIC;
-        break;
-      case LeaseClockId::kBoottime:
-        clock = CLOCK_BOOTTIME;
-        break;
-      case LeaseClockId::kMonotonicRaw:
-        clock = CLOCK_MONOTONIC_RAW;
-        break;
-      case LeaseClockId::kRealtime:
-        clock = CLOCK_REALTIME;
-        break;
-    }
     timespec ts{};
-    if (clock_gettime(clock, &ts) != 0) return std::nullopt;
+    if (clock_gettime(KernelClockOf(id).id, &ts) != 0) return std::nullopt;
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   }
 
@@ -103,7 +85,7 @@ Result<LeaseReading> TakeReading(LeaseClockSource& clocks) {
     for (size_t i = 0; i < std::size(ids); ++i) {
       const std::optional<int64_t> v = clocks.Now(ids[i]);
       if (!v) {
-        return Fail(Code::kUnavailable, std::string("cannot read ") + ClockName(ids[i]));
+        return Fail(Code::kUnavailable, std::string("cannot read ") + KernelClockOf(ids[i]).name);
       }
       *targets[i] = *v;
     }

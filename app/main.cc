@@ -70,15 +70,8 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
                                                   bool uses_tls_files) {
   if (auto r = kleaf::config::CheckConfigFor(role, config); !r) return r;
   if (role != kleaf::config::Role::kStandalone) {
-    // Cyrus SASL is asked (its plugins loaded) only by a config that may choose a mechanism.
-    const auto& props = config.kafka.properties;
-    const bool sasl = props.contains("sasl.mechanism") || props.contains("sasl.mechanisms") ||
-                      props.contains("security.protocol");
-    const std::optional<std::string> host =
-        sasl ? kleaf::kafka::HostSaslMechanisms() : std::nullopt;
-    if (auto r = kleaf::config::CheckKafkaSasl(
-            config.kafka, kleaf::kafka::LibraryFeatures(),
-            host ? std::optional<std::string_view>(*host) : std::nullopt);
+    if (auto r = kleaf::config::CheckKafkaSasl(config.kafka, kleaf::kafka::LibraryFeatures(),
+                                               kleaf::kafka::HostSaslMechanisms);
         !r) {
       return r;
     }

@@ -1133,15 +1133,25 @@ std::string EffectiveConfigYaml(const Config& c) {
   return std::string(out.c_str()) + "\n";
 }
 
-Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features,
-                            std::optional<std::string_view> host_mechanisms) {
-  std::set<std::string, std::less<>> features;
-  for (size_t start = 0; start <= builtin_features.size();) {
-    size_t comma = builtin_features.find(',', start);
-    if (comma == std::string_view::npos) comma = builtin_features.size();
-    features.emplace(builtin_features.substr(start, comma - start));
-    start = comma + 1;
+namespace {
+
+// The words of `text` separated by `separator`.
+std::set<std::string, std::less<>> WordsOf(std::string_view text, char separator) {
+  std::set<std::string, std::less<>> words;
+  for (size_t start = 0; start <= text.size();) {
+    size_t end = text.find(separator, start);
+    if (end == std::string_view::npos) end = text.size();
+    words.emplace(text.substr(start, end - start));
+    start = end + 1;
   }
+  return words;
+}
+
+}  // namespace
+
+Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features,
+                            const std::function<std::optional<std::string>()>& host_mechanisms) {
+  const auto features = WordsOf(builtin_features, ',');
   auto upper = [](std::string_view v) {
     std::string u;
     for (char ch : v) {
@@ -1174,24 +1184,16 @@ Result<void> CheckKafkaSasl(const Kafka& k, std::string_view builtin_features,
       return Fail(Code::kInvalidArgument, at + "GSSAPI (Kerberos) needs sasl_gssapi, and " + built +
                                               "; use SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN");
     }
-    if (mechanism == "GSSAPI" && host_mechanisms) {
-      bool listed = false;
-      for (size_t start = 0; start <= host_mechanisms->size();) {
-        size_t space = host_mechanisms->find(' ', start);
-        if (space == std::string_view::npos) space = host_mechanisms->size();
-        listed = listed || host_mechanisms->substr(start, space - start) == "GSSAPI";
-        start = space + 1;
-      }
-      if (!listed) {
-        return Fail(Code::kInvalidArgument,
-                    at +
-                        "GSSAPI (Kerberos) needs Cyrus SASL's GSSAPI plugin on this host, "
-                        "which it lacks (Cyrus SASL offers: " +
-                        (host_mechanisms->empty() ? std::string("nothing")
-                                                  : std::string(*host_mechanisms)) +
-                        "); install it (Debian: libsasl2-modules-gssapi-mit) or use "
-                        "SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN");
-      }
+    const std::optional<std::string> host =
+        mechanism == "GSSAPI" && host_mechanisms ? host_mechanisms() : std::nullopt;
+    if (host && !WordsOf(*host, ' ').contains("GSSAPI")) {
+      return Fail(Code::kInvalidArgument,
+                  at +
+                      "GSSAPI (Kerberos) needs Cyrus SASL's GSSAPI plugin on this host, which it "
+                      "lacks (Cyrus SASL offers: " +
+                      (host->empty() ? std::string("nothing") : *host) +
+                      "); install it (Debian: libsasl2-modules-gssapi-mit) or use SCRAM-SHA-512, "
+                      "SCRAM-SHA-256 or PLAIN");
     }
     if (mechanism != "OAUTHBEARER") continue;
     if (!features.contains("sasl_oauthbearer")) {

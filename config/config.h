@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -271,11 +272,12 @@ std::string EffectiveConfigYaml(const Config& c);
 // set); OAUTHBEARER without sasl_oauthbearer, or without `sasl.oauthbearer.method: oidc` (any other
 // method needs a token refresh callback of the application's, which kleaf has not), or with oidc
 // but without the oidc feature (librdkafka built without libcurl). `host_mechanisms`, when
-// given, lists what Cyrus SASL offers on this host (kafka::HostSaslMechanisms): GSSAPI is refused
-// too when Cyrus lacks its GSSAPI plugin, which Debian packages apart.
+// given, is asked (only for GSSAPI: it loads Cyrus SASL's plugins) what Cyrus SASL offers on this
+// host, space-separated (kafka::HostSaslMechanisms): GSSAPI is refused too when Cyrus lacks its
+// GSSAPI plugin, which Debian packages apart; nullopt from it skips that check.
 [[nodiscard]] Result<void> CheckKafkaSasl(
     const Kafka& k, std::string_view builtin_features,
-    std::optional<std::string_view> host_mechanisms = std::nullopt);
+    const std::function<std::optional<std::string>()>& host_mechanisms = {});
 // Nodes of this role issue snowflake IDs, so their layout must be valid at start
 // (snowflake::CheckLayoutAt).
 bool IssuesSnowflakeIds(Role role);
