@@ -15,8 +15,9 @@ FoundLease MergeLease(const std::optional<FoundLease>& kept, const FoundLease& f
   FoundLease f = found;
   f.generation_lease_ms = std::max(f.generation_lease_ms, f.record.lease_ms);
   if (!kept) return f;
-  FoundLease newest = IsNewer(f, *kept) ? f : *kept;
-  const FoundLease& other = IsNewer(f, *kept) ? *kept : f;
+  const bool found_is_newer = IsNewer(f, *kept);
+  FoundLease newest = found_is_newer ? f : *kept;
+  const FoundLease& other = found_is_newer ? *kept : f;
   newest.generation_lease_ms = std::max(newest.generation_lease_ms, newest.record.lease_ms);
   if (other.record.generation == newest.record.generation) {
     newest.generation_lease_ms =
