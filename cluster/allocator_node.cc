@@ -356,7 +356,11 @@ void AllocatorNode::FinishTakeovers() {
     const int32_t p = it->first;
     auto fenced = it->second.get();
     it = takeovers_in_flight_.erase(it);
-    if (!pending_.contains(p)) continue;  // revoked meanwhile: its producer goes unused
+    if (!pending_.contains(p)) {  // revoked meanwhile: its producer goes unused
+      spdlog::info("[allocator] partition {}: a takeover ended after it was revoked ({})", p,
+                   fenced ? "fenced and restored" : fenced.error().message);
+      continue;
+    }
     if (!StillAssigned(p)) {
       spdlog::info("[allocator] partition {} no longer assigned here; not serving it", p);
       pending_.erase(p);
@@ -401,10 +405,20 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
   for (int attempt = 0;; ++attempt) {
     auto init = (*producer)->Init(milliseconds(10000));
     if (init) break;
-    if (init.error().kind != Kind::kRetriable || attempt >= 3 || stop_.load()) {
-      return Fail(Code::kUnavailable, "init_transactions: " + init.error().message);
-    }
+    const bool last = init.error().kind != Kind::kRetriable || attempt >= 3 || stop_.load();
+    spdlog::warn(
+        "[allocator] taking over partition {}: init_transactions attempt {} failed after "
+        "{} ms of the takeover: {}{}",
+        p, attempt + 1, (clock_.MonotonicNs() - out.started_ns) / 1'000'000, init.error().message,
+        last ? "; giving up this takeover" : "; trying again");
+    if (last) return Fail(Code::kUnavailable, "init_transactions: " + init.error().message);
   }
+  const auto step_done = [&](const char* step) {
+    const int64_t ms = (clock_.MonotonicNs() - out.started_ns) / 1'000'000;
+    if (ms >= 2000)
+      spdlog::info("[allocator] taking over partition {}: {} done {} ms into it", p, step, ms);
+  };
+  step_done("fencing");
   // Not fatal: without it the first round only waits for librdkafka's own lookup of each topic.
   for (const std::string* topic : {&options_.topics.state, &options_.topics.replies}) {
     if (auto ready = (*producer)->Prepare(*topic, milliseconds(5000)); !ready) {
@@ -419,7 +433,12 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
   if (!tail_reader) return std::unexpected(tail_reader.error());
   auto restored =
       RestorePartition(**reader, **tail_reader, store_, options_.topics, p, milliseconds(60000));
-  if (!restored) return std::unexpected(restored.error());
+  if (!restored) {
+    spdlog::warn("[allocator] taking over partition {}: restoring failed after {} ms: {}", p,
+                 (clock_.MonotonicNs() - out.started_ns) / 1'000'000, restored.error().message);
+    return std::unexpected(restored.error());
+  }
+  step_done("restoring");
   if (restored->open_transaction_at && !restored->floors.empty()) {
     // The tail behind a transaction without an outcome was applied as if committed. Its maxima are
     // written again in a transaction of this owner, before anything is served: committed, they
