@@ -27,16 +27,18 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
     // No deadline of its own: every Allocator answers each call by its own. A live max_id as high
     // as the dump's (a re-import) is not raised, though PutTag takes an equal max_id.
     auto live = Await<state::TagRecord>(
-        kNoDeadline, "", [&](auto done) { allocator.GetTag(r.tag, std::move(done)); });
+        kNoDeadline, "", [&](auto done) { allocator.Run(op::GetTag{r.tag}, std::move(done)); });
     const bool as_high = live && live->max_id >= update.max_id;
-    auto result = Await<state::TagRecord>(
-        kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, update, std::move(done)); });
+    auto result = Await<state::TagRecord>(kNoDeadline, "", [&](auto done) {
+      allocator.Run(op::PutTag{r.tag, update}, std::move(done));
+    });
     if (!result && result.error().code == Code::kFailedPrecondition && update.restore_id_format) {
       // The live max_id is higher: keep it, but the mode must still be the exported one.
       TagUpdate mode_only;
       mode_only.restore_id_format = r;
-      auto kept = Await<state::TagRecord>(
-          kNoDeadline, "", [&](auto done) { allocator.PutTag(r.tag, mode_only, std::move(done)); });
+      auto kept = Await<state::TagRecord>(kNoDeadline, "", [&](auto done) {
+        allocator.Run(op::PutTag{r.tag, mode_only}, std::move(done));
+      });
       if (!kept) result = std::unexpected(kept.error());
     }
     if (!result && result.error().code == Code::kFailedPrecondition) {
@@ -49,8 +51,9 @@ ImportCounts ImportTags(Allocator& allocator, const std::vector<state::TagRecord
       ++(as_high ? counts.kept : counts.raised);
     }
     if (r.deleted) {
-      auto d = Await<state::TagRecord>(
-          kNoDeadline, "", [&](auto done) { allocator.DeleteTag(r.tag, std::move(done)); });
+      auto d = Await<state::TagRecord>(kNoDeadline, "", [&](auto done) {
+        allocator.Run(op::DeleteTag{r.tag}, std::move(done));
+      });
       if (!d && d.error().code != Code::kNotFound) {
         errors << "kleaf: tag " << r.tag << ": " << d.error().message << "\n";
         ++counts.failed;
@@ -70,8 +73,9 @@ constexpr size_t kSectionsInFlight = 64;
 // cannot be.
 bool RestoreSpace(Allocator& allocator, const state::SpaceRecord& r, std::ostream& errors) {
   SpaceUpdate update{r.section_size, r.step, r.description};
-  auto put = Await<state::SpaceRecord>(
-      kNoDeadline, "", [&](auto done) { allocator.PutSpace(r.space, update, std::move(done)); });
+  auto put = Await<state::SpaceRecord>(kNoDeadline, "", [&](auto done) {
+    allocator.Run(op::PutSpace{r.space, update}, std::move(done));
+  });
   if (!put) {
     errors << "kleaf: space " << r.space << ": " << put.error().message << "\n";
     return false;
@@ -125,13 +129,15 @@ SequenceImportCounts ImportSequences(Allocator& allocator,
       in_flight.pop_front();
     }
     InFlight& f = in_flight.emplace_back(InFlight{&r, r.max_seq + added, {}});
-    allocator.RaiseSection(r.space, r.section, r.section_size, f.target, f.call.Callback());
+    allocator.Run(op::RaiseSection{r.space, r.section, r.section_size, f.target},
+                  f.call.Callback());
   }
   for (auto& f : in_flight) settle(f);
   for (const auto& r : spaces) {
     if (!r.deleted || refused.contains(r.space)) continue;
-    auto d = Await<state::SpaceRecord>(
-        kNoDeadline, "", [&](auto done) { allocator.DeleteSpace(r.space, std::move(done)); });
+    auto d = Await<state::SpaceRecord>(kNoDeadline, "", [&](auto done) {
+      allocator.Run(op::DeleteSpace{r.space}, std::move(done));
+    });
     if (!d && d.error().code != Code::kNotFound) {
       errors << "kleaf: space " << r.space << ": " << d.error().message << "\n";
       ++counts.failed;

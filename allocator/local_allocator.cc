@@ -41,7 +41,7 @@ LocalAllocator::LocalAllocator(state::Store& store, Clock& clock, LocalAllocator
 LocalAllocator::~LocalAllocator() { pool_.Stop(); }
 
 template <typename Op>
-Result<typename Op::Result> LocalAllocator::Run(const Op& op) {
+Result<typename Op::Result> LocalAllocator::RunNow(const Op& op) {
   MutexLock lock(mu_);
   StoreReader reader(store_);
   if constexpr (kNeedsCounters<Op>) {
@@ -82,87 +82,25 @@ Result<typename Op::Result> LocalAllocator::Run(const Op& op) {
   }
 }
 
-template Result<Segment> LocalAllocator::Run(const op::Allocate&);
-template Result<state::TagRecord> LocalAllocator::Run(const op::PutTag&);
-template Result<state::SpaceRecord> LocalAllocator::Run(const op::GetSpace&);
-template Result<state::SpaceRecord> LocalAllocator::Run(const op::PutSpace&);
-template Result<state::SpaceRecord> LocalAllocator::Run(const op::DeleteSpace&);
-template Result<std::vector<state::SpaceRecord>> LocalAllocator::Run(const op::ListSpaces&);
-template Result<std::vector<uint64_t>> LocalAllocator::Run(const op::NextSeq&);
-template Result<uint64_t> LocalAllocator::Run(const op::CurrentSeq&);
-template Result<uint64_t> LocalAllocator::Run(const op::RaiseSection&);
-
 template <typename Op>
 void LocalAllocator::Post(Op op, Callback<typename Op::Result> done) {
-  pool_.Post([this, op = std::move(op), done = std::move(done)] { done(Run(op)); });
+  pool_.Post([this, op = std::move(op), done = std::move(done)] { done(RunNow(op)); });
 }
 
-void LocalAllocator::AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) {
-  Post(op::Allocate{std::move(tag), step}, std::move(done));
+void LocalAllocator::Submit(AnyCall call) {
+  std::visit([this](auto& c) { Post(std::move(c.op), std::move(c.done)); }, call);
 }
 
-void LocalAllocator::ListTags(Callback<std::vector<state::TagRecord>> done) {
-  Post(op::ListTags{}, std::move(done));
-}
-
-void LocalAllocator::GetTag(std::string tag, Callback<state::TagRecord> done) {
-  Post(op::GetTag{std::move(tag)}, std::move(done));
-}
-
-void LocalAllocator::PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) {
-  Post(op::PutTag{std::move(tag), std::move(update)}, std::move(done));
-}
-
-void LocalAllocator::DeleteTag(std::string tag, Callback<state::TagRecord> done) {
-  Post(op::DeleteTag{std::move(tag)}, std::move(done));
-}
-
-void LocalAllocator::ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) {
-  Post(op::ClaimWorker{std::move(claim)}, std::move(done));
-}
-
-void LocalAllocator::RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
-  Post(op::RenewWorker{std::move(report)}, std::move(done));
-}
-
-void LocalAllocator::ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) {
-  Post(op::ReleaseWorker{std::move(report)}, std::move(done));
-}
-
-void LocalAllocator::WorkerStatus(Callback<WorkerCounts> done) {
-  Post(op::WorkerStatus{}, std::move(done));
-}
-
-void LocalAllocator::GetSpace(std::string space, Callback<state::SpaceRecord> done) {
-  Post(op::GetSpace{std::move(space)}, std::move(done));
-}
-
-void LocalAllocator::PutSpace(std::string space, SpaceUpdate update,
-                              Callback<state::SpaceRecord> done) {
-  Post(op::PutSpace{std::move(space), std::move(update)}, std::move(done));
-}
-
-void LocalAllocator::DeleteSpace(std::string space, Callback<state::SpaceRecord> done) {
-  Post(op::DeleteSpace{std::move(space)}, std::move(done));
-}
-
-void LocalAllocator::ListSpaces(Callback<std::vector<state::SpaceRecord>> done) {
-  Post(op::ListSpaces{}, std::move(done));
-}
-
-void LocalAllocator::NextSeq(std::string space, std::vector<uint64_t> keys,
-                             Callback<std::vector<uint64_t>> done) {
-  Post(op::NextSeq{std::move(space), std::move(keys)}, std::move(done));
-}
-
-void LocalAllocator::CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) {
-  Post(op::CurrentSeq{std::move(space), key}, std::move(done));
-}
-
-void LocalAllocator::RaiseSection(std::string space, uint64_t section, int64_t section_size,
-                                  uint64_t max_seq, Callback<uint64_t> done) {
-  Post(op::RaiseSection{std::move(space), section, section_size, max_seq}, std::move(done));
-}
+// For the callers of RunNow() outside this file; Submit() instantiates it for every operation.
+template Result<Segment> LocalAllocator::RunNow(const op::Allocate&);
+template Result<state::TagRecord> LocalAllocator::RunNow(const op::PutTag&);
+template Result<state::SpaceRecord> LocalAllocator::RunNow(const op::GetSpace&);
+template Result<state::SpaceRecord> LocalAllocator::RunNow(const op::PutSpace&);
+template Result<state::SpaceRecord> LocalAllocator::RunNow(const op::DeleteSpace&);
+template Result<std::vector<state::SpaceRecord>> LocalAllocator::RunNow(const op::ListSpaces&);
+template Result<std::vector<uint64_t>> LocalAllocator::RunNow(const op::NextSeq&);
+template Result<uint64_t> LocalAllocator::RunNow(const op::CurrentSeq&);
+template Result<uint64_t> LocalAllocator::RunNow(const op::RaiseSection&);
 
 size_t LocalAllocator::SequenceMemoryBytes() {
   MutexLock lock(mu_);

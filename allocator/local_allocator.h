@@ -32,38 +32,20 @@ class LocalAllocator final : public Allocator {
   LocalAllocator(state::Store& store, Clock& clock, LocalAllocatorOptions options);
   ~LocalAllocator() override;
 
-  void AllocateSegment(std::string tag, int64_t step, Callback<Segment> done) override;
-  void ListTags(Callback<std::vector<state::TagRecord>> done) override;
-  void GetTag(std::string tag, Callback<state::TagRecord> done) override;
-  void PutTag(std::string tag, TagUpdate update, Callback<state::TagRecord> done) override;
-  void DeleteTag(std::string tag, Callback<state::TagRecord> done) override;
-  void ClaimWorker(WorkerClaim claim, Callback<WorkerLeaseInfo> done) override;
-  void RenewWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
-  void ReleaseWorker(WorkerReport report, Callback<WorkerLeaseInfo> done) override;
-  void WorkerStatus(Callback<WorkerCounts> done) override;
+  // Runs the call's operation on a worker thread (RunNow) and completes its callback there.
+  void Submit(AnyCall call) override;
 
   // Runs one operation, blocking the caller: the writes it implies are synced to the store
-  // before its result is returned. The methods above run it on the worker threads.
+  // before its result is returned. Submit() runs it on the worker threads.
   template <typename Op>
-  [[nodiscard]] Result<typename Op::Result> Run(const Op& op);
+  [[nodiscard]] Result<typename Op::Result> RunNow(const Op& op);
   [[nodiscard]] Result<Segment> AllocateSegmentNow(const std::string& tag, int64_t step) {
-    return Run(op::Allocate{tag, step});
+    return RunNow(op::Allocate{tag, step});
   }
   [[nodiscard]] Result<state::TagRecord> PutTagNow(const std::string& tag,
                                                    const TagUpdate& update) {
-    return Run(op::PutTag{tag, update});
+    return RunNow(op::PutTag{tag, update});
   }
-
-  // Sequence spaces (allocator/sequences.h), as Run() of the op:: types; run on the worker threads.
-  void GetSpace(std::string space, Callback<state::SpaceRecord> done) override;
-  void PutSpace(std::string space, SpaceUpdate update, Callback<state::SpaceRecord> done) override;
-  void DeleteSpace(std::string space, Callback<state::SpaceRecord> done) override;
-  void ListSpaces(Callback<std::vector<state::SpaceRecord>> done) override;
-  void NextSeq(std::string space, std::vector<uint64_t> keys,
-               Callback<std::vector<uint64_t>> done) override;
-  void CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) override;
-  void RaiseSection(std::string space, uint64_t section, int64_t section_size, uint64_t max_seq,
-                    Callback<uint64_t> done) override;
 
   // The counters' heap bytes and tracked keys (for metrics and tests).
   size_t SequenceMemoryBytes();

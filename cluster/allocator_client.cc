@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <random>
+#include <type_traits>
+#include <variant>
 
 #include "cluster/wire.h"
 
@@ -89,7 +91,7 @@ Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(
     return std::unexpected(a.error());
   }
   c->stall_since_ns_ = clock.MonotonicNs();
-  c->thread_ = std::thread([raw = c.get()] { raw->Run(); });
+  c->thread_ = std::thread([raw = c.get()] { raw->ReplyLoop(); });
   return c;
 }
 
@@ -108,8 +110,8 @@ void KafkaAllocatorClient::Stop() {
 }
 
 template <typename Op>
-void KafkaAllocatorClient::Call(int32_t partition, std::string key, Op op,
-                                Callback<typename Op::Result> done) {
+void KafkaAllocatorClient::CallPartition(int32_t partition, std::string key, Op op,
+                                         Callback<typename Op::Result> done) {
   // The count this node routes with travels along, so an allocator with another count refuses.
   wire::Envelope envelope{std::move(op), options_.topics.partitions};
   Pending p{.op = allocator::kOpIndex<Op>,
@@ -144,7 +146,7 @@ void KafkaAllocatorClient::SendLocked(Pending p) {
   pending_.emplace(std::move(id), std::move(p));
 }
 
-void KafkaAllocatorClient::Run() {
+void KafkaAllocatorClient::ReplyLoop() {
   while (!stop_.load()) {
     if (auto m = replies_->Poll(milliseconds(20)); m && m->value) {
       OnReply(m->header(kCorrelationHeader), *m->value);
@@ -229,43 +231,63 @@ void KafkaAllocatorClient::HealIfStalled(int64_t now_ns) {
       kReplyStallNs / 1'000'000'000, marks->second);
 }
 
-void KafkaAllocatorClient::AllocateSegment(std::string tag, int64_t step,
-                                           Callback<allocator::Segment> done) {
-  const int32_t p = options_.topics.PartitionOf(tag);
-  // The allocator maps the segment into its datacenter (allocator::Execute); one configured as
-  // another datacenter, or too old to map, would hand out another datacenter's IDs.
-  Callback<allocator::Segment> checked = [dc = options_.datacenter,
-                                          done = std::move(done)](Result<allocator::Segment> r) {
-    if (r && !dc.single()) {
-      const allocator::Datacenter got =
-          r->format ? r->format->datacenter() : allocator::Datacenter{};
-      if (got != dc) {
-        r = Fail(Code::kFailedPrecondition,
-                 "the allocators handed out a segment of tag '" + r->tag + "' for " +
-                     got.Describe() + ", but this node is " + dc.Describe() +
-                     ": check datacenter.index and datacenter.count on the allocators (and upgrade "
-                     "allocators before gateways)");
-      }
+void KafkaAllocatorClient::Submit(allocator::AnyCall call) {
+  std::visit([this](auto& c) { Route(std::move(c.op), std::move(c.done)); }, call);
+}
+
+template <typename Op>
+void KafkaAllocatorClient::Route(Op op, Callback<typename Op::Result> done) {
+  if constexpr (std::is_same_v<Op, op::ListTags>) {
+    CallEveryPartition(
+        op, +[](const state::TagRecord& r) { return r.tag; }, std::move(done));
+  } else if constexpr (std::is_same_v<Op, op::ListSpaces>) {
+    CallEveryPartition(
+        op, +[](const state::SpaceRecord& r) { return r.space; }, std::move(done));
+  } else if constexpr (std::is_same_v<Op, op::NextSeq>) {
+    RouteNextSeq(std::move(op), std::move(done));
+  } else if constexpr (std::is_same_v<Op, op::CurrentSeq>) {
+    RouteCurrentSeq(std::move(op), std::move(done));
+  } else {
+    // The partition of the operation's own route key: its tag, its space's name, its section's
+    // route key, or kWorkersKey (the worker registry's requests all go to that partition).
+    std::string key = *allocator::RouteKey(allocator::Request(op));
+    const int32_t p = options_.topics.PartitionOf(key);
+    if constexpr (std::is_same_v<Op, op::Allocate>) {
+      // The allocator maps the segment into its datacenter (allocator::Execute); one configured
+      // as another datacenter, or too old to map, would hand out another datacenter's IDs.
+      done = [dc = options_.datacenter, done = std::move(done)](Result<allocator::Segment> r) {
+        if (r && !dc.single()) {
+          const allocator::Datacenter got =
+              r->format ? r->format->datacenter() : allocator::Datacenter{};
+          if (got != dc) {
+            r = Fail(Code::kFailedPrecondition,
+                     "the allocators handed out a segment of tag '" + r->tag + "' for " +
+                         got.Describe() + ", but this node is " + dc.Describe() +
+                         ": check datacenter.index and datacenter.count on the allocators (and "
+                         "upgrade allocators before gateways)");
+          }
+        }
+        done(std::move(r));
+      };
+    } else if constexpr (std::is_same_v<Op, op::GetSpace>) {
+      done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
+        if (r) KeepSpace(space, *r);
+        if (!r && r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
+        done(std::move(r));
+      };
+    } else if constexpr (std::is_same_v<Op, op::PutSpace>) {
+      done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
+        if (r) KeepSpace(space, *r);
+        done(std::move(r));
+      };
+    } else if constexpr (std::is_same_v<Op, op::DeleteSpace>) {
+      done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
+        if (r || r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
+        done(std::move(r));
+      };
     }
-    done(std::move(r));
-  };
-  Call(p, tag, op::Allocate{tag, step}, std::move(checked));
-}
-
-void KafkaAllocatorClient::GetTag(std::string tag, Callback<state::TagRecord> done) {
-  const int32_t p = options_.topics.PartitionOf(tag);
-  Call(p, tag, op::GetTag{tag}, std::move(done));
-}
-
-void KafkaAllocatorClient::PutTag(std::string tag, allocator::TagUpdate update,
-                                  Callback<state::TagRecord> done) {
-  const int32_t p = options_.topics.PartitionOf(tag);
-  Call(p, tag, op::PutTag{tag, std::move(update)}, std::move(done));
-}
-
-void KafkaAllocatorClient::DeleteTag(std::string tag, Callback<state::TagRecord> done) {
-  const int32_t p = options_.topics.PartitionOf(tag);
-  Call(p, tag, op::DeleteTag{tag}, std::move(done));
+    CallPartition(p, std::move(key), std::move(op), std::move(done));
+  }
 }
 
 void KafkaAllocatorClient::KeepSpace(const std::string& space,
@@ -276,43 +298,6 @@ void KafkaAllocatorClient::KeepSpace(const std::string& space,
   } else {
     spaces_.erase(space);
   }
-}
-
-void KafkaAllocatorClient::GetSpace(std::string space, Callback<state::SpaceRecord> done) {
-  const int32_t p = options_.topics.PartitionOf(space);
-  Call(p, space, op::GetSpace{space},
-       Callback<state::SpaceRecord>(
-           [this, space, done = std::move(done)](Result<state::SpaceRecord> r) {
-             if (r) KeepSpace(space, *r);
-             if (!r && r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
-             done(std::move(r));
-           }));
-}
-
-void KafkaAllocatorClient::PutSpace(std::string space, allocator::SpaceUpdate update,
-                                    Callback<state::SpaceRecord> done) {
-  const int32_t p = options_.topics.PartitionOf(space);
-  Call(p, space, op::PutSpace{space, std::move(update)},
-       Callback<state::SpaceRecord>(
-           [this, space, done = std::move(done)](Result<state::SpaceRecord> r) {
-             if (r) KeepSpace(space, *r);
-             done(std::move(r));
-           }));
-}
-
-void KafkaAllocatorClient::DeleteSpace(std::string space, Callback<state::SpaceRecord> done) {
-  const int32_t p = options_.topics.PartitionOf(space);
-  Call(p, space, op::DeleteSpace{space},
-       Callback<state::SpaceRecord>(
-           [this, space, done = std::move(done)](Result<state::SpaceRecord> r) {
-             if (r || r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
-             done(std::move(r));
-           }));
-}
-
-void KafkaAllocatorClient::ListSpaces(Callback<std::vector<state::SpaceRecord>> done) {
-  CallEveryPartition(
-      op::ListSpaces{}, +[](const state::SpaceRecord& r) { return r.space; }, std::move(done));
 }
 
 void KafkaAllocatorClient::WithSpace(const std::string& space, Callback<state::SpaceRecord> then) {
@@ -336,17 +321,18 @@ void KafkaAllocatorClient::WithSpace(const std::string& space, Callback<state::S
 }
 
 void KafkaAllocatorClient::LookUpSpace(const std::string& space) {
-  GetSpace(space, Callback<state::SpaceRecord>([this, space](Result<state::SpaceRecord> r) {
-             std::vector<Callback<state::SpaceRecord>> waiting;
-             {
-               MutexLock lock(seq_mu_);
-               if (auto it = lookups_.find(space); it != lookups_.end()) {
-                 waiting = std::move(it->second);
-                 lookups_.erase(it);
-               }
-             }
-             for (auto& then : waiting) then(r);
-           }));
+  Route(op::GetSpace{space},
+        Callback<state::SpaceRecord>([this, space](Result<state::SpaceRecord> r) {
+          std::vector<Callback<state::SpaceRecord>> waiting;
+          {
+            MutexLock lock(seq_mu_);
+            if (auto it = lookups_.find(space); it != lookups_.end()) {
+              waiting = std::move(it->second);
+              lookups_.erase(it);
+            }
+          }
+          for (auto& then : waiting) then(r);
+        }));
 }
 
 int32_t KafkaAllocatorClient::SectionPartition(const state::SpaceRecord& space,
@@ -355,14 +341,14 @@ int32_t KafkaAllocatorClient::SectionPartition(const state::SpaceRecord& space,
   return options_.topics.PartitionOf(allocator::SectionRouteKey(space.space, section));
 }
 
-void KafkaAllocatorClient::NextSeq(std::string space, std::vector<uint64_t> keys,
-                                   Callback<std::vector<uint64_t>> done) {
-  if (auto count = allocator::CheckSeqKeyCount(keys.size()); !count) {
+void KafkaAllocatorClient::RouteNextSeq(op::NextSeq next, Callback<std::vector<uint64_t>> done) {
+  if (auto count = allocator::CheckSeqKeyCount(next.keys.size()); !count) {
     return done(std::unexpected(count.error()));
   }
   WithSpace(
-      space, Callback<state::SpaceRecord>([this, keys = std::move(keys), done = std::move(done)](
-                                              Result<state::SpaceRecord> space) {
+      next.space,
+      Callback<state::SpaceRecord>([this, keys = std::move(next.keys),
+                                    done = std::move(done)](Result<state::SpaceRecord> space) {
         if (!space) return done(std::unexpected(space.error()));
         // The keys of each partition, in the caller's order (a key's values must rise in it).
         std::map<int32_t, std::vector<size_t>> by_partition;
@@ -440,27 +426,28 @@ void KafkaAllocatorClient::SendSeq(const state::SpaceRecord& space, int32_t part
   const uint64_t section =
       allocator::SectionOf(next.keys.front(), static_cast<uint64_t>(space.section_size));
   auto shared = std::make_shared<std::vector<SeqPart>>(std::move(parts));
-  Call(partition, allocator::SectionRouteKey(space.space, section), std::move(next),
-       Callback<std::vector<uint64_t>>(
-           [this, name = space.space, partition, shared](Result<std::vector<uint64_t>> r) {
-             size_t total = 0;
-             for (const auto& part : *shared) total += part.keys.size();
-             if (r && r->size() != total) {
-               r = Fail(Code::kInternal, "the allocator answered " + std::to_string(r->size()) +
-                                             " values for " + std::to_string(total) + " keys");
-             }
-             size_t at = 0;
-             for (auto& part : *shared) {
-               if (!r) {
-                 part.done(std::unexpected(r.error()));
-                 continue;
-               }
-               const auto from = r->begin() + static_cast<std::ptrdiff_t>(at);
-               at += part.keys.size();
-               part.done(std::vector<uint64_t>(from, r->begin() + static_cast<std::ptrdiff_t>(at)));
-             }
-             OnSeqAnswered(name, partition);
-           }));
+  CallPartition(
+      partition, allocator::SectionRouteKey(space.space, section), std::move(next),
+      Callback<std::vector<uint64_t>>(
+          [this, name = space.space, partition, shared](Result<std::vector<uint64_t>> r) {
+            size_t total = 0;
+            for (const auto& part : *shared) total += part.keys.size();
+            if (r && r->size() != total) {
+              r = Fail(Code::kInternal, "the allocator answered " + std::to_string(r->size()) +
+                                            " values for " + std::to_string(total) + " keys");
+            }
+            size_t at = 0;
+            for (auto& part : *shared) {
+              if (!r) {
+                part.done(std::unexpected(r.error()));
+                continue;
+              }
+              const auto from = r->begin() + static_cast<std::ptrdiff_t>(at);
+              at += part.keys.size();
+              part.done(std::vector<uint64_t>(from, r->begin() + static_cast<std::ptrdiff_t>(at)));
+            }
+            OnSeqAnswered(name, partition);
+          }));
 }
 
 void KafkaAllocatorClient::OnSeqAnswered(const std::string& space, int32_t partition) {
@@ -490,52 +477,17 @@ void KafkaAllocatorClient::OnSeqAnswered(const std::string& space, int32_t parti
   SendSeq(record, partition, std::move(next));
 }
 
-void KafkaAllocatorClient::CurrentSeq(std::string space, uint64_t key, Callback<uint64_t> done) {
-  WithSpace(space, Callback<state::SpaceRecord>([this, key, done = std::move(done)](
-                                                    Result<state::SpaceRecord> space) {
+void KafkaAllocatorClient::RouteCurrentSeq(op::CurrentSeq current, Callback<uint64_t> done) {
+  WithSpace(current.space,
+            Callback<state::SpaceRecord>([this, key = current.key, done = std::move(done)](
+                                             Result<state::SpaceRecord> space) {
               if (!space) return done(std::unexpected(space.error()));
               const uint64_t section =
                   allocator::SectionOf(key, static_cast<uint64_t>(space->section_size));
-              Call(SectionPartition(*space, key), allocator::SectionRouteKey(space->space, section),
-                   op::CurrentSeq{space->space, key, space->section_size}, done);
+              CallPartition(SectionPartition(*space, key),
+                            allocator::SectionRouteKey(space->space, section),
+                            op::CurrentSeq{space->space, key, space->section_size}, done);
             }));
-}
-
-void KafkaAllocatorClient::RaiseSection(std::string space, uint64_t section, int64_t section_size,
-                                        uint64_t max_seq, Callback<uint64_t> done) {
-  std::string key = allocator::SectionRouteKey(space, section);
-  const int32_t p = options_.topics.PartitionOf(key);
-  Call(p, std::move(key), op::RaiseSection{std::move(space), section, section_size, max_seq},
-       std::move(done));
-}
-
-// Worker-registry requests all go to the partition of allocator::kWorkersKey.
-void KafkaAllocatorClient::ClaimWorker(allocator::WorkerClaim claim,
-                                       Callback<allocator::WorkerLeaseInfo> done) {
-  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
-       op::ClaimWorker{std::move(claim)}, std::move(done));
-}
-
-void KafkaAllocatorClient::RenewWorker(allocator::WorkerReport report,
-                                       Callback<allocator::WorkerLeaseInfo> done) {
-  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
-       op::RenewWorker{std::move(report)}, std::move(done));
-}
-
-void KafkaAllocatorClient::ReleaseWorker(allocator::WorkerReport report,
-                                         Callback<allocator::WorkerLeaseInfo> done) {
-  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
-       op::ReleaseWorker{std::move(report)}, std::move(done));
-}
-
-void KafkaAllocatorClient::WorkerStatus(Callback<allocator::WorkerCounts> done) {
-  Call(options_.topics.PartitionOf(allocator::kWorkersKey), allocator::kWorkersKey,
-       op::WorkerStatus{}, std::move(done));
-}
-
-void KafkaAllocatorClient::ListTags(Callback<std::vector<state::TagRecord>> done) {
-  CallEveryPartition(
-      op::ListTags{}, +[](const state::TagRecord& r) { return r.tag; }, std::move(done));
 }
 
 template <typename Op, typename Record>
@@ -553,25 +505,26 @@ void KafkaAllocatorClient::CallEveryPartition(Op op, std::string (*name_of)(cons
   };
   auto g = std::make_shared<Gather>(options_.topics.partitions, std::move(done));
   for (int32_t p = 0; p < options_.topics.partitions; ++p) {
-    Call(p, "", op, Callback<std::vector<Record>>([g, name_of](Result<std::vector<Record>> r) {
-           std::optional<Error> error;
-           std::vector<Record> records;
-           {
-             MutexLock lock(g->mu);
-             if (!r) {
-               g->error = r.error();
-             } else {
-               g->records.insert(g->records.end(), r->begin(), r->end());
-             }
-             if (--g->left > 0) return;
-             error = std::move(g->error);
-             records = std::move(g->records);
-           }
-           if (error) return g->done(std::unexpected(std::move(*error)));
-           std::sort(records.begin(), records.end(),
-                     [name_of](const auto& a, const auto& b) { return name_of(a) < name_of(b); });
-           g->done(std::move(records));
-         }));
+    CallPartition(
+        p, "", op, Callback<std::vector<Record>>([g, name_of](Result<std::vector<Record>> r) {
+          std::optional<Error> error;
+          std::vector<Record> records;
+          {
+            MutexLock lock(g->mu);
+            if (!r) {
+              g->error = r.error();
+            } else {
+              g->records.insert(g->records.end(), r->begin(), r->end());
+            }
+            if (--g->left > 0) return;
+            error = std::move(g->error);
+            records = std::move(g->records);
+          }
+          if (error) return g->done(std::unexpected(std::move(*error)));
+          std::sort(records.begin(), records.end(),
+                    [name_of](const auto& a, const auto& b) { return name_of(a) < name_of(b); });
+          g->done(std::move(records));
+        }));
   }
 }
 

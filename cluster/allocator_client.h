@@ -48,37 +48,20 @@ class KafkaAllocatorClient final : public allocator::Allocator {
       KafkaClientOptions options, Clock& clock);
   ~KafkaAllocatorClient() override;
 
-  void AllocateSegment(std::string tag, int64_t step,
-                       allocator::Callback<allocator::Segment> done) override;
-  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override;
-  void GetTag(std::string tag, allocator::Callback<state::TagRecord> done) override;
-  void PutTag(std::string tag, allocator::TagUpdate update,
-              allocator::Callback<state::TagRecord> done) override;
-  void DeleteTag(std::string tag, allocator::Callback<state::TagRecord> done) override;
-  void ClaimWorker(allocator::WorkerClaim claim,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override;
-  void RenewWorker(allocator::WorkerReport report,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override;
-  void ReleaseWorker(allocator::WorkerReport report,
-                     allocator::Callback<allocator::WorkerLeaseInfo> done) override;
-  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override;
+  // Each operation goes to the partition of its route key (allocator::RouteKey: its tag, its
+  // space's name, its section's route key, kWorkersKey for the worker registry); ListTags and
+  // ListSpaces go to every partition and answer the records of all of them, ordered by name.
+  // A segment of another datacenter than this node's is refused.
+  //
   // Sequence spaces (docs/architecture.md, I5). A space's record lives in the partition of its
-  // name; this node keeps each record it read for kSpaceFreshNs and goes on using it while it reads
-  // it again (section_size never changes; a new step or a deletion reaches this node within that
-  // time). NextSeq sends each key to the partition of its section (SectionRouteKey) with the
-  // space's section_size and step, and coalesces: the keys of one space and partition that arrive
-  // while kSeqInFlight requests of them are in flight travel together in the next request.
-  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override;
-  void GetSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override;
-  void PutSpace(std::string space, allocator::SpaceUpdate update,
-                allocator::Callback<state::SpaceRecord> done) override;
-  void DeleteSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override;
-  void NextSeq(std::string space, std::vector<uint64_t> keys,
-               allocator::Callback<std::vector<uint64_t>> done) override;
-  void CurrentSeq(std::string space, uint64_t key, allocator::Callback<uint64_t> done) override;
-  // To the partition of the section's route key (SectionRouteKey), like a NextSeq of its keys.
-  void RaiseSection(std::string space, uint64_t section, int64_t section_size, uint64_t max_seq,
-                    allocator::Callback<uint64_t> done) override;
+  // name; this node keeps each record it read or wrote for kSpaceFreshNs and goes on using it
+  // while it reads it again (section_size never changes; a new step or a deletion reaches this
+  // node within that time). NextSeq sends each key to the partition of its section
+  // (SectionRouteKey) with the space's section_size and step (the shape a caller gives is
+  // replaced), and coalesces: the keys of one space and partition that arrive while kSeqInFlight
+  // requests of them are in flight travel together in the next request. CurrentSeq goes to the
+  // partition of its key's section, with the space's section_size.
+  void Submit(allocator::AnyCall call) override;
 
   void Stop();
 
@@ -112,11 +95,14 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   };
 
   KafkaAllocatorClient(KafkaClientOptions options, Clock& clock);
+  // Submit() of one operation: its route, and what this node keeps of the answer.
+  template <typename Op>
+  void Route(Op op, allocator::Callback<typename Op::Result> done);
   // Sends `op` to requests partition `partition` (with record key `key`) and completes `done` with
   // its reply decoded as Op's result.
   template <typename Op>
-  void Call(int32_t partition, std::string key, Op op,
-            allocator::Callback<typename Op::Result> done);
+  void CallPartition(int32_t partition, std::string key, Op op,
+                     allocator::Callback<typename Op::Result> done);
   // Every partition's answer to Op (ListTags, ListSpaces), merged and ordered by `name_of`.
   template <typename Op, typename Record>
   void CallEveryPartition(Op op, std::string (*name_of)(const Record&),
@@ -138,13 +124,15 @@ class KafkaAllocatorClient final : public allocator::Allocator {
     int in_flight = 0;
     std::deque<SeqPart> waiting;
   };
+  void RouteNextSeq(allocator::op::NextSeq next, allocator::Callback<std::vector<uint64_t>> done);
+  void RouteCurrentSeq(allocator::op::CurrentSeq current, allocator::Callback<uint64_t> done);
   void SubmitSeq(const state::SpaceRecord& space, int32_t partition, SeqPart part);
   void SendSeq(const state::SpaceRecord& space, int32_t partition, std::vector<SeqPart> parts);
   void OnSeqAnswered(const std::string& space, int32_t partition);
   int32_t SectionPartition(const state::SpaceRecord& space, uint64_t key) const;
   // Sends `pending` under a new correlation id.
   void SendLocked(Pending pending) KLEAF_REQUIRES(mu_);
-  void Run();
+  void ReplyLoop();
   // Completes the pending call a reply answers (matched by correlation id). Reply thread.
   void OnReply(const std::string* correlation_id, std::string_view reply);
   // Sends again each attempt past its deadline, or fails its call when it has no attempt left.

@@ -16,6 +16,7 @@ using http::HttpResponse;
 using http::MethodNotAllowed;
 using http::ReadyCheck;
 using http::Respond;
+namespace op = allocator::op;
 
 namespace {
 
@@ -374,14 +375,14 @@ void Api::ServeCache(Call call) {
 }
 
 void Api::ServeDb(Call call) {
-  allocator_.ListTags(
-      [this, respond = std::move(call.respond)](Result<std::vector<state::TagRecord>> r) {
-        if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-        HttpResponse db;
-        db.body = LeafDbJson(*r);
-        db.headers.emplace_back("Cache-Control", "no-store");
-        respond(std::move(db));
-      });
+  allocator_.Run(op::ListTags{}, [this, respond = std::move(call.respond)](
+                                     Result<std::vector<state::TagRecord>> r) {
+    if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+    HttpResponse db;
+    db.body = LeafDbJson(*r);
+    db.headers.emplace_back("Cache-Control", "no-store");
+    respond(std::move(db));
+  });
 }
 
 void Api::ServeLeafDecode(Call call) {
@@ -437,8 +438,9 @@ void Api::ServeWorkers(Call call) {
         JsonResponse(json{{"source", "config"}, {"worker_id", snowflake_.worker_id()}}));
   }
   json node = LeaseJson(options_.lease_status());
-  allocator_.WorkerStatus([this, node = std::move(node),
-                           respond = std::move(call.respond)](Result<allocator::WorkerCounts> r) {
+  allocator_.Run(op::WorkerStatus{}, [this, node = std::move(node),
+                                      respond = std::move(call.respond)](
+                                         Result<allocator::WorkerCounts> r) {
     if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
     respond(JsonResponse(
         json{{"source", "registry"}, {"node", node}, {"leased", r->leased}, {"free", r->free}}));
@@ -478,7 +480,7 @@ void Api::ServeTags(Call call) {
   };
   if (call.param.empty()) {
     if (request.method != "GET") return respond(MethodNotAllowed("GET"));
-    return allocator_.ListTags([this, respond](Result<std::vector<state::TagRecord>> r) {
+    return allocator_.Run(op::ListTags{}, [this, respond](Result<std::vector<state::TagRecord>> r) {
       if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
       json list = json::array();
       for (const auto& t : *r) list.push_back(TagJson(t));
@@ -487,18 +489,18 @@ void Api::ServeTags(Call call) {
   }
   std::string tag(call.param);
   if (auto v = ValidateTag(tag); !v) return respond(ErrorResponse(v.error()));
-  if (request.method == "GET") return allocator_.GetTag(tag, reply(200));
+  if (request.method == "GET") return allocator_.Run(op::GetTag{tag}, reply(200));
   if (request.method == "PUT") {
     auto update = ParseTagUpdate(request.body);
     if (!update) return respond(ErrorResponse(update.error()));
     if (!update->id_mode || *update->id_mode == state::IdMode::kPlain) {
-      return allocator_.PutTag(tag, std::move(*update), reply(200));
+      return allocator_.Run(op::PutTag{tag, std::move(*update)}, reply(200));
     }
     // Leaving plain: this node's buffered plain segments would go on handing out countable IDs
     // until used up. They are dropped (a gap); other gateways drop theirs when their next segment
     // arrives (SegmentBuffer::OnFetched), and the answer says so.
-    return allocator_.PutTag(
-        tag, std::move(*update), [this, tag, respond](Result<state::TagRecord> r) {
+    return allocator_.Run(
+        op::PutTag{tag, std::move(*update)}, [this, tag, respond](Result<state::TagRecord> r) {
           if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
           segments_.Forget(tag);
           json body = TagJson(*r);
@@ -510,7 +512,7 @@ void Api::ServeTags(Call call) {
         });
   }
   if (request.method == "DELETE") {
-    return allocator_.DeleteTag(tag, [this, tag, respond](Result<state::TagRecord> r) {
+    return allocator_.Run(op::DeleteTag{tag}, [this, tag, respond](Result<state::TagRecord> r) {
       if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
       segments_.Forget(tag);
       respond(JsonResponse(json{{"deleted", TagJson(*r)}}));
@@ -527,28 +529,29 @@ void Api::ServeSpaces(Call call) {
   };
   if (call.param.empty()) {
     if (request.method != "GET") return call.respond(MethodNotAllowed("GET"));
-    return allocator_.ListSpaces(
-        [this, respond = std::move(call.respond)](Result<std::vector<state::SpaceRecord>> r) {
-          if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-          json list = json::array();
-          for (const auto& s : *r) list.push_back(SpaceJson(s));
-          respond(JsonResponse(json{{"spaces", list}}));
-        });
+    return allocator_.Run(op::ListSpaces{}, [this, respond = std::move(call.respond)](
+                                                Result<std::vector<state::SpaceRecord>> r) {
+      if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
+      json list = json::array();
+      for (const auto& s : *r) list.push_back(SpaceJson(s));
+      respond(JsonResponse(json{{"spaces", list}}));
+    });
   }
   auto space = AskedSpace(call);
   if (!space) return;
-  if (request.method == "GET") return allocator_.GetSpace(*space, reply);
+  if (request.method == "GET") return allocator_.Run(op::GetSpace{*space}, reply);
   if (request.method == "PUT") {
     auto update = ParseSpaceUpdate(request.body);
     if (!update) return call.respond(ErrorResponse(update.error()));
-    return allocator_.PutSpace(*space, std::move(*update), reply);
+    return allocator_.Run(op::PutSpace{*space, std::move(*update)}, reply);
   }
   if (request.method == "DELETE") {
-    return allocator_.DeleteSpace(
-        *space, [this, respond = std::move(call.respond)](Result<state::SpaceRecord> r) {
-          if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
-          respond(JsonResponse(json{{"deleted", SpaceJson(*r)}}));
-        });
+    return allocator_.Run(op::DeleteSpace{*space},
+                          [this, respond = std::move(call.respond)](Result<state::SpaceRecord> r) {
+                            if (!r)
+                              return respond(ErrorResponse(r.error(), options_.retry_after_s));
+                            respond(JsonResponse(json{{"deleted", SpaceJson(*r)}}));
+                          });
   }
   call.respond(MethodNotAllowed("GET, PUT, DELETE"));
 }
@@ -577,8 +580,8 @@ void Api::ServeCurrentSeq(Call call) {
   if (!space) return;
   auto key = AskedKey(call);
   if (!key) return;
-  allocator_.CurrentSeq(
-      *space, *key,
+  allocator_.Run(
+      op::CurrentSeq{*space, *key},
       [this, space = *space, key = *key, respond = std::move(call.respond)](Result<uint64_t> r) {
         if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));
         respond(JsonResponse(
@@ -610,8 +613,8 @@ std::optional<uint64_t> Api::AskedKey(Call& call) const {
 // order asked. Values and keys as strings: they go past 2^53.
 void Api::NextSeqs(std::string space, std::vector<uint64_t> keys, bool one, Respond respond) {
   auto asked = keys;
-  allocator_.NextSeq(
-      space, std::move(keys),
+  allocator_.Run(
+      op::NextSeq{space, std::move(keys)},
       [this, space, asked = std::move(asked), one,
        respond = std::move(respond)](Result<std::vector<uint64_t>> r) {
         if (!r) return respond(ErrorResponse(r.error(), options_.retry_after_s));

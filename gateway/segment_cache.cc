@@ -48,7 +48,7 @@ struct SegmentCache::Received {
   }
 };
 
-SegmentCache::SegmentCache(allocator::Allocator& allocator, Clock& clock,
+SegmentCache::SegmentCache(allocator::SegmentSource& allocator, Clock& clock,
                            SegmentBuffer::Options options)
     : allocator_(allocator),
       clock_(clock),
@@ -67,7 +67,7 @@ std::shared_ptr<SegmentBuffer> SegmentCache::Get(const std::string& tag) {
   WriterMutexLock lock(mu_);
   auto& slot = buffers_[tag];
   if (!slot) {
-    allocator::Allocator* allocator = &allocator_;
+    allocator::SegmentSource* allocator = &allocator_;
     Clock* clock = &clock_;
     auto& registry = metrics::Registry::Default();
     metrics::Histogram* latency = &registry.GetHistogram(

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "allocator/allocator.h"
+#include "allocator/segment_source.h"
 #include "base/mutex.h"
 #include "gateway/segment_buffer.h"
 
@@ -25,7 +25,7 @@ namespace kleaf::gateway {
 // kleaf_segment_fetch_errors_total{code} counts every fetch that failed, that one included.
 class SegmentCache {
  public:
-  SegmentCache(allocator::Allocator& allocator, Clock& clock, SegmentBuffer::Options options);
+  SegmentCache(allocator::SegmentSource& allocator, Clock& clock, SegmentBuffer::Options options);
 
   // The buffer of `tag`, created (empty; its first draw starts a fetch) when missing.
   std::shared_ptr<SegmentBuffer> Get(const std::string& tag);
@@ -38,7 +38,7 @@ class SegmentCache {
   size_t size() const;
 
  private:
-  allocator::Allocator& allocator_;
+  allocator::SegmentSource& allocator_;
   Clock& clock_;
   const SegmentBuffer::Options options_;
   mutable SharedMutex mu_;

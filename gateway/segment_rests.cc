@@ -30,7 +30,8 @@ void ResumeSegmentRests(state::Store& store, allocator::Allocator& allocator,
   // Ask about every tag at once; one deadline for all, so many tags cannot stretch startup.
   // A tag without an answer by then keeps its rest.
   std::map<std::string, PendingCall<state::TagRecord>> answers;
-  for (const auto& [tag, ranges] : by_tag) allocator.GetTag(tag, answers[tag].Callback());
+  for (const auto& [tag, ranges] : by_tag)
+    allocator.Run(allocator::op::GetTag{tag}, answers[tag].Callback());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (auto& [tag, ranges] : by_tag) {
     auto answer = answers.at(tag).Wait(deadline, "no answer");

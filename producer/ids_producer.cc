@@ -21,7 +21,7 @@ constexpr size_t kMaxTopicName = 249;  // Kafka's limit
 
 }  // namespace
 
-IdsProducer::IdsProducer(IdsProducerOptions options, allocator::Allocator& allocator,
+IdsProducer::IdsProducer(IdsProducerOptions options, allocator::SegmentSource& allocator,
                          snowflake::SnowflakeGenerator* generator, Clock& clock)
     : options_(std::move(options)),
       allocator_(allocator),

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "allocator/allocator.h"
+#include "allocator/segment_source.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/metrics.h"
@@ -72,7 +72,7 @@ struct IdsProducerOptions {
 //   see the batches of an aborted (or never committed) transaction.
 class IdsProducer {
  public:
-  IdsProducer(IdsProducerOptions options, allocator::Allocator& allocator,
+  IdsProducer(IdsProducerOptions options, allocator::SegmentSource& allocator,
               snowflake::SnowflakeGenerator* generator, Clock& clock);
   ~IdsProducer();
 
@@ -178,7 +178,7 @@ class IdsProducer {
   void RunScheduledRound();
 
   const IdsProducerOptions options_;
-  allocator::Allocator& allocator_;
+  allocator::SegmentSource& allocator_;
   snowflake::SnowflakeGenerator* generator_;
   Clock& clock_;
   std::unique_ptr<kafka::TxnProducer> txn_;

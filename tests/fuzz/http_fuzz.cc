@@ -59,109 +59,105 @@ class InlineAllocator final : public allocator::Allocator {
     tags_["order"] = order;
   }
 
-  void AllocateSegment(std::string tag, int64_t step,
-                       allocator::Callback<allocator::Segment> done) override {
-    auto it = tags_.find(tag);
-    if (it == tags_.end() || it->second.deleted) {
-      return done(Fail(Code::kNotFound, "unknown tag '" + tag + "'"));
-    }
-    done(allocator::ReserveSegment(it->second, step, kMaxStep, clock_.NowMs()));
+  void Submit(allocator::AnyCall call) override {
+    std::visit([this](auto& c) { Handle(std::move(c.op), std::move(c.done)); }, call);
   }
-  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override {
+
+ private:
+  void Handle(allocator::op::Allocate op, allocator::Callback<allocator::Segment> done) {
+    auto it = tags_.find(op.tag);
+    if (it == tags_.end() || it->second.deleted) {
+      return done(Fail(Code::kNotFound, "unknown tag '" + op.tag + "'"));
+    }
+    done(allocator::ReserveSegment(it->second, op.step, kMaxStep, clock_.NowMs()));
+  }
+  void Handle(allocator::op::ListTags, allocator::Callback<std::vector<state::TagRecord>> done) {
     std::vector<state::TagRecord> live;
     for (const auto& [tag, r] : tags_) {
       if (!r.deleted) live.push_back(r);
     }
     done(std::move(live));
   }
-  void GetTag(std::string tag, allocator::Callback<state::TagRecord> done) override {
-    auto it = tags_.find(tag);
+  void Handle(allocator::op::GetTag op, allocator::Callback<state::TagRecord> done) {
+    auto it = tags_.find(op.tag);
     if (it == tags_.end() || it->second.deleted) return done(Fail(Code::kNotFound, "unknown tag"));
     done(it->second);
   }
-  void PutTag(std::string tag, allocator::TagUpdate update,
-              allocator::Callback<state::TagRecord> done) override {
+  void Handle(allocator::op::PutTag op, allocator::Callback<state::TagRecord> done) {
     std::optional<state::TagRecord> existing;
-    if (auto it = tags_.find(tag); it != tags_.end()) existing = it->second;
-    auto r = allocator::ApplyTagUpdate(existing, tag, update, 1000, kMaxStep, clock_.NowMs());
-    if (r) tags_[tag] = *r;
+    if (auto it = tags_.find(op.tag); it != tags_.end()) existing = it->second;
+    auto r = allocator::ApplyTagUpdate(existing, op.tag, op.update, 1000, kMaxStep, clock_.NowMs());
+    if (r) tags_[op.tag] = *r;
     done(std::move(r));
   }
-  void DeleteTag(std::string tag, allocator::Callback<state::TagRecord> done) override {
-    auto it = tags_.find(tag);
+  void Handle(allocator::op::DeleteTag op, allocator::Callback<state::TagRecord> done) {
+    auto it = tags_.find(op.tag);
     if (it == tags_.end() || it->second.deleted) return done(Fail(Code::kNotFound, "unknown tag"));
     state::TagRecord before = it->second;
     it->second.deleted = true;
     done(before);
   }
-  void ClaimWorker(allocator::WorkerClaim,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+  void Handle(allocator::op::ClaimWorker, allocator::Callback<allocator::WorkerLeaseInfo> done) {
     done(NoRegistry());
   }
-  void RenewWorker(allocator::WorkerReport,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+  void Handle(allocator::op::RenewWorker, allocator::Callback<allocator::WorkerLeaseInfo> done) {
     done(NoRegistry());
   }
-  void ReleaseWorker(allocator::WorkerReport,
-                     allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+  void Handle(allocator::op::ReleaseWorker, allocator::Callback<allocator::WorkerLeaseInfo> done) {
     done(NoRegistry());
   }
-  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
+  void Handle(allocator::op::WorkerStatus, allocator::Callback<allocator::WorkerCounts> done) {
     done(NoRegistry());
   }
   // Spaces with the real rules; each key's counter in a map (no sections: not the fuzzer's
   // business).
-  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override {
+  void Handle(allocator::op::ListSpaces,
+              allocator::Callback<std::vector<state::SpaceRecord>> done) {
     std::vector<state::SpaceRecord> live;
     for (const auto& [name, r] : spaces_) {
       if (!r.deleted) live.push_back(r);
     }
     done(std::move(live));
   }
-  void GetSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
-    auto it = spaces_.find(space);
+  void Handle(allocator::op::GetSpace op, allocator::Callback<state::SpaceRecord> done) {
+    auto it = spaces_.find(op.space);
     if (it == spaces_.end() || it->second.deleted)
       return done(Fail(Code::kNotFound, "unknown space"));
     done(it->second);
   }
-  void PutSpace(std::string space, allocator::SpaceUpdate update,
-                allocator::Callback<state::SpaceRecord> done) override {
+  void Handle(allocator::op::PutSpace op, allocator::Callback<state::SpaceRecord> done) {
     std::optional<state::SpaceRecord> existing;
-    if (auto it = spaces_.find(space); it != spaces_.end()) existing = it->second;
-    auto r = allocator::ApplySpaceUpdate(existing, space, update, {}, clock_.NowMs());
-    if (r) spaces_[space] = *r;
+    if (auto it = spaces_.find(op.space); it != spaces_.end()) existing = it->second;
+    auto r = allocator::ApplySpaceUpdate(existing, op.space, op.update, {}, clock_.NowMs());
+    if (r) spaces_[op.space] = *r;
     done(std::move(r));
   }
-  void DeleteSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
-    auto it = spaces_.find(space);
+  void Handle(allocator::op::DeleteSpace op, allocator::Callback<state::SpaceRecord> done) {
+    auto it = spaces_.find(op.space);
     if (it == spaces_.end() || it->second.deleted)
       return done(Fail(Code::kNotFound, "unknown space"));
     state::SpaceRecord before = it->second;
     it->second.deleted = true;
     done(before);
   }
-  void NextSeq(std::string space, std::vector<uint64_t> keys,
-               allocator::Callback<std::vector<uint64_t>> done) override {
-    auto it = spaces_.find(space);
+  void Handle(allocator::op::NextSeq op, allocator::Callback<std::vector<uint64_t>> done) {
+    auto it = spaces_.find(op.space);
     if (it == spaces_.end() || it->second.deleted)
       return done(Fail(Code::kNotFound, "unknown space"));
     std::vector<uint64_t> values;
-    for (uint64_t key : keys) values.push_back(++seqs_[{space, key}]);
+    for (uint64_t key : op.keys) values.push_back(++seqs_[{op.space, key}]);
     done(std::move(values));
   }
-  void CurrentSeq(std::string space, uint64_t key, allocator::Callback<uint64_t> done) override {
-    auto it = spaces_.find(space);
+  void Handle(allocator::op::CurrentSeq op, allocator::Callback<uint64_t> done) {
+    auto it = spaces_.find(op.space);
     if (it == spaces_.end() || it->second.deleted)
       return done(Fail(Code::kNotFound, "unknown space"));
-    done(seqs_[{space, key}]);
+    done(seqs_[{op.space, op.key}]);
   }
   // No HTTP route raises a section: only `kleaf state import` does.
-  void RaiseSection(std::string, uint64_t, int64_t, uint64_t,
-                    allocator::Callback<uint64_t> done) override {
+  void Handle(allocator::op::RaiseSection, allocator::Callback<uint64_t> done) {
     done(Fail(Code::kUnimplemented, "not in the fuzzer"));
   }
-
- private:
   static std::unexpected<Error> NoRegistry() {
     return Fail(Code::kFailedPrecondition, "no worker registry in the fuzzer");
   }

@@ -42,7 +42,10 @@ std::vector<PendingCall<allocator::Segment>> AllocateSegments(allocator::Allocat
 Result<state::TagRecord> PutStepOf10(allocator::Allocator& allocator, const std::string& tag,
                                      milliseconds bound) {
   return Await<state::TagRecord>(bound, "no answer", [&](auto done) {
-    allocator.PutTag(tag, allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}, done);
+    allocator.Run(
+        allocator::op::PutTag{tag,
+                              allocator::TagUpdate{.step = 10, .max_id = {}, .description = {}}},
+        done);
   });
 }
 

@@ -224,7 +224,7 @@ TEST_F(LocalAllocatorTest, DeletedTagIsNotFoundAndKeepsItsMaxId) {
   CreateTag("order", 100);
   ASSERT_TRUE(allocator_->AllocateSegmentNow("order", 0));
   Outcome<state::TagRecord> deleted;
-  allocator_->DeleteTag("order", deleted.Done());
+  allocator_->Run(op::DeleteTag{"order"}, deleted.Done());
   const auto& before = deleted.Wait();
   ASSERT_TRUE(before) << before.error().message;
   EXPECT_FALSE(before->deleted);  // the record as it was
@@ -243,7 +243,7 @@ TEST_F(LocalAllocatorTest, RecreatedTagContinuesAboveItsEarlierLife) {
   auto first = allocator_->AllocateSegmentNow("order", 0);
   ASSERT_TRUE(first);
   Outcome<state::TagRecord> deleted;
-  allocator_->DeleteTag("order", deleted.Done());
+  allocator_->Run(op::DeleteTag{"order"}, deleted.Done());
   ASSERT_TRUE(deleted.Wait());
   CreateTag("order", 100);
   auto again = allocator_->AllocateSegmentNow("order", 0);
@@ -256,7 +256,7 @@ TEST_F(LocalAllocatorTest, AutoCreateOfADeletedTagContinuesAboveIt) {
   auto first = allocator_->AllocateSegmentNow("order", 0);
   ASSERT_TRUE(first);
   Outcome<state::TagRecord> deleted;
-  allocator_->DeleteTag("order", deleted.Done());
+  allocator_->Run(op::DeleteTag{"order"}, deleted.Done());
   ASSERT_TRUE(deleted.Wait());
   auto again = allocator_->AllocateSegmentNow("order", 0);
   ASSERT_TRUE(again) << again.error().message;
@@ -366,9 +366,9 @@ TEST_F(LocalAllocatorTest, AsyncCallbacksRunOnceOffTheCallersThread) {
   Outcome<state::TagRecord> get;
   Outcome<state::TagRecord> put;
   allocator_->AllocateSegment("order", 0, segment.Done());
-  allocator_->ListTags(list.Done());
-  allocator_->GetTag("order", get.Done());
-  allocator_->PutTag("other", WithStep(3), put.Done());
+  allocator_->Run(op::ListTags{}, list.Done());
+  allocator_->Run(op::GetTag{"order"}, get.Done());
+  allocator_->Run(op::PutTag{"other", WithStep(3)}, put.Done());
   ASSERT_TRUE(segment.Wait());
   ASSERT_TRUE(list.Wait());
   ASSERT_TRUE(get.Wait());
@@ -392,10 +392,10 @@ TEST_F(LocalAllocatorTest, FailingAsyncCallsAlsoCompleteExactlyOnce) {
   Outcome<state::TagRecord> put;
   Outcome<state::TagRecord> bad_get;
   allocator_->AllocateSegment("nope", 0, segment.Done());
-  allocator_->GetTag("nope", get.Done());
-  allocator_->DeleteTag("nope", del.Done());
-  allocator_->PutTag("order", WithStep(0), put.Done());
-  allocator_->GetTag("bad tag", bad_get.Done());
+  allocator_->Run(op::GetTag{"nope"}, get.Done());
+  allocator_->Run(op::DeleteTag{"nope"}, del.Done());
+  allocator_->Run(op::PutTag{"order", WithStep(0)}, put.Done());
+  allocator_->Run(op::GetTag{"bad tag"}, bad_get.Done());
   EXPECT_EQ(segment.Wait().error().code, Code::kNotFound);
   EXPECT_EQ(get.Wait().error().code, Code::kNotFound);
   EXPECT_EQ(del.Wait().error().code, Code::kNotFound);
@@ -430,10 +430,10 @@ TEST_F(LocalAllocatorTest, ListTagsIsOrderedAndSkipsDeletedTags) {
   CreateTag("a", 2);
   CreateTag("c", 3);
   Outcome<state::TagRecord> deleted;
-  allocator_->DeleteTag("b", deleted.Done());
+  allocator_->Run(op::DeleteTag{"b"}, deleted.Done());
   ASSERT_TRUE(deleted.Wait());
   Outcome<std::vector<state::TagRecord>> list;
-  allocator_->ListTags(list.Done());
+  allocator_->Run(op::ListTags{}, list.Done());
   const auto& r = list.Wait();
   ASSERT_TRUE(r);
   ASSERT_EQ(r->size(), 2u);
@@ -445,19 +445,19 @@ TEST_F(LocalAllocatorTest, ListTagsIsOrderedAndSkipsDeletedTags) {
 TEST_F(LocalAllocatorTest, GetTagOfADeletedTagIsNotFound) {
   CreateTag("order", 10);
   Outcome<state::TagRecord> found;
-  allocator_->GetTag("order", found.Done());
+  allocator_->Run(op::GetTag{"order"}, found.Done());
   ASSERT_TRUE(found.Wait());
   EXPECT_EQ(found.Wait()->step, 10);
 
   Outcome<state::TagRecord> deleted;
-  allocator_->DeleteTag("order", deleted.Done());
+  allocator_->Run(op::DeleteTag{"order"}, deleted.Done());
   ASSERT_TRUE(deleted.Wait());
   Outcome<state::TagRecord> gone;
-  allocator_->GetTag("order", gone.Done());
+  allocator_->Run(op::GetTag{"order"}, gone.Done());
   ASSERT_FALSE(gone.Wait());
   EXPECT_EQ(gone.Wait().error().code, Code::kNotFound);
   Outcome<state::TagRecord> twice;
-  allocator_->DeleteTag("order", twice.Done());
+  allocator_->Run(op::DeleteTag{"order"}, twice.Done());
   ASSERT_FALSE(twice.Wait());
   EXPECT_EQ(twice.Wait().error().code, Code::kNotFound);
 }
@@ -472,9 +472,9 @@ SpaceUpdate SpaceOf(int64_t section_size, int64_t step) {
 }
 
 TEST_F(LocalAllocatorTest, SectionRaisesAreInTheStoreWhenValuesAreReturned) {
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"chat", SpaceOf(100, 10)}));
   for (uint64_t round = 0; round < 30; ++round) {
-    auto v = allocator_->Run(op::NextSeq{"chat", {5, 250}});
+    auto v = allocator_->RunNow(op::NextSeq{"chat", {5, 250}});
     ASSERT_TRUE(v) << v.error().message;
     for (size_t i = 0; i < 2; ++i) {
       const uint64_t key = i == 0 ? 5 : 250;
@@ -487,24 +487,24 @@ TEST_F(LocalAllocatorTest, SectionRaisesAreInTheStoreWhenValuesAreReturned) {
 }
 
 TEST_F(LocalAllocatorTest, SequencesAfterARestartAreAboveEverythingReturned) {
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(10, 7)}));
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"chat", SpaceOf(10, 7)}));
   std::map<uint64_t, uint64_t> highest;
   for (int restart = 0; restart < 4; ++restart) {
     SCOPED_TRACE(restart);
     for (int i = 0; i < 40; ++i) {
       std::vector<uint64_t> keys = {static_cast<uint64_t>(i % 13), 3, 1000000};
-      auto v = allocator_->Run(op::NextSeq{"chat", keys});
+      auto v = allocator_->RunNow(op::NextSeq{"chat", keys});
       ASSERT_TRUE(v) << v.error().message;
       for (size_t k = 0; k < keys.size(); ++k) {
         EXPECT_GT((*v)[k], highest[keys[k]]) << "key " << keys[k];
         highest[keys[k]] = (*v)[k];
       }
-      auto current = allocator_->Run(op::CurrentSeq{"chat", 3});
+      auto current = allocator_->RunNow(op::CurrentSeq{"chat", 3});
       ASSERT_TRUE(current);
       EXPECT_EQ(*current, highest[3]);
     }
     Outcome<std::vector<uint64_t>> async;
-    allocator_->NextSeq("chat", {3}, async.Done());
+    allocator_->Run(op::NextSeq{"chat", {3}}, async.Done());
     ASSERT_TRUE(async.Wait());
     EXPECT_GT((*async.Wait())[0], highest[3]);
     highest[3] = (*async.Wait())[0];
@@ -514,34 +514,34 @@ TEST_F(LocalAllocatorTest, SequencesAfterARestartAreAboveEverythingReturned) {
       auto stored = store_->GetSection("chat", 0);
       ASSERT_TRUE(stored && stored->has_value());
       if (highest[3] == (*stored)->max_seq) break;
-      auto v = allocator_->Run(op::NextSeq{"chat", {3}});
+      auto v = allocator_->RunNow(op::NextSeq{"chat", {3}});
       ASSERT_TRUE(v);
       highest[3] = (*v)[0];
     }
     // Crash: only the store survives.
     Open();
-    auto current = allocator_->Run(op::CurrentSeq{"chat", 3});
+    auto current = allocator_->RunNow(op::CurrentSeq{"chat", 3});
     ASSERT_TRUE(current);
     EXPECT_GE(*current, highest[3]) << "current never reads below a value handed out";
   }
 }
 
 TEST_F(LocalAllocatorTest, DeletedSpaceIsRefusedAndKeepsItsSections) {
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
-  auto before = allocator_->Run(op::NextSeq{"chat", {1}});
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  auto before = allocator_->RunNow(op::NextSeq{"chat", {1}});
   ASSERT_TRUE(before);
-  ASSERT_TRUE(allocator_->Run(op::DeleteSpace{"chat"}));
-  auto refused = allocator_->Run(op::NextSeq{"chat", {1}});
+  ASSERT_TRUE(allocator_->RunNow(op::DeleteSpace{"chat"}));
+  auto refused = allocator_->RunNow(op::NextSeq{"chat", {1}});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Code::kNotFound);
-  auto changed = allocator_->Run(op::PutSpace{"chat", SpaceOf(50, 10)});
+  auto changed = allocator_->RunNow(op::PutSpace{"chat", SpaceOf(50, 10)});
   ASSERT_FALSE(changed);
   EXPECT_EQ(changed.error().code, Code::kFailedPrecondition);
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", {}}));
-  auto after = allocator_->Run(op::NextSeq{"chat", {1}});
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"chat", {}}));
+  auto after = allocator_->RunNow(op::NextSeq{"chat", {1}});
   ASSERT_TRUE(after);
   EXPECT_GT((*after)[0], (*before)[0]);
-  auto listed = allocator_->Run(op::ListSpaces{});
+  auto listed = allocator_->RunNow(op::ListSpaces{});
   ASSERT_TRUE(listed);
   EXPECT_EQ(listed->size(), 1u);
 }
@@ -557,20 +557,20 @@ state::ExportContents ExportedThroughTheFile(state::Store& store) {
 }
 
 TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAboveEveryValue) {
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"gone", SpaceOf(50, 5)}));
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"gone", SpaceOf(50, 5)}));
   std::map<std::pair<std::string, uint64_t>, uint64_t> highest;
   for (int i = 0; i < 300; ++i) {
     const std::vector<uint64_t> keys = {static_cast<uint64_t>(i % 7),
                                         static_cast<uint64_t>(150 + i % 3), 99'999};
-    auto v = allocator_->Run(op::NextSeq{"chat", keys});
+    auto v = allocator_->RunNow(op::NextSeq{"chat", keys});
     ASSERT_TRUE(v) << v.error().message;
     for (size_t k = 0; k < keys.size(); ++k) highest[{"chat", keys[k]}] = (*v)[k];
   }
-  auto gone = allocator_->Run(op::NextSeq{"gone", {3}});
+  auto gone = allocator_->RunNow(op::NextSeq{"gone", {3}});
   ASSERT_TRUE(gone);
   highest[{"gone", 3}] = (*gone)[0];
-  ASSERT_TRUE(allocator_->Run(op::DeleteSpace{"gone"}));
+  ASSERT_TRUE(allocator_->RunNow(op::DeleteSpace{"gone"}));
   const state::ExportContents exported = ExportedThroughTheFile(*store_);
   ASSERT_EQ(exported.spaces.size(), 2u);
   ASSERT_EQ(exported.sections.size(), 4u);  // chat 0, 1, 999; gone 0
@@ -580,8 +580,8 @@ TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAbove
   auto fresh_store = state::Store::Open(other.Sub("fresh"));
   ASSERT_TRUE(fresh_store) << fresh_store.error().message;
   auto fresh = std::make_unique<LocalAllocator>(**fresh_store, clock_, options_);
-  ASSERT_TRUE(fresh->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
-  ASSERT_TRUE(fresh->Run(op::RaiseSection{"chat", 999, 100, 1'000'000}));
+  ASSERT_TRUE(fresh->RunNow(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  ASSERT_TRUE(fresh->RunNow(op::RaiseSection{"chat", 999, 100, 1'000'000}));
   constexpr int64_t kBump = 1000;
   std::ostringstream errors;
   auto counts = ImportState(*fresh, exported, kBump, errors);
@@ -600,7 +600,7 @@ TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAbove
   // Every key continues above the exported maximum of its section plus the bump.
   for (const auto& [where, value] : highest) {
     if (where.first == "gone") continue;
-    auto next = fresh->Run(op::NextSeq{where.first, {where.second}});
+    auto next = fresh->RunNow(op::NextSeq{where.first, {where.second}});
     ASSERT_TRUE(next) << next.error().message;
     const uint64_t section = where.second / 100;
     auto it = std::find_if(exported.sections.begin(), exported.sections.end(), [&](const auto& r) {
@@ -611,11 +611,11 @@ TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAbove
     EXPECT_GT((*next)[0], value + kBump) << "key " << where.second;
   }
   // The deleted space is deleted again, with its section_size and its raised section kept.
-  auto refused = fresh->Run(op::NextSeq{"gone", {3}});
+  auto refused = fresh->RunNow(op::NextSeq{"gone", {3}});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Code::kNotFound);
-  ASSERT_TRUE(fresh->Run(op::PutSpace{"gone", {}}));
-  auto again = fresh->Run(op::NextSeq{"gone", {3}});
+  ASSERT_TRUE(fresh->RunNow(op::PutSpace{"gone", {}}));
+  auto again = fresh->RunNow(op::NextSeq{"gone", {3}});
   ASSERT_TRUE(again);
   const uint64_t gone_before = highest[{"gone", 3}];
   EXPECT_GT((*again)[0], gone_before + kBump);
@@ -630,16 +630,16 @@ TEST_F(LocalAllocatorTest, AnImportRestoresSpacesAndRaisesSectionsByTheBumpAbove
 }
 
 TEST_F(LocalAllocatorTest, AnImportIntoASpaceOfAnotherSectionSizeFailsNamingItAndTouchesNothing) {
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"chat", SpaceOf(100, 10)}));
-  ASSERT_TRUE(allocator_->Run(op::NextSeq{"chat", {1}}));
-  ASSERT_TRUE(allocator_->Run(op::PutSpace{"inbox", SpaceOf(10, 10)}));
-  ASSERT_TRUE(allocator_->Run(op::NextSeq{"inbox", {1}}));
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"chat", SpaceOf(100, 10)}));
+  ASSERT_TRUE(allocator_->RunNow(op::NextSeq{"chat", {1}}));
+  ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"inbox", SpaceOf(10, 10)}));
+  ASSERT_TRUE(allocator_->RunNow(op::NextSeq{"inbox", {1}}));
   const state::ExportContents exported = ExportedThroughTheFile(*store_);
   testing::TempDir other;
   auto fresh_store = state::Store::Open(other.Sub("fresh"));
   ASSERT_TRUE(fresh_store);
   LocalAllocator fresh(**fresh_store, clock_, options_);
-  ASSERT_TRUE(fresh.Run(op::PutSpace{"chat", SpaceOf(1000, 10)}));
+  ASSERT_TRUE(fresh.RunNow(op::PutSpace{"chat", SpaceOf(1000, 10)}));
   std::ostringstream errors;
   auto counts = ImportState(fresh, exported, 0, errors);
   EXPECT_EQ(counts.failed(), 1);

@@ -96,13 +96,28 @@ class FakeAllocator final : public allocator::Allocator {
     return static_cast<int>(run.size());
   }
 
-  void AllocateSegment(std::string tag, int64_t step,
-                       allocator::Callback<allocator::Segment> done) override {
+  void Submit(allocator::AnyCall call) override {
+    std::visit([this](auto& c) { Handle(std::move(c.op), std::move(c.done)); }, call);
+  }
+  std::vector<std::vector<uint64_t>> asked_keys() {
+    std::lock_guard lock(mu_);
+    return asked_keys_;
+  }
+  // What WorkerStatus answers (nullopt: an error, as without a registry).
+  void set_worker_counts(std::optional<allocator::WorkerCounts> counts) {
+    std::lock_guard lock(mu_);
+    worker_counts_ = counts;
+  }
+
+  static constexpr int64_t kMaxStep = 1'000'000;
+
+ private:
+  void Handle(allocator::op::Allocate op, allocator::Callback<allocator::Segment> done) {
     {
       std::lock_guard lock(mu_);
       ++segment_requests_;
     }
-    Dispatch([this, tag, step, done] {
+    Dispatch([this, tag = op.tag, step = op.step, done] {
       done([&]() -> Result<allocator::Segment> {
         std::lock_guard lock(mu_);
         if (segment_failure_) return Fail(*segment_failure_, "forced failure");
@@ -114,7 +129,7 @@ class FakeAllocator final : public allocator::Allocator {
       }());
     });
   }
-  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override {
+  void Handle(allocator::op::ListTags, allocator::Callback<std::vector<state::TagRecord>> done) {
     Dispatch([this, done] {
       std::vector<state::TagRecord> live;
       {
@@ -126,8 +141,8 @@ class FakeAllocator final : public allocator::Allocator {
       done(std::move(live));
     });
   }
-  void GetTag(std::string tag, allocator::Callback<state::TagRecord> done) override {
-    Dispatch([this, tag, done] {
+  void Handle(allocator::op::GetTag op, allocator::Callback<state::TagRecord> done) {
+    Dispatch([this, tag = op.tag, done] {
       done([&]() -> Result<state::TagRecord> {
         std::lock_guard lock(mu_);
         auto it = tags_.find(tag);
@@ -136,9 +151,8 @@ class FakeAllocator final : public allocator::Allocator {
       }());
     });
   }
-  void PutTag(std::string tag, allocator::TagUpdate update,
-              allocator::Callback<state::TagRecord> done) override {
-    Dispatch([this, tag, update, done] {
+  void Handle(allocator::op::PutTag op, allocator::Callback<state::TagRecord> done) {
+    Dispatch([this, tag = op.tag, update = op.update, done] {
       done([&]() -> Result<state::TagRecord> {
         std::lock_guard lock(mu_);
         auto it = tags_.find(tag);
@@ -150,8 +164,8 @@ class FakeAllocator final : public allocator::Allocator {
       }());
     });
   }
-  void DeleteTag(std::string tag, allocator::Callback<state::TagRecord> done) override {
-    Dispatch([this, tag, done] {
+  void Handle(allocator::op::DeleteTag op, allocator::Callback<state::TagRecord> done) {
+    Dispatch([this, tag = op.tag, done] {
       done([&]() -> Result<state::TagRecord> {
         std::lock_guard lock(mu_);
         auto it = tags_.find(tag);
@@ -164,19 +178,16 @@ class FakeAllocator final : public allocator::Allocator {
   }
 
   // The gateway API does not use the worker registry; the fake has none.
-  void ClaimWorker(allocator::WorkerClaim,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+  void Handle(allocator::op::ClaimWorker, allocator::Callback<allocator::WorkerLeaseInfo> done) {
     NoRegistry(done);
   }
-  void RenewWorker(allocator::WorkerReport,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+  void Handle(allocator::op::RenewWorker, allocator::Callback<allocator::WorkerLeaseInfo> done) {
     NoRegistry(done);
   }
-  void ReleaseWorker(allocator::WorkerReport,
-                     allocator::Callback<allocator::WorkerLeaseInfo> done) override {
+  void Handle(allocator::op::ReleaseWorker, allocator::Callback<allocator::WorkerLeaseInfo> done) {
     NoRegistry(done);
   }
-  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
+  void Handle(allocator::op::WorkerStatus, allocator::Callback<allocator::WorkerCounts> done) {
     std::optional<allocator::WorkerCounts> counts;
     {
       std::lock_guard lock(mu_);
@@ -185,17 +196,10 @@ class FakeAllocator final : public allocator::Allocator {
     if (!counts) return NoRegistry(done);
     Dispatch([done, counts] { done(*counts); });
   }
-  // What WorkerStatus answers (nullopt: an error, as without a registry).
-  void set_worker_counts(std::optional<allocator::WorkerCounts> counts) {
-    std::lock_guard lock(mu_);
-    worker_counts_ = counts;
-  }
-
-  static constexpr int64_t kMaxStep = 1'000'000;
-
   // Spaces with the real rules; each key's counter in a map (sections are the allocator's
   // business, tested in allocator/). The keys each NextSeq asked for, in order.
-  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override {
+  void Handle(allocator::op::ListSpaces,
+              allocator::Callback<std::vector<state::SpaceRecord>> done) {
     Dispatch([this, done] {
       std::vector<state::SpaceRecord> live;
       {
@@ -207,8 +211,8 @@ class FakeAllocator final : public allocator::Allocator {
       done(std::move(live));
     });
   }
-  void GetSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
-    Dispatch([this, space, done] {
+  void Handle(allocator::op::GetSpace op, allocator::Callback<state::SpaceRecord> done) {
+    Dispatch([this, space = op.space, done] {
       Result<state::SpaceRecord> found;
       {
         std::lock_guard lock(mu_);
@@ -218,9 +222,8 @@ class FakeAllocator final : public allocator::Allocator {
       done(std::move(found));
     });
   }
-  void PutSpace(std::string space, allocator::SpaceUpdate update,
-                allocator::Callback<state::SpaceRecord> done) override {
-    Dispatch([this, space, update, done] {
+  void Handle(allocator::op::PutSpace op, allocator::Callback<state::SpaceRecord> done) {
+    Dispatch([this, space = op.space, update = op.update, done] {
       Result<state::SpaceRecord> r;
       {
         std::lock_guard lock(mu_);
@@ -232,8 +235,8 @@ class FakeAllocator final : public allocator::Allocator {
       done(std::move(r));
     });
   }
-  void DeleteSpace(std::string space, allocator::Callback<state::SpaceRecord> done) override {
-    Dispatch([this, space, done] {
+  void Handle(allocator::op::DeleteSpace op, allocator::Callback<state::SpaceRecord> done) {
+    Dispatch([this, space = op.space, done] {
       Result<state::SpaceRecord> before;
       {
         std::lock_guard lock(mu_);
@@ -244,9 +247,8 @@ class FakeAllocator final : public allocator::Allocator {
       done(std::move(before));
     });
   }
-  void NextSeq(std::string space, std::vector<uint64_t> keys,
-               allocator::Callback<std::vector<uint64_t>> done) override {
-    Dispatch([this, space, keys, done] {
+  void Handle(allocator::op::NextSeq op, allocator::Callback<std::vector<uint64_t>> done) {
+    Dispatch([this, space = op.space, keys = op.keys, done] {
       Result<std::vector<uint64_t>> values = std::vector<uint64_t>{};
       {
         std::lock_guard lock(mu_);
@@ -260,8 +262,8 @@ class FakeAllocator final : public allocator::Allocator {
       done(std::move(values));
     });
   }
-  void CurrentSeq(std::string space, uint64_t key, allocator::Callback<uint64_t> done) override {
-    Dispatch([this, space, key, done] {
+  void Handle(allocator::op::CurrentSeq op, allocator::Callback<uint64_t> done) {
+    Dispatch([this, space = op.space, key = op.key, done] {
       Result<uint64_t> value;
       {
         std::lock_guard lock(mu_);
@@ -272,16 +274,9 @@ class FakeAllocator final : public allocator::Allocator {
     });
   }
   // The API serves no import: not in this fake.
-  void RaiseSection(std::string, uint64_t, int64_t, uint64_t,
-                    allocator::Callback<uint64_t> done) override {
+  void Handle(allocator::op::RaiseSection, allocator::Callback<uint64_t> done) {
     done(Fail(Code::kUnimplemented, "not in this fake"));
   }
-  std::vector<std::vector<uint64_t>> asked_keys() {
-    std::lock_guard lock(mu_);
-    return asked_keys_;
-  }
-
- private:
   Result<state::SpaceRecord*> LiveSpace(const std::string& space) {
     auto it = spaces_.find(space);
     if (it == spaces_.end() || it->second.deleted) {

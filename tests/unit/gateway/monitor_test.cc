@@ -56,72 +56,30 @@ class FakeAllocator final : public allocator::Allocator {
     std::lock_guard lock(mu_);
     fetch_hook_ = std::move(hook);
   }
-  void AllocateSegment(std::string tag, int64_t step,
-                       allocator::Callback<allocator::Segment> done) override {
-    Result<allocator::Segment> r = Fail(Code::kNotFound, "unknown tag '" + tag + "'");
+  void Submit(allocator::AnyCall call) override {
+    std::visit(
+        [this]<typename Op>(allocator::Call<Op>& c) {
+          if constexpr (std::is_same_v<Op, allocator::op::Allocate>) {
+            Allocate(c.op, std::move(c.done));
+          } else {
+            c.done(Unsupported());
+          }
+        },
+        call);
+  }
+
+ private:
+  void Allocate(const allocator::op::Allocate& op, allocator::Callback<allocator::Segment> done) {
+    Result<allocator::Segment> r = Fail(Code::kNotFound, "unknown tag '" + op.tag + "'");
     {
       std::lock_guard lock(mu_);
       if (fetch_hook_) fetch_hook_();
-      if (auto it = tags_.find(tag); it != tags_.end()) {
-        r = allocator::ReserveSegment(it->second, step, 1'000'000, clock_.NowMs());
+      if (auto it = tags_.find(op.tag); it != tags_.end()) {
+        r = allocator::ReserveSegment(it->second, op.step, 1'000'000, clock_.NowMs());
       }
     }
     done(std::move(r));
   }
-  void ListTags(allocator::Callback<std::vector<state::TagRecord>> done) override {
-    done(Unsupported());
-  }
-  void GetTag(std::string, allocator::Callback<state::TagRecord> done) override {
-    done(Unsupported());
-  }
-  void PutTag(std::string, allocator::TagUpdate,
-              allocator::Callback<state::TagRecord> done) override {
-    done(Unsupported());
-  }
-  void DeleteTag(std::string, allocator::Callback<state::TagRecord> done) override {
-    done(Unsupported());
-  }
-  void ClaimWorker(allocator::WorkerClaim,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
-    done(Unsupported());
-  }
-  void RenewWorker(allocator::WorkerReport,
-                   allocator::Callback<allocator::WorkerLeaseInfo> done) override {
-    done(Unsupported());
-  }
-  void ReleaseWorker(allocator::WorkerReport,
-                     allocator::Callback<allocator::WorkerLeaseInfo> done) override {
-    done(Unsupported());
-  }
-  void WorkerStatus(allocator::Callback<allocator::WorkerCounts> done) override {
-    done(Unsupported());
-  }
-  void ListSpaces(allocator::Callback<std::vector<state::SpaceRecord>> done) override {
-    done(Unsupported());
-  }
-  void GetSpace(std::string, allocator::Callback<state::SpaceRecord> done) override {
-    done(Unsupported());
-  }
-  void PutSpace(std::string, allocator::SpaceUpdate,
-                allocator::Callback<state::SpaceRecord> done) override {
-    done(Unsupported());
-  }
-  void DeleteSpace(std::string, allocator::Callback<state::SpaceRecord> done) override {
-    done(Unsupported());
-  }
-  void NextSeq(std::string, std::vector<uint64_t>,
-               allocator::Callback<std::vector<uint64_t>> done) override {
-    done(Unsupported());
-  }
-  void CurrentSeq(std::string, uint64_t, allocator::Callback<uint64_t> done) override {
-    done(Unsupported());
-  }
-  void RaiseSection(std::string, uint64_t, int64_t, uint64_t,
-                    allocator::Callback<uint64_t> done) override {
-    done(Unsupported());
-  }
-
- private:
   static std::unexpected<Error> Unsupported() {
     return std::unexpected(Error{Code::kInternal, "not in this fake"});
   }
