@@ -47,7 +47,9 @@ const char* WaitRowName(WaitRow row) {
 TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, bool from_stale_copy,
                               const std::string& holder, const std::optional<HeldBefore>& before,
                               int64_t own_lease_ms) {
-  if (!newest) return TakeoverWait{WaitRow::kNone, own_lease_ms, 1};
+  // No lease record: none was ever committed on p (the store's copy is complete, RestorePartition),
+  // and a lease begins only with one, so no earlier owner can hold a lease.
+  if (!newest) return TakeoverWait{WaitRow::kNone, 0, 1};
   const state::LeaseRecord& r = newest->record;
   const uint64_t generation = r.generation + 1;
   if (!from_stale_copy) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "allocator/import.h"
+#include "allocator/lease_clock.h"
 #include "app/common.h"
 #include "app/serve.h"
 #include "app/standalone.h"
@@ -67,6 +68,7 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
   options.group_protocol = c.kafka.group_protocol;
+  options.lease = {c.sequence.lease_ms, c.sequence.clock_drift_ppm, c.sequence.lease_margin_ms};
   if (const char* hook = std::getenv(kFailRewritesHook); hook != nullptr && *hook != '\0') {
     auto left = std::make_shared<std::atomic<int64_t>>(std::atoll(hook));
     options.before_rewrite_commit = [left](int32_t p) -> Result<void> {
@@ -112,6 +114,19 @@ int RunAllocator(const config::Config& c) {
     return StartupError(bound.error().message);
   }
   cluster::AllocatorNodeOptions options = NodeOptions(c, *setup);
+  // The start-up check of "I5 with a lease" (docs/architecture.md, "Settings"): the wait these
+  // settings impose covers the lease they allow, and the lease clocks can be read.
+  if (auto covered = allocator::CheckLeaseCovered(options.lease); !covered) {
+    return ClusterSetupError(covered.error());
+  }
+  if (auto readable = allocator::CheckLeaseClocksReadable(allocator::KernelLeaseClocks());
+      !readable) {
+    return StartupError(readable.error().message);
+  }
+  if (auto warning = allocator::SuspendCountWarning(allocator::KernelLeaseClocks());
+      !warning.empty()) {
+    spdlog::warn("[allocator] {}", warning);
+  }
   // A right the brokers' authorizer refuses (group, transactional id) ends the node with exit 1 and
   // the right's name, rather than a node that runs and never serves (docs/operations.md, "Kafka
   // ACLs"). The first refusal wins; SIGTERM wakes the wait below.

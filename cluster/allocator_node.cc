@@ -157,6 +157,9 @@ Result<void> AllocatorNode::Start() {
   kafka::Properties consumer_props = options_.props;
   consumer_props["group.id"] = options_.group_id;
   consumer_props["group.protocol"] = options_.group_protocol;
+  consumer_props["client.id"] =
+      (options_.props.contains("client.id") ? options_.props.at("client.id") : "kleaf") +
+      kSeqWaitMark;
   // The classic protocol's (the consumer protocol leaves them to the broker; GroupConsumer drops
   // them there).
   consumer_props["session.timeout.ms"] = std::to_string(options_.session_timeout.count());
@@ -413,6 +416,10 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
         last ? "; giving up this takeover" : "; trying again");
     if (last) return Fail(Code::kUnavailable, "init_transactions: " + init.error().message);
   }
+  // R4's t_fenced: read after the attempt that succeeded, never before the call.
+  auto fenced_at = allocator::TakeReading(LeaseClocks());
+  if (!fenced_at) return std::unexpected(fenced_at.error());
+  out.fenced_at = *fenced_at;
   const auto step_done = [&](const char* step) {
     const int64_t ms = (clock_.MonotonicNs() - out.started_ns) / 1'000'000;
     if (ms >= 2000)
@@ -471,10 +478,16 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
     // starts past it (and reads again only what was written since, the rewrite included).
     state::Store::Batch applied;
     applied.values.emplace_back(AppliedOffsetKey(p), restored->end);
+    // The newest lease record, as the rewrite committed it again when the tail held one (R3).
+    KeepLeaseCopy(applied, p, std::nullopt,
+                  restored->tail_had_lease ? restored->lease : std::nullopt, restored->end);
     if (auto w = store_.Write(applied, /*sync=*/true); !w) return std::unexpected(w.error());
   }
   auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
   if (!marks) return std::unexpected(marks.error());
+  // This version holds no lease and never held one here: no memory of p (R7) and no holder.
+  out.wait = allocator::PlanTakeoverWait(restored->lease, /*from_stale_copy=*/false, "",
+                                         std::nullopt, options_.lease.lease_ms);
   out.producer = std::move(*producer);
   out.restored = *restored;
   out.requests_start = marks->first;
@@ -528,6 +541,34 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
         p, options_.topics.state, *restored.open_transaction_at, restored.end,
         restored.floors.size(), options_.topics.state, p, *restored.open_transaction_at);
   }
+  {
+    PartitionMetrics& m = MetricsOf(p);
+    SequenceWait wait{fenced.fenced_at,
+                      allocator::TakeoverWaitNs(fenced.wait.lease_w_ms, options_.lease),
+                      restored.lease_goes_back};
+    metrics::Registry::Default()
+        .GetCounter(
+            "kleaf_sequence_takeover_waits_total",
+            "Takeovers of the partition by the row of the takeover-wait table they waited "
+            "by (none, released, own, other).",
+            {{"partition", std::to_string(p)}, {"row", allocator::WaitRowName(fenced.wait.row)}})
+        .Inc();
+    m.takeover_wait_seconds.Set(static_cast<double>(wait.wait_ns) / 1e9);
+    m.takeover_waiting.Set(1);
+    if (restored.tail_leases_out_of_order > 0) {
+      m.lease_records_out_of_order.Inc(static_cast<uint64_t>(restored.tail_leases_out_of_order));
+    }
+    const auto level = fenced.wait.lease_w_ms > 0 || !wait.refused_for_good.empty()
+                           ? spdlog::level::info
+                           : spdlog::level::debug;
+    spdlog::log(level,
+                "[allocator] partition {}: sequence calls wait {} ms after the fence (the newest "
+                "lease record: {}, L_w {} ms{})",
+                p, wait.wait_ns / 1'000'000, allocator::WaitRowName(fenced.wait.row),
+                fenced.wait.lease_w_ms,
+                wait.refused_for_good.empty() ? "" : "; refused: " + wait.refused_for_good);
+    sequence_waits_[p] = std::move(wait);
+  }
   MetricsOf(p).serving.Set(1);
   {
     MutexLock lock(serving_mu_);
@@ -555,6 +596,7 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   serving_.erase(it);
   floor_.erase(p);
   counters_.erase(p);  // a later takeover starts every section at its persisted maximum (I5)
+  if (sequence_waits_.erase(p) > 0) MetricsOf(p).takeover_waiting.Set(0);
   MutexLock lock(serving_mu_);
   std::erase(serving_snapshot_, p);
 }
@@ -582,7 +624,22 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
       registry.GetCounter("kleaf_allocator_open_transaction_restores_total",
                           "Takeovers of the partition that found a transaction without an "
                           "outcome in its state partition and restored through it.",
-                          labels)};
+                          labels),
+      registry.GetGauge("kleaf_sequence_takeover_waiting",
+                        "1 while this allocator waits out the previous owner's sequence lease "
+                        "after taking the partition over (its sequence calls are refused).",
+                        labels),
+      registry.GetGauge("kleaf_sequence_takeover_wait_seconds",
+                        "How long the last takeover of the partition waited (of the slower lease "
+                        "clock) before answering sequence calls.",
+                        labels),
+      registry.GetCounter("kleaf_sequence_refusals_total",
+                          "Sequence calls of the partition refused, by reason.",
+                          {{"partition", std::to_string(p)}, {"reason", "waiting"}}),
+      registry.GetCounter("kleaf_sequence_lease_records_out_of_order_total",
+                          "Lease records of an older generation after a newer one, found past the "
+                          "last stable offset by a takeover's restore (a fenced owner's appends).",
+                          {{"partition", std::to_string(p)}, {"where", "tail"}})};
   return partition_metrics_.emplace(p, m).first->second;
 }
 
@@ -779,6 +836,9 @@ AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m
   return std::visit(
       [&]<typename Op>(const Op& op) {
         if constexpr (allocator::kNeedsCounters<Op>) {
+          if (auto refused = SequenceRefusal(p)) {
+            return Decision{{}, wire::EncodeError(*refused)};
+          }
           auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs(), seq);
           return Decision{std::move(outcome.effects), wire::EncodeReply(outcome.result)};
         } else {
@@ -839,6 +899,9 @@ void AllocatorNode::OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProduc
   auto delivered = producer.TakeDeliveredOffsets();
   if (auto d = delivered.find({options_.topics.state, p}); d != delivered.end()) {
     staged.values.emplace_back(AppliedOffsetKey(p), d->second + 1);
+    // This version commits no lease record (it holds no lease): the copy stays as it was, and is
+    // complete up to the new applied offset (R3).
+    KeepLeaseCopy(staged, p, std::nullopt, std::nullopt, d->second + 1);
   }
   if (auto w = store_.Write(staged, /*sync=*/false); !w) {
     // The records are durable in Kafka; taking p over again restores them from the state topic.
@@ -869,6 +932,42 @@ void AllocatorNode::OnFatal(int32_t p, const kafka::TxnError& why) {
   // broken producer): take it over again with a new producer, whose init_transactions fences the
   // other one.
   Retake(p, std::string(why.fenced ? "fenced" : "fatal error") + ": " + why.message);
+}
+
+allocator::LeaseClockSource& AllocatorNode::LeaseClocks() const {
+  return options_.lease_clocks != nullptr ? *options_.lease_clocks : allocator::KernelLeaseClocks();
+}
+
+std::optional<Error> AllocatorNode::SequenceRefusal(int32_t p) {
+  auto it = sequence_waits_.find(p);
+  if (it == sequence_waits_.end()) return std::nullopt;
+  PartitionMetrics& m = MetricsOf(p);
+  if (!it->second.refused_for_good.empty()) {
+    m.waiting_refusals.Inc();
+    return Error{Code::kUnavailable,
+                 "partition " + std::to_string(p) +
+                     " serves no sequence call: a committed lease "
+                     "record of its state partition goes back (" +
+                     it->second.refused_for_good +
+                     "); only kleaf's allocators may write lease records (docs/operations.md, "
+                     "\"Sequence takeover waits\")"};
+  }
+  auto now = allocator::TakeReading(LeaseClocks());
+  int64_t elapsed = 0;
+  if (now) elapsed = allocator::WaitElapsedNs(it->second.from, *now);
+  if (now && elapsed >= it->second.wait_ns) {
+    spdlog::debug("[allocator] partition {}: takeover wait over after {} ms", p,
+                  elapsed / 1'000'000);
+    m.takeover_waiting.Set(0);
+    sequence_waits_.erase(it);
+    return std::nullopt;
+  }
+  m.waiting_refusals.Inc();
+  return Error{
+      Code::kUnavailable,
+      now ? "partition " + std::to_string(p) + " waits out its previous owner's sequence lease: " +
+                std::to_string((it->second.wait_ns - elapsed + 999'999) / 1'000'000) + " ms left"
+          : "partition " + std::to_string(p) + ": " + now.error().message};
 }
 
 allocator::SequenceCounters& AllocatorNode::CountersOf(int32_t p) {

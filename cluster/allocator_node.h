@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "allocator/lease.h"
+#include "allocator/lease_clock.h"
 #include "allocator/operations.h"
 #include "base/clock.h"
 #include "base/metrics.h"
@@ -48,7 +50,17 @@ struct AllocatorNodeOptions {
   // without an outcome (FenceAndRestore); an error makes that rewrite fail before it appended a
   // record (aborted instead), as a broker that refused or timed out it would. Empty in production.
   std::function<Result<void>(int32_t p)> before_rewrite_commit;
+  // L, ρ and δ (config sequence.*): after each takeover p's sequence operations wait until the
+  // slower lease clock since the fence reaches L_w·(1+ρ) + δ (docs/architecture.md, "I5 with a
+  // lease", R4). This version holds no lease of its own.
+  allocator::LeaseTiming lease;
+  // Where lease clock readings come from; null: the kernel's (allocator::KernelLeaseClocks).
+  allocator::LeaseClockSource* lease_clocks = nullptr;
 };
+
+// The suffix of the allocators' group member client.id that says the member waits out sequence
+// leases after its takeovers (docs/architecture.md, "Allocators of different versions").
+inline constexpr char kSeqWaitMark[] = ";seqwait=1";
 
 // One thread runs the consumer loop; everything below is owned by it. (A round's commits run on
 // threads of their own while the loop waits for them, each with its own partition's producer.)
@@ -111,6 +123,10 @@ class AllocatorNode {
     int64_t requests_start = 0;  // the first offset of requests partition p, read after the fence
     int64_t requests_end = 0;    // its end
     int64_t started_ns = 0;
+    // R4: the lease clocks read right after init_transactions succeeded, and the wait the newest
+    // lease record the restore found asks for.
+    allocator::LeaseReading fenced_at;
+    allocator::TakeoverWait wait;
   };
   // Fences p's previous owner and restores p, on a thread of its own with Kafka handles of its
   // own: a partition whose transaction coordinator or leader is on a broker that is away does not
@@ -147,6 +163,10 @@ class AllocatorNode {
   };
   Decision Decide(int32_t p, const kafka::Message& m, BatchReader& reader,
                   allocator::SequenceState& seq);
+  // An error to answer p's sequence operations with while its takeover wait runs (R4), or
+  // nothing once it is over (then never again until p's next takeover).
+  std::optional<Error> SequenceRefusal(int32_t p);
+  allocator::LeaseClockSource& LeaseClocks() const;
   // The sequence counters of served partition p (made on first use; dropped when p is released).
   allocator::SequenceCounters& CountersOf(int32_t p);
   // Sends a decision: state records staged and produced, then the reply.
@@ -169,6 +189,10 @@ class AllocatorNode {
     metrics::Counter& releases;
     metrics::Gauge& serving;
     metrics::Counter& open_transaction_restores;
+    metrics::Gauge& takeover_waiting;
+    metrics::Gauge& takeover_wait_seconds;
+    metrics::Counter& waiting_refusals;
+    metrics::Counter& lease_records_out_of_order;
   };
   PartitionMetrics& MetricsOf(int32_t p);
 
@@ -181,6 +205,14 @@ class AllocatorNode {
   // Per served partition, the offset after the last committed batch: requests below it were
   // answered and are never run again, whatever the consumer fetches. Loop thread only.
   std::map<int32_t, int64_t> floor_;
+  // Per served partition whose takeover wait (R4) is not over yet: from which reading, how long
+  // (W, ns), and why, for the refusal. Loop thread only.
+  struct SequenceWait {
+    allocator::LeaseReading from;
+    int64_t wait_ns = 0;
+    std::string refused_for_good;  // a committed lease record went back (A4): never over
+  };
+  std::map<int32_t, SequenceWait> sequence_waits_;
   // Per served partition, its sections' counters (I5). Loop thread only.
   std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_;
   // Takeovers under way, one thread each, and when a pending partition whose takeover failed may

@@ -5,12 +5,46 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "cluster/wire.h"
+#include "state/lease_record.h"
 
 namespace kleaf::cluster {
+
+std::string LeaseCopyKey(int32_t p) { return "lease/" + std::to_string(p); }
+
+std::string LeaseCompleteKey(int32_t p) { return "lease_complete/" + std::to_string(p); }
+
+std::string EncodeLeaseCopy(const allocator::FoundLease& lease) {
+  return nlohmann::json{{"record", state::EncodeLease(lease.record)},
+                        {"offset", lease.offset},
+                        {"generation_lease_ms", lease.generation_lease_ms}}
+      .dump();
+}
+
+Result<allocator::FoundLease> DecodeLeaseCopy(std::string_view text) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    auto record = state::DecodeLease(j.at("record").get<std::string>());
+    if (!record) return std::unexpected(record.error());
+    return allocator::FoundLease{std::move(*record), j.at("offset").get<int64_t>(),
+                                 j.at("generation_lease_ms").get<int64_t>()};
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string("the store's lease copy is corrupt: ") + e.what());
+  }
+}
+
+void KeepLeaseCopy(state::Store::Batch& batch, int32_t p,
+                   const std::optional<allocator::FoundLease>& kept,
+                   const std::optional<allocator::FoundLease>& lease, int64_t applied) {
+  if (lease) {
+    batch.texts.emplace_back(LeaseCopyKey(p), EncodeLeaseCopy(allocator::MergeLease(kept, *lease)));
+  }
+  batch.values.emplace_back(LeaseCompleteKey(p), applied);
+}
 
 std::string AppliedOffsetKey(int32_t p) { return "state_offset/" + std::to_string(p); }
 
@@ -40,9 +74,19 @@ struct RestoredPartition {
   // Reading past the last stable offset (RestorePartition's tail): the keys read there.
   bool in_tail = false;
   std::set<std::string> tail_keys;
+  // The partition's lease records (R3): the newest so far, from the store's copy, then the log.
+  std::string lease_key;
+  std::optional<allocator::FoundLease> lease;
+  bool tail_had_lease = false;
+  std::string goes_back;
+  int64_t tail_out_of_order = 0;
 
   void Add(const kafka::Message& m, state::Store& store) {
     if (!m.value) return;
+    if (m.key == lease_key) {
+      AddLease(m);
+      return;
+    }
     if (in_tail) tail_keys.insert(m.key);
     if (m.key == requests_offset_key) {
       if (auto next = wire::DecodeRequestsOffset(*m.value)) {
@@ -91,6 +135,27 @@ struct RestoredPartition {
     std::string tag = r->tag;  // read before the record is moved from
     tags[tag] = MergeRestored(existing, std::move(*r));
     ++records;
+  }
+
+  void AddLease(const kafka::Message& m) {
+    auto r = state::DecodeLease(*m.value);
+    if (!r) {
+      ++skipped;
+      return;
+    }
+    if (lease && allocator::GoesBack(*lease, *r)) {
+      if (in_tail) {
+        ++tail_out_of_order;
+      } else if (goes_back.empty()) {
+        goes_back = "generation " + std::to_string(r->generation) + " at offset " +
+                    std::to_string(m.offset) + " after generation " +
+                    std::to_string(lease->record.generation) + " at offset " +
+                    std::to_string(lease->offset);
+      }
+    }
+    if (in_tail) tail_had_lease = true;
+    const int64_t lease_ms = r->lease_ms;
+    lease = allocator::MergeLease(lease, allocator::FoundLease{std::move(*r), m.offset, lease_ms});
   }
 
   void AddSection(const kafka::Message& m, state::Store& store) {
@@ -165,6 +230,43 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   }
   RestoredPartition restored;
   restored.requests_offset_key = RequestsOffsetKey(p);
+  restored.lease_key = state::LeaseKey(p);
+  // The store's lease copy (R3), and whether it is complete up to the applied offset. One that is
+  // not (a store of a version that kept no lease records, or moved on by one) has p's lease
+  // records read again below the applied offset, committed ones only, from its completeness
+  // point (from the start without one), so that it is complete again after this restore.
+  std::optional<allocator::FoundLease> kept_copy;
+  if (auto text = store.GetText(LeaseCopyKey(p)); !text) {
+    return std::unexpected(text.error());
+  } else if (*text) {
+    auto copy = DecodeLeaseCopy(**text);
+    if (!copy) return std::unexpected(copy.error());
+    kept_copy = *copy;
+    restored.lease = *copy;
+  }
+  auto complete = store.GetValue(LeaseCompleteKey(p));
+  if (!complete) return std::unexpected(complete.error());
+  const int64_t complete_at = complete->value_or(0);
+  if (complete_at < result.from) {
+    result.lease_copy_rebuilt = true;
+    RestoredPartition leases_only;
+    leases_only.lease_key = restored.lease_key;
+    leases_only.lease = restored.lease;
+    auto scanned = reader.ReadToEnd(
+        topics.state, p, complete_at,
+        [&](const kafka::Message& m) {
+          if (m.offset < result.from && m.key == leases_only.lease_key) leases_only.Add(m, store);
+        },
+        left());
+    if (!scanned) return std::unexpected(scanned.error());
+    restored.lease = leases_only.lease;
+    restored.goes_back = leases_only.goes_back;
+    restored.skipped += leases_only.skipped;
+    spdlog::info(
+        "[restore] state partition {}: lease records read again from offset {} to {} "
+        "(the store's copy was behind its applied offset)",
+        p, complete_at, result.from);
+  }
   auto end = reader.ReadToEnd(
       topics.state, p, result.from, [&](const kafka::Message& m) { restored.Add(m, store); },
       left());
@@ -173,6 +275,8 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   // tail below. Past it only once the tail's maxima are committed again (the caller's to do and to
   // record, restore.h): until then every restore reads the tail again and finds them to rewrite.
   const int64_t committed_end = *end;
+  // The store's copy takes only what committed (R3): the newest after the committed pass.
+  const std::optional<allocator::FoundLease> committed_lease = restored.lease;
   if (*end < log_end->second) {
     // The tail behind a transaction without an outcome, read uncommitted: committed records, the
     // open transaction's (committed or not: unknown) and those of transactions aborted since.
@@ -212,6 +316,12 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
       result.floors.emplace_back(restored.requests_offset_key,
                                  wire::EncodeRequestsOffset(*restored.requests_offset));
     }
+    if (restored.tail_had_lease && restored.lease) {
+      // The newest record again, with the largest lease_ms of its generation (R3).
+      state::LeaseRecord again = restored.lease->record;
+      again.lease_ms = std::max(again.lease_ms, restored.lease->generation_lease_ms);
+      result.floors.emplace_back(restored.lease_key, state::EncodeLease(again));
+    }
   }
   state::Store::Batch batch;
   for (auto& [tag, r] : restored.tags) batch.tags.push_back(std::move(r));
@@ -219,6 +329,7 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   for (auto& [name, r] : restored.spaces) batch.spaces.push_back(std::move(r));
   for (auto& [key, r] : restored.sections) batch.sections.push_back(std::move(r));
   batch.values.emplace_back(AppliedOffsetKey(p), committed_end);
+  KeepLeaseCopy(batch, p, kept_copy, committed_lease, committed_end);
   auto stored_offset = store.GetValue(RequestsOffsetKey(p));
   if (!stored_offset) return std::unexpected(stored_offset.error());
   if (*stored_offset &&
@@ -232,6 +343,22 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
     return std::unexpected(w.error());
   }
   result.requests_offset = restored.requests_offset;
+  result.lease = restored.lease;
+  result.tail_had_lease = restored.tail_had_lease;
+  result.lease_goes_back = restored.goes_back;
+  result.tail_leases_out_of_order = restored.tail_out_of_order;
+  if (!restored.goes_back.empty()) {
+    spdlog::error(
+        "[restore] state partition {}: a committed lease record goes back ({}): only "
+        "kleaf's allocators may write lease records (docs/operations.md, \"Kafka ACLs\")",
+        p, restored.goes_back);
+  }
+  if (restored.tail_out_of_order > 0) {
+    spdlog::info(
+        "[restore] state partition {}: {} lease record(s) past the last stable offset "
+        "of an older generation (a fenced owner's appends)",
+        p, restored.tail_out_of_order);
+  }
   result.records = restored.records;
   result.end = *end;
   return result;

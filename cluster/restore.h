@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "allocator/lease.h"
 #include "base/error.h"
 #include "cluster/topics.h"
 #include "kafka/client.h"
@@ -39,7 +40,38 @@ struct RestoreResult {
   // key and value to write again in a committed transaction, so that the floors they set survive
   // an abort of the open transaction.
   std::vector<std::pair<std::string, std::string>> floors;
+
+  // Sequence lease records (docs/architecture.md, "I5 with a lease", R3). `lease`: the newest of
+  // p's lease records in R3's order among those read (committed, in the tail) and the store's
+  // copy, carrying the largest lease_ms of its generation. When the tail held lease records,
+  // `floors` holds `lease` again (its lease_ms that largest one), so an abort cannot take it away,
+  // and the caller's write after the rewrite keeps it in the store's copy (LeaseCopyKey).
+  std::optional<allocator::FoundLease> lease;
+  bool tail_had_lease = false;
+  // A committed lease record of a lower generation after a higher one (A4: this protocol never
+  // commits one): the offsets, for the refusal of p's sequences. Empty when none.
+  std::string lease_goes_back;
+  // Lease records past the last stable offset of a lower generation than one read before them: a
+  // fenced producer's appends (A3), expected, counted.
+  int64_t tail_leases_out_of_order = 0;
+  // Whether the store's lease copy was behind its applied offset (written by a version that does
+  // not keep lease records, or none yet), so that this restore read p's lease records again from
+  // the copy's completeness point (from the start when it had none).
+  bool lease_copy_rebuilt = false;
 };
+
+// The store's copy of partition p's newest committed lease record (R3), as text, and its
+// completeness point: the applied offset (AppliedOffsetKey) up to which it holds the newest of the
+// committed lease records. Every write that moves the applied offset moves the point with it.
+std::string LeaseCopyKey(int32_t p);
+std::string LeaseCompleteKey(int32_t p);
+std::string EncodeLeaseCopy(const allocator::FoundLease& lease);
+[[nodiscard]] Result<allocator::FoundLease> DecodeLeaseCopy(std::string_view text);
+// `batch` also stores `lease` (merged into `kept`, the copy as read) when set, and the completeness
+// point `applied`.
+void KeepLeaseCopy(state::Store::Batch& batch, int32_t p,
+                   const std::optional<allocator::FoundLease>& kept,
+                   const std::optional<allocator::FoundLease>& lease, int64_t applied);
 
 // Applies state-topic partition `p` from the store's applied offset up to the end of its log into
 // the store (with MergeRestored), and records the new applied offset and the requests offset the

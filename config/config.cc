@@ -480,6 +480,12 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.kafka.transaction_timeout_ms = v; }));
   f.push_back(IntField("allocator.batch_max", kByAllocator, 1, 100000,
                        [](Config& c, int64_t v) { c.allocator.batch_max = static_cast<int>(v); }));
+  f.push_back(IntField("sequence.lease_ms", kByAllocator, 0, 60000,
+                       [](Config& c, int64_t v) { c.sequence.lease_ms = v; }));
+  f.push_back(IntField("sequence.clock_drift_ppm", kByAllocator, 1, 100000,
+                       [](Config& c, int64_t v) { c.sequence.clock_drift_ppm = v; }));
+  f.push_back(IntField("sequence.lease_margin_ms", kByAllocator, 0, 6000,
+                       [](Config& c, int64_t v) { c.sequence.lease_margin_ms = v; }));
   f.push_back(IntField("workers.lease_ttl_ms", kByCluster, 1000, 3600000,
                        [](Config& c, int64_t v) { c.workers.lease_ttl_ms = v; }));
   f.push_back(IntField("workers.renew_interval_ms", kByLeaseHolders, 100, 600000,
@@ -650,6 +656,19 @@ Result<void> CheckDatacenter(const Config& c) {
   }
   if (c.kafka.reply_partition >= c.kafka.reply_partitions) {
     return Fail(Code::kInvalidArgument, "kafka.reply_partition: must be below kafka.reply_partitions");
+  }
+  const auto& q = c.sequence;
+  if (q.lease_ms != 0 && q.lease_ms < 1000) {
+    return Fail(Code::kInvalidArgument,
+                "sequence.lease_ms: must be 0 (no lease held) or between 1000 and 60000, got " +
+                    std::to_string(q.lease_ms));
+  }
+  if (const int64_t most = q.lease_ms == 0 ? 1000 : q.lease_ms / 10; q.lease_margin_ms > most) {
+    return Fail(
+        Code::kInvalidArgument,
+        "sequence.lease_margin_ms: must be at most " + std::to_string(most) +
+            (q.lease_ms == 0 ? " when sequence.lease_ms is 0" : " (a tenth of sequence.lease_ms)") +
+            ", got " + std::to_string(q.lease_margin_ms));
   }
   const auto& w = c.workers;
   if (w.renew_interval_ms * 2 + w.safety_margin_ms > w.lease_ttl_ms) {
@@ -1108,6 +1127,11 @@ std::string EffectiveConfigYaml(const Config& c) {
   EmitKafka(out, c.kafka);
   out << YAML::Key << "allocator" << YAML::Value << YAML::BeginMap;
   EmitKey(out, "allocator.batch_max", c.allocator.batch_max);
+  out << YAML::EndMap;
+  out << YAML::Key << "sequence" << YAML::Value << YAML::BeginMap;
+  EmitKey(out, "sequence.lease_ms", c.sequence.lease_ms);
+  EmitKey(out, "sequence.clock_drift_ppm", c.sequence.clock_drift_ppm);
+  EmitKey(out, "sequence.lease_margin_ms", c.sequence.lease_margin_ms);
   out << YAML::EndMap;
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;
   EmitKey(out, "workers.lease_ttl_ms", c.workers.lease_ttl_ms);

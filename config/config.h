@@ -127,6 +127,16 @@ struct Allocator {
   bool operator==(const Allocator&) const = default;
 };
 
+// Sequence ownership in the cluster shape (docs/architecture.md, "I5 with a lease"): L, ρ and δ.
+// This version holds no lease (the bridge of "Allocators of different versions"): it only waits
+// out the leases of other owners after each takeover, L_w·(1+ρ) + δ of its clocks.
+struct Sequence {
+  int64_t lease_ms = 5000;         // L: 0, or 1000-60000
+  int64_t clock_drift_ppm = 1000;  // ρ in millionths: the bound on this node's oscillator
+  int64_t lease_margin_ms = 100;   // δ: 0 to L/10 (0-1000 when L is 0)
+  bool operator==(const Sequence&) const = default;
+};
+
 // The snowflake worker-id registry of the cluster shape (gateways lease their worker id).
 struct Workers {
   int64_t lease_ttl_ms = 60000;       // allocator: a lease not renewed for this long expires
@@ -212,6 +222,7 @@ struct Config {
   Snowflake snowflake;
   Kafka kafka;
   Allocator allocator;
+  Sequence sequence;
   Workers workers;
   Producer producer;
   Datacenter datacenter;

@@ -182,6 +182,7 @@ Result<void> Store::Write(const Batch& b, bool sync) {
   for (const auto& [name, value] : b.values) {
     batch.Put(std::string(kValuePrefix) + name, std::to_string(value));
   }
+  for (const auto& [name, text] : b.texts) batch.Put(std::string(kTextPrefix) + name, text);
   rocksdb::WriteOptions options;
   options.sync = sync;
   auto s = impl_->db->Write(options, &batch);

@@ -55,6 +55,8 @@ class Store {
     std::vector<std::pair<std::string, int64_t>> values;
     std::vector<SpaceRecord> spaces = {};
     std::vector<SectionRecord> sections = {};
+    // Named text, as PutText stores it (GetText reads it).
+    std::vector<std::pair<std::string, std::string>> texts = {};
   };
   // Writes a batch atomically (one RocksDB write batch); synced if `sync`.
   [[nodiscard]] Result<void> Write(const Batch& batch, bool sync);

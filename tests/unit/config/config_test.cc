@@ -36,6 +36,25 @@ int64_t NowMs() {
       .count();
 }
 
+// "I5 with a lease", Settings: L is 0 or 1000-60000; δ at most L/10, or 1000 when L is 0 (a node
+// at 0 holds no lease, so the default margin must not refuse it).
+TEST(SequenceLeaseConfigTest, TheLeaseAndItsMarginAreCheckedAgainstEachOther) {
+  ExpectKeyError("sequence:\n  lease_ms: 500\n", "sequence.lease_ms");
+  ExpectKeyError("sequence:\n  lease_ms: 60001\n", "sequence.lease_ms");
+  ExpectKeyError("sequence:\n  lease_ms: 2000\n  lease_margin_ms: 201\n",
+                 "sequence.lease_margin_ms");
+  ExpectKeyError("sequence:\n  lease_ms: 0\n  lease_margin_ms: 1001\n",
+                 "sequence.lease_margin_ms");
+  ExpectKeyError("sequence:\n  clock_drift_ppm: 0\n", "sequence.clock_drift_ppm");
+  auto zero = ParseConfig("sequence:\n  lease_ms: 0\n");
+  ASSERT_TRUE(zero) << zero.error().message;
+  EXPECT_EQ(zero->sequence.lease_ms, 0);
+  EXPECT_EQ(zero->sequence.lease_margin_ms, 100);
+  auto set = ParseConfig("sequence:\n  lease_ms: 2000\n  lease_margin_ms: 200\n");
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ(set->sequence.lease_margin_ms, 200);
+}
+
 TEST(ConfigDefaultsTest, EmptyTextGivesTheDocumentedDefaults) {
   for (const std::string text : {"", "\n", "# only a comment\n", "~"}) {
     SCOPED_TRACE(text);

@@ -1,0 +1,184 @@
+// The takeover wait of "I5 with a lease" (docs/architecture.md, R3 and R4), as this version does
+// it: it holds no lease, but after each takeover it waits out the lease that the partition's
+// newest lease record names before it answers that partition's sequence calls. The test plays the
+// earlier owners: with a transactional producer of its own it commits lease records into three
+// state partitions (a `held` one with a long lease; a `released` one; a committed generation that
+// goes back, which only a writer other than kleaf's allocators can make), then a fresh allocator
+// takes the partitions over. Its sequence calls must wait the held record's lease out (never
+// answered before it could have ended), answer at once after the release, and refuse for good
+// where the generations go back. A restart on the same state then waits again, although its
+// restore reads nothing of the log below its applied offset: the store's copy of the record.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <thread>
+#include <nlohmann/json.hpp>
+
+#include "allocator/sequences.h"
+#include "kafka/message.h"
+#include "kafka/txn_producer.h"
+#include "state/lease_record.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kSpace[] = "wait";
+constexpr int64_t kSectionSize = 1;  // one key per section: each key picks its partition
+// The held record's lease: above the allocators' own (sequence.lease_ms 1000 below), so the wait
+// is the record's: 3000·(1 + 0.001) + 100 ms.
+constexpr int64_t kRecordLeaseMs = 3000;
+constexpr double kWaitS = (kRecordLeaseMs * 1.001 + 100) / 1000.0;
+
+class SequenceLeaseIntegrationTest : public KafkaTest {};
+
+// The first key 0, 1, ... whose section lies on state partition p.
+uint64_t KeyOnPartition(int32_t p) {
+  for (uint64_t key = 0;; ++key) {
+    if (kafka::PartitionFor(allocator::SectionRouteKey(kSpace, key), Cluster::kPartitions) == p)
+      return key;
+  }
+}
+
+// One next value of `key` through the gateway: the value, or the status and body.
+std::expected<uint64_t, std::string> Next(uint16_t port, uint64_t key) {
+  e2e::HttpClient http(port, seconds(10));
+  auto reply = http.Get(std::string("/api/v1/seq/") + kSpace + "/" + std::to_string(key));
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200) return std::unexpected(std::to_string(reply->status) + " " + reply->body);
+  return std::stoull(json::parse(reply->body).at("seq").get<std::string>());
+}
+
+// Polls key's next value until it is answered (or `timeout`): the value and the seconds since
+// `since`, and whether a refusal naming the takeover wait was seen before it.
+struct FirstAnswer {
+  uint64_t value = 0;
+  double after_s = 0;
+  bool refused_waiting = false;
+  std::string last_error;
+};
+FirstAnswer PollNext(uint16_t port, uint64_t key, SteadyClock::time_point since,
+                     seconds timeout) {
+  FirstAnswer out;
+  const auto deadline = SteadyClock::now() + timeout;
+  while (SteadyClock::now() < deadline) {
+    auto value = Next(port, key);
+    if (value) {
+      out.value = *value;
+      out.after_s = std::chrono::duration<double>(SteadyClock::now() - since).count();
+      return out;
+    }
+    out.last_error = value.error();
+    if (value.error().find("waits out its previous owner's sequence lease") != std::string::npos)
+      out.refused_waiting = true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  out.after_s = -1;
+  return out;
+}
+
+TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKeepsItsCopy) {
+  Cluster cluster(broker_, "seqwait", {{"sequence.lease_ms", "1000"}});
+  const int32_t p_held = 0, p_released = 1, p_back = 2;
+  const uint64_t k_held = KeyOnPartition(p_held);
+  const uint64_t k_released = KeyOnPartition(p_released);
+  const uint64_t k_back = KeyOnPartition(p_back);
+
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_TRUE(cluster.Start({&a1}));
+  ASSERT_TRUE(cluster.Start({&gw}));
+  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", kSectionSize}, {"step", 10}}.dump());
+  ASSERT_TRUE(put) << put.error();
+  std::map<uint64_t, uint64_t> before;
+  for (uint64_t key : {k_held, k_released, k_back}) {
+    FirstAnswer a = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+    ASSERT_GE(a.after_s, 0) << "key " << key << ": " << a.last_error << "\n" << cluster.Logs();
+    before[key] = a.value;
+  }
+  EXPECT_EQ(Stop(a1).code, 0);
+
+  // The earlier owners' lease records, committed.
+  {
+    auto writer = kafka::TxnProducer::Create({{"bootstrap.servers", broker_.bootstrap}},
+                                             cluster.prefix() + ".test-lease");
+    ASSERT_TRUE(writer) << writer.error().message;
+    ASSERT_TRUE((*writer)->Init(seconds(30)));
+    ASSERT_TRUE((*writer)->Begin());
+    const std::string state_topic = cluster.prefix() + ".state";
+    const auto send = [&](int32_t p, uint64_t generation, state::LeaseState st) {
+      state::LeaseRecord r{generation, "h-test", "earlier-owner", kRecordLeaseMs, true, st};
+      ASSERT_TRUE((*writer)->Send(state_topic, p, state::LeaseKey(p), state::EncodeLease(r), {}));
+    };
+    send(p_held, 7, state::LeaseState::kHeld);
+    send(p_released, 2, state::LeaseState::kHeld);
+    send(p_released, 2, state::LeaseState::kReleased);
+    send(p_back, 5, state::LeaseState::kHeld);
+    send(p_back, 4, state::LeaseState::kHeld);
+    ASSERT_TRUE((*writer)->Commit(seconds(30)));
+  }
+
+  // A fresh allocator (its own empty state) takes every partition over.
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  const auto spawned = SteadyClock::now();
+  ASSERT_TRUE(cluster.Start({&a2}));
+  FirstAnswer held = PollNext(gw.port, k_held, spawned, seconds(60));
+  ASSERT_GE(held.after_s, 0) << held.last_error << "\n" << cluster.Logs();
+  std::cout << "seqwait: the held partition answered " << held.after_s
+            << " s after the allocator was spawned (its wait: " << kWaitS << " s after its fence)"
+            << std::endl;
+  // Its fence came after the spawn, so no answer may come before the wait from the spawn.
+  EXPECT_GE(held.after_s, kWaitS) << "answered before the earlier owner's lease could have ended";
+  EXPECT_TRUE(held.refused_waiting) << "no refusal seen during the wait";
+  EXPECT_GT(held.value, before[k_held]);
+
+  FirstAnswer released = PollNext(gw.port, k_released, SteadyClock::now(), seconds(10));
+  ASSERT_GE(released.after_s, 0) << released.last_error;
+  EXPECT_GT(released.value, before[k_released]);
+
+  // Generations that go back among committed records: refused, and still refused later.
+  auto back = Next(gw.port, k_back);
+  ASSERT_FALSE(back) << "a partition whose lease records go back answered " << *back;
+  EXPECT_NE(back.error().find("goes back"), std::string::npos) << back.error();
+
+  auto metrics = ScrapeMetrics(a2.port);
+  ASSERT_TRUE(metrics) << metrics.error();
+  const auto wait_s = [&](int32_t p) {
+    return metrics->Value("kleaf_sequence_takeover_wait_seconds",
+                          "partition=\"" + std::to_string(p) + "\"");
+  };
+  const auto row = [&](int32_t p, const char* name) {
+    return metrics->Value("kleaf_sequence_takeover_waits_total",
+                          "partition=\"" + std::to_string(p) + "\",row=\"" + name + "\"");
+  };
+  EXPECT_EQ(row(p_held, "other"), 1.0);
+  EXPECT_GE(wait_s(p_held).value_or(0), kWaitS - 0.001);
+  EXPECT_EQ(row(p_released, "released"), 1.0);
+  EXPECT_LE(wait_s(p_released).value_or(1), 0.2);
+  EXPECT_EQ(row(3, "none"), 1.0) << "a partition without lease records waits only the margin";
+  EXPECT_LE(wait_s(3).value_or(1), 0.2);
+  EXPECT_GE(metrics->Value("kleaf_sequence_refusals_total",
+                           "partition=\"" + std::to_string(p_held) + "\",reason=\"waiting\"")
+                .value_or(0),
+            1.0);
+
+  // Restarted on the same state: the restore reads the log from its applied offset, past the
+  // records; the store's copy still names the held lease.
+  EXPECT_EQ(Stop(a2).code, 0);
+  const auto restarted = SteadyClock::now();
+  ASSERT_TRUE(cluster.Start({&a2}));
+  FirstAnswer again = PollNext(gw.port, k_held, restarted, seconds(60));
+  ASSERT_GE(again.after_s, 0) << again.last_error << "\n" << cluster.Logs();
+  EXPECT_GE(again.after_s, kWaitS) << "the restart forgot the lease record (the store's copy)";
+  EXPECT_GT(again.value, held.value);
+  const auto lines = LinesWith(a2.Log(), "lease records read again");
+  EXPECT_TRUE(lines.empty()) << "the copy was complete, yet read again: " << lines.front();
+}
+
+}  // namespace
+}  // namespace kleaf::integration
