@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "allocator/sequences.h"
 #include "kafka/message.h"
@@ -49,7 +49,8 @@ std::expected<uint64_t, std::string> Next(uint16_t port, uint64_t key) {
   e2e::HttpClient http(port, seconds(10));
   auto reply = http.Get(std::string("/api/v1/seq/") + kSpace + "/" + std::to_string(key));
   if (!reply) return std::unexpected(reply.error());
-  if (reply->status != 200) return std::unexpected(std::to_string(reply->status) + " " + reply->body);
+  if (reply->status != 200)
+    return std::unexpected(std::to_string(reply->status) + " " + reply->body);
   return std::stoull(json::parse(reply->body).at("seq").get<std::string>());
 }
 
@@ -61,8 +62,7 @@ struct FirstAnswer {
   bool refused_waiting = false;
   std::string last_error;
 };
-FirstAnswer PollNext(uint16_t port, uint64_t key, SteadyClock::time_point since,
-                     seconds timeout) {
+FirstAnswer PollNext(uint16_t port, uint64_t key, SteadyClock::time_point since, seconds timeout) {
   FirstAnswer out;
   const auto deadline = SteadyClock::now() + timeout;
   while (SteadyClock::now() < deadline) {
@@ -162,8 +162,9 @@ TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKee
   EXPECT_LE(wait_s(p_released).value_or(1), 0.2);
   EXPECT_EQ(row(3, "none"), 1.0) << "a partition without lease records waits only the margin";
   EXPECT_LE(wait_s(3).value_or(1), 0.2);
-  EXPECT_GE(metrics->Value("kleaf_sequence_refusals_total",
-                           "partition=\"" + std::to_string(p_held) + "\",reason=\"waiting\"")
+  EXPECT_GE(metrics
+                ->Value("kleaf_sequence_refusals_total",
+                        "partition=\"" + std::to_string(p_held) + "\",reason=\"waiting\"")
                 .value_or(0),
             1.0);
 

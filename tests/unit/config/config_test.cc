@@ -43,8 +43,7 @@ TEST(SequenceLeaseConfigTest, TheLeaseAndItsMarginAreCheckedAgainstEachOther) {
   ExpectKeyError("sequence:\n  lease_ms: 60001\n", "sequence.lease_ms");
   ExpectKeyError("sequence:\n  lease_ms: 2000\n  lease_margin_ms: 201\n",
                  "sequence.lease_margin_ms");
-  ExpectKeyError("sequence:\n  lease_ms: 0\n  lease_margin_ms: 1001\n",
-                 "sequence.lease_margin_ms");
+  ExpectKeyError("sequence:\n  lease_ms: 0\n  lease_margin_ms: 1001\n", "sequence.lease_margin_ms");
   ExpectKeyError("sequence:\n  clock_drift_ppm: 0\n", "sequence.clock_drift_ppm");
   auto zero = ParseConfig("sequence:\n  lease_ms: 0\n");
   ASSERT_TRUE(zero) << zero.error().message;
