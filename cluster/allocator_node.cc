@@ -17,6 +17,9 @@ using Kind = kafka::TxnError::Kind;
 // An abort that is not answered in this long leaves the transaction's outcome unknown.
 constexpr milliseconds kAbortTimeout{5000};
 constexpr const char* kRevoked = "revoked";  // Release()'s reason for an ordinary rebalance
+// The largest sequence.lease_ms the config accepts: a lease record naming more was not written by
+// a kleaf allocator with a valid config.
+constexpr int64_t kMaxLeaseMs = 60000;
 
 }  // namespace
 
@@ -306,6 +309,9 @@ void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitio
   revoked_events_.Inc();
   for (const auto& tp : partitions) {
     pending_.erase(tp.partition);
+    if (auto t = takeovers_in_flight_.find(tp.partition); t != takeovers_in_flight_.end()) {
+      t->second.revoked->store(true);
+    }
     Release(tp.partition, kRevoked);
   }
 }
@@ -344,20 +350,23 @@ void AllocatorNode::RetryPending() {
       it = pending_.erase(it);
       continue;
     }
+    auto revoked = std::make_shared<std::atomic<bool>>(false);
     takeovers_in_flight_.emplace(
-        p, std::async(std::launch::async, [this, p] { return FenceAndRestore(p); }));
+        p, Takeover{revoked, std::async(std::launch::async, [this, p, revoked] {
+                      return FenceAndRestore(p, *revoked);
+                    })});
     ++it;
   }
 }
 
 void AllocatorNode::FinishTakeovers() {
   for (auto it = takeovers_in_flight_.begin(); it != takeovers_in_flight_.end();) {
-    if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    if (it->second.result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       ++it;
       continue;
     }
     const int32_t p = it->first;
-    auto fenced = it->second.get();
+    auto fenced = it->second.result.get();
     it = takeovers_in_flight_.erase(it);
     if (!pending_.contains(p)) {  // revoked meanwhile: its producer goes unused
       spdlog::info("[allocator] partition {}: a takeover ended after it was revoked ({})", p,
@@ -392,7 +401,8 @@ void AllocatorNode::FinishTakeovers() {
   }
 }
 
-Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
+Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(
+    int32_t p, const std::atomic<bool>& revoked) const {
   Fenced out;
   out.started_ns = clock_.MonotonicNs();
   auto producer = kafka::TxnProducer::Create(
@@ -408,7 +418,8 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
   for (int attempt = 0;; ++attempt) {
     auto init = (*producer)->Init(milliseconds(10000));
     if (init) break;
-    const bool last = init.error().kind != Kind::kRetriable || attempt >= 3 || stop_.load();
+    const bool last =
+        init.error().kind != Kind::kRetriable || attempt >= 3 || stop_.load() || revoked.load();
     spdlog::warn(
         "[allocator] taking over partition {}: init_transactions attempt {} failed after "
         "{} ms of the takeover: {}{}",
@@ -433,6 +444,7 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(int32_t p) const {
     }
   }
   if (stop_.load()) return Fail(Code::kUnavailable, "stopping");
+  if (revoked.load()) return Fail(Code::kUnavailable, "revoked during its takeover");
   auto reader = kafka::PartitionReader::Create(options_.props, "allocator_restore");
   if (!reader) return std::unexpected(reader.error());
   auto tail_reader = kafka::PartitionReader::Create(TailReaderProperties(options_.props),
@@ -567,6 +579,13 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
                 p, wait.wait_ns / 1'000'000, allocator::WaitRowName(fenced.wait.row),
                 fenced.wait.lease_w_ms,
                 wait.refused_for_good.empty() ? "" : "; refused: " + wait.refused_for_good);
+    if (fenced.wait.lease_w_ms > kMaxLeaseMs) {
+      spdlog::warn(
+          "[allocator] partition {}: its newest lease record names a lease of {} ms, "
+          "above the {} ms any kleaf allocator may hold: waited out all the same; check "
+          "what writes to {}",
+          p, fenced.wait.lease_w_ms, kMaxLeaseMs, options_.topics.state);
+    }
     sequence_waits_[p] = std::move(wait);
   }
   MetricsOf(p).serving.Set(1);

@@ -132,7 +132,9 @@ class AllocatorNode {
   // own: a partition whose transaction coordinator or leader is on a broker that is away does not
   // hold up the takeover of the others, and a fresh reader never carries metadata cached before
   // a broker's outage. Touches no member but the options, the store and the clock.
-  [[nodiscard]] Result<Fenced> FenceAndRestore(int32_t p) const;
+  // `revoked` is set by the loop thread when p is revoked meanwhile: the takeover then gives up
+  // at its next step instead of retrying, so a later assignment of p does not wait for it.
+  [[nodiscard]] Result<Fenced> FenceAndRestore(int32_t p, const std::atomic<bool>& revoked) const;
   // Serves p from its takeover's result; returns the requests offset to read on from.
   [[nodiscard]] Result<int64_t> Serve(int32_t p, Fenced fenced);
   void Release(int32_t p, const std::string& why);
@@ -217,7 +219,11 @@ class AllocatorNode {
   std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_;
   // Takeovers under way, one thread each, and when a pending partition whose takeover failed may
   // be tried again. Loop thread only.
-  std::map<int32_t, std::future<Result<Fenced>>> takeovers_in_flight_;
+  struct Takeover {
+    std::shared_ptr<std::atomic<bool>> revoked;
+    std::future<Result<Fenced>> result;
+  };
+  std::map<int32_t, Takeover> takeovers_in_flight_;
   std::map<int32_t, int64_t> retry_at_ns_;
   mutable Mutex serving_mu_;
   std::vector<int32_t> serving_snapshot_ KLEAF_GUARDED_BY(serving_mu_);

@@ -181,5 +181,60 @@ TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKee
   EXPECT_TRUE(lines.empty()) << "the copy was complete, yet read again: " << lines.front();
 }
 
+// A lease record in a transaction without an outcome (docs/architecture.md, R3): the restore reads
+// it in the tail past the last stable offset, waits it out, and writes it again in its rewrite of
+// the maxima, so that an abort of that transaction cannot take it away. A fresh allocator after the
+// abort must still find it, committed, and wait again.
+TEST_F(SequenceLeaseIntegrationTest, ALeaseRecordPastAnOpenTransactionIsWaitedOutAndWrittenAgain) {
+  Cluster cluster(broker_, "seqtail", {{"sequence.lease_ms", "1000"}});
+  const int32_t p = 1;
+  const uint64_t key = KeyOnPartition(p);
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_TRUE(cluster.Start({&a1}));
+  ASSERT_TRUE(cluster.Start({&gw}));
+  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", kSectionSize}, {"step", 10}}.dump());
+  ASSERT_TRUE(put) << put.error();
+  FirstAnswer first = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+  ASSERT_GE(first.after_s, 0) << first.last_error << "\n" << cluster.Logs();
+  EXPECT_EQ(Stop(a1).code, 0);
+
+  // A holder's `held` record in a transaction that stays open (what a commit whose markers Kafka
+  // dropped looks like to every reader).
+  auto made = kafka::TxnProducer::Create(
+      {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
+      cluster.prefix() + ".test-open");
+  ASSERT_TRUE(made) << made.error().message;
+  std::unique_ptr<kafka::TxnProducer> open = std::move(*made);
+  ASSERT_TRUE(open->Init(seconds(30)));
+  ASSERT_TRUE(open->Begin());
+  state::LeaseRecord held{
+      3, "h-test", "earlier-owner", kRecordLeaseMs, true, state::LeaseState::kHeld};
+  ASSERT_TRUE(
+      open->Send(cluster.prefix() + ".state", p, state::LeaseKey(p), state::EncodeLease(held), {}));
+  ASSERT_TRUE(open->Flush(seconds(10)));
+
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  const auto spawned = SteadyClock::now();
+  ASSERT_TRUE(cluster.Start({&a2}));
+  FirstAnswer tail = PollNext(gw.port, key, spawned, seconds(60));
+  ASSERT_GE(tail.after_s, 0) << tail.last_error << "\n" << cluster.Logs();
+  EXPECT_GE(tail.after_s, kWaitS) << "the record in the tail was not waited out";
+  EXPECT_GT(tail.value, first.value);
+  EXPECT_EQ(Stop(a2).code, 0);
+
+  // The operator ends the open transaction (kafka-transactions.sh abort does the same): its record
+  // is gone for every reader; the rewrite's copy of it is committed.
+  ASSERT_TRUE(open->Abort(seconds(30)));
+  Node& a3 = cluster.AddAllocator("alloc-3");
+  const auto fresh = SteadyClock::now();
+  ASSERT_TRUE(cluster.Start({&a3}));
+  FirstAnswer again = PollNext(gw.port, key, fresh, seconds(60));
+  ASSERT_GE(again.after_s, 0) << again.last_error << "\n" << cluster.Logs();
+  EXPECT_GE(again.after_s, kWaitS) << "the lease record did not outlast the abort (no rewrite)";
+  EXPECT_GT(again.value, tail.value);
+}
+
 }  // namespace
 }  // namespace kleaf::integration
