@@ -44,42 +44,39 @@ template <typename Op>
 Result<typename Op::Result> LocalAllocator::RunNow(const Op& op) {
   MutexLock lock(mu_);
   StoreReader reader(store_);
-  if constexpr (kNeedsCounters<Op>) {
-    auto plan = counters_.Begin();
-    if (!plan) return std::unexpected(plan.error());
-    SequenceState seq{counters_, *plan};
-    Outcome<Op> outcome = Execute(op, reader, rules_, clock_.NowMs(), seq);
-    if (!outcome.result) return std::move(outcome.result);  // the plan is dropped
-    // I5: the raised maxima are durable before any value above the old ones leaves; only then
-    // do the counters take the values. A failed write drops the plan: nothing was handed out.
-    std::vector<state::SectionRecord> raises = plan->Raises();
-    if (!raises.empty()) {
-      state::Store::Batch batch;
-      batch.sections = std::move(raises);
-      if (auto put = store_.Write(batch, /*sync=*/true); !put) {
-        return std::unexpected(put.error());
-      }
+  std::optional<SeqPlan> plan;
+  Outcome<Op> outcome = [&] {
+    if constexpr (kNeedsCounters<Op>) {
+      auto begun = counters_.Begin();
+      if (!begun) return Outcome<Op>{std::unexpected(begun.error())};
+      plan = std::move(*begun);
+      SequenceState seq{counters_, *plan};
+      Outcome<Op> o = Execute(op, reader, rules_, clock_.NowMs(), seq);
+      // I5: the raised maxima are written with the other effects, durable before any value
+      // above the old ones leaves.
+      if (o.result) o.effects.sections = plan->Raises();
+      return o;
+    } else {
+      return Execute(op, reader, rules_, clock_.NowMs());
     }
-    if (auto c = counters_.Commit(std::move(*plan)); !c) return std::unexpected(c.error());
-    return std::move(outcome.result);
-  } else {
-    Outcome<Op> outcome = Execute(op, reader, rules_, clock_.NowMs());
-    if (!outcome.effects.empty()) {
-      state::Store::Batch batch;
-      batch.tags = outcome.effects.writes;
-      batch.workers = outcome.effects.worker_writes;
-      batch.spaces = outcome.effects.space_writes;
-      if (auto put = store_.Write(batch, /*sync=*/true); !put) {
-        return std::unexpected(put.error());
-      }
-    }
-    if constexpr (std::is_same_v<Op, op::DeleteSpace>) {
-      // Reloading at the persisted maximum is always safe; a deleted space's counters are memory
-      // no one needs.
-      if (outcome.result) counters_.Forget(op.space);
-    }
-    return std::move(outcome.result);
+  }();
+  if (!outcome.result) return std::move(outcome.result);  // a plan is dropped: nothing handed out
+  if (!outcome.effects.empty()) {
+    state::Store::Batch batch;
+    batch.Append(std::move(outcome.effects));
+    if (auto put = store_.Write(batch, /*sync=*/true); !put) return std::unexpected(put.error());
   }
+  // Only once the raises are durable do the counters take the values. A failed write dropped the
+  // plan above: nothing was handed out.
+  if (plan) {
+    if (auto c = counters_.Commit(std::move(*plan)); !c) return std::unexpected(c.error());
+  }
+  if constexpr (std::is_same_v<Op, op::DeleteSpace>) {
+    // Reloading at the persisted maximum is always safe; a deleted space's counters are memory
+    // no one needs.
+    counters_.Forget(op.space);
+  }
+  return std::move(outcome.result);
 }
 
 template <typename Op>

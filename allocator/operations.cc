@@ -78,7 +78,7 @@ Outcome<Op> Report(const WorkerReport& r, StateReader& reader, const Rules& rule
                                        std::to_string(r.last_timestamp_ms - now_ms) +
                                        " ms ahead of the allocator's clock; fix the clock (NTP)"});
   }
-  o.effects.worker_writes.push_back(*updated);
+  o.effects.workers.push_back(*updated);
   return o;
 }
 
@@ -203,7 +203,7 @@ Outcome<op::Allocate> Execute(const op::Allocate& r, StateReader& reader, const 
     return Failed<op::Allocate>(ok.error());
   }
   Outcome<op::Allocate> o{std::move(*segment)};
-  o.effects.writes.push_back(std::move(*record));
+  o.effects.tags.push_back(std::move(*record));
   return o;
 }
 
@@ -219,7 +219,7 @@ Outcome<op::PutTag> Execute(const op::PutTag& r, StateReader& reader, const Rule
   auto record = ApplyTagUpdate(*existing, r.tag, r.update, TagRulesOf(rules), now_ms);
   if (!record) return Failed<op::PutTag>(record.error());
   Outcome<op::PutTag> o{*record};
-  o.effects.writes.push_back(std::move(*record));
+  o.effects.tags.push_back(std::move(*record));
   return o;
 }
 
@@ -230,7 +230,7 @@ Outcome<op::DeleteTag> Execute(const op::DeleteTag& r, StateReader& reader, cons
   Outcome<op::DeleteTag> o{*live};
   live->deleted = true;
   live->update_time_ms = now_ms;
-  o.effects.writes.push_back(std::move(*live));
+  o.effects.tags.push_back(std::move(*live));
   return o;
 }
 
@@ -253,7 +253,7 @@ Outcome<op::ClaimWorker> Execute(const op::ClaimWorker& r, StateReader& reader, 
   if (!grant) return Failed<op::ClaimWorker>(grant.error());
   Outcome<op::ClaimWorker> o{WorkerLeaseInfo{grant->record.worker_id, grant->record.lease_until_ms,
                                              grant->not_before_ms, now_ms, grant->notice}};
-  o.effects.worker_writes.push_back(grant->record);
+  o.effects.workers.push_back(grant->record);
   return o;
 }
 
@@ -292,7 +292,7 @@ Outcome<op::PutSpace> Execute(const op::PutSpace& r, StateReader& reader, const 
   auto record = ApplySpaceUpdate(*existing, r.space, r.update, rules.spaces, now_ms);
   if (!record) return Failed<op::PutSpace>(record.error());
   Outcome<op::PutSpace> o{*record};
-  o.effects.space_writes.push_back(std::move(*record));
+  o.effects.spaces.push_back(std::move(*record));
   return o;
 }
 
@@ -303,7 +303,7 @@ Outcome<op::DeleteSpace> Execute(const op::DeleteSpace& r, StateReader& reader, 
   Outcome<op::DeleteSpace> o{*live};
   live->deleted = true;
   live->update_time_ms = now_ms;
-  o.effects.space_writes.push_back(std::move(*live));
+  o.effects.spaces.push_back(std::move(*live));
   return o;
 }
 

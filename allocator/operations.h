@@ -253,14 +253,12 @@ struct SequenceState {
   SeqPlan& plan;
 };
 
-// Records to make durable before a result is released (docs/architecture.md, I2 and I3).
-struct Effects {
-  std::vector<state::TagRecord> writes;
-  std::vector<state::WorkerRecord> worker_writes;
-  std::vector<state::SpaceRecord> space_writes = {};
-  // NextSeq's section raises are not here: they are the SequenceState plan's Raises().
-  bool empty() const { return writes.empty() && worker_writes.empty() && space_writes.empty(); }
-};
+// What an operation writes, to make durable before its result is released (docs/architecture.md,
+// I2 and I3): records of every kind (state/records.h), written by the executor's caller with the
+// reply (the store, or the batch's transaction). NextSeq's and RaiseSection's section raises are
+// not put here by Execute: they are the SequenceState plan's Raises(), which the caller appends to
+// the effects once the request (or the batch) is done.
+using Effects = state::Records;
 
 template <typename Op>
 struct Outcome {

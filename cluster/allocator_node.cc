@@ -85,7 +85,7 @@ class BatchReader final : public allocator::StateReader {
   void Stage(const state::SpaceRecord& r) { staged_spaces_[r.space] = r; }
   void Stage(const state::SectionRecord& r) { staged_sections_[{r.space, r.section}] = r; }
   state::Store::Batch Staged() const {
-    state::Store::Batch b;
+    state::Store::Batch b;  // one record per key: the last staged
     for (const auto& [tag, r] : staged_) b.tags.push_back(r);
     for (const auto& [id, w] : staged_workers_) b.workers.push_back(w);
     for (const auto& [space, r] : staged_spaces_) b.spaces.push_back(r);
@@ -744,15 +744,9 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   }
   // The section maxima this batch's values passed, raised in the same transaction as the replies
   // that carry those values (I5): a reply is visible only with the raise that covers it.
-  for (const state::SectionRecord& raise : open.plan->Raises()) {
-    reader.Stage(raise);
-    if (auto sent =
-            producer.Send(options_.topics.state, p, state::SectionKey(raise.space, raise.section),
-                          state::EncodeSection(raise), {});
-        !sent) {
-      return failed(sent.error());
-    }
-  }
+  state::Records raises;
+  raises.sections = open.plan->Raises();
+  if (auto sent = ProduceRecords(p, raises, producer, reader); !sent) return failed(sent.error());
   // The consumed position, in the state partition beside the batch's records: it commits with
   // them and the replies or not at all (I1), and a takeover restores it after the fence. (It
   // replaced send_offsets_to_transaction, whose AddOffsetsToTxn and TxnOffsetCommit were two
@@ -870,27 +864,18 @@ AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m
       envelope->request);
 }
 
+Result<void> AllocatorNode::ProduceRecords(int32_t p, const state::Records& records,
+                                           kafka::TxnProducer& producer, BatchReader& reader) {
+  return state::ForEachRecord(records, [&](const auto& r) {
+    reader.Stage(r);
+    return producer.Send(options_.topics.state, p, state::KeyOf(r), state::Encode(r), {});
+  });
+}
+
 Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const Decision& decision,
                                     kafka::TxnProducer& producer, BatchReader& reader) {
   const auto& topics = options_.topics;
-  for (const auto& record : decision.effects.writes) {
-    reader.Stage(record);
-    auto sent =
-        producer.Send(topics.state, p, state::TagKey(record.tag), state::EncodeTag(record), {});
-    if (!sent) return sent;
-  }
-  for (const auto& worker : decision.effects.worker_writes) {
-    reader.Stage(worker);
-    auto sent = producer.Send(topics.state, p, state::WorkerKey(worker.worker_id),
-                              state::EncodeWorker(worker), {});
-    if (!sent) return sent;
-  }
-  for (const auto& space : decision.effects.space_writes) {
-    reader.Stage(space);
-    auto sent =
-        producer.Send(topics.state, p, state::SpaceKey(space.space), state::EncodeSpace(space), {});
-    if (!sent) return sent;
-  }
+  if (auto sent = ProduceRecords(p, decision.effects, producer, reader); !sent) return sent;
   const std::string* correlation = m.header(kCorrelationHeader);
   const std::string* reply_to = m.header(kReplyPartitionHeader);
   const int reply_partition = reply_to ? std::atoi(reply_to->c_str()) : -1;

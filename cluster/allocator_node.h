@@ -171,6 +171,9 @@ class AllocatorNode {
   allocator::LeaseClockSource& LeaseClocks() const;
   // The sequence counters of served partition p (made on first use; dropped when p is released).
   allocator::SequenceCounters& CountersOf(int32_t p);
+  // Stages `records` in the batch's reader and produces them into p's state partition.
+  [[nodiscard]] Result<void> ProduceRecords(int32_t p, const state::Records& records,
+                                            kafka::TxnProducer& producer, BatchReader& reader);
   // Sends a decision: state records staged and produced, then the reply.
   [[nodiscard]] Result<void> Produce(int32_t p, const kafka::Message& m, const Decision& decision,
                                      kafka::TxnProducer& producer, BatchReader& reader);

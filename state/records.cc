@@ -199,4 +199,14 @@ Result<SectionRecord> DecodeSection(std::string_view json) {
   return SectionFromJson(*j);
 }
 
+void Records::Append(Records more) {
+  const auto append = [](auto& to, auto& from) {
+    to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  };
+  append(tags, more.tags);
+  append(workers, more.workers);
+  append(spaces, more.spaces);
+  append(sections, more.sections);
+}
+
 }  // namespace kleaf::state

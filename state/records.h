@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 
@@ -96,5 +97,47 @@ std::string EncodeSection(const SectionRecord& r);
 // Store key of a section record: "sec/<space>/<section>", the section in decimal. A space name
 // has no '/' (tag rules), so the key names one section.
 std::string SectionKey(std::string_view space, uint64_t section);
+
+// Every kind of record an operation writes, one list per kind, in one place: an operation's
+// effects (allocator::Effects), a batch's section raises appended to them, what an allocator
+// produces into the state topic and stages, and what the store writes (Store::Batch). A new kind
+// is added here, to KeyOf and Encode, and to ForEachRecord, and every writer takes it.
+struct Records {
+  std::vector<TagRecord> tags;
+  std::vector<WorkerRecord> workers;
+  std::vector<SpaceRecord> spaces = {};
+  std::vector<SectionRecord> sections = {};
+
+  bool empty() const {
+    return tags.empty() && workers.empty() && spaces.empty() && sections.empty();
+  }
+  // Appends `more`'s records after this one's, kind by kind.
+  void Append(Records more);
+};
+
+// A record's key (in the state topic and the store) and its encoding, by kind.
+inline std::string KeyOf(const TagRecord& r) { return TagKey(r.tag); }
+inline std::string KeyOf(const WorkerRecord& r) { return WorkerKey(r.worker_id); }
+inline std::string KeyOf(const SpaceRecord& r) { return SpaceKey(r.space); }
+inline std::string KeyOf(const SectionRecord& r) { return SectionKey(r.space, r.section); }
+inline std::string Encode(const TagRecord& r) { return EncodeTag(r); }
+inline std::string Encode(const WorkerRecord& r) { return EncodeWorker(r); }
+inline std::string Encode(const SpaceRecord& r) { return EncodeSpace(r); }
+inline std::string Encode(const SectionRecord& r) { return EncodeSection(r); }
+
+// Calls `fn` with each record of `records`, kind by kind (tags, workers, spaces, sections), in
+// list order; stops at, and returns, the first error `fn` returns.
+template <typename Fn>
+[[nodiscard]] Result<void> ForEachRecord(const Records& records, Fn&& fn) {
+  for (const auto& r : records.tags)
+    if (auto done = fn(r); !done) return done;
+  for (const auto& r : records.workers)
+    if (auto done = fn(r); !done) return done;
+  for (const auto& r : records.spaces)
+    if (auto done = fn(r); !done) return done;
+  for (const auto& r : records.sections)
+    if (auto done = fn(r); !done) return done;
+  return {};
+}
 
 }  // namespace kleaf::state

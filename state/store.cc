@@ -175,10 +175,10 @@ Result<void> Store::Checkpoint(const std::string& dir) {
 
 Result<void> Store::Write(const Batch& b, bool sync) {
   rocksdb::WriteBatch batch;
-  for (const auto& t : b.tags) batch.Put(TagKey(t.tag), EncodeTag(t));
-  for (const auto& w : b.workers) batch.Put(WorkerKey(w.worker_id), EncodeWorker(w));
-  for (const auto& r : b.spaces) batch.Put(SpaceKey(r.space), EncodeSpace(r));
-  for (const auto& r : b.sections) batch.Put(SectionKey(r.space, r.section), EncodeSection(r));
+  (void)ForEachRecord(b, [&batch](const auto& r) -> Result<void> {
+    batch.Put(KeyOf(r), Encode(r));
+    return {};
+  });
   for (const auto& [name, value] : b.values) {
     batch.Put(std::string(kValuePrefix) + name, std::to_string(value));
   }

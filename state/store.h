@@ -48,14 +48,10 @@ class Store {
   // must not exist (RocksDB creates it); it can be opened as a store of its own.
   [[nodiscard]] Result<void> Checkpoint(const std::string& dir);
 
-  // What Write() stores atomically.
-  struct Batch {
-    std::vector<TagRecord> tags;
-    std::vector<WorkerRecord> workers;
-    std::vector<std::pair<std::string, int64_t>> values;
-    std::vector<SpaceRecord> spaces = {};
-    std::vector<SectionRecord> sections = {};
-    // Named text, as PutText stores it (GetText reads it).
+  // What Write() stores atomically: records of every kind (state/records.h), named values and
+  // named text (as PutValue and PutText store them).
+  struct Batch : Records {
+    std::vector<std::pair<std::string, int64_t>> values = {};
     std::vector<std::pair<std::string, std::string>> texts = {};
   };
   // Writes a batch atomically (one RocksDB write batch); synced if `sync`.

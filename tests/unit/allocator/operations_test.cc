@@ -44,9 +44,9 @@ class MapReader final : public StateReader {
   }
   template <typename Op>
   void Apply(const Outcome<Op>& o) {
-    for (const auto& w : o.effects.space_writes) spaces[w.space] = w;
-    for (const auto& w : o.effects.writes) tags[w.tag] = w;
-    for (const auto& w : o.effects.worker_writes) {
+    for (const auto& w : o.effects.spaces) spaces[w.space] = w;
+    for (const auto& w : o.effects.tags) tags[w.tag] = w;
+    for (const auto& w : o.effects.workers) {
       std::erase_if(workers, [&](const auto& x) { return x.worker_id == w.worker_id; });
       workers.push_back(w);
     }
@@ -72,7 +72,7 @@ TEST(OperationsTest, AllocationsOfOneBatchNeverOverlap) {
     ASSERT_TRUE(o.result.has_value());
     EXPECT_EQ(o.result->start, last_end);
     last_end = o.result->end;
-    ASSERT_EQ(o.effects.writes.size(), 1u)
+    ASSERT_EQ(o.effects.tags.size(), 1u)
         << "the new max_id must be written before the reply counts";
     reader.Apply(o);
   }
@@ -98,9 +98,9 @@ TEST(OperationsTest, RenewalFromAClockThatRanAheadIsRefusedButRecorded) {
   ASSERT_FALSE(renew.result.has_value());
   EXPECT_EQ(renew.result.error().code, Code::kFailedPrecondition);
   EXPECT_NE(renew.result.error().message.find("ahead"), std::string::npos);
-  ASSERT_EQ(renew.effects.worker_writes.size(), 1u) << "the reported timestamp must still be kept";
-  EXPECT_EQ(renew.effects.worker_writes[0].last_timestamp_ms, kNow + 5000);
-  EXPECT_GE(renew.effects.worker_writes[0].lease_until_ms, kNow + 5000 + 30000);
+  ASSERT_EQ(renew.effects.workers.size(), 1u) << "the reported timestamp must still be kept";
+  EXPECT_EQ(renew.effects.workers[0].last_timestamp_ms, kNow + 5000);
+  EXPECT_GE(renew.effects.workers[0].lease_until_ms, kNow + 5000 + 30000);
   reader.Apply(renew);
   // Once that blocked lease ends, a new holder starts after the reported timestamp.
   std::vector<state::WorkerRecord> all = reader.workers;
@@ -184,7 +184,7 @@ TEST(OperationsTest, PutSpaceCreatesAndRefusesASectionSizeChange) {
   auto created = Execute(op::PutSpace{"chat", Space(100, 10)}, reader, TestRules(), kNow);
   ASSERT_TRUE(created.result) << created.result.error().message;
   EXPECT_EQ(created.result->section_size, 100);
-  ASSERT_EQ(created.effects.space_writes.size(), 1u);
+  ASSERT_EQ(created.effects.spaces.size(), 1u);
   reader.Apply(created);
 
   auto changed = Execute(op::PutSpace{"chat", Space(200, std::nullopt)}, reader, TestRules(), kNow);

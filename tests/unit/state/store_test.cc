@@ -47,6 +47,78 @@ class StoreTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
 };
 
+// One batch holds every kind of record (Records), named values and named text, written at once
+// and each readable back by its own getter.
+TEST_F(StoreTest, ABatchWritesEveryKindOfRecordAndTheNamedValuesAndText) {
+  Records records;
+  TagRecord tag_record;
+  tag_record.tag = "order";
+  tag_record.max_id = 42;
+  records.tags.push_back(tag_record);
+  WorkerRecord w;
+  w.worker_id = 7;
+  w.holder = "h";
+  records.workers.push_back(w);
+  SpaceRecord space;
+  space.space = "inbox";
+  space.section_size = 100;
+  space.step = 10;
+  records.spaces.push_back(space);
+  records.sections.push_back(SectionRecord{"inbox", 3, 100, 990});
+  Store::Batch batch;
+  batch.Append(records);
+  batch.values.emplace_back("n", 5);
+  batch.texts.emplace_back("t", "text");
+  ASSERT_TRUE(store_->Write(batch, /*sync=*/true));
+  Reopen();
+  auto tag = store_->GetTag("order");
+  ASSERT_TRUE(tag && *tag);
+  EXPECT_EQ((*tag)->max_id, 42);
+  auto worker = store_->GetWorker(7);
+  ASSERT_TRUE(worker && *worker);
+  EXPECT_EQ((*worker)->holder, "h");
+  auto got_space = store_->GetSpace("inbox");
+  ASSERT_TRUE(got_space && *got_space);
+  EXPECT_EQ((*got_space)->section_size, 100);
+  auto section = store_->GetSection("inbox", 3);
+  ASSERT_TRUE(section && *section);
+  EXPECT_EQ((*section)->max_seq, 990u);
+  EXPECT_EQ(store_->GetValue("n").value_or(std::nullopt), std::optional<int64_t>(5));
+  EXPECT_EQ(store_->GetText("t").value_or(std::nullopt), std::optional<std::string>("text"));
+}
+
+// Records::Append keeps each kind's order, and ForEachRecord visits kind by kind and stops at the
+// first error.
+TEST(RecordsTest, AppendKeepsTheOrderAndForEachRecordStopsAtTheFirstError) {
+  Records a, b;
+  TagRecord t1, t2;
+  t1.tag = "t1";
+  t2.tag = "t2";
+  a.tags.push_back(t1);
+  a.sections.push_back(SectionRecord{"s", 1, 10, 10});
+  b.tags.push_back(t2);
+  b.sections.push_back(SectionRecord{"s", 2, 10, 20});
+  a.Append(std::move(b));
+  std::vector<std::string> keys;
+  auto all = ForEachRecord(a, [&](const auto& r) -> Result<void> {
+    keys.push_back(KeyOf(r));
+    return {};
+  });
+  ASSERT_TRUE(all);
+  EXPECT_EQ(keys, (std::vector<std::string>{"seg/t1", "seg/t2", "sec/s/1", "sec/s/2"}));
+  keys.clear();
+  auto stopped = ForEachRecord(a, [&](const auto& r) -> Result<void> {
+    keys.push_back(KeyOf(r));
+    if (keys.size() == 2) return Fail(Code::kUnavailable, "full");
+    return {};
+  });
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error().message, "full");
+  EXPECT_EQ(keys.size(), 2u);
+  EXPECT_FALSE(a.empty());
+  EXPECT_TRUE(Records{}.empty());
+}
+
 TEST_F(StoreTest, MissingTagIsEmptyNotAnError) {
   auto r = store_->GetTag("order");
   ASSERT_TRUE(r) << r.error().message;
