@@ -21,13 +21,6 @@ using allocator::Callback;
 // leader move of a dead broker's partitions takes 9-13 s, so one heal may come during it (harmless:
 // the new reader starts at the end, and what it skips is asked again).
 constexpr int64_t kReplyStallNs = 10'000'000'000;
-// How long a space's record read from its partition is used before it is read again (in the
-// background: the old one serves meanwhile). Bounds how late a gateway sees a new step or a
-// deletion; section_size never changes.
-constexpr int64_t kSpaceFreshNs = 5'000'000'000;
-// NextSeq requests of one space to one partition in flight at a time; keys arriving meanwhile
-// wait and go together in the next request (one Kafka round trip for all of them).
-constexpr int kSeqInFlight = 2;
 
 std::string Nonce() {
   std::random_device rd;
@@ -243,10 +236,8 @@ void KafkaAllocatorClient::Route(Op op, Callback<typename Op::Result> done) {
   } else if constexpr (std::is_same_v<Op, op::ListSpaces>) {
     CallEveryPartition(
         op, +[](const state::SpaceRecord& r) { return r.space; }, std::move(done));
-  } else if constexpr (std::is_same_v<Op, op::NextSeq>) {
-    RouteNextSeq(std::move(op), std::move(done));
-  } else if constexpr (std::is_same_v<Op, op::CurrentSeq>) {
-    RouteCurrentSeq(std::move(op), std::move(done));
+  } else if constexpr (std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq>) {
+    router_.Route(std::move(op), std::move(done));
   } else {
     // The partition of the operation's own route key: its tag, its space's name, its section's
     // route key, or kWorkersKey (the worker registry's requests all go to that partition).
@@ -271,18 +262,18 @@ void KafkaAllocatorClient::Route(Op op, Callback<typename Op::Result> done) {
       };
     } else if constexpr (std::is_same_v<Op, op::GetSpace>) {
       done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
-        if (r) KeepSpace(space, *r);
-        if (!r && r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
+        if (r) router_.KeepSpace(space, *r);
+        if (!r && r.error().code == Code::kNotFound) router_.KeepSpace(space, std::nullopt);
         done(std::move(r));
       };
     } else if constexpr (std::is_same_v<Op, op::PutSpace>) {
       done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
-        if (r) KeepSpace(space, *r);
+        if (r) router_.KeepSpace(space, *r);
         done(std::move(r));
       };
     } else if constexpr (std::is_same_v<Op, op::DeleteSpace>) {
       done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
-        if (r || r.error().code == Code::kNotFound) KeepSpace(space, std::nullopt);
+        if (r || r.error().code == Code::kNotFound) router_.KeepSpace(space, std::nullopt);
         done(std::move(r));
       };
     }
@@ -290,204 +281,19 @@ void KafkaAllocatorClient::Route(Op op, Callback<typename Op::Result> done) {
   }
 }
 
-void KafkaAllocatorClient::KeepSpace(const std::string& space,
-                                     const std::optional<state::SpaceRecord>& record) {
-  MutexLock lock(seq_mu_);
-  if (record) {
-    spaces_[space] = KnownSpace{*record, clock_.MonotonicNs()};
-  } else {
-    spaces_.erase(space);
-  }
+void KafkaAllocatorClient::Call(int32_t partition, std::string route_key, op::GetSpace get,
+                                Callback<state::SpaceRecord> done) {
+  CallPartition(partition, std::move(route_key), std::move(get), std::move(done));
 }
 
-void KafkaAllocatorClient::WithSpace(const std::string& space, Callback<state::SpaceRecord> then) {
-  std::optional<state::SpaceRecord> known;
-  bool look_up = false;
-  {
-    MutexLock lock(seq_mu_);
-    if (auto it = spaces_.find(space); it != spaces_.end()) {
-      known = it->second.record;
-      // Stale: read it again, and meanwhile go on with it (its section_size cannot have changed).
-      look_up = clock_.MonotonicNs() - it->second.read_ns >= kSpaceFreshNs &&
-                lookups_.try_emplace(space).second;
-    } else {
-      auto& waiting = lookups_[space];
-      waiting.push_back(then);
-      look_up = waiting.size() == 1;
-    }
-  }
-  if (look_up) LookUpSpace(space);
-  if (known) then(std::move(*known));
+void KafkaAllocatorClient::Call(int32_t partition, std::string route_key, op::NextSeq next,
+                                Callback<std::vector<uint64_t>> done) {
+  CallPartition(partition, std::move(route_key), std::move(next), std::move(done));
 }
 
-void KafkaAllocatorClient::LookUpSpace(const std::string& space) {
-  Route(op::GetSpace{space},
-        Callback<state::SpaceRecord>([this, space](Result<state::SpaceRecord> r) {
-          std::vector<Callback<state::SpaceRecord>> waiting;
-          {
-            MutexLock lock(seq_mu_);
-            if (auto it = lookups_.find(space); it != lookups_.end()) {
-              waiting = std::move(it->second);
-              lookups_.erase(it);
-            }
-          }
-          for (auto& then : waiting) then(r);
-        }));
-}
-
-int32_t KafkaAllocatorClient::SectionPartition(const state::SpaceRecord& space,
-                                               uint64_t key) const {
-  const uint64_t section = allocator::SectionOf(key, static_cast<uint64_t>(space.section_size));
-  return options_.topics.PartitionOf(allocator::SectionRouteKey(space.space, section));
-}
-
-void KafkaAllocatorClient::RouteNextSeq(op::NextSeq next, Callback<std::vector<uint64_t>> done) {
-  if (auto count = allocator::CheckSeqKeyCount(next.keys.size()); !count) {
-    return done(std::unexpected(count.error()));
-  }
-  WithSpace(
-      next.space,
-      Callback<state::SpaceRecord>([this, keys = std::move(next.keys),
-                                    done = std::move(done)](Result<state::SpaceRecord> space) {
-        if (!space) return done(std::unexpected(space.error()));
-        // The keys of each partition, in the caller's order (a key's values must rise in it).
-        std::map<int32_t, std::vector<size_t>> by_partition;
-        for (size_t i = 0; i < keys.size(); ++i) {
-          by_partition[SectionPartition(*space, keys[i])].push_back(i);
-        }
-        if (by_partition.size() == 1) {
-          return SubmitSeq(*space, by_partition.begin()->first, SeqPart{keys, done});
-        }
-        struct Gather {
-          Mutex mu;
-          std::vector<uint64_t> values KLEAF_GUARDED_BY(mu);
-          size_t left KLEAF_GUARDED_BY(mu) = 0;
-          std::optional<Error> error KLEAF_GUARDED_BY(mu);
-          Callback<std::vector<uint64_t>> done;
-        };
-        auto g = std::make_shared<Gather>();
-        {
-          MutexLock lock(g->mu);
-          g->values.resize(keys.size());
-          g->left = by_partition.size();
-        }
-        g->done = done;
-        for (auto& [p, positions] : by_partition) {
-          std::vector<uint64_t> part_keys;
-          part_keys.reserve(positions.size());
-          for (size_t i : positions) part_keys.push_back(keys[i]);
-          SubmitSeq(*space, p,
-                    SeqPart{std::move(part_keys), [g, positions](Result<std::vector<uint64_t>> r) {
-                              std::optional<Result<std::vector<uint64_t>>> all;
-                              {
-                                MutexLock lock(g->mu);
-                                if (!r) {
-                                  g->error = r.error();
-                                } else {
-                                  for (size_t j = 0; j < positions.size(); ++j) {
-                                    g->values[positions[j]] = (*r)[j];
-                                  }
-                                }
-                                if (--g->left > 0) return;
-                                if (g->error) {
-                                  all = std::unexpected(*g->error);
-                                } else {
-                                  all = std::move(g->values);
-                                }
-                              }
-                              g->done(std::move(*all));
-                            }});
-        }
-      }));
-}
-
-void KafkaAllocatorClient::SubmitSeq(const state::SpaceRecord& space, int32_t partition,
-                                     SeqPart part) {
-  {
-    MutexLock lock(seq_mu_);
-    SeqLane& lane = lanes_[{space.space, partition}];
-    lane.space = space;
-    if (lane.in_flight >= kSeqInFlight) {
-      lane.waiting.push_back(std::move(part));
-      return;
-    }
-    ++lane.in_flight;
-  }
-  std::vector<SeqPart> parts;
-  parts.push_back(std::move(part));
-  SendSeq(space, partition, std::move(parts));
-}
-
-void KafkaAllocatorClient::SendSeq(const state::SpaceRecord& space, int32_t partition,
-                                   std::vector<SeqPart> parts) {
-  op::NextSeq next{space.space, {}, op::SpaceShape{space.section_size, space.step}};
-  for (const auto& part : parts)
-    next.keys.insert(next.keys.end(), part.keys.begin(), part.keys.end());
-  const uint64_t section =
-      allocator::SectionOf(next.keys.front(), static_cast<uint64_t>(space.section_size));
-  auto shared = std::make_shared<std::vector<SeqPart>>(std::move(parts));
-  CallPartition(
-      partition, allocator::SectionRouteKey(space.space, section), std::move(next),
-      Callback<std::vector<uint64_t>>(
-          [this, name = space.space, partition, shared](Result<std::vector<uint64_t>> r) {
-            size_t total = 0;
-            for (const auto& part : *shared) total += part.keys.size();
-            if (r && r->size() != total) {
-              r = Fail(Code::kInternal, "the allocator answered " + std::to_string(r->size()) +
-                                            " values for " + std::to_string(total) + " keys");
-            }
-            size_t at = 0;
-            for (auto& part : *shared) {
-              if (!r) {
-                part.done(std::unexpected(r.error()));
-                continue;
-              }
-              const auto from = r->begin() + static_cast<std::ptrdiff_t>(at);
-              at += part.keys.size();
-              part.done(std::vector<uint64_t>(from, r->begin() + static_cast<std::ptrdiff_t>(at)));
-            }
-            OnSeqAnswered(name, partition);
-          }));
-}
-
-void KafkaAllocatorClient::OnSeqAnswered(const std::string& space, int32_t partition) {
-  std::vector<SeqPart> next;
-  state::SpaceRecord record;
-  {
-    MutexLock lock(seq_mu_);
-    auto it = lanes_.find({space, partition});
-    if (it == lanes_.end()) return;
-    SeqLane& lane = it->second;
-    --lane.in_flight;
-    size_t keys = 0;
-    // Every part fits in one request (a call has at most kMaxSeqKeys keys).
-    while (!lane.waiting.empty() &&
-           (next.empty() || keys + lane.waiting.front().keys.size() <= allocator::kMaxSeqKeys)) {
-      keys += lane.waiting.front().keys.size();
-      next.push_back(std::move(lane.waiting.front()));
-      lane.waiting.pop_front();
-    }
-    if (next.empty()) {
-      if (lane.in_flight == 0) lanes_.erase(it);
-      return;
-    }
-    ++lane.in_flight;
-    record = lane.space;
-  }
-  SendSeq(record, partition, std::move(next));
-}
-
-void KafkaAllocatorClient::RouteCurrentSeq(op::CurrentSeq current, Callback<uint64_t> done) {
-  WithSpace(current.space,
-            Callback<state::SpaceRecord>([this, key = current.key, done = std::move(done)](
-                                             Result<state::SpaceRecord> space) {
-              if (!space) return done(std::unexpected(space.error()));
-              const uint64_t section =
-                  allocator::SectionOf(key, static_cast<uint64_t>(space->section_size));
-              CallPartition(SectionPartition(*space, key),
-                            allocator::SectionRouteKey(space->space, section),
-                            op::CurrentSeq{space->space, key, space->section_size}, done);
-            }));
+void KafkaAllocatorClient::Call(int32_t partition, std::string route_key, op::CurrentSeq current,
+                                Callback<uint64_t> done) {
+  CallPartition(partition, std::move(route_key), std::move(current), std::move(done));
 }
 
 template <typename Op, typename Record>

@@ -6,9 +6,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -19,6 +17,7 @@
 #include "base/clock.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
+#include "cluster/sequence_router.h"
 #include "cluster/topics.h"
 #include "kafka/client.h"
 
@@ -42,7 +41,7 @@ struct KafkaClientOptions {
 // timeouts, with kUnavailable. A late reply to an abandoned attempt is ignored: its segment is a
 // gap, never used twice. Callbacks run on the client's reply thread. Metrics: the round trip of
 // each answered attempt (kleaf_kafka_request_seconds{op}), attempts timed out, calls given up.
-class KafkaAllocatorClient final : public allocator::Allocator {
+class KafkaAllocatorClient final : public allocator::Allocator, private PartitionCaller {
  public:
   [[nodiscard]] static Result<std::unique_ptr<KafkaAllocatorClient>> Start(
       KafkaClientOptions options, Clock& clock);
@@ -53,14 +52,9 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   // ListSpaces go to every partition and answer the records of all of them, ordered by name.
   // A segment of another datacenter than this node's is refused.
   //
-  // Sequence spaces (docs/architecture.md, I5). A space's record lives in the partition of its
-  // name; this node keeps each record it read or wrote for kSpaceFreshNs and goes on using it
-  // while it reads it again (section_size never changes; a new step or a deletion reaches this
-  // node within that time). NextSeq sends each key to the partition of its section
-  // (SectionRouteKey) with the space's section_size and step (the shape a caller gives is
-  // replaced), and coalesces: the keys of one space and partition that arrive while kSeqInFlight
-  // requests of them are in flight travel together in the next request. CurrentSeq goes to the
-  // partition of its key's section, with the space's section_size.
+  // NextSeq and CurrentSeq go through the SequenceRouter (sequence_router.h), to the partitions
+  // of their keys' sections; the space records it routes with are read from the partition of the
+  // space's name, and each GetSpace, PutSpace and DeleteSpace answered here updates them.
   void Submit(allocator::AnyCall call) override;
 
   void Stop();
@@ -107,29 +101,16 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   template <typename Op, typename Record>
   void CallEveryPartition(Op op, std::string (*name_of)(const Record&),
                           allocator::Callback<std::vector<Record>> done);
-  // Completes `then` with the record of `space`: the one kept if any (read again in the
-  // background once it is kSpaceFreshNs old), else read from its partition.
-  void WithSpace(const std::string& space, allocator::Callback<state::SpaceRecord> then);
-  void LookUpSpace(const std::string& space);
-  // Keeps (or, with nullopt, drops) what this node knows of a space after it wrote or read it.
-  void KeepSpace(const std::string& space, const std::optional<state::SpaceRecord>& record);
-  // Keys of one NextSeq call bound for one partition, and where their values go.
-  struct SeqPart {
-    std::vector<uint64_t> keys;
-    allocator::Callback<std::vector<uint64_t>> done;
-  };
-  // The requests of one space to one partition: how many are in flight, and the parts waiting.
-  struct SeqLane {
-    state::SpaceRecord space;
-    int in_flight = 0;
-    std::deque<SeqPart> waiting;
-  };
-  void RouteNextSeq(allocator::op::NextSeq next, allocator::Callback<std::vector<uint64_t>> done);
-  void RouteCurrentSeq(allocator::op::CurrentSeq current, allocator::Callback<uint64_t> done);
-  void SubmitSeq(const state::SpaceRecord& space, int32_t partition, SeqPart part);
-  void SendSeq(const state::SpaceRecord& space, int32_t partition, std::vector<SeqPart> parts);
-  void OnSeqAnswered(const std::string& space, int32_t partition);
-  int32_t SectionPartition(const state::SpaceRecord& space, uint64_t key) const;
+  // PartitionCaller: the sequence router's requests, sent as any other (CallPartition).
+  int32_t PartitionOf(std::string_view route_key) const override {
+    return options_.topics.PartitionOf(route_key);
+  }
+  void Call(int32_t partition, std::string route_key, allocator::op::GetSpace get,
+            allocator::Callback<state::SpaceRecord> done) override;
+  void Call(int32_t partition, std::string route_key, allocator::op::NextSeq next,
+            allocator::Callback<std::vector<uint64_t>> done) override;
+  void Call(int32_t partition, std::string route_key, allocator::op::CurrentSeq current,
+            allocator::Callback<uint64_t> done) override;
   // Sends `pending` under a new correlation id.
   void SendLocked(Pending pending) KLEAF_REQUIRES(mu_);
   void ReplyLoop();
@@ -157,16 +138,8 @@ class KafkaAllocatorClient final : public allocator::Allocator {
   // of scanning every pending one after each reply (with 20,000 in flight that scan took 3/4 of
   // the process's CPU). Ids answered meanwhile are skipped when they reach the front.
   std::deque<std::pair<int64_t, std::string>> deadlines_ KLEAF_GUARDED_BY(mu_);
-  struct KnownSpace {
-    state::SpaceRecord record;
-    int64_t read_ns = 0;
-  };
-  Mutex seq_mu_;  // taken before mu_, never while holding it
-  std::unordered_map<std::string, KnownSpace> spaces_ KLEAF_GUARDED_BY(seq_mu_);
-  // Lookups of a space's record under way, with the calls waiting for it (none: a refresh).
-  std::unordered_map<std::string, std::vector<allocator::Callback<state::SpaceRecord>>> lookups_
-      KLEAF_GUARDED_BY(seq_mu_);
-  std::map<std::pair<std::string, int32_t>, SeqLane> lanes_ KLEAF_GUARDED_BY(seq_mu_);
+  // NextSeq and CurrentSeq, and the space records they route with.
+  SequenceRouter router_{*this, clock_};
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::array<metrics::Histogram*, allocator::kOpCount> latency_{};
