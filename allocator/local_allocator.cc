@@ -30,6 +30,27 @@ Rules RulesOf(const LocalAllocatorOptions& o) {
   return r;
 }
 
+// Runs `op` on `reader`; an operation that needs the counters gets a plan of `counters` (kept in
+// `plan`, for the caller to commit once the effects are durable), and the plan's section raises
+// are appended to its effects.
+template <typename Op>
+Outcome<Op> ExecuteOne(const Op& op, StoreReader& reader, const Rules& rules, int64_t now_ms,
+                       SequenceCounters& counters, std::optional<SeqPlan>& plan) {
+  if constexpr (kNeedsCounters<Op>) {
+    auto begun = counters.Begin();
+    if (!begun) return Outcome<Op>{std::unexpected(begun.error())};
+    plan = std::move(*begun);
+    SequenceState seq{counters, *plan};
+    Outcome<Op> o = Execute(op, reader, rules, now_ms, seq);
+    // I5: the raised maxima are written with the other effects, durable before any value above
+    // the old ones leaves.
+    if (o.result) o.effects.sections = plan->Raises();
+    return o;
+  } else {
+    return Execute(op, reader, rules, now_ms);
+  }
+}
+
 }  // namespace
 
 LocalAllocator::LocalAllocator(state::Store& store, Clock& clock, LocalAllocatorOptions options)
@@ -45,21 +66,7 @@ Result<typename Op::Result> LocalAllocator::RunNow(const Op& op) {
   MutexLock lock(mu_);
   StoreReader reader(store_);
   std::optional<SeqPlan> plan;
-  Outcome<Op> outcome = [&] {
-    if constexpr (kNeedsCounters<Op>) {
-      auto begun = counters_.Begin();
-      if (!begun) return Outcome<Op>{std::unexpected(begun.error())};
-      plan = std::move(*begun);
-      SequenceState seq{counters_, *plan};
-      Outcome<Op> o = Execute(op, reader, rules_, clock_.NowMs(), seq);
-      // I5: the raised maxima are written with the other effects, durable before any value
-      // above the old ones leaves.
-      if (o.result) o.effects.sections = plan->Raises();
-      return o;
-    } else {
-      return Execute(op, reader, rules_, clock_.NowMs());
-    }
-  }();
+  Outcome<Op> outcome = ExecuteOne(op, reader, rules_, clock_.NowMs(), counters_, plan);
   if (!outcome.result) return std::move(outcome.result);  // a plan is dropped: nothing handed out
   if (!outcome.effects.empty()) {
     state::Store::Batch batch;

@@ -56,11 +56,10 @@ auto CacheLoader(state::Store& store) {
 }
 auto CacheSaver(state::Store& store) {
   return [&store](const WorkerLease::Cached& cached) {
-    return store.Write({{},
-                        {},
-                        {{std::string(kCachedWorker), cached.worker_id},
-                         {std::string(kCachedLeaseUntil), cached.lease_until_ms}}},
-                       /*sync=*/true);
+    state::Store::Batch batch;
+    batch.values = {{std::string(kCachedWorker), cached.worker_id},
+                    {std::string(kCachedLeaseUntil), cached.lease_until_ms}};
+    return store.Write(batch, /*sync=*/true);
   };
 }
 
