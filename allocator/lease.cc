@@ -1,6 +1,7 @@
 #include "allocator/lease.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace kleaf::allocator {
 
@@ -51,7 +52,9 @@ TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, bool from
   // and a lease begins only with one, so no earlier owner can hold a lease.
   if (!newest) return TakeoverWait{WaitRow::kNone, 0, 1};
   const state::LeaseRecord& r = newest->record;
-  const uint64_t generation = r.generation + 1;
+  // Saturating: a generation at the top (only a foreign writer makes one) stays there.
+  const uint64_t generation =
+      r.generation == std::numeric_limits<uint64_t>::max() ? r.generation : r.generation + 1;
   if (!from_stale_copy) {
     if (r.state == state::LeaseState::kReleased) {
       return TakeoverWait{WaitRow::kReleased, 0, generation};

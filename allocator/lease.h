@@ -1,8 +1,8 @@
 // The rules of sequence lease records (docs/architecture.md, "I5 with a lease", R3 and R4): which
 // of p's lease records is the newest, what a restore, the rewrite and the store's copy keep of
 // them, and how long a new owner waits before it answers p's sequence operations. Pure: the
-// restore, the store and the owner call these with what they read. Not yet called by anything
-// (issue 38 builds the lease in parts; allocator/lease_clock.h has its clocks).
+// restore, the store and the owner call these with what they read (cluster/restore.cc,
+// cluster/allocator_node.cc; allocator/lease_clock.h has the clocks).
 #pragma once
 
 #include <cstdint>
@@ -59,9 +59,10 @@ struct TakeoverWait {
 
 // R4's table, for the newest lease record the restore found (`newest`; the log past the applied
 // offset merged with the store's copy). `from_stale_copy`: `newest` is the store's copy, and the
-// store's applied offset is past the copy's completeness point (or it has none: R3), so the copy
-// may be stale and never gives L_w = 0. `holder` is this process's token, `before` its memory of
-// p, `own_lease_ms` its L.
+// copy may be stale, so it never gives L_w = 0 (RestorePartition reads a copy behind its
+// applied offset again, so the bridge always passes false). No record gives L_w = 0: none was
+// ever committed (docs/architecture.md, (d) "None"). `holder` is this process's token, `before`
+// its memory of p, `own_lease_ms` its L.
 TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, bool from_stale_copy,
                               const std::string& holder, const std::optional<HeldBefore>& before,
                               int64_t own_lease_ms);

@@ -20,6 +20,9 @@ constexpr const char* kRevoked = "revoked";  // Release()'s reason for an ordina
 // The largest sequence.lease_ms the config accepts: a lease record naming more was not written by
 // a kleaf allocator with a valid config.
 constexpr int64_t kMaxLeaseMs = 60000;
+// The longest lease a takeover waits out: a record naming more (a writer other than kleaf's
+// allocators) is waited out only this long, with a warning, rather than for days.
+constexpr int64_t kLongestWaitedLeaseMs = 10 * kMaxLeaseMs;
 
 }  // namespace
 
@@ -292,6 +295,13 @@ void AllocatorNode::PublishProgress() {
     pending_since_ns_.store(clock_.MonotonicNs());
   }
   serving_gauge_.Set(static_cast<double>(serving_.size()));
+  // A partition whose wait ended without a sequence call ends it here, so that
+  // kleaf_sequence_takeover_waiting goes back to 0 (a rollback past the bridge waits for that).
+  for (auto it = sequence_waits_.begin(); it != sequence_waits_.end();) {
+    const int32_t p = it->first;
+    ++it;
+    (void)SequenceRefusal(p, /*count=*/false);
+  }
 }
 
 void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partitions) {
@@ -373,6 +383,9 @@ void AllocatorNode::FinishTakeovers() {
                    fenced ? "fenced and restored" : fenced.error().message);
       continue;
     }
+    // A takeover revoked and assigned again before it ended is served as it is: if another owner
+    // held p in between, that owner's fence came after this one's, so this producer commits
+    // nothing, its first batch fails and p is taken over again (its answers wait for a commit).
     if (!StillAssigned(p)) {
       spdlog::info("[allocator] partition {} no longer assigned here; not serving it", p);
       pending_.erase(p);
@@ -491,8 +504,10 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(
     state::Store::Batch applied;
     applied.values.emplace_back(AppliedOffsetKey(p), restored->end);
     // The newest lease record, as the rewrite committed it again when the tail held one (R3).
-    KeepLeaseCopy(applied, p, std::nullopt,
-                  restored->tail_had_lease ? restored->lease : std::nullopt, restored->end);
+    if (restored->lease_copy_complete) {
+      KeepLeaseCopy(applied, p, std::nullopt,
+                    restored->tail_had_lease ? restored->lease : std::nullopt, restored->end);
+    }
     if (auto w = store_.Write(applied, /*sync=*/true); !w) return std::unexpected(w.error());
   }
   auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
@@ -556,8 +571,10 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
   {
     PartitionMetrics& m = MetricsOf(p);
     SequenceWait wait{fenced.fenced_at,
-                      allocator::TakeoverWaitNs(fenced.wait.lease_w_ms, options_.lease),
+                      allocator::TakeoverWaitNs(
+                          std::min(fenced.wait.lease_w_ms, kLongestWaitedLeaseMs), options_.lease),
                       restored.lease_goes_back};
+    lease_copy_complete_[p] = restored.lease_copy_complete;
     metrics::Registry::Default()
         .GetCounter(
             "kleaf_sequence_takeover_waits_total",
@@ -582,9 +599,9 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
     if (fenced.wait.lease_w_ms > kMaxLeaseMs) {
       spdlog::warn(
           "[allocator] partition {}: its newest lease record names a lease of {} ms, "
-          "above the {} ms any kleaf allocator may hold: waited out all the same; check "
+          "above the {} ms any kleaf allocator may hold: waited out (up to {} ms); check "
           "what writes to {}",
-          p, fenced.wait.lease_w_ms, kMaxLeaseMs, options_.topics.state);
+          p, fenced.wait.lease_w_ms, kMaxLeaseMs, kLongestWaitedLeaseMs, options_.topics.state);
     }
     sequence_waits_[p] = std::move(wait);
   }
@@ -616,6 +633,7 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
   floor_.erase(p);
   counters_.erase(p);  // a later takeover starts every section at its persisted maximum (I5)
   if (sequence_waits_.erase(p) > 0) MetricsOf(p).takeover_waiting.Set(0);
+  lease_copy_complete_.erase(p);
   MutexLock lock(serving_mu_);
   std::erase(serving_snapshot_, p);
 }
@@ -904,8 +922,9 @@ void AllocatorNode::OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProduc
   if (auto d = delivered.find({options_.topics.state, p}); d != delivered.end()) {
     staged.values.emplace_back(AppliedOffsetKey(p), d->second + 1);
     // This version commits no lease record (it holds no lease): the copy stays as it was, and is
-    // complete up to the new applied offset (R3).
-    KeepLeaseCopy(staged, p, std::nullopt, std::nullopt, d->second + 1);
+    // complete up to the new applied offset (R3), if it was complete up to the old one.
+    if (lease_copy_complete_[p])
+      KeepLeaseCopy(staged, p, std::nullopt, std::nullopt, d->second + 1);
   }
   if (auto w = store_.Write(staged, /*sync=*/false); !w) {
     // The records are durable in Kafka; taking p over again restores them from the state topic.
@@ -942,12 +961,12 @@ allocator::LeaseClockSource& AllocatorNode::LeaseClocks() const {
   return options_.lease_clocks != nullptr ? *options_.lease_clocks : allocator::KernelLeaseClocks();
 }
 
-std::optional<Error> AllocatorNode::SequenceRefusal(int32_t p) {
+std::optional<Error> AllocatorNode::SequenceRefusal(int32_t p, bool count) {
   auto it = sequence_waits_.find(p);
   if (it == sequence_waits_.end()) return std::nullopt;
   PartitionMetrics& m = MetricsOf(p);
   if (!it->second.refused_for_good.empty()) {
-    m.waiting_refusals.Inc();
+    if (count) m.waiting_refusals.Inc();
     return Error{Code::kUnavailable,
                  "partition " + std::to_string(p) +
                      " serves no sequence call: a committed lease "
@@ -966,7 +985,7 @@ std::optional<Error> AllocatorNode::SequenceRefusal(int32_t p) {
     sequence_waits_.erase(it);
     return std::nullopt;
   }
-  m.waiting_refusals.Inc();
+  if (count) m.waiting_refusals.Inc();
   return Error{
       Code::kUnavailable,
       now ? "partition " + std::to_string(p) + " waits out its previous owner's sequence lease: " +

@@ -167,7 +167,8 @@ class AllocatorNode {
                   allocator::SequenceState& seq);
   // An error to answer p's sequence operations with while its takeover wait runs (R4), or
   // nothing once it is over (then never again until p's next takeover).
-  std::optional<Error> SequenceRefusal(int32_t p);
+  // `count`: a refusal counts in kleaf_sequence_refusals_total (a call's, not a sweep's).
+  std::optional<Error> SequenceRefusal(int32_t p, bool count = true);
   allocator::LeaseClockSource& LeaseClocks() const;
   // The sequence counters of served partition p (made on first use; dropped when p is released).
   allocator::SequenceCounters& CountersOf(int32_t p);
@@ -218,6 +219,9 @@ class AllocatorNode {
     std::string refused_for_good;  // a committed lease record went back (A4): never over
   };
   std::map<int32_t, SequenceWait> sequence_waits_;
+  // Per served partition: whether the store's lease copy was complete after its restore (R3);
+  // only then does a write that moves the applied offset move the copy's completeness point.
+  std::map<int32_t, bool> lease_copy_complete_;
   // Per served partition, its sections' counters (I5). Loop thread only.
   std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_;
   // Takeovers under way, one thread each, and when a pending partition whose takeover failed may

@@ -14,6 +14,9 @@
 
 namespace kleaf::cluster {
 
+// The lease an unreadable lease record is taken for: the longest sequence.lease_ms accepts.
+constexpr int64_t kUnreadableLeaseMs = 60000;
+
 std::string LeaseCopyKey(int32_t p) { return "lease/" + std::to_string(p); }
 
 std::string LeaseCompleteKey(int32_t p) { return "lease_complete/" + std::to_string(p); }
@@ -140,8 +143,21 @@ struct RestoredPartition {
   void AddLease(const kafka::Message& m) {
     auto r = state::DecodeLease(*m.value);
     if (!r) {
+      // A lease record this version cannot read (a format it does not know, or a writer other
+      // than kleaf's allocators): kept as a `held` record of the longest lease any allocator may
+      // hold, at its offset, so that it is waited out and the store's copy keeps it. Skipping it
+      // could make an older record, or none (no wait), the newest.
       ++skipped;
-      return;
+      spdlog::error(
+          "[restore] state partition {}: the lease record at offset {} cannot be read "
+          "({}): waited out as a lease of {} ms",
+          m.partition, m.offset, r.error().message, kUnreadableLeaseMs);
+      r = state::LeaseRecord{lease ? lease->record.generation : 1,
+                             "",
+                             "(unreadable)",
+                             kUnreadableLeaseMs,
+                             false,
+                             state::LeaseState::kHeld};
     }
     if (lease && allocator::GoesBack(*lease, *r)) {
       if (in_tail) {
@@ -236,17 +252,21 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   // records read again below the applied offset, committed ones only, from its completeness
   // point (from the start without one), so that it is complete again after this restore.
   std::optional<allocator::FoundLease> kept_copy;
-  if (auto text = store.GetText(LeaseCopyKey(p)); !text) {
-    return std::unexpected(text.error());
-  } else if (*text) {
-    auto copy = DecodeLeaseCopy(**text);
-    if (!copy) return std::unexpected(copy.error());
-    kept_copy = *copy;
-    restored.lease = *copy;
+  auto text = store.GetText(LeaseCopyKey(p));
+  if (!text) return std::unexpected(text.error());
+  if (*text) {
+    if (auto copy = DecodeLeaseCopy(**text); copy) {
+      kept_copy = *copy;
+      restored.lease = *copy;
+    } else {
+      // Read again from the start below rather than refuse p for good on this node.
+      spdlog::error("[restore] state partition {}: {}; reading its lease records again", p,
+                    copy.error().message);
+    }
   }
   auto complete = store.GetValue(LeaseCompleteKey(p));
   if (!complete) return std::unexpected(complete.error());
-  const int64_t complete_at = complete->value_or(0);
+  const int64_t complete_at = kept_copy || !*text ? complete->value_or(0) : 0;
   if (complete_at < result.from) {
     result.lease_copy_rebuilt = true;
     RestoredPartition leases_only;
@@ -259,6 +279,19 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
         },
         left());
     if (!scanned) return std::unexpected(scanned.error());
+    if (*scanned < result.from) {
+      // The committed read stopped at a transaction without an outcome below the applied offset:
+      // the records from there to it are read uncommitted, for this takeover's wait only. The
+      // copy takes none of them and does not become complete (RestoreResult::lease_copy_complete).
+      result.lease_copy_complete = false;
+      auto rest = tail_reader.ReadToEnd(
+          topics.state, p, *scanned,
+          [&](const kafka::Message& m) {
+            if (m.offset < result.from && m.key == leases_only.lease_key) leases_only.Add(m, store);
+          },
+          left());
+      if (!rest) return std::unexpected(rest.error());
+    }
     restored.lease = leases_only.lease;
     restored.goes_back = leases_only.goes_back;
     restored.skipped += leases_only.skipped;
@@ -329,7 +362,9 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   for (auto& [name, r] : restored.spaces) batch.spaces.push_back(std::move(r));
   for (auto& [key, r] : restored.sections) batch.sections.push_back(std::move(r));
   batch.values.emplace_back(AppliedOffsetKey(p), committed_end);
-  KeepLeaseCopy(batch, p, kept_copy, committed_lease, committed_end);
+  if (result.lease_copy_complete) {
+    KeepLeaseCopy(batch, p, kept_copy, committed_lease, committed_end);
+  }
   auto stored_offset = store.GetValue(RequestsOffsetKey(p));
   if (!stored_offset) return std::unexpected(stored_offset.error());
   if (*stored_offset &&

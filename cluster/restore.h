@@ -58,6 +58,10 @@ struct RestoreResult {
   // not keep lease records, or none yet), so that this restore read p's lease records again from
   // the copy's completeness point (from the start when it had none).
   bool lease_copy_rebuilt = false;
+  // False when that reading stopped below the applied offset at a transaction without an outcome
+  // (the rest was read uncommitted for the wait, not kept): the copy is then not complete, and no
+  // write may record a completeness point for p until a later restore completes it.
+  bool lease_copy_complete = true;
 };
 
 // The store's copy of partition p's newest committed lease record (R3), as text, and its

@@ -162,6 +162,12 @@ TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKee
   EXPECT_LE(wait_s(p_released).value_or(1), 0.2);
   EXPECT_EQ(row(3, "none"), 1.0) << "a partition without lease records waits only the margin";
   EXPECT_LE(wait_s(3).value_or(1), 0.2);
+  // A wait that ended without a sequence call of its partition ends all the same (the rollback
+  // past the bridge waits for this gauge to be 0); one refused for good stays.
+  EXPECT_EQ(metrics->Value("kleaf_sequence_takeover_waiting", "partition=\"3\""), 0.0);
+  EXPECT_EQ(metrics->Value("kleaf_sequence_takeover_waiting",
+                           "partition=\"" + std::to_string(p_back) + "\""),
+            1.0);
   EXPECT_GE(metrics
                 ->Value("kleaf_sequence_refusals_total",
                         "partition=\"" + std::to_string(p_held) + "\",reason=\"waiting\"")
