@@ -45,9 +45,8 @@ const char* WaitRowName(WaitRow row) {
   return "other";
 }
 
-TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, bool from_stale_copy,
-                              const std::string& holder, const std::optional<HeldBefore>& before,
-                              int64_t own_lease_ms) {
+TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, const std::string& holder,
+                              const std::optional<HeldBefore>& before, int64_t own_lease_ms) {
   // No lease record: none was ever committed on p (the store's copy is complete, RestorePartition),
   // and a lease begins only with one, so no earlier owner can hold a lease.
   if (!newest) return TakeoverWait{WaitRow::kNone, 0, 1};
@@ -55,16 +54,14 @@ TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, bool from
   // Saturating: a generation at the top (only a foreign writer makes one) stays there.
   const uint64_t generation =
       r.generation == std::numeric_limits<uint64_t>::max() ? r.generation : r.generation + 1;
-  if (!from_stale_copy) {
-    if (r.state == state::LeaseState::kReleased) {
-      return TakeoverWait{WaitRow::kReleased, 0, generation};
-    }
-    // This process's own lease, committed in the generation it last held and waited out before
-    // it let p go: nothing older can still serve (R4's third row, R7).
-    if (before && !holder.empty() && r.holder == holder && r.generation == before->generation &&
-        before->held_committed && before->wait_ended) {
-      return TakeoverWait{WaitRow::kOwn, 0, generation};
-    }
+  if (r.state == state::LeaseState::kReleased) {
+    return TakeoverWait{WaitRow::kReleased, 0, generation};
+  }
+  // This process's own lease, committed in the generation it last held and waited out before it
+  // let p go: nothing older can still serve (R4's third row, R7).
+  if (before && !holder.empty() && r.holder == holder && r.generation == before->generation &&
+      before->held_committed && before->wait_ended) {
+    return TakeoverWait{WaitRow::kOwn, 0, generation};
   }
   const int64_t recorded = std::max(r.lease_ms, newest->generation_lease_ms);
   return TakeoverWait{WaitRow::kOther, std::max(own_lease_ms, recorded), generation};

@@ -58,14 +58,12 @@ struct TakeoverWait {
 };
 
 // R4's table, for the newest lease record the restore found (`newest`; the log past the applied
-// offset merged with the store's copy). `from_stale_copy`: `newest` is the store's copy, and the
-// copy may be stale, so it never gives L_w = 0 (RestorePartition reads a copy behind its
-// applied offset again, so the bridge always passes false). No record gives L_w = 0: none was
-// ever committed (docs/architecture.md, (d) "None"). `holder` is this process's token, `before`
+// offset merged with the store's copy, which RestorePartition has made complete: a copy behind its
+// applied offset is read again). No record gives L_w = 0: none was ever committed
+// (docs/architecture.md, (d) "None"). `holder` is this process's token, `before`
 // its memory of p, `own_lease_ms` its L.
-TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, bool from_stale_copy,
-                              const std::string& holder, const std::optional<HeldBefore>& before,
-                              int64_t own_lease_ms);
+TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, const std::string& holder,
+                              const std::optional<HeldBefore>& before, int64_t own_lease_ms);
 
 // The lease_ms an owner writes in its records (R3): its own L once its wait is over, the larger of
 // L and its wait's L_w while the wait runs, so that an owner fencing it waits out what it waited.

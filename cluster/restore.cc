@@ -363,7 +363,7 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   for (auto& [key, r] : restored.sections) batch.sections.push_back(std::move(r));
   batch.values.emplace_back(AppliedOffsetKey(p), committed_end);
   if (result.lease_copy_complete) {
-    KeepLeaseCopy(batch, p, kept_copy, committed_lease, committed_end);
+    KeepLeaseCopy(batch, p, std::nullopt, committed_lease, committed_end);  // holds the copy
   }
   auto stored_offset = store.GetValue(RequestsOffsetKey(p));
   if (!stored_offset) return std::unexpected(stored_offset.error());

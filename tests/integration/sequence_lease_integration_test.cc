@@ -81,6 +81,15 @@ FirstAnswer PollNext(uint16_t port, uint64_t key, SteadyClock::time_point since,
   return out;
 }
 
+// Starts `allocator`, then `gateway`, and creates the space through it: how both tests begin.
+void StartWithSpace(Cluster& cluster, Node& allocator, Node& gateway) {
+  ASSERT_TRUE(cluster.Start({&allocator}));
+  ASSERT_TRUE(cluster.Start({&gateway}));
+  auto put = AdminCall(gateway.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", kSectionSize}, {"step", 10}}.dump());
+  ASSERT_TRUE(put) << put.error();
+}
+
 TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKeepsItsCopy) {
   Cluster cluster(broker_, "seqwait", {{"sequence.lease_ms", "1000"}});
   const int32_t p_held = 0, p_released = 1, p_back = 2;
@@ -90,11 +99,7 @@ TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKee
 
   Node& a1 = cluster.AddAllocator("alloc-1");
   Node& gw = cluster.AddGateway("gw-a", 0);
-  ASSERT_TRUE(cluster.Start({&a1}));
-  ASSERT_TRUE(cluster.Start({&gw}));
-  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
-                       json{{"section_size", kSectionSize}, {"step", 10}}.dump());
-  ASSERT_TRUE(put) << put.error();
+  ASSERT_NO_FATAL_FAILURE(StartWithSpace(cluster, a1, gw));
   std::map<uint64_t, uint64_t> before;
   for (uint64_t key : {k_held, k_released, k_back}) {
     FirstAnswer a = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
@@ -197,11 +202,7 @@ TEST_F(SequenceLeaseIntegrationTest, ALeaseRecordPastAnOpenTransactionIsWaitedOu
   const uint64_t key = KeyOnPartition(p);
   Node& a1 = cluster.AddAllocator("alloc-1");
   Node& gw = cluster.AddGateway("gw-a", 0);
-  ASSERT_TRUE(cluster.Start({&a1}));
-  ASSERT_TRUE(cluster.Start({&gw}));
-  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
-                       json{{"section_size", kSectionSize}, {"step", 10}}.dump());
-  ASSERT_TRUE(put) << put.error();
+  ASSERT_NO_FATAL_FAILURE(StartWithSpace(cluster, a1, gw));
   FirstAnswer first = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
   ASSERT_GE(first.after_s, 0) << first.last_error << "\n" << cluster.Logs();
   EXPECT_EQ(Stop(a1).code, 0);

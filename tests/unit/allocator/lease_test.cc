@@ -63,7 +63,7 @@ TEST(LeaseRecordOrderTest, ALowerGenerationAfterAHigherOneGoesBack) {
 // refuses (its identity is recorded), and it would cost every takeover of a cluster whose nodes
 // hold no lease L of unavailable sequences.
 TEST(TakeoverWaitTest, NoRecordWaitsOnlyTheMargin) {
-  const TakeoverWait w = PlanTakeoverWait(std::nullopt, false, "h-me", std::nullopt, 5000);
+  const TakeoverWait w = PlanTakeoverWait(std::nullopt, "h-me", std::nullopt, 5000);
   EXPECT_EQ(w.row, WaitRow::kNone);
   EXPECT_EQ(w.lease_w_ms, 0);
   EXPECT_EQ(w.generation, 1u);
@@ -72,7 +72,7 @@ TEST(TakeoverWaitTest, NoRecordWaitsOnlyTheMargin) {
 
 TEST(TakeoverWaitTest, AReleasedRecordNeedsNoWait) {
   const TakeoverWait w =
-      PlanTakeoverWait(At(7, 40, 60000, LeaseState::kReleased), false, "h-me", std::nullopt, 5000);
+      PlanTakeoverWait(At(7, 40, 60000, LeaseState::kReleased), "h-me", std::nullopt, 5000);
   EXPECT_EQ(w.row, WaitRow::kReleased);
   EXPECT_EQ(w.lease_w_ms, 0);
   EXPECT_EQ(w.generation, 8u);
@@ -81,23 +81,21 @@ TEST(TakeoverWaitTest, AReleasedRecordNeedsNoWait) {
 TEST(TakeoverWaitTest, ARetakeSkipsOnlyItsOwnFinishedCommittedLease) {
   const FoundLease mine = At(7, 40, 5000, LeaseState::kHeld, "h-me");
   const HeldBefore done{7, true, true};
-  TakeoverWait w = PlanTakeoverWait(mine, false, "h-me", done, 5000);
+  TakeoverWait w = PlanTakeoverWait(mine, "h-me", done, 5000);
   EXPECT_EQ(w.row, WaitRow::kOwn);
   EXPECT_EQ(w.lease_w_ms, 0);
   EXPECT_EQ(w.generation, 8u);
 
   // Each condition of the third row missing sends it to the last row, with the full wait.
   const std::pair<const char*, TakeoverWait> others[] = {
-      {"another process's record", PlanTakeoverWait(mine, false, "h-new", done, 5000)},
-      {"a restarted process", PlanTakeoverWait(mine, false, "h-me", std::nullopt, 5000)},
-      {"another generation",
-       PlanTakeoverWait(mine, false, "h-me", HeldBefore{6, true, true}, 5000)},
+      {"another process's record", PlanTakeoverWait(mine, "h-new", done, 5000)},
+      {"a restarted process", PlanTakeoverWait(mine, "h-me", std::nullopt, 5000)},
+      {"another generation", PlanTakeoverWait(mine, "h-me", HeldBefore{6, true, true}, 5000)},
       {"no held record committed",
-       PlanTakeoverWait(mine, false, "h-me", HeldBefore{7, false, true}, 5000)},
+       PlanTakeoverWait(mine, "h-me", HeldBefore{7, false, true}, 5000)},
       {"released during its own wait",
-       PlanTakeoverWait(mine, false, "h-me", HeldBefore{7, true, false}, 5000)},
-      {"a stale store's copy", PlanTakeoverWait(mine, true, "h-me", done, 5000)},
-      {"no token", PlanTakeoverWait(At(7, 40, 5000, LeaseState::kHeld, ""), false, "", done, 5000)},
+       PlanTakeoverWait(mine, "h-me", HeldBefore{7, true, false}, 5000)},
+      {"no token", PlanTakeoverWait(At(7, 40, 5000, LeaseState::kHeld, ""), "", done, 5000)},
   };
   for (const auto& [what, other] : others) {
     EXPECT_EQ(other.row, WaitRow::kOther) << what;
@@ -108,16 +106,12 @@ TEST(TakeoverWaitTest, ARetakeSkipsOnlyItsOwnFinishedCommittedLease) {
 TEST(TakeoverWaitTest, AnyOtherRecordWaitsTheLongestLeaseOfItsGeneration) {
   FoundLease held = At(3, 12, 20000);
   held.generation_lease_ms = 45000;  // a record of the generation, since compacted, had 45 s
-  TakeoverWait w = PlanTakeoverWait(held, false, "h-me", std::nullopt, 5000);
+  TakeoverWait w = PlanTakeoverWait(held, "h-me", std::nullopt, 5000);
   EXPECT_EQ(w.row, WaitRow::kOther);
   EXPECT_EQ(w.lease_w_ms, 45000);
   EXPECT_EQ(w.generation, 4u);
   // The own L when it is longer.
-  EXPECT_EQ(PlanTakeoverWait(At(3, 12, 1000), false, "h-me", std::nullopt, 5000).lease_w_ms, 5000);
-  // A released record in a stale store's copy is not trusted for L_w = 0.
-  w = PlanTakeoverWait(At(3, 12, 20000, LeaseState::kReleased), true, "h-me", std::nullopt, 5000);
-  EXPECT_EQ(w.row, WaitRow::kOther);
-  EXPECT_EQ(w.lease_w_ms, 20000);
+  EXPECT_EQ(PlanTakeoverWait(At(3, 12, 1000), "h-me", std::nullopt, 5000).lease_w_ms, 5000);
 }
 
 TEST(TakeoverWaitTest, RecordsWrittenDuringTheWaitCarryTheLeaseWaitedOut) {
