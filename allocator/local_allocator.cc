@@ -30,27 +30,6 @@ Rules RulesOf(const LocalAllocatorOptions& o) {
   return r;
 }
 
-// Runs `op` on `reader`; an operation that needs the counters gets a plan of `counters` (kept in
-// `plan`, for the caller to commit once the effects are durable), and the plan's section raises
-// are appended to its effects.
-template <typename Op>
-Outcome<Op> ExecuteOne(const Op& op, StoreReader& reader, const Rules& rules, int64_t now_ms,
-                       SequenceCounters& counters, std::optional<SeqPlan>& plan) {
-  if constexpr (kNeedsCounters<Op>) {
-    auto begun = counters.Begin();
-    if (!begun) return Outcome<Op>{std::unexpected(begun.error())};
-    plan = std::move(*begun);
-    SequenceState seq{counters, *plan};
-    Outcome<Op> o = Execute(op, reader, rules, now_ms, seq);
-    // I5: the raised maxima are written with the other effects, durable before any value above
-    // the old ones leaves.
-    if (o.result) o.effects.sections = plan->Raises();
-    return o;
-  } else {
-    return Execute(op, reader, rules, now_ms);
-  }
-}
-
 }  // namespace
 
 LocalAllocator::LocalAllocator(state::Store& store, Clock& clock, LocalAllocatorOptions options)
@@ -61,29 +40,59 @@ LocalAllocator::LocalAllocator(state::Store& store, Clock& clock, LocalAllocator
 
 LocalAllocator::~LocalAllocator() { pool_.Stop(); }
 
+Result<void> LocalAllocator::WriteRaises() {
+  std::vector<state::SectionRecord> raises = counters_.TakeRaises();
+  if (raises.empty()) return {};
+  state::Store::Batch batch;
+  batch.sections = raises;
+  auto put = store_.Write(batch, /*sync=*/true);
+  counters_.Settle(raises, put.has_value());
+  return put;
+}
+
 template <typename Op>
 Result<typename Op::Result> LocalAllocator::RunNow(const Op& op) {
   MutexLock lock(mu_);
   StoreReader reader(store_);
-  std::optional<SeqPlan> plan;
-  Outcome<Op> outcome = ExecuteOne(op, reader, rules_, clock_.NowMs(), counters_, plan);
-  if (!outcome.result) return std::move(outcome.result);  // a plan is dropped: nothing handed out
-  if (!outcome.effects.empty()) {
-    state::Store::Batch batch;
-    batch.Append(std::move(outcome.effects));
-    if (auto put = store_.Write(batch, /*sync=*/true); !put) return std::unexpected(put.error());
+  if constexpr (kNeedsCounters<Op>) {
+    // The store holds only what a synced write made durable: a section's committed maximum
+    // (docs/architecture.md, R6).
+    SequenceState seq{counters_, [this](const std::string& space, uint64_t section) {
+                        return store_.GetSection(space, section);
+                      }};
+    Outcome<Op> outcome = Execute(op, reader, rules_, clock_.NowMs(), seq);
+    if (seq.needs_raise) {
+      // The raise first, synced, then the values: none is computed above a durable maximum (I5).
+      if (auto w = WriteRaises(); !w) return std::unexpected(w.error());
+      seq.needs_raise = false;
+      outcome = Execute(op, reader, rules_, clock_.NowMs(), seq);
+      if (seq.needs_raise) {
+        return Fail(Code::kInternal, "a sequence call still needs a raise after its raise");
+      }
+    }
+    // Raises ahead of need and imports. The values computed are at or below the durable maxima
+    // already, so a failed raise ahead of need only leaves it wanted again by the next call (whose
+    // raise at need reports the store's error); an import is answered only once its raise is
+    // durable.
+    if (auto w = WriteRaises(); !w && std::is_same_v<Op, op::RaiseSection>) {
+      return std::unexpected(w.error());
+    }
+    return std::move(outcome.result);
+  } else {
+    Outcome<Op> outcome = Execute(op, reader, rules_, clock_.NowMs());
+    if (!outcome.result) return std::move(outcome.result);
+    if (!outcome.effects.empty()) {
+      state::Store::Batch batch;
+      batch.Append(std::move(outcome.effects));
+      if (auto put = store_.Write(batch, /*sync=*/true); !put) return std::unexpected(put.error());
+    }
+    if constexpr (std::is_same_v<Op, op::DeleteSpace>) {
+      // Reloading at the committed maximum is always safe; a deleted space's counters are memory
+      // no one needs.
+      counters_.Forget(op.space);
+    }
+    return std::move(outcome.result);
   }
-  // Only once the raises are durable do the counters take the values. A failed write dropped the
-  // plan above: nothing was handed out.
-  if (plan) {
-    if (auto c = counters_.Commit(std::move(*plan)); !c) return std::unexpected(c.error());
-  }
-  if constexpr (std::is_same_v<Op, op::DeleteSpace>) {
-    // Reloading at the persisted maximum is always safe; a deleted space's counters are memory
-    // no one needs.
-    counters_.Forget(op.space);
-  }
-  return std::move(outcome.result);
 }
 
 template <typename Op>

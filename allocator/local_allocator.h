@@ -58,6 +58,8 @@ class LocalAllocator final : public Allocator {
   // Runs `op` on a worker thread and completes `done` with its result there.
   template <typename Op>
   void Post(Op op, Callback<typename Op::Result> done);
+  // Writes the counters' wanted raises (TakeRaises), synced, and settles them.
+  [[nodiscard]] Result<void> WriteRaises() KLEAF_REQUIRES(mu_);
 
   state::Store& store_;
   Clock& clock_;

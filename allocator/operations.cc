@@ -101,10 +101,6 @@ Error UnknownSpace(const std::string& space) {
   return **existing;
 }
 
-SectionLoader LoaderOf(StateReader& reader, const std::string& space) {
-  return [&reader, space](uint64_t section) { return reader.GetSection(space, section); };
-}
-
 Error NoSequences() {
   return Error{Code::kFailedPrecondition, "this reader holds no sequence spaces"};
 }
@@ -319,6 +315,15 @@ Outcome<op::ListSpaces> Execute(const op::ListSpaces&, StateReader& reader, cons
   return Outcome<op::ListSpaces>{std::move(live)};
 }
 
+namespace {
+
+// Sections of `space` as committed (SequenceState::committed_section).
+SectionLoader CommittedLoader(const SequenceState& seq, const std::string& space) {
+  return [&seq, space](uint64_t section) { return seq.committed_section(space, section); };
+}
+
+}  // namespace
+
 Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Rules& rules, int64_t,
                              SequenceState& seq) {
   if (auto count = CheckSeqKeyCount(r.keys.size()); !count) {
@@ -326,8 +331,14 @@ Outcome<op::NextSeq> Execute(const op::NextSeq& r, StateReader& reader, const Ru
   }
   auto space = SpaceOf(r.space, r.shape, reader, rules);
   if (!space) return Failed<op::NextSeq>(space.error());
-  return Outcome<op::NextSeq>{
-      seq.counters.Next(seq.plan, *space, r.keys, LoaderOf(reader, r.space))};
+  auto next = seq.counters.Next(*space, r.keys, CommittedLoader(seq, r.space));
+  if (!next) return Failed<op::NextSeq>(next.error());
+  if (next->needs_raise) {
+    seq.needs_raise = true;
+    return Failed<op::NextSeq>(Error{
+        Code::kUnavailable, "space '" + r.space + "': waits for a raise of a section maximum"});
+  }
+  return Outcome<op::NextSeq>{std::move(next->values)};
 }
 
 Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, const Rules& rules,
@@ -336,7 +347,8 @@ Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& r, StateReader& reader, co
   if (r.section_size) shape = op::SpaceShape{*r.section_size, 0};
   auto space = SpaceOf(r.space, shape, reader, rules);
   if (!space) return Failed<op::CurrentSeq>(space.error());
-  return Outcome<op::CurrentSeq>{seq.counters.Current(*space, r.key, LoaderOf(reader, r.space))};
+  return Outcome<op::CurrentSeq>{
+      seq.counters.Current(*space, r.key, CommittedLoader(seq, r.space))};
 }
 
 Outcome<op::RaiseSection> Execute(const op::RaiseSection& r, StateReader& reader,
@@ -350,7 +362,7 @@ Outcome<op::RaiseSection> Execute(const op::RaiseSection& r, StateReader& reader
   auto space = SpaceOf(r.space, op::SpaceShape{r.section_size, 1}, reader, rules);
   if (!space) return Failed<op::RaiseSection>(space.error());
   return Outcome<op::RaiseSection>{
-      seq.counters.Raise(seq.plan, *space, r.section, r.max_seq, LoaderOf(reader, r.space))};
+      seq.counters.Raise(*space, r.section, r.max_seq, CommittedLoader(seq, r.space))};
 }
 
 }  // namespace kleaf::allocator

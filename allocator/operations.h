@@ -244,20 +244,26 @@ class StateReader {
       const std::string& space, uint64_t section);
 };
 
-// The owner's sequence memory, which is not store data: the counters of the sections it serves and
-// the plan of the current transaction (standalone: one operation; cluster: one batch). Execute
-// only adds values to `plan`; the caller writes plan.Raises() durably with the replies and then
-// calls counters.Commit(std::move(plan)) — or drops the plan if the write failed.
+// The owner's sequence memory, which is not store data: the counters of the sections it serves,
+// and how to read a section's committed record (the store as the last committed transaction left
+// it, never a batch's staged records: docs/architecture.md, R6). Execute computes values into the
+// counters at once (R1). When a value would pass its section's committed maximum it computes none,
+// answers kUnavailable and sets `needs_raise`: the caller writes counters.TakeRaises() durably and
+// runs the operation again (the cluster: in its next batch). After operations that used the
+// counters the caller writes TakeRaises() (raises ahead of need, imports) and settles them.
 struct SequenceState {
   SequenceCounters& counters;
-  SeqPlan& plan;
+  std::function<Result<std::optional<state::SectionRecord>>(const std::string& space,
+                                                            uint64_t section)>
+      committed_section;
+  bool needs_raise = false;
 };
 
 // What an operation writes, to make durable before its result is released (docs/architecture.md,
 // I2 and I3): records of every kind (state/records.h), written by the executor's caller with the
 // reply (the store, or the batch's transaction). NextSeq's and RaiseSection's section raises are
-// not put here by Execute: they are the SequenceState plan's Raises(), which the caller appends to
-// the effects once the request (or the batch) is done.
+// not put here by Execute: they are the counters' TakeRaises(), which the caller writes after the
+// request (standalone) or at the end of the batch (the cluster).
 using Effects = state::Records;
 
 template <typename Op>
@@ -294,13 +300,15 @@ Outcome<op::DeleteSpace> Execute(const op::DeleteSpace& op, StateReader& reader,
                                  int64_t now_ms);
 Outcome<op::ListSpaces> Execute(const op::ListSpaces& op, StateReader& reader, const Rules& rules,
                                 int64_t now_ms);
-// kNotFound for an unknown or deleted space; the values are in seq.plan, not yet handed out.
+// kNotFound for an unknown or deleted space; the values are in the counters already (an answer
+// never seen leaves a gap); kUnavailable with seq.needs_raise when a section needs a raise first.
 Outcome<op::NextSeq> Execute(const op::NextSeq& op, StateReader& reader, const Rules& rules,
                              int64_t now_ms, SequenceState& seq);
-// Reads the counters only (seq.plan is not used).
+// Reads the counters only.
 Outcome<op::CurrentSeq> Execute(const op::CurrentSeq& op, StateReader& reader, const Rules& rules,
                                 int64_t now_ms, SequenceState& seq);
-// The raise is in seq.plan (its Raises()), not in the effects.
+// The raise is wanted in the counters (their TakeRaises()), not in the effects; the counters'
+// keys of the section restart above it once it is settled as committed.
 Outcome<op::RaiseSection> Execute(const op::RaiseSection& op, StateReader& reader,
                                   const Rules& rules, int64_t now_ms, SequenceState& seq);
 

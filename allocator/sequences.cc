@@ -67,12 +67,6 @@ Error OtherSectionSize(const state::SpaceRecord& space, int64_t known, const cha
                                               " (every node must map keys to sections alike)"};
 }
 
-Error NotOpen() {
-  return Error{Code::kFailedPrecondition,
-               "the sequence plan is not open on these counters (committed, dropped or another "
-               "partition's)"};
-}
-
 // v + step - 1, or the largest value when that would wrap.
 uint64_t RaisedMax(uint64_t v, int64_t step) {
   const auto extra = static_cast<uint64_t>(step - 1);
@@ -123,298 +117,262 @@ std::string SectionRouteKey(std::string_view space, uint64_t section) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// SeqPlan
+// SequenceCounters
 
-SeqPlan::SeqPlan(SeqPlan&& other) noexcept
-    : owner_(std::exchange(other.owner_, nullptr)),
-      id_(other.id_),
-      epoch_(other.epoch_),
-      spaces_(std::move(other.spaces_)) {}
-
-SeqPlan& SeqPlan::operator=(SeqPlan&& other) noexcept {
-  if (this != &other) {
-    Close();
-    owner_ = std::exchange(other.owner_, nullptr);
-    id_ = other.id_;
-    epoch_ = other.epoch_;
-    spaces_ = std::move(other.spaces_);
-  }
-  return *this;
-}
-
-SeqPlan::~SeqPlan() { Close(); }
-
-void SeqPlan::Close() {
-  if (owner_ && owner_->open_plan_ == id_) owner_->open_plan_ = 0;
-  owner_ = nullptr;
-}
-
-std::vector<state::SectionRecord> SeqPlan::Raises() const {
-  std::vector<state::SectionRecord> raises;
-  for (const auto& [name, space] : spaces_) {
-    for (const auto& [section, s] : space.sections) {
-      if (s.max > s.persisted_max) {
-        raises.push_back(state::SectionRecord{name, section, space.section_size, s.max});
-      }
-    }
-  }
-  std::sort(raises.begin(), raises.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.space, a.section) < std::tie(b.space, b.section);
-  });
-  return raises;
-}
-
-// ---------------------------------------------------------------------------------------------
-// SequenceCounters: planning
-
-Result<SeqPlan> SequenceCounters::Begin() {
-  if (open_plan_ != 0) {
-    return Fail(Code::kFailedPrecondition,
-                "a sequence plan is open: commit or drop it before beginning another");
-  }
-  SeqPlan plan;
-  plan.owner_ = this;
-  plan.id_ = ++last_plan_;
-  plan.epoch_ = epoch_;
-  open_plan_ = plan.id_;
-  return plan;
-}
-
-Result<void> SequenceCounters::CheckPlan(const SeqPlan& plan) const {
-  if (plan.owner_ != this || plan.id_ != open_plan_) {
-    return std::unexpected(NotOpen());
-  }
-  if (plan.epoch_ != epoch_) {
-    return Fail(Code::kFailedPrecondition,
-                "the sequence plan was begun before the counters were cleared; begin another");
-  }
-  return {};
-}
-
-// The plan's entry for `space`, created on first use; refuses a section_size other than the one
-// the counters or the plan know the space by.
-Result<SeqPlan::Space*> SequenceCounters::PlanSpace(SeqPlan& plan,
-                                                    const state::SpaceRecord& space) const {
-  if (auto counted = spaces_.find(space.space);
-      counted != spaces_.end() && counted->second.section_size != space.section_size) {
-    return std::unexpected(OtherSectionSize(space, counted->second.section_size, "counted"));
-  }
-  auto [it, created] = plan.spaces_.try_emplace(space.space);
-  if (created) it->second.section_size = space.section_size;
-  if (it->second.section_size != space.section_size) {
-    return std::unexpected(OtherSectionSize(space, it->second.section_size, "planned"));
-  }
-  return &it->second;
-}
-
-const SequenceCounters::Section* SequenceCounters::Counted(std::string_view space,
-                                                           uint64_t section) const {
+const SequenceCounters::Section* SequenceCounters::Find(std::string_view space,
+                                                        uint64_t section) const {
   auto s = spaces_.find(space);
   if (s == spaces_.end()) return nullptr;
   auto it = s->second.sections.find(section);
   return it == s->second.sections.end() ? nullptr : &it->second;
 }
 
-// A section the counters do not hold, as its persisted record says (maximum 0 without one).
-Result<SeqPlan::Section> SequenceCounters::Loaded(const state::SpaceRecord& space, uint64_t section,
-                                                  const SectionLoader& load) const {
+SequenceCounters::Section* SequenceCounters::Find(std::string_view space, uint64_t section) {
+  return const_cast<Section*>(std::as_const(*this).Find(space, section));
+}
+
+// The counters' entry for `space`, created on first use; refuses a section_size other than the
+// one its sections were counted with.
+Result<SequenceCounters::Space*> SequenceCounters::SpaceFor(const state::SpaceRecord& space) {
+  if (auto ok = CheckSpace(space); !ok) return std::unexpected(ok.error());
+  auto [it, created] = spaces_.try_emplace(space.space);
+  if (created) it->second.section_size = space.section_size;
+  if (it->second.section_size != space.section_size) {
+    return std::unexpected(OtherSectionSize(space, it->second.section_size, "counted"));
+  }
+  return &it->second;
+}
+
+// A section's committed maximum as its record says (nullopt without one: 0).
+Result<std::optional<uint64_t>> SequenceCounters::LoadMax(const state::SpaceRecord& space,
+                                                          uint64_t section,
+                                                          const SectionLoader& load) const {
   auto record = load(section);
   if (!record) return std::unexpected(record.error());
-  SeqPlan::Section s;
-  if (*record) {
-    const state::SectionRecord& r = **record;
-    if (r.space != space.space || r.section != section) {
-      return Fail(Code::kInternal, "space '" + space.space + "': the loader answered section " +
-                                       std::to_string(section) + " with '" + r.space + "' " +
-                                       std::to_string(r.section));
-    }
-    if (r.section_size != space.section_size) {
-      return std::unexpected(OtherSectionSize(space, r.section_size, "written"));
-    }
-    s.base = s.persisted_max = s.max = r.max_seq;
+  if (!*record) return std::optional<uint64_t>();
+  const state::SectionRecord& r = **record;
+  if (r.space != space.space || r.section != section) {
+    return Fail(Code::kInternal, "space '" + space.space + "': the loader answered section " +
+                                     std::to_string(section) + " with '" + r.space + "' " +
+                                     std::to_string(r.section));
   }
-  return s;
+  if (r.section_size != space.section_size) {
+    return std::unexpected(OtherSectionSize(space, r.section_size, "written"));
+  }
+  return std::optional<uint64_t>(r.max_seq);
 }
 
-// A section's entry in a plan: from the counters, else as persisted.
-Result<SeqPlan::Section> SequenceCounters::Entry(const state::SpaceRecord& space, uint64_t section,
-                                                 const SectionLoader& load) const {
-  const Section* counted = Counted(space.space, section);
-  if (!counted) return Loaded(space, section, load);
-  SeqPlan::Section s;
-  s.base = counted->base;
-  s.persisted_max = s.max = counted->max;
-  s.counted = counted;
-  return s;
+// The counted section, loaded at its committed maximum if it was not counted yet.
+Result<SequenceCounters::Section*> SequenceCounters::SectionFor(Space& counted,
+                                                                const state::SpaceRecord& space,
+                                                                uint64_t section,
+                                                                const SectionLoader& load) {
+  if (auto it = counted.sections.find(section); it != counted.sections.end()) return &it->second;
+  auto max = LoadMax(space, section, load);
+  if (!max) return std::unexpected(max.error());
+  const uint64_t committed = max->value_or(0);
+  return &counted.sections
+              .emplace(section,
+                       Section{.base = committed,
+                               .committed = committed,
+                               .step = space.step,
+                               .table = OffsetTable(static_cast<uint32_t>(space.section_size))})
+              .first->second;
 }
 
-// Puts every section of `keys` into the plan and answers each key's plan section. A failure may
-// leave some loaded: harmless, a loaded section is the persisted one.
-Result<std::vector<SeqPlan::Section*>> SequenceCounters::Touch(SeqPlan::Space& planned,
-                                                               const state::SpaceRecord& space,
-                                                               std::span<const uint64_t> keys,
-                                                               const SectionLoader& load) const {
+uint64_t SequenceCounters::ValueOf(const Section& s, uint32_t offset) {
+  return s.base + s.table.Get(offset);
+}
+
+uint64_t SequenceCounters::ExactNeed(const Section& s, std::span<const uint64_t> keys,
+                                     std::span<Section* const> sections, uint64_t section_size) {
+  std::unordered_map<uint32_t, uint64_t> last;
+  uint64_t need = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (sections[i] != &s) continue;
+    const uint32_t offset = OffsetInSection(keys[i], section_size);
+    auto [it, created] = last.try_emplace(offset, 0);
+    if (created) it->second = ValueOf(s, offset);
+    need = std::max(need, ++it->second);
+  }
+  return need;
+}
+
+void SequenceCounters::Want(const std::string& space, uint64_t section, Section& s, uint64_t max) {
+  if (max <= s.committed || max <= s.wanted) return;
+  s.wanted = max;
+  if (!s.queued) {
+    s.queued = true;
+    queued_.emplace_back(space, section);
+  }
+}
+
+Result<SeqNext> SequenceCounters::Next(const state::SpaceRecord& space,
+                                       std::span<const uint64_t> keys, const SectionLoader& load) {
+  auto counted = SpaceFor(space);
+  if (!counted) return std::unexpected(counted.error());
   const auto size = static_cast<uint64_t>(space.section_size);
-  std::vector<SeqPlan::Section*> sections;
+  const uint64_t call = ++calls_;
+  // Each key's section, loaded where needed, and per section a bound on what this call needs: the
+  // highest value its keys start from plus the number of its keys.
+  std::vector<Section*> sections;
   sections.reserve(keys.size());
+  std::vector<std::pair<uint64_t, Section*>> touched;  // in first-use order
   for (uint64_t key : keys) {
     const uint64_t section = SectionOf(key, size);
-    auto it = planned.sections.find(section);
-    if (it == planned.sections.end()) {
-      auto entry = Entry(space, section, load);
-      if (!entry) return std::unexpected(entry.error());
-      it = planned.sections.emplace(section, std::move(*entry)).first;
+    auto s = SectionFor(**counted, space, section, load);
+    if (!s) {
+      // A space with no section counted (e.g. this call's section_size was refused) is not
+      // kept: a later call with the right section_size is served.
+      if ((*counted)->sections.empty()) spaces_.erase(space.space);
+      return std::unexpected(s.error());
     }
-    sections.push_back(&it->second);
+    Section& entry = **s;
+    if (entry.call != call) {
+      entry.call = call;
+      entry.call_high = 0;
+      entry.call_keys = 0;
+      entry.step = space.step;
+      touched.emplace_back(section, &entry);
+    }
+    entry.call_high = std::max(entry.call_high, ValueOf(entry, OffsetInSection(key, size)));
+    ++entry.call_keys;
+    sections.push_back(&entry);
   }
-  return sections;
-}
-
-// The value `offset`'s key is at: its last value in the plan, else in the counters (unless the
-// plan rebased the section), else base.
-uint64_t SequenceCounters::ValueOf(const SeqPlan::Section& planned, uint32_t offset) {
-  if (auto it = planned.values.find(offset); it != planned.values.end()) return it->second;
-  if (planned.counted && !planned.rebased) {
-    return planned.counted->base + planned.counted->table.Get(offset);
-  }
-  return planned.base;
-}
-
-Result<void> SequenceCounters::CheckRoom(const state::SpaceRecord& space,
-                                         std::span<const uint64_t> keys,
-                                         std::span<SeqPlan::Section* const> sections) {
   // A key is never above its section's maximum: only a section near the top can run out.
-  const auto size = static_cast<uint64_t>(space.section_size);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (sections[i]->max <= kMaxValue - keys.size()) continue;
-    const uint64_t left = kMaxValue - ValueOf(*sections[i], OffsetInSection(keys[i], size));
-    if (left < static_cast<uint64_t>(std::count(keys.begin(), keys.end(), keys[i]))) {
-      return Fail(Code::kResourceExhausted,
-                  "space '" + space.space + "': key " + std::to_string(keys[i]) +
-                      " has reached the largest sequence value; use a new key or space");
+  for (const auto& [section, s] : touched) {
+    if (s->call_high <= kMaxValue - s->call_keys) continue;
+    std::unordered_map<uint32_t, uint64_t> at;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (sections[i] != s) continue;
+      const uint32_t offset = OffsetInSection(keys[i], size);
+      auto [it, created] = at.try_emplace(offset, 0);
+      if (created) it->second = ValueOf(*s, offset);
+      if (it->second == kMaxValue) {
+        return Fail(Code::kResourceExhausted,
+                    "space '" + space.space + "': key " + std::to_string(keys[i]) +
+                        " has reached the largest sequence value; use a new key or space");
+      }
+      ++it->second;
     }
   }
-  return {};
-}
-
-Result<std::vector<uint64_t>> SequenceCounters::Next(SeqPlan& plan, const state::SpaceRecord& space,
-                                                     std::span<const uint64_t> keys,
-                                                     const SectionLoader& load) const {
-  if (auto ok = CheckPlan(plan); !ok) return std::unexpected(ok.error());
-  if (auto ok = CheckSpace(space); !ok) return std::unexpected(ok.error());
-  auto planned = PlanSpace(plan, space);
-  if (!planned) return std::unexpected(planned.error());
-  auto sections = Touch(**planned, space, keys, load);
-  if (!sections) {
-    // A space of the plan with no value yet (e.g. this call was refused for another
-    // section_size) leaves it, with the sections it only loaded: the batch's later requests with
-    // the right section_size are served.
-    const bool valued = std::any_of((*planned)->sections.begin(), (*planned)->sections.end(),
-                                    [](const auto& entry) { return !entry.second.values.empty(); });
-    if (!valued) plan.spaces_.erase(space.space);
-    return std::unexpected(sections.error());
+  // All or nothing: every section must hold what its keys need under its committed maximum.
+  bool needs_raise = false;
+  for (const auto& [section, s] : touched) {
+    if (s->call_high + s->call_keys <= s->committed) continue;  // the bound fits: no exact count
+    const uint64_t need = ExactNeed(*s, keys, sections, size);
+    if (need <= s->committed) continue;
+    Want(space.space, section, *s, RaisedMax(need, space.step));
+    s->at_need = true;
+    needs_raise = true;
   }
-  // Checked first, so that a failure changes no value.
-  if (auto room = CheckRoom(space, keys, *sections); !room) return std::unexpected(room.error());
-  const auto size = static_cast<uint64_t>(space.section_size);
-  std::vector<uint64_t> values;
-  values.reserve(keys.size());
-  // The counters' slots of the keys a few places ahead are fetched while this one is counted.
+  SeqNext out;
+  if (needs_raise) {
+    out.needs_raise = true;
+    return out;
+  }
+  out.values.reserve(keys.size());
+  // The slots of the keys a few places ahead are fetched while this one is counted.
   constexpr size_t kAhead = 8;
-  auto prefetch = [&](size_t i) {
-    const SeqPlan::Section& s = *(*sections)[i];
-    if (s.counted && !s.rebased) s.counted->table.Prefetch(OffsetInSection(keys[i], size));
-  };
-  for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) prefetch(i);
+  for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) {
+    sections[i]->table.Prefetch(OffsetInSection(keys[i], size));
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + kAhead < keys.size()) prefetch(i + kAhead);
-    SeqPlan::Section& s = *(*sections)[i];
+    if (i + kAhead < keys.size()) {
+      sections[i + kAhead]->table.Prefetch(OffsetInSection(keys[i + kAhead], size));
+    }
+    Section& s = *sections[i];
     const uint32_t offset = OffsetInSection(keys[i], size);
-    const uint64_t v = ValueOf(s, offset) + 1;
-    s.values[offset] = v;
-    if (v > s.max) s.max = RaisedMax(v, space.step);
-    values.push_back(v);
-  }
-  return values;
-}
-
-Result<uint64_t> SequenceCounters::Raise(SeqPlan& plan, const state::SpaceRecord& space,
-                                         uint64_t section, uint64_t max_seq,
-                                         const SectionLoader& load) const {
-  if (auto ok = CheckPlan(plan); !ok) return std::unexpected(ok.error());
-  if (auto ok = CheckSpace(space); !ok) return std::unexpected(ok.error());
-  auto planned = PlanSpace(plan, space);
-  if (!planned) return std::unexpected(planned.error());
-  auto it = (*planned)->sections.find(section);
-  if (it == (*planned)->sections.end()) {
-    auto entry = Entry(space, section, load);
-    if (!entry) {
-      if ((*planned)->sections.empty()) plan.spaces_.erase(space.space);
-      return std::unexpected(entry.error());
-    }
-    it = (*planned)->sections.emplace(section, std::move(*entry)).first;
-  }
-  SeqPlan::Section& s = it->second;
-  if (max_seq <= s.max) return s.max;  // never lowered
-  // Every value handed out so far, in the counters or in this plan, is <= the old maximum <
-  // max_seq: restarting every key at max_seq keeps each key increasing.
-  s.max = max_seq;
-  s.base = max_seq;
-  s.values.clear();
-  s.rebased = true;
-  return s.max;
-}
-
-// ---------------------------------------------------------------------------------------------
-// SequenceCounters: committing and the rest
-
-void SequenceCounters::Apply(std::string_view space, int64_t section_size, uint64_t section,
-                             const SeqPlan::Section& planned) {
-  auto it = spaces_.find(space);
-  if (it == spaces_.end()) {
-    it = spaces_.emplace(std::string(space), Space{section_size, {}}).first;
-  }
-  auto [entry, created] = it->second.sections.try_emplace(
-      section,
-      Section{planned.base, planned.max, OffsetTable(static_cast<uint32_t>(section_size))});
-  Section& s = entry->second;
-  s.max = std::max(s.max, planned.max);
-  if (planned.rebased && !created) {
-    // Raised by an import: every key restarts at the raised maximum.
-    s.base = planned.base;
-    s.table.Clear();
-  }
-  if (s.max - s.base > max_delta_) {
-    // Rebase: every key restarts at the persisted maximum, which covers every value handed out.
-    s.base = s.max;
-    s.table.Clear();
-    return;
-  }
-  for (const auto& [offset, v] : planned.values) {
+    const uint64_t v = ValueOf(s, offset) + 1;  // <= committed: checked above
     s.table.Set(offset, static_cast<uint32_t>(v - s.base));
+    s.high = std::max(s.high, v);
+    out.values.push_back(v);
   }
+  // Ahead of need (R6): a section with less than raise_ahead of a step left asks for one more step,
+  // so that a request does not wait for a raise in steady state.
+  if (raise_ahead_ > 0) {
+    for (const auto& [section, s] : touched) {
+      const auto left = static_cast<double>(s->committed - std::max(s->high, s->base));
+      if (left < raise_ahead_ * static_cast<double>(space.step)) {
+        const uint64_t target = s->committed > kMaxValue - static_cast<uint64_t>(space.step)
+                                    ? kMaxValue
+                                    : s->committed + static_cast<uint64_t>(space.step);
+        Want(space.space, section, *s, target);
+      }
+    }
+  }
+  return out;
 }
 
-Result<void> SequenceCounters::Commit(SeqPlan&& plan) {
-  SeqPlan p = std::move(plan);  // consumed, and closed when this returns
-  if (p.owner_ != this || p.id_ != open_plan_) {
-    return std::unexpected(NotOpen());
+Result<uint64_t> SequenceCounters::Raise(const state::SpaceRecord& space, uint64_t section,
+                                         uint64_t max_seq, const SectionLoader& load) {
+  auto counted = SpaceFor(space);
+  if (!counted) {
+    return std::unexpected(counted.error());
   }
-  if (p.epoch_ != epoch_) {
-    for (const auto& [name, space] : p.spaces_) {
-      auto counted = spaces_.find(name);
-      if (counted == spaces_.end()) continue;
-      for (const auto& entry : space.sections) counted->second.sections.erase(entry.first);
+  auto s = SectionFor(**counted, space, section, load);
+  if (!s) {
+    if ((*counted)->sections.empty()) spaces_.erase(space.space);
+    return std::unexpected(s.error());
+  }
+  Section& entry = **s;
+  if (max_seq <= entry.committed) return entry.committed;  // never lowered, keys not moved
+  Want(space.space, section, entry, max_seq);
+  entry.rebase_to = std::max(entry.rebase_to, max_seq);
+  return max_seq;
+}
+
+std::vector<state::SectionRecord> SequenceCounters::TakeRaises() {
+  std::vector<state::SectionRecord> raises;
+  std::vector<std::pair<std::string, uint64_t>> later;
+  for (auto& [space, section] : queued_) {
+    Section* s = Find(space, section);
+    if (s == nullptr) continue;  // forgotten
+    if (s->in_flight != 0) {
+      later.emplace_back(std::move(space), section);
+      continue;
     }
-    return Fail(Code::kFailedPrecondition,
-                "the sequence plan was begun before the counters were cleared: its sections are "
-                "forgotten and reload at their persisted maximum");
+    s->queued = false;
+    if (s->wanted <= s->committed) {
+      s->wanted = 0;
+      continue;
+    }
+    s->in_flight = s->wanted;
+    s->wanted = 0;
+    ++(s->at_need ? raises_at_need_ : raises_ahead_);
+    s->at_need = false;
+    raises.push_back(state::SectionRecord{space, section, spaces_.find(space)->second.section_size,
+                                          s->in_flight});
   }
-  for (const auto& [name, space] : p.spaces_) {
-    for (const auto& [section, s] : space.sections) Apply(name, space.section_size, section, s);
+  queued_ = std::move(later);
+  std::sort(raises.begin(), raises.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.space, a.section) < std::tie(b.space, b.section);
+  });
+  return raises;
+}
+
+void SequenceCounters::Settle(std::span<const state::SectionRecord> raises, bool committed) {
+  for (const auto& r : raises) {
+    Section* s = Find(r.space, r.section);
+    if (s == nullptr) continue;  // forgotten: it reloads at its committed maximum
+    if (s->in_flight == r.max_seq) s->in_flight = 0;
+    if (!committed) {
+      // An import whose raise did not commit was not answered: it asks again.
+      if (s->rebase_to != 0 && r.max_seq >= s->rebase_to) s->rebase_to = 0;
+      continue;
+    }
+    s->committed = std::max(s->committed, r.max_seq);
+    if (s->rebase_to != 0 && s->committed >= s->rebase_to) {
+      // Raised by an import: every key restarts at the raised maximum, above every value computed.
+      s->rebase_to = 0;
+      s->base = s->committed;
+      s->table.Clear();
+    } else if (s->committed - s->base > max_delta_) {
+      // Every key restarts at the committed maximum, which covers every value computed.
+      s->base = s->committed;
+      s->table.Clear();
+    }
   }
-  ++epoch_;
-  return {};
 }
 
 Result<uint64_t> SequenceCounters::Current(const state::SpaceRecord& space, uint64_t key,
@@ -426,23 +384,19 @@ Result<uint64_t> SequenceCounters::Current(const state::SpaceRecord& space, uint
   }
   const auto size = static_cast<uint64_t>(space.section_size);
   const uint64_t section = SectionOf(key, size);
-  if (const Section* s = Counted(space.space, section)) {
-    return s->base + s->table.Get(OffsetInSection(key, size));
+  if (const Section* s = Find(space.space, section)) {
+    return ValueOf(*s, OffsetInSection(key, size));
   }
-  auto loaded = Loaded(space, section, load);
-  if (!loaded) return std::unexpected(loaded.error());
-  return loaded->base;
+  auto max = LoadMax(space, section, load);
+  if (!max) return std::unexpected(max.error());
+  return max->value_or(0);
 }
 
 void SequenceCounters::Forget(std::string_view space) {
   if (auto it = spaces_.find(space); it != spaces_.end()) spaces_.erase(it);
-  ++epoch_;
 }
 
-void SequenceCounters::Clear() {
-  spaces_.clear();
-  ++epoch_;
-}
+void SequenceCounters::Clear() { spaces_.clear(); }
 
 namespace {
 

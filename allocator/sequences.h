@@ -75,125 +75,108 @@ uint32_t OffsetInSection(uint64_t key, uint64_t section_size);
 // space's or the worker registry's. The sections of one space spread over every partition.
 std::string SectionRouteKey(std::string_view space, uint64_t section);
 
-// Reads the persisted record of section `section` of the space being served (the store, or the
-// store plus a batch's staged writes): nullopt when there is none (its maximum is 0). It must see
-// every record a committed plan wrote.
+// Reads the committed record of section `section` of the space being served: nullopt when there
+// is none (its maximum is 0). It must see every record a committed transaction (standalone: a
+// synced write) wrote, and nothing staged that may still abort (docs/architecture.md, R6): a
+// section loaded from a raise that then aborted would let values pass a maximum nobody keeps.
 using SectionLoader = std::function<Result<std::optional<state::SectionRecord>>(uint64_t section)>;
 
-class SequenceCounters;
+// The fraction of a step below which a section is raised ahead of need (R6; config
+// sequence.raise_ahead).
+inline constexpr double kDefaultRaiseAhead = 0.5;
 
 namespace detail {
 // One section as SequenceCounters holds it.
 struct CountedSection {
-  uint64_t base = 0;  // every key of the section starts here
-  uint64_t max = 0;   // the persisted maximum
+  uint64_t base = 0;       // every key of the section starts here
+  uint64_t committed = 0;  // the committed maximum: no value is computed above it (R1 (iv))
+  uint64_t high = 0;       // the highest value computed (0: none since loaded or rebased)
+  int64_t step = 1;        // the space's step when last asked for a value
+  uint64_t wanted = 0;     // a raise to ask for: the maximum it should reach (0: none)
+  uint64_t in_flight = 0;  // the maximum of the raise in the transaction under way (0: none)
+  uint64_t rebase_to = 0;  // a raise_section's maximum: the keys restart there once it commits
+  bool queued = false;     // listed in SequenceCounters::queued_ (wanted or rebase_to set)
+  bool at_need = false;    // `wanted` was asked for by a value that needed it, not ahead
+  // Scratch of one Next call: the call's id, the highest value its keys start from and how many
+  // of its keys fall in the section (a bound on the values it needs).
+  uint64_t call = 0;
+  uint64_t call_high = 0;
+  uint64_t call_keys = 0;
   OffsetTable table;  // offset -> the key's last value - base
 };
 }  // namespace detail
 
-// The values of one transaction (a batch of requests), computed by SequenceCounters::Next and not
-// yet handed out. Its Raises() go into the transaction; once that has committed, Commit(plan)
-// makes the counters remember the values; dropping the plan instead (an aborted transaction)
-// leaves the counters as they were, and the next plan computes the same values again, which is
-// right because none of them was handed out. Move-only; one open plan per SequenceCounters at a
-// time, and a plan must not outlive its counters.
-class SeqPlan {
- public:
-  SeqPlan() = default;
-  SeqPlan(SeqPlan&& other) noexcept;
-  SeqPlan& operator=(SeqPlan&& other) noexcept;
-  SeqPlan(const SeqPlan&) = delete;
-  SeqPlan& operator=(const SeqPlan&) = delete;
-  ~SeqPlan();  // an uncommitted plan is dropped: its counters may begin another
-
-  // The section records to write in the plan's transaction: each section whose maximum this plan
-  // raises, with its new maximum; ordered by space and section.
-  std::vector<state::SectionRecord> Raises() const;
-  // Still to be committed or dropped.
-  bool open() const { return owner_ != nullptr; }
-
- private:
-  friend class SequenceCounters;
-  struct Section {
-    uint64_t base = 0;           // every key of the section not in the counters' table is here
-    uint64_t persisted_max = 0;  // the maximum the store holds
-    uint64_t max = 0;            // the maximum after this plan
-    // The counters' entry, valid while the plan's epoch is the counters' (checked before every
-    // use); null: loaded by this plan, Commit adds it.
-    const detail::CountedSection* counted = nullptr;
-    std::unordered_map<uint32_t, uint64_t> values;  // offset -> the key's last value in the plan
-    // Raised by Raise: every key restarts at base (the raised maximum); the counters' values of
-    // the section are dropped on Commit.
-    bool rebased = false;
-  };
-  struct Space {
-    int64_t section_size = 0;
-    std::unordered_map<uint64_t, Section> sections;  // node-based: Next keeps pointers to entries
-  };
-  void Close();
-
-  SequenceCounters* owner_ = nullptr;
-  uint64_t id_ = 0;
-  uint64_t epoch_ = 0;  // the counters' epoch at Begin
-  std::map<std::string, Space, std::less<>> spaces_;
+// The answer of SequenceCounters::Next: the values, or none and `needs_raise` when some section's
+// committed maximum is below what the keys need; the raise is then wanted, and the caller commits
+// SequenceCounters::TakeRaises() and asks again.
+struct SeqNext {
+  std::vector<uint64_t> values;
+  bool needs_raise = false;
 };
 
-// The owner's in-memory counters for one partition: for each section seen since the partition was
-// taken over, `base` (the persisted maximum when the section was loaded or last rebased: every key
-// starts there), `max` (the persisted maximum now) and an OffsetTable from a key's offset to its
-// delta over base. A section whose max runs more than `max_delta` past its base is rebased
-// (base = max, table cleared): every key restarts at the persisted maximum, still above
-// everything handed out, and every delta fits 32 bits. Not thread-safe: the partition's thread
-// calls it (MemoryBytes too; publish the figure to a gauge from there).
+// The owner's in-memory counters for one partition (docs/architecture.md, "I5 with a lease", R1 and
+// R6). For each section seen since the partition was taken over: `base` (every key starts there),
+// the *committed* maximum, raises wanted and in flight, and an OffsetTable from a key's offset to
+// its delta over base. Next computes values only up to the committed maximum and keeps every value
+// it computes at once, whether or not its answer is ever seen (an aborted batch leaves a gap); a
+// value that would pass the maximum is not computed: the raise is wanted instead, ahead of need
+// too once less than `raise_ahead` of a step is left. The caller puts TakeRaises() into its next
+// durable write and settles them (Settle) when it knows the outcome; only a committed raise moves
+// the committed maximum. A section whose committed maximum runs more than `max_delta` past its base
+// is rebased (base = maximum, table cleared): every key restarts at the committed maximum, still
+// above everything computed, and every delta fits 32 bits. Not thread-safe: one caller at a time
+// (the partition's critical section).
 class SequenceCounters {
  public:
-  // `max_delta`: 2^32 - 1 (what a table holds); tests lower it to reach a rebase without 2^32
-  // calls.
-  explicit SequenceCounters(uint32_t max_delta = 0xFFFFFFFF) : max_delta_(max_delta) {}
+  // `raise_ahead`: 0 raises only at need; `max_delta`: 2^32 - 1 (what a table holds); tests lower
+  // it to reach a rebase without 2^32 calls.
+  explicit SequenceCounters(double raise_ahead = kDefaultRaiseAhead,
+                            uint32_t max_delta = 0xFFFFFFFF)
+      : raise_ahead_(raise_ahead), max_delta_(max_delta) {}
   SequenceCounters(const SequenceCounters&) = delete;
   SequenceCounters& operator=(const SequenceCounters&) = delete;
 
-  // A new plan; kFailedPrecondition while another is open (two plans computed from the same
-  // state would hand out the same values, and the later write could lower a maximum).
-  [[nodiscard]] Result<SeqPlan> Begin();
+  // The next value of each of `keys` of `space`, in order; a key listed twice gets two increasing
+  // values. Sections not counted are read with `load` (committed records only; a missing record:
+  // maximum 0) and counted from then on. All or nothing: when a value would pass its section's
+  // committed maximum, no value is computed, the raise (to the highest value needed + step - 1) is
+  // wanted and the answer says needs_raise.
+  // kFailedPrecondition: a section_size that differs from the one the space's sections were counted
+  // or written with; kResourceExhausted: a key would pass 2^64 - 1.
+  [[nodiscard]] Result<SeqNext> Next(const state::SpaceRecord& space,
+                                     std::span<const uint64_t> keys, const SectionLoader& load);
 
-  // The next value of each of `keys` of `space`, in order, on top of the counters and of what
-  // `plan` holds already; a key listed twice gets two increasing values. Sections neither counted
-  // nor in the plan are read with `load` (a missing record: maximum 0). A value above a section's
-  // maximum raises the plan's maximum of it to value + step - 1, so the key that passed can take
-  // step - 1 more values without a write. Changes only the plan; a failure gives it no value (it
-  // may keep sections it loaded, which are as persisted).
-  // kFailedPrecondition: a stale or closed plan, or a section_size that differs from the one the
-  // space's sections were counted or written with; kResourceExhausted: a key would pass 2^64 - 1.
-  [[nodiscard]] Result<std::vector<uint64_t>> Next(SeqPlan& plan, const state::SpaceRecord& space,
-                                                   std::span<const uint64_t> keys,
-                                                   const SectionLoader& load) const;
+  // `kleaf state import`'s raise of section `section` of `space` to `max_seq`: wanted, so the next
+  // TakeRaises() writes it, and once Settle says it committed every key of the section, counted or
+  // not, continues above it, as after a restart. Never lowers a maximum. Answers the section's
+  // maximum once the raise is committed. Errors as Next's.
+  [[nodiscard]] Result<uint64_t> Raise(const state::SpaceRecord& space, uint64_t section,
+                                       uint64_t max_seq, const SectionLoader& load);
 
-  // Raises the maximum of section `section` of `space` to `max_seq` in `plan` (never lowers it:
-  // a maximum as high or higher is kept), for `kleaf state import`. A raised section is rebased in
-  // the plan: every key of it, counted or not, continues above `max_seq`, as after a restart, so
-  // no key hands out a value at or below the restored maximum. Answers the section's maximum after
-  // the plan. Errors as Next's (a section_size other than the section's is kFailedPrecondition).
-  [[nodiscard]] Result<uint64_t> Raise(SeqPlan& plan, const state::SpaceRecord& space,
-                                       uint64_t section, uint64_t max_seq,
-                                       const SectionLoader& load) const;
+  // The raises to write now: each wanted section's maximum, ordered by space and section; each is
+  // in flight until Settle. A section with a raise in flight waits for the next call.
+  std::vector<state::SectionRecord> TakeRaises();
+  // The outcome of `raises` (TakeRaises' answer): committed, each moves its committed maximum
+  // (and rebases the section when a raise_section asked for it); otherwise they are dropped, and
+  // what is still needed is wanted again by the next Next. Sections forgotten meanwhile are
+  // skipped.
+  void Settle(std::span<const state::SectionRecord> raises, bool committed);
 
-  // After `plan`'s Raises() are durable with its replies: the counters take its values. The plan is
-  // consumed whatever happens. A plan begun before a Clear or Forget is refused
-  // (kFailedPrecondition) and its sections are forgotten, so they reload at their persisted
-  // maximum, which is above every value of the plan; forgetting is always safe.
-  [[nodiscard]] Result<void> Commit(SeqPlan&& plan);
-
-  // The highest value handed out for `key` as far as this owner knows: its value in the counters,
-  // or the section's persisted maximum (read with `load`) when the section is not counted. Never
-  // below a value handed out; the key's next value is above it.
+  // The highest value computed for `key` as far as this owner knows: its value in the counters,
+  // or the section's committed maximum (read with `load`) when the section is not counted. Never
+  // below a value computed; the key's next value is above it; never above the committed maximum.
   [[nodiscard]] Result<uint64_t> Current(const state::SpaceRecord& space, uint64_t key,
                                          const SectionLoader& load) const;
 
-  // A deleted space's sections, or (Clear) every section, e.g. when the partition is revoked. Any
-  // open plan becomes stale.
+  // A deleted space's sections, or (Clear) every section, e.g. when the partition is revoked.
+  // Raises in flight of them are skipped by Settle.
   void Forget(std::string_view space);
   void Clear();
+
+  // Raises TakeRaises handed out so far: asked for by a value that needed them, or ahead of need
+  // (for kleaf_sequence_raises_total{ahead}).
+  uint64_t RaisesAtNeed() const { return raises_at_need_; }
+  uint64_t RaisesAhead() const { return raises_ahead_; }
 
   // Heap and object bytes held, counting the allocator's per-block overhead: for the metric and the
   // 16-bytes-per-key budget.
@@ -203,37 +186,34 @@ class SequenceCounters {
   size_t Sections() const;
 
  private:
-  friend class SeqPlan;
   using Section = detail::CountedSection;
   struct Space {
     int64_t section_size = 0;
-    std::unordered_map<uint64_t, Section> sections;
+    std::unordered_map<uint64_t, Section> sections;  // node-based: Next keeps pointers to entries
   };
 
-  [[nodiscard]] Result<void> CheckPlan(const SeqPlan& plan) const;
-  [[nodiscard]] Result<SeqPlan::Space*> PlanSpace(SeqPlan& plan,
-                                                  const state::SpaceRecord& space) const;
-  [[nodiscard]] Result<std::vector<SeqPlan::Section*>> Touch(SeqPlan::Space& planned,
-                                                             const state::SpaceRecord& space,
-                                                             std::span<const uint64_t> keys,
-                                                             const SectionLoader& load) const;
-  [[nodiscard]] Result<SeqPlan::Section> Loaded(const state::SpaceRecord& space, uint64_t section,
-                                                const SectionLoader& load) const;
-  [[nodiscard]] Result<SeqPlan::Section> Entry(const state::SpaceRecord& space, uint64_t section,
-                                               const SectionLoader& load) const;
-  const Section* Counted(std::string_view space, uint64_t section) const;
-  static uint64_t ValueOf(const SeqPlan::Section& planned, uint32_t offset);
-  [[nodiscard]] static Result<void> CheckRoom(const state::SpaceRecord& space,
-                                              std::span<const uint64_t> keys,
-                                              std::span<SeqPlan::Section* const> sections);
-  void Apply(std::string_view space, int64_t section_size, uint64_t section,
-             const SeqPlan::Section& planned);
+  [[nodiscard]] Result<Space*> SpaceFor(const state::SpaceRecord& space);
+  [[nodiscard]] Result<Section*> SectionFor(Space& counted, const state::SpaceRecord& space,
+                                            uint64_t section, const SectionLoader& load);
+  [[nodiscard]] Result<std::optional<uint64_t>> LoadMax(const state::SpaceRecord& space,
+                                                        uint64_t section,
+                                                        const SectionLoader& load) const;
+  Section* Find(std::string_view space, uint64_t section);
+  const Section* Find(std::string_view space, uint64_t section) const;
+  // The highest value the keys of this call that fall in `s` need, exactly (the rare path).
+  static uint64_t ExactNeed(const Section& s, std::span<const uint64_t> keys,
+                            std::span<Section* const> sections, uint64_t section_size);
+  void Want(const std::string& space, uint64_t section, Section& s, uint64_t max);
+  static uint64_t ValueOf(const Section& s, uint32_t offset);
 
+  double raise_ahead_;
   uint32_t max_delta_;
-  uint64_t epoch_ = 0;      // bumped by every Commit, Forget and Clear
-  uint64_t last_plan_ = 0;  // ids of plans
-  uint64_t open_plan_ = 0;  // the open plan's id; 0: none
+  uint64_t calls_ = 0;
+  uint64_t raises_at_need_ = 0;
+  uint64_t raises_ahead_ = 0;
   std::map<std::string, Space, std::less<>> spaces_;
+  // Sections with a raise wanted or a rebase pending, for TakeRaises (may name forgotten ones).
+  std::vector<std::pair<std::string, uint64_t>> queued_;
 };
 
 }  // namespace kleaf::allocator

@@ -120,7 +120,14 @@ AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, 
       revoked_events_(RebalanceCounter("revoked")),
       fenced_(metrics::Registry::Default().GetCounter(
           "kleaf_allocator_fenced_total",
-          "Times another allocator fenced this one's transactional producer of a partition.")) {
+          "Times another allocator fenced this one's transactional producer of a partition.")),
+      raises_at_need_(RaisesCounter(false)),
+      raises_ahead_(RaisesCounter(true)),
+      raise_waits_(metrics::Registry::Default().GetCounter(
+          "kleaf_sequence_raise_waits_total",
+          "Sequence requests that waited for a raise of their section's maximum: the batch ended "
+          "before them and they were read again after the raise committed (R6; steady state has "
+          "none, the raises come ahead of need).")) {
   // Every series present from the first scrape, at 0 (alerts on rate() need the start).
   constexpr std::pair<kafka::TxnOutcome, const char*> kOutcomes[] = {
       {kafka::TxnOutcome::kCommitted, "committed"},
@@ -144,6 +151,14 @@ metrics::Counter& AllocatorNode::RebalanceCounter(const char* event) {
       "kleaf_allocator_rebalances_total",
       "Group rebalance events this allocator took part in: partitions assigned or revoked.",
       {{"event", event}});
+}
+
+metrics::Counter& AllocatorNode::RaisesCounter(bool ahead) {
+  return metrics::Registry::Default().GetCounter(
+      "kleaf_sequence_raises_total",
+      "Section maximum raises written, asked for by a value that needed one (ahead=\"false\") or "
+      "ahead of need, once less than half a step was left (ahead=\"true\").",
+      {{"ahead", ahead ? "true" : "false"}});
 }
 
 metrics::Counter& AllocatorNode::SegmentsAllocated(int32_t p) {
@@ -222,6 +237,8 @@ void AllocatorNode::Run() {
         it->second->InjectFatalErrorForTesting();
     }
     RetryPending();
+    // Only a rewind after this poll makes a message it returned one to read again (OnEvent).
+    rewound_.clear();
     auto event = consumer_->Poll(milliseconds(50));
     // Gather a batch: this message and whatever else is already fetched.
     // Up to batch_max requests per served partition: each partition is its own transaction.
@@ -251,7 +268,9 @@ void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
                             std::vector<kafka::Message>& batch) {
   switch (event.kind) {
     case kafka::GroupConsumer::Event::Kind::kMessage:
-      batch.push_back(std::move(event.message));  // the batch was full: starts the next one
+      // The batch was full: this message starts the next one, unless its partition was just
+      // rewound below it (then the consumer delivers it again).
+      if (!rewound_.contains(event.message.partition)) batch.push_back(std::move(event.message));
       break;
     case kafka::GroupConsumer::Event::Kind::kAssigned:
       member_.store(true);
@@ -513,8 +532,8 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(
   auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
   if (!marks) return std::unexpected(marks.error());
   // This version holds no lease and never held one here: no memory of p (R7) and no holder.
-  out.wait = allocator::PlanTakeoverWait(restored->lease, /*from_stale_copy=*/false, "",
-                                         std::nullopt, options_.lease.lease_ms);
+  out.wait =
+      allocator::PlanTakeoverWait(restored->lease, "", std::nullopt, options_.lease.lease_ms);
   out.producer = std::move(*producer);
   out.restored = *restored;
   out.requests_start = marks->first;
@@ -681,6 +700,9 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
 }
 
 void AllocatorNode::Rewind(int32_t p, int64_t offset) {
+  // A request of p already taken from the consumer to start the next batch predates the seek: it
+  // is read again from the new position (OnEvent drops it).
+  rewound_.insert(p);
   auto r = consumer_->Seek({options_.topics.requests, p, offset}, milliseconds(5000));
   if (r) return;
   // Cannot read from the position: serve p only once a takeover seeks it again, a second later
@@ -698,11 +720,17 @@ struct AllocatorNode::OpenBatch {
   std::vector<kafka::Message> batch;
   kafka::TxnProducer* producer = nullptr;  // serving_[p] when the batch was opened
   BatchReader reader;
-  // The sequence values of this batch: they reach the counters only if its transaction commits
-  // (I5); dropped otherwise, and the batch, run again, computes them again.
+  // p's counters: the batch's sequence values are in them as soon as computed (R1), never above a
+  // committed maximum; `raises` are the section raises this transaction carries, settled in the
+  // counters when it ends (R6).
   allocator::SequenceCounters* counters = nullptr;
-  std::optional<allocator::SeqPlan> plan;
+  std::vector<state::SectionRecord> raises;
+  // The request the batch stopped before, which needs a raise first: the transaction carries the
+  // raise and records this offset as consumed up to; the request is read again once it committed.
+  std::optional<int64_t> cut;
   int64_t segments = 0;
+  // The offset after the last request this transaction answered.
+  int64_t NextOffset() const { return cut ? *cut : batch.back().offset + 1; }
   std::optional<kafka::TxnEnd> end;  // set once the transaction ended (before its commit: failed)
 };
 
@@ -729,17 +757,10 @@ std::unique_ptr<AllocatorNode::OpenBatch> AllocatorNode::OpenTransaction(
                  before - batch.size(), floor);
     if (batch.empty()) return nullptr;
   }
-  allocator::SequenceCounters& counters = CountersOf(p);
-  auto begun = counters.Begin();
-  if (!begun) {
-    Retake(p, "sequence counters: " + begun.error().message);
-    return nullptr;
-  }
   auto open = std::make_unique<OpenBatch>(store_, options_.topics, p);
   open->batch = std::move(batch);
   open->producer = it->second.get();
-  open->counters = &counters;
-  open->plan.emplace(std::move(*begun));
+  open->counters = &CountersOf(p);
   if (auto failed = ProduceBatch(*open)) open->end = std::move(*failed);
   return open;
 }
@@ -754,23 +775,39 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
                                        {Kind::kAbortable, false, "producing failed: " + e.message},
                                        clock_, kAbortTimeout);
   };
-  allocator::SequenceState seq{*open.counters, *open.plan};
+  // Sections load from the store as the last committed transaction left it, never through the
+  // batch's staged records (R6).
+  allocator::SequenceState seq{*open.counters, [this](const std::string& space, uint64_t section) {
+                                 return store_.GetSection(space, section);
+                               }};
   for (const auto& m : open.batch) {
     const Decision decision = Decide(p, m, reader, seq);
+    if (seq.needs_raise) {
+      // The batch ends before this request: its raise commits with this transaction, and the
+      // request is read again afterwards (R1), from the committed maximum.
+      open.cut = m.offset;
+      raise_waits_.Inc();
+      break;
+    }
     if (decision.segment) ++open.segments;
     if (auto sent = Produce(p, m, decision, producer, reader); !sent) return failed(sent.error());
   }
-  // The section maxima this batch's values passed, raised in the same transaction as the replies
-  // that carry those values (I5): a reply is visible only with the raise that covers it.
+  // The raises wanted (at need, ahead of need, imports): every value computed is at or below a
+  // committed maximum already, so none of them waits for these (R6).
+  const uint64_t at_need = open.counters->RaisesAtNeed();
+  const uint64_t ahead = open.counters->RaisesAhead();
   state::Records raises;
-  raises.sections = open.plan->Raises();
+  raises.sections = open.counters->TakeRaises();
+  open.raises = raises.sections;
+  raises_at_need_.Inc(open.counters->RaisesAtNeed() - at_need);
+  raises_ahead_.Inc(open.counters->RaisesAhead() - ahead);
   if (auto sent = ProduceRecords(p, raises, producer, reader); !sent) return failed(sent.error());
   // The consumed position, in the state partition beside the batch's records: it commits with
   // them and the replies or not at all (I1), and a takeover restores it after the fence. (It
   // replaced send_offsets_to_transaction, whose AddOffsetsToTxn and TxnOffsetCommit were two
   // more round trips in series on every batch.)
   if (auto sent = producer.Send(options_.topics.state, p, RequestsOffsetKey(p),
-                                wire::EncodeRequestsOffset(open.batch.back().offset + 1), {});
+                                wire::EncodeRequestsOffset(open.NextOffset()), {});
       !sent) {
     return failed(sent.error());
   }
@@ -812,18 +849,12 @@ void AllocatorNode::CommitAll(const std::vector<std::unique_ptr<OpenBatch>>& ope
 }
 
 void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) {
-  // Every plan is settled before any handler runs: a handler may release a partition, and its
-  // counters with it.
+  // Every batch's raises are settled before any handler runs: a handler may release a partition,
+  // and its counters with it. Only a committed raise moves a committed maximum (R6); one whose
+  // outcome is unknown is never used (the retake restores what committed).
   for (const auto& batch : open) {
     transactions_[static_cast<size_t>(batch->end->outcome)]->Inc();
-    if (batch->end->outcome == kafka::TxnOutcome::kCommitted) {
-      if (auto c = batch->counters->Commit(std::move(*batch->plan)); !c) {
-        // Forgetting is always safe: the sections reload at their persisted maxima.
-        spdlog::warn("[allocator] partition {}: sequence counters: {}", batch->p,
-                     c.error().message);
-      }
-    }
-    batch->plan.reset();
+    batch->counters->Settle(batch->raises, batch->end->outcome == kafka::TxnOutcome::kCommitted);
   }
   for (const auto& batch : open) {
     const int32_t p = batch->p;
@@ -835,8 +866,9 @@ void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) 
     const kafka::TxnEnd& end = *batch->end;
     switch (end.outcome) {
       case kafka::TxnOutcome::kCommitted:
-        OnCommitted(p, batch->batch.back().offset + 1, *batch->producer, batch->reader,
-                    batch->segments);
+        OnCommitted(p, batch->NextOffset(), *batch->producer, batch->reader, batch->segments);
+        // The requests after the cut are read again, from the request that waited for the raise.
+        if (batch->cut && serving_.contains(p)) Rewind(p, *batch->cut);
         break;
       case kafka::TxnOutcome::kAborted:
         OnAborted(p, batch->batch.front().offset, end.error);

@@ -114,6 +114,7 @@ class AllocatorNode {
   void OnAssigned(const std::vector<kafka::TopicPartition>& partitions);
   void OnRevoked(const std::vector<kafka::TopicPartition>& partitions);
   static metrics::Counter& RebalanceCounter(const char* event);
+  static metrics::Counter& RaisesCounter(bool ahead);
   metrics::Counter& SegmentsAllocated(int32_t p);  // loop thread (and the constructor)
   // A takeover's result: p's new producer, whose init_transactions fenced every earlier one, and
   // p's state restored after that fence.
@@ -232,6 +233,9 @@ class AllocatorNode {
   };
   std::map<int32_t, Takeover> takeovers_in_flight_;
   std::map<int32_t, int64_t> retry_at_ns_;
+  // Partitions rewound since this turn's poll (Rewind): a message of theirs that this poll
+  // returned is delivered again from the new position. Loop thread only.
+  std::set<int32_t> rewound_;
   mutable Mutex serving_mu_;
   std::vector<int32_t> serving_snapshot_ KLEAF_GUARDED_BY(serving_mu_);
   std::atomic<bool> stop_{false};
@@ -252,6 +256,9 @@ class AllocatorNode {
   metrics::Counter& assigned_events_;  // kleaf_allocator_rebalances_total{event="assigned"}
   metrics::Counter& revoked_events_;   // ... {event="revoked"}
   metrics::Counter& fenced_;           // kleaf_allocator_fenced_total
+  metrics::Counter& raises_at_need_;   // kleaf_sequence_raises_total{ahead="false"}
+  metrics::Counter& raises_ahead_;     // ... {ahead="true"}
+  metrics::Counter& raise_waits_;      // kleaf_sequence_raise_waits_total
   std::map<int32_t, PartitionMetrics> partition_metrics_;
 };
 

@@ -141,18 +141,26 @@ struct SeqOwner {
   }();
   std::map<uint64_t, uint64_t> maxima;  // section -> max_seq, the store's part
 
+  // Writes the raises the counters want (the store's part) and settles them as committed.
+  void WriteRaises() {
+    const auto raises = counters.TakeRaises();
+    for (const auto& raise : raises) maxima[raise.section] = raise.max_seq;
+    counters.Settle(raises, /*committed=*/true);
+  }
+
   std::vector<uint64_t> Serve(const std::vector<uint64_t>& keys) {
-    auto plan = counters.Begin();
-    auto values = counters.Next(
-        *plan, space, keys,
-        [this](uint64_t section) -> Result<std::optional<state::SectionRecord>> {
-          auto it = maxima.find(section);
-          if (it == maxima.end()) return std::nullopt;
-          return state::SectionRecord{"bench", section, space.section_size, it->second};
-        });
-    for (const auto& raise : plan->Raises()) maxima[raise.section] = raise.max_seq;
-    (void)counters.Commit(std::move(*plan));
-    return std::move(*values);
+    const auto load = [this](uint64_t section) -> Result<std::optional<state::SectionRecord>> {
+      auto it = maxima.find(section);
+      if (it == maxima.end()) return std::nullopt;
+      return state::SectionRecord{"bench", section, space.section_size, it->second};
+    };
+    auto next = counters.Next(space, keys, load);
+    if (next->needs_raise) {
+      WriteRaises();
+      next = counters.Next(space, keys, load);
+    }
+    WriteRaises();  // ahead of need
+    return std::move(next->values);
   }
 };
 

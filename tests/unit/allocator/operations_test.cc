@@ -57,6 +57,20 @@ class MapReader final : public StateReader {
   std::map<std::pair<std::string, uint64_t>, state::SectionRecord> sections;
 };
 
+// The counters over `reader`'s sections, taken as committed.
+SequenceState StateOf(SequenceCounters& counters, MapReader& reader) {
+  return SequenceState{counters, [&reader](const std::string& space, uint64_t section) {
+                         return reader.GetSection(space, section);
+                       }};
+}
+
+// The raises the counters want, written to `reader` and settled as committed.
+void WriteRaises(SequenceCounters& counters, MapReader& reader) {
+  const auto raises = counters.TakeRaises();
+  reader.Write(raises);
+  counters.Settle(raises, true);
+}
+
 Rules TestRules() {
   Rules r;
   r.workers = {.max_worker_id = 3, .lease_ttl_ms = 30000, .max_clock_skew_ms = 1000};
@@ -220,9 +234,7 @@ TEST(OperationsTest, DeletedSpaceIsNotFoundListedOrServedButKeepsItsSectionSize)
   EXPECT_EQ(Execute(op::ListSpaces{}, reader, TestRules(), kNow).result->size(), 1u);
 
   SequenceCounters counters;
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  SequenceState seq{counters, *plan};
+  SequenceState seq = StateOf(counters, reader);
   auto next = Execute(op::NextSeq{"a", {1}}, reader, TestRules(), kNow, seq);
   ASSERT_FALSE(next.result);
   EXPECT_EQ(next.result.error().code, Code::kNotFound);
@@ -232,83 +244,107 @@ TEST(OperationsTest, DeletedSpaceIsNotFoundListedOrServedButKeepsItsSectionSize)
   EXPECT_EQ(again.result->section_size, 100) << "re-created spaces keep their section_size";
 }
 
-TEST(OperationsTest, NextSeqPlansValuesAndTheRaisesToWriteFirst) {
+TEST(OperationsTest, NextSeqComputesValuesUpToTheCommittedMaximumAndAsksForRaises) {
   MapReader reader;
   reader.Apply(Execute(op::PutSpace{"chat", Space(100, 10)}, reader, TestRules(), kNow));
   SequenceCounters counters;
+  SequenceState seq = StateOf(counters, reader);
   uint64_t last7 = 0;
+  int waited = 0;
   for (int round = 0; round < 25; ++round) {
-    auto plan = counters.Begin();
-    ASSERT_TRUE(plan);
-    SequenceState seq{counters, *plan};
     auto o = Execute(op::NextSeq{"chat", {7, 7, 150}}, reader, TestRules(), kNow, seq);
+    if (seq.needs_raise) {
+      // Nothing computed: the raise is written first, then the operation runs again.
+      ASSERT_FALSE(o.result);
+      EXPECT_EQ(o.result.error().code, Code::kUnavailable);
+      ++waited;
+      seq.needs_raise = false;
+      WriteRaises(counters, reader);
+      o = Execute(op::NextSeq{"chat", {7, 7, 150}}, reader, TestRules(), kNow, seq);
+      ASSERT_FALSE(seq.needs_raise);
+    }
     ASSERT_TRUE(o.result) << o.result.error().message;
     ASSERT_EQ(o.result->size(), 3u);
     EXPECT_GT((*o.result)[0], last7);
     EXPECT_GT((*o.result)[1], (*o.result)[0]) << "a key listed twice gets two values";
     last7 = (*o.result)[1];
-    EXPECT_TRUE(o.effects.empty()) << "the raises are the plan's, written by the caller";
-    reader.Write(plan->Raises());
-    ASSERT_TRUE(counters.Commit(std::move(*plan)));
+    EXPECT_TRUE(o.effects.empty()) << "the raises are the counters', written by the caller";
+    // Every value is at most the committed maximum: none waits for the raise it asks for.
+    EXPECT_LE((*o.result)[1], reader.sections.at({"chat", 0}).max_seq);
+    WriteRaises(counters, reader);  // ahead of need
   }
-  // Every value of a section is at most its persisted maximum.
-  EXPECT_GE(reader.sections.at({"chat", 0}).max_seq, last7);
+  EXPECT_EQ(waited, 1) << "the first call only: later raises come ahead of need";
 
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  SequenceState seq{counters, *plan};
   auto current = Execute(op::CurrentSeq{"chat", 7}, reader, TestRules(), kNow, seq);
   ASSERT_TRUE(current.result);
   EXPECT_EQ(*current.result, last7);
 
   // A new owner (fresh counters) starts above everything handed out.
   SequenceCounters fresh;
-  auto plan2 = fresh.Begin();
-  ASSERT_TRUE(plan2);
-  SequenceState seq2{fresh, *plan2};
+  SequenceState seq2 = StateOf(fresh, reader);
   auto after = Execute(op::NextSeq{"chat", {7}}, reader, TestRules(), kNow, seq2);
+  ASSERT_TRUE(seq2.needs_raise);
+  WriteRaises(fresh, reader);
+  seq2.needs_raise = false;
+  after = Execute(op::NextSeq{"chat", {7}}, reader, TestRules(), kNow, seq2);
   ASSERT_TRUE(after.result);
   EXPECT_GT((*after.result)[0], last7);
 }
 
-TEST(OperationsTest, RaiseSectionRaisesThePlanAndNeedsTheSectionSizeNotTheSpaceRecord) {
+// Sections are read as committed, never through a reader's staged records (R6): a raise staged in
+// an open batch may still abort.
+TEST(OperationsTest, SectionsAreReadAsCommittedNotAsTheReaderStagedThem) {
+  MapReader reader;
+  reader.Apply(Execute(op::PutSpace{"chat", Space(100, 10)}, reader, TestRules(), kNow));
+  reader.sections[{"chat", 0}] = state::SectionRecord{"chat", 0, 100, 5000};  // staged only
+  SequenceCounters counters;
+  std::map<std::pair<std::string, uint64_t>, state::SectionRecord> committed;
+  SequenceState seq{counters,
+                    [&committed](const std::string& space,
+                                 uint64_t section) -> Result<std::optional<state::SectionRecord>> {
+                      auto it = committed.find({space, section});
+                      if (it == committed.end()) return std::nullopt;
+                      return it->second;
+                    }};
+  auto o = Execute(op::NextSeq{"chat", {7}}, reader, TestRules(), kNow, seq);
+  EXPECT_TRUE(seq.needs_raise) << "the staged maximum of 5000 was used";
+  EXPECT_FALSE(o.result);
+  auto current = Execute(op::CurrentSeq{"chat", 7}, reader, TestRules(), kNow, seq);
+  ASSERT_TRUE(current.result);
+  EXPECT_EQ(*current.result, 0u);
+}
+
+TEST(OperationsTest, RaiseSectionIsWantedInTheCountersAndNeedsTheSectionSizeNotTheSpaceRecord) {
   MapReader reader;  // no space record: in the cluster it is another partition's
   SequenceCounters counters;
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  SequenceState seq{counters, *plan};
+  SequenceState seq = StateOf(counters, reader);
   auto missing = Execute(op::RaiseSection{"chat", 3, 0, 500}, reader, TestRules(), kNow, seq);
   ASSERT_FALSE(missing.result);
   EXPECT_EQ(missing.result.error().code, Code::kInvalidArgument);
   auto raised = Execute(op::RaiseSection{"chat", 3, 100, 500}, reader, TestRules(), kNow, seq);
   ASSERT_TRUE(raised.result) << raised.result.error().message;
   EXPECT_EQ(*raised.result, 500u);
-  EXPECT_TRUE(raised.effects.empty()) << "the raise is the plan's, written by the caller";
-  auto raises = plan->Raises();
+  EXPECT_TRUE(raised.effects.empty()) << "the raise is the counters', written by the caller";
+  auto raises = counters.TakeRaises();
   ASSERT_EQ(raises.size(), 1u);
   EXPECT_EQ(raises[0].space, "chat");
   EXPECT_EQ(raises[0].section, 3u);
   EXPECT_EQ(raises[0].section_size, 100);
   EXPECT_EQ(raises[0].max_seq, 500u);
   reader.Write(raises);
-  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  counters.Settle(raises, true);
   // Lower: kept, nothing to write.
-  auto plan2 = counters.Begin();
-  ASSERT_TRUE(plan2);
-  SequenceState seq2{counters, *plan2};
-  auto kept = Execute(op::RaiseSection{"chat", 3, 100, 20}, reader, TestRules(), kNow, seq2);
+  auto kept = Execute(op::RaiseSection{"chat", 3, 100, 20}, reader, TestRules(), kNow, seq);
   ASSERT_TRUE(kept.result);
   EXPECT_EQ(*kept.result, 500u);
-  EXPECT_TRUE(plan2->Raises().empty());
+  EXPECT_TRUE(counters.TakeRaises().empty());
 }
 
 TEST(OperationsTest, NextSeqRefusesAnEmptyOrTooLongKeyList) {
   MapReader reader;
   reader.Apply(Execute(op::PutSpace{"chat", Space(100, 10)}, reader, TestRules(), kNow));
   SequenceCounters counters;
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  SequenceState seq{counters, *plan};
+  SequenceState seq = StateOf(counters, reader);
   for (size_t n : {size_t{0}, kMaxSeqKeys + 1}) {
     auto o =
         Execute(op::NextSeq{"chat", std::vector<uint64_t>(n, 1)}, reader, TestRules(), kNow, seq);
@@ -317,6 +353,11 @@ TEST(OperationsTest, NextSeqRefusesAnEmptyOrTooLongKeyList) {
   }
   auto max = Execute(op::NextSeq{"chat", std::vector<uint64_t>(kMaxSeqKeys, 1)}, reader,
                      TestRules(), kNow, seq);
+  ASSERT_TRUE(seq.needs_raise);
+  WriteRaises(counters, reader);
+  seq.needs_raise = false;
+  max = Execute(op::NextSeq{"chat", std::vector<uint64_t>(kMaxSeqKeys, 1)}, reader, TestRules(),
+                kNow, seq);
   ASSERT_TRUE(max.result) << max.result.error().message;
 }
 
@@ -326,24 +367,24 @@ TEST(OperationsTest, NextSeqRefusesAnEmptyOrTooLongKeyList) {
 TEST(OperationsTest, NextSeqServesWithTheSendersSectionSizeAndRefusesAnotherOne) {
   MapReader reader;  // no space record: it lives in another partition
   SequenceCounters counters;
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  SequenceState seq{counters, *plan};
+  SequenceState seq = StateOf(counters, reader);
   auto o = Execute(op::NextSeq{"chat", {7, 150}, op::SpaceShape{100, 10}}, reader, TestRules(),
                    kNow, seq);
-  ASSERT_TRUE(o.result) << o.result.error().message;
-  EXPECT_EQ(*o.result, (std::vector<uint64_t>{1, 1}));
-  const auto raises = plan->Raises();
+  ASSERT_TRUE(seq.needs_raise);
+  const auto raises = counters.TakeRaises();
   ASSERT_EQ(raises.size(), 2u);
   EXPECT_EQ(raises[0].section_size, 100);
   EXPECT_EQ(raises[0].max_seq, 10u) << "raised by the sender's step";
   reader.Write(raises);
-  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  counters.Settle(raises, true);
+  seq.needs_raise = false;
+  o = Execute(op::NextSeq{"chat", {7, 150}, op::SpaceShape{100, 10}}, reader, TestRules(), kNow,
+              seq);
+  ASSERT_TRUE(o.result) << o.result.error().message;
+  EXPECT_EQ(*o.result, (std::vector<uint64_t>{1, 1}));
 
   SequenceCounters other_owner;
-  auto plan2 = other_owner.Begin();
-  ASSERT_TRUE(plan2);
-  SequenceState seq2{other_owner, *plan2};
+  SequenceState seq2 = StateOf(other_owner, reader);
   auto wrong =
       Execute(op::NextSeq{"chat", {7}, op::SpaceShape{50, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_FALSE(wrong.result);
@@ -353,6 +394,11 @@ TEST(OperationsTest, NextSeqServesWithTheSendersSectionSizeAndRefusesAnotherOne)
   ASSERT_FALSE(zero.result);
   EXPECT_EQ(zero.result.error().code, Code::kInvalidArgument);
   auto right =
+      Execute(op::NextSeq{"chat", {7}, op::SpaceShape{100, 10}}, reader, TestRules(), kNow, seq2);
+  ASSERT_TRUE(seq2.needs_raise) << "its first value is above the committed maximum";
+  WriteRaises(other_owner, reader);
+  seq2.needs_raise = false;
+  right =
       Execute(op::NextSeq{"chat", {7}, op::SpaceShape{100, 10}}, reader, TestRules(), kNow, seq2);
   ASSERT_TRUE(right.result) << right.result.error().message;
   EXPECT_EQ(right.result->front(), 11u) << "a new owner starts at the persisted maximum";

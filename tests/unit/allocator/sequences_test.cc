@@ -57,29 +57,37 @@ struct FakeStore {
   }
 };
 
-// One transaction of the owner: plan, make the raises durable, commit. Checks that no value is
-// above the maximum the store holds once the raises are written.
+// The raises the counters want, made durable in `store` and settled as committed.
+void WriteRaises(SequenceCounters& counters, FakeStore& store) {
+  const auto raises = counters.TakeRaises();
+  store.Write(raises);
+  counters.Settle(raises, /*committed=*/true);
+}
+
+// One call of the owner, as both request paths make it: the values if every section's committed
+// maximum holds them, else the raise first and the call again; then the raises ahead of need.
+// Checks that no value is above the maximum the store held when it was computed.
 std::vector<uint64_t> Serve(SequenceCounters& counters, FakeStore& store,
                             const state::SpaceRecord& space, const std::vector<uint64_t>& keys) {
-  auto plan = counters.Begin();
-  if (!plan) {
-    ADD_FAILURE() << plan.error().message;
+  auto next = counters.Next(space, keys, store.LoaderFor(space.space));
+  if (next && next->needs_raise) {
+    EXPECT_TRUE(next->values.empty());
+    WriteRaises(counters, store);
+    next = counters.Next(space, keys, store.LoaderFor(space.space));
+    if (next) {
+      EXPECT_FALSE(next->needs_raise) << "a second raise needed";
+    }
+  }
+  if (!next) {
+    ADD_FAILURE() << next.error().message;
     return {};
   }
-  auto values = counters.Next(*plan, space, keys, store.LoaderFor(space.space));
-  if (!values) {
-    ADD_FAILURE() << values.error().message;
-    return {};
-  }
-  store.Write(plan->Raises());
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint64_t section = SectionOf(keys[i], static_cast<uint64_t>(space.section_size));
-    EXPECT_LE((*values)[i], store.MaxOf(space.space, section)) << "key " << keys[i];
+    EXPECT_LE(next->values[i], store.MaxOf(space.space, section)) << "key " << keys[i];
   }
-  if (auto committed = counters.Commit(std::move(*plan)); !committed) {
-    ADD_FAILURE() << committed.error().message;
-  }
-  return *values;
+  WriteRaises(counters, store);
+  return next->values;
 }
 
 uint64_t ServeOne(SequenceCounters& counters, FakeStore& store, const state::SpaceRecord& space,
@@ -242,35 +250,66 @@ TEST(SequenceTest, EveryKeyStrictlyIncreasesOverManyCalls) {
   }
 }
 
-TEST(SequenceTest, APassingValueRaisesTheSectionMaximumToValuePlusStepMinusOne) {
-  SequenceCounters counters;
+TEST(SequenceTest, AValuePastTheCommittedMaximumWaitsForARaiseToValuePlusStepMinusOne) {
+  SequenceCounters counters(/*raise_ahead=*/0);  // at need only
   FakeStore store;
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  auto v =
-      counters.Next(*plan, Space(100000, 10), std::vector<uint64_t>{42}, store.LoaderFor("chat"));
-  ASSERT_TRUE(v) << v.error().message;
-  ASSERT_EQ(plan->Raises().size(), 1u);
-  const state::SectionRecord raise = plan->Raises()[0];
+  auto first = counters.Next(Space(100000, 10), std::vector<uint64_t>{42}, store.LoaderFor("chat"));
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_TRUE(first->needs_raise);
+  EXPECT_TRUE(first->values.empty()) << "nothing computed above the committed maximum";
+  auto raises = counters.TakeRaises();
+  ASSERT_EQ(raises.size(), 1u);
+  const state::SectionRecord raise = raises[0];
   EXPECT_EQ(raise.space, "chat");
   EXPECT_EQ(raise.section, 0u);
   EXPECT_EQ(raise.section_size, 100000);
   EXPECT_EQ(raise.max_seq, 10u);  // value 1 + step 10 - 1
-  store.Write(plan->Raises());
-  ASSERT_TRUE(counters.Commit(std::move(*plan)));
-  // Values 2 to 10 of the key, and 1 to 10 of the other keys of the section, need no write.
-  for (uint64_t want = 2; want <= 10; ++want) {
-    auto p = counters.Begin();
-    ASSERT_TRUE(p);
-    auto next = counters.Next(*p, Space(100000, 10), std::vector<uint64_t>{42, 43},
-                              store.LoaderFor("chat"));
+  store.Write(raises);
+  counters.Settle(raises, true);
+  // Values 1 to 10 of the key, and 1 to 10 of the other keys of the section, need no write.
+  for (uint64_t want = 1; want <= 10; ++want) {
+    auto next =
+        counters.Next(Space(100000, 10), std::vector<uint64_t>{42, 43}, store.LoaderFor("chat"));
     ASSERT_TRUE(next);
-    EXPECT_EQ((*next)[0], want);
-    EXPECT_TRUE(p->Raises().empty());
-    ASSERT_TRUE(counters.Commit(std::move(*p)));
+    ASSERT_FALSE(next->needs_raise) << want;
+    EXPECT_EQ(next->values[0], want);
+    EXPECT_TRUE(counters.TakeRaises().empty());
   }
   EXPECT_EQ(ServeOne(counters, store, Space(100000, 10), 42), 11u);
   EXPECT_EQ(store.MaxOf("chat", 0), 20u);
+}
+
+// R6: with less than raise_ahead of a step left, the raise is asked for ahead of need, so that in
+// steady state no call waits for one.
+TEST(SequenceTest, RaisesComeAheadOfNeedOnceLessThanHalfAStepIsLeft) {
+  SequenceCounters counters;  // kDefaultRaiseAhead: half a step
+  FakeStore store;
+  const auto space = Space(100, 10);
+  int waited = 0;
+  for (uint64_t want = 1; want <= 100; ++want) {
+    auto next = counters.Next(space, std::vector<uint64_t>{5}, store.LoaderFor("chat"));
+    ASSERT_TRUE(next);
+    if (next->needs_raise) {
+      ++waited;
+      WriteRaises(counters, store);
+      next = counters.Next(space, std::vector<uint64_t>{5}, store.LoaderFor("chat"));
+      ASSERT_TRUE(next && !next->needs_raise);
+    }
+    EXPECT_EQ(next->values[0], want);
+    const uint64_t max = store.MaxOf("chat", 0);
+    auto raises = counters.TakeRaises();
+    if (max - want < 5) {
+      ASSERT_EQ(raises.size(), 1u) << "value " << want << ", maximum " << max;
+      EXPECT_EQ(raises[0].max_seq, max + 10);
+    } else {
+      EXPECT_TRUE(raises.empty()) << "value " << want << ", maximum " << max;
+    }
+    store.Write(raises);
+    counters.Settle(raises, true);
+  }
+  EXPECT_EQ(waited, 1) << "only the first value of the section waited";
+  EXPECT_EQ(counters.RaisesAtNeed(), 1u);
+  EXPECT_GE(counters.RaisesAhead(), 9u);
 }
 
 TEST(SequenceTest, AKeyListedTwiceInOneCallGetsDistinctIncreasingValues) {
@@ -278,20 +317,46 @@ TEST(SequenceTest, AKeyListedTwiceInOneCallGetsDistinctIncreasingValues) {
   FakeStore store;
   auto values = Serve(counters, store, Space(), {5, 5, 7, 5, 100005, 5});
   EXPECT_EQ(values, (std::vector<uint64_t>{1, 2, 1, 3, 1, 4}));
-  // Two calls in one plan (two requests of one batch) continue from each other.
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
+  // Two calls continue from each other.
   auto loader = store.LoaderFor("chat");
-  auto a = counters.Next(*plan, Space(), std::vector<uint64_t>{5, 7}, loader);
-  auto b = counters.Next(*plan, Space(), std::vector<uint64_t>{7, 5}, loader);
+  auto a = counters.Next(Space(), std::vector<uint64_t>{5, 7}, loader);
+  auto b = counters.Next(Space(), std::vector<uint64_t>{7, 5}, loader);
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(*a, (std::vector<uint64_t>{5, 2}));
-  EXPECT_EQ(*b, (std::vector<uint64_t>{3, 6}));
+  EXPECT_EQ(a->values, (std::vector<uint64_t>{5, 2}));
+  EXPECT_EQ(b->values, (std::vector<uint64_t>{3, 6}));
+}
+
+// A call's keys first check a bound (the highest value they start from plus their count), and
+// count exactly only when the bound passes the maximum: 100 distinct keys need one value each, one
+// key listed ten times needs ten.
+TEST(SequenceTest, AFanOutNeedsWhatItsKeysCountExactlyNotWhatItsBoundSays) {
+  SequenceCounters counters(/*raise_ahead=*/0);
+  FakeStore store;
+  store.records[{"chat", 0}] = state::SectionRecord{"chat", 0, 1000, 10};
+  std::vector<uint64_t> distinct(100);
+  for (uint64_t i = 0; i < distinct.size(); ++i) distinct[i] = i;
+  auto next = counters.Next(Space(1000, 10), distinct, store.LoaderFor("chat"));
+  ASSERT_TRUE(next && next->needs_raise);
+  auto raises = counters.TakeRaises();
+  ASSERT_EQ(raises.size(), 1u);
+  EXPECT_EQ(raises[0].max_seq, 20u) << "11 needed, + step 10 - 1 (the bound said 110)";
+  store.Write(raises);
+  counters.Settle(raises, true);
+  next = counters.Next(Space(1000, 10), distinct, store.LoaderFor("chat"));
+  ASSERT_TRUE(next);
+  ASSERT_FALSE(next->needs_raise) << "every key at 11, below 20";
+  EXPECT_EQ(next->values, std::vector<uint64_t>(100, 11));
+  auto same = counters.Next(Space(1000, 10), std::vector<uint64_t>(10, 5), store.LoaderFor("chat"));
+  ASSERT_TRUE(same);
+  EXPECT_TRUE(same->needs_raise) << "key 5 ten times needs 21";
+  raises = counters.TakeRaises();
+  ASSERT_EQ(raises.size(), 1u);
+  EXPECT_EQ(raises[0].max_seq, 30u);  // 21 + 10 - 1
 }
 
 TEST(SequenceTest, KeysZeroAndTheLargestCountInTheirOwnSections) {
   for (int64_t size : {int64_t{1}, int64_t{100000}, kMaxSectionSize}) {
-    SequenceCounters counters;
+    SequenceCounters counters(/*raise_ahead=*/0);
     FakeStore store;
     const auto space = Space(size, 3);
     for (uint64_t want = 1; want <= 5; ++want) {
@@ -309,28 +374,31 @@ TEST(SequenceTest, AKeyAtTheLargestValueIsExhaustedAndTheFailedCallChangesNothin
   SequenceCounters counters;
   FakeStore store;
   store.records[{"chat", 0}] = state::SectionRecord{"chat", 0, 100000, kMaxU64 - 2};
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
   auto loader = store.LoaderFor("chat");
-  auto three = counters.Next(*plan, Space(), std::vector<uint64_t>{9, 8, 9, 9}, loader);
+  auto three = counters.Next(Space(), std::vector<uint64_t>{9, 8, 9, 9}, loader);
   ASSERT_FALSE(three);
   EXPECT_EQ(three.error().code, Code::kResourceExhausted);
   EXPECT_NE(three.error().message.find("key 9"), std::string::npos) << three.error().message;
-  auto two = counters.Next(*plan, Space(), std::vector<uint64_t>{9, 9}, loader);
+  EXPECT_TRUE(counters.TakeRaises().empty());
+  auto two = counters.Next(Space(), std::vector<uint64_t>{9, 9}, loader);
   ASSERT_TRUE(two) << two.error().message;
-  EXPECT_EQ(*two, (std::vector<uint64_t>{kMaxU64 - 1, kMaxU64}));
-  ASSERT_EQ(plan->Raises().size(), 1u);
-  EXPECT_EQ(plan->Raises()[0].max_seq, kMaxU64);  // value + step - 1, saturated
-  store.Write(plan->Raises());
-  ASSERT_TRUE(counters.Commit(std::move(*plan)));
-  auto p = counters.Begin();
-  ASSERT_TRUE(p);
-  EXPECT_FALSE(counters.Next(*p, Space(), std::vector<uint64_t>{9}, loader));
-  EXPECT_TRUE(counters.Next(*p, Space(), std::vector<uint64_t>{8}, loader));
+  ASSERT_TRUE(two->needs_raise);
+  auto raises = counters.TakeRaises();
+  ASSERT_EQ(raises.size(), 1u);
+  EXPECT_EQ(raises[0].max_seq, kMaxU64);  // value + step - 1, saturated
+  store.Write(raises);
+  counters.Settle(raises, true);
+  two = counters.Next(Space(), std::vector<uint64_t>{9, 9}, loader);
+  ASSERT_TRUE(two) << two.error().message;
+  EXPECT_EQ(two->values, (std::vector<uint64_t>{kMaxU64 - 1, kMaxU64}));
+  EXPECT_FALSE(counters.Next(Space(), std::vector<uint64_t>{9}, loader));
+  auto eight = counters.Next(Space(), std::vector<uint64_t>{8}, loader);
+  ASSERT_TRUE(eight);
+  EXPECT_EQ(eight->values, (std::vector<uint64_t>{kMaxU64 - 1}));
 }
 
 // ---------------------------------------------------------------------------------------------
-// Failover, durability and the plan's discipline
+// Failover, durability and raises
 
 TEST(SequenceTest, ANewOwnerStartsEveryKeyAboveEverythingTheOldOneHandedOut) {
   FakeStore store;
@@ -338,7 +406,8 @@ TEST(SequenceTest, ANewOwnerStartsEveryKeyAboveEverythingTheOldOneHandedOut) {
   std::mt19937_64 rng(5);
   std::map<uint64_t, uint64_t> handed_out;  // key -> highest value
   std::map<uint64_t, uint64_t> section_high;
-  auto old_owner = std::make_unique<SequenceCounters>();
+  // At need only, so that a key can be driven to exactly its section's maximum below.
+  auto old_owner = std::make_unique<SequenceCounters>(/*raise_ahead=*/0);
   for (int call = 0; call < 3000; ++call) {
     const uint64_t key = rng() % 5000;
     const uint64_t v = ServeOne(*old_owner, store, space, key);
@@ -366,54 +435,47 @@ TEST(SequenceTest, ANewOwnerStartsEveryKeyAboveEverythingTheOldOneHandedOut) {
   }
 }
 
-TEST(SequenceTest, NoValueAboveThePersistedMaximumWithoutAPlanRaisingIt) {
+// R1 (iv): no value is ever computed above the committed maximum, whichever raises commit, abort
+// or are still in flight.
+TEST(SequenceTest, NoValueAboveTheCommittedMaximumWhateverTheRaisesBecome) {
   SequenceCounters counters;
   FakeStore store;
   const auto space = Space(10, 4);
   std::mt19937_64 rng(11);
-  for (int call = 0; call < 2000; ++call) {
-    auto plan = counters.Begin();
-    ASSERT_TRUE(plan);
+  std::vector<state::SectionRecord> in_flight;
+  for (int call = 0; call < 4000; ++call) {
     const std::vector<uint64_t> keys{rng() % 40, rng() % 40};
-    auto values = counters.Next(*plan, space, keys, store.LoaderFor("chat"));
-    ASSERT_TRUE(values);
-    std::map<uint64_t, uint64_t> raised;
-    for (const auto& r : plan->Raises()) raised[r.section] = r.max_seq;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const uint64_t section = SectionOf(keys[i], 10);
-      const uint64_t allowed =
-          raised.contains(section) ? raised[section] : store.MaxOf("chat", section);
-      ASSERT_LE((*values)[i], allowed) << "call " << call;
+    auto next = counters.Next(space, keys, store.LoaderFor("chat"));
+    ASSERT_TRUE(next) << next.error().message;
+    for (size_t i = 0; i < next->values.size(); ++i) {
+      ASSERT_LE(next->values[i], store.MaxOf("chat", SectionOf(keys[i], 10))) << "call " << call;
     }
-    if (call % 3 == 0) continue;  // the transaction aborted: the plan is dropped, nothing written
-    store.Write(plan->Raises());
-    ASSERT_TRUE(counters.Commit(std::move(*plan)));
+    // A transaction ends now and then: its raises commit or abort; the next one takes new ones.
+    if (call % 2 == 0) {
+      const bool committed = rng() % 3 != 0;
+      if (committed) store.Write(in_flight);
+      counters.Settle(in_flight, committed);
+      in_flight = counters.TakeRaises();
+    }
   }
+  EXPECT_GT(store.records.size(), 0u);
 }
 
-// One transaction of `kleaf state import`: raise `section` to `max_seq`, write, commit; the
-// maximum after it.
+// `kleaf state import`'s raise: `section` to `max_seq`, made durable and settled; the maximum it
+// answered.
 uint64_t RaiseOne(SequenceCounters& counters, FakeStore& store, const state::SpaceRecord& space,
                   uint64_t section, uint64_t max_seq) {
-  auto plan = counters.Begin();
-  if (!plan) {
-    ADD_FAILURE() << plan.error().message;
-    return 0;
-  }
-  auto after = counters.Raise(*plan, space, section, max_seq, store.LoaderFor(space.space));
+  auto after = counters.Raise(space, section, max_seq, store.LoaderFor(space.space));
   if (!after) {
     ADD_FAILURE() << after.error().message;
     return 0;
   }
-  store.Write(plan->Raises());
-  if (auto committed = counters.Commit(std::move(*plan)); !committed) {
-    ADD_FAILURE() << committed.error().message;
-  }
+  WriteRaises(counters, store);
   return *after;
 }
 
 TEST(SequenceTest, ARaisedSectionContinuesAboveTheRaisedMaximumForCountedAndNewKeys) {
-  SequenceCounters counters;
+  SequenceCounters counters(/*raise_ahead=*/0);
   FakeStore store;
   const auto space = Space(100, 10);
   for (int i = 0; i < 25; ++i) ServeOne(counters, store, space, 7);  // key 7 at 25, max 30
@@ -423,140 +485,116 @@ TEST(SequenceTest, ARaisedSectionContinuesAboveTheRaisedMaximumForCountedAndNewK
   EXPECT_EQ(ServeOne(counters, store, space, 7), 5001u) << "a counted key restarts above it";
   EXPECT_EQ(ServeOne(counters, store, space, 8), 5001u) << "so does a key never seen";
   EXPECT_EQ(ServeOne(counters, store, space, 7), 5002u);
-  // A section never loaded before: raised from its persisted maximum (none: 0).
+  // A section never loaded before: raised from its committed maximum (none: 0).
   EXPECT_EQ(RaiseOne(counters, store, space, 3, 900), 900u);
   EXPECT_EQ(ServeOne(counters, store, space, 350), 901u);
 }
 
 TEST(SequenceTest, ARaiseNeverLowersAMaximumNorMovesItsKeys) {
-  SequenceCounters counters;
+  SequenceCounters counters(/*raise_ahead=*/0);
   FakeStore store;
   const auto space = Space(100, 10);
   for (int i = 0; i < 25; ++i) ServeOne(counters, store, space, 7);
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
   for (uint64_t lower : {uint64_t{0}, uint64_t{20}, uint64_t{30}}) {
-    auto after = counters.Raise(*plan, space, 0, lower, store.LoaderFor("chat"));
+    auto after = counters.Raise(space, 0, lower, store.LoaderFor("chat"));
     ASSERT_TRUE(after) << after.error().message;
     EXPECT_EQ(*after, 30u) << "raised to " << lower;
   }
-  EXPECT_TRUE(plan->Raises().empty()) << "nothing to write";
-  ASSERT_TRUE(counters.Commit(std::move(*plan)));
+  EXPECT_TRUE(counters.TakeRaises().empty()) << "nothing to write";
   EXPECT_EQ(ServeOne(counters, store, space, 7), 26u) << "the key goes on where it was";
   EXPECT_EQ(store.MaxOf("chat", 0), 30u);
 }
 
-TEST(SequenceTest, ARaiseAfterValuesOfTheSamePlanKeepsLaterValuesAboveIt) {
+// R6: a raise_section reaches the counters only once its record committed; values computed before
+// stay below the old committed maximum, and every key continues above the raised one after.
+TEST(SequenceTest, AnImportRebasesTheSectionOnlyOnceItsRaiseCommitted) {
   SequenceCounters counters;
   FakeStore store;
   const auto space = Space(100, 10);
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  auto first = counters.Next(*plan, space, std::vector<uint64_t>{1, 1}, store.LoaderFor("chat"));
-  ASSERT_TRUE(first);
-  EXPECT_EQ(*first, (std::vector<uint64_t>{1, 2}));
-  ASSERT_TRUE(counters.Raise(*plan, space, 0, 700, store.LoaderFor("chat")));
-  auto later = counters.Next(*plan, space, std::vector<uint64_t>{1, 2}, store.LoaderFor("chat"));
-  ASSERT_TRUE(later);
-  EXPECT_EQ(*later, (std::vector<uint64_t>{701, 701}));
-  store.Write(plan->Raises());
-  EXPECT_EQ(store.MaxOf("chat", 0), 710u);
-  ASSERT_TRUE(counters.Commit(std::move(*plan)));
-  EXPECT_EQ(ServeOne(counters, store, space, 1), 702u);
+  EXPECT_EQ(Serve(counters, store, space, {1, 1}), (std::vector<uint64_t>{1, 2}));
+  ASSERT_TRUE(counters.Raise(space, 0, 700, store.LoaderFor("chat")));
+  auto before = counters.Next(space, std::vector<uint64_t>{1, 2}, store.LoaderFor("chat"));
+  ASSERT_TRUE(before && !before->needs_raise);
+  EXPECT_EQ(before->values, (std::vector<uint64_t>{3, 1})) << "not raised before it committed";
+  WriteRaises(counters, store);
+  EXPECT_EQ(store.MaxOf("chat", 0), 700u);
+  EXPECT_EQ(Serve(counters, store, space, {1, 2}), (std::vector<uint64_t>{701, 701}));
 }
 
-TEST(SequenceTest, ADroppedRaiseLeavesTheCountersAndARaiseWithAnotherSectionSizeIsRefused) {
+TEST(SequenceTest, AnAbortedRaiseLeavesTheCountersAndARaiseWithAnotherSectionSizeIsRefused) {
   SequenceCounters counters;
   FakeStore store;
   const auto space = Space(100, 10);
   ASSERT_EQ(ServeOne(counters, store, space, 1), 1u);
-  {
-    auto plan = counters.Begin();
-    ASSERT_TRUE(plan);
-    ASSERT_TRUE(counters.Raise(*plan, space, 0, 700, store.LoaderFor("chat")));
-  }  // the transaction aborted
+  ASSERT_TRUE(counters.Raise(space, 0, 700, store.LoaderFor("chat")));
+  counters.Settle(counters.TakeRaises(), /*committed=*/false);  // the transaction aborted
   EXPECT_EQ(ServeOne(counters, store, space, 1), 2u);
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  auto other = counters.Raise(*plan, Space(1000, 10), 0, 700, store.LoaderFor("chat"));
+  EXPECT_LT(store.MaxOf("chat", 0), 700u);
+  auto other = counters.Raise(Space(1000, 10), 0, 700, store.LoaderFor("chat"));
   ASSERT_FALSE(other);
   EXPECT_EQ(other.error().code, Code::kFailedPrecondition);
   EXPECT_NE(other.error().message.find("'chat'"), std::string::npos) << other.error().message;
   // A section only written (not counted) with another section_size is refused as well.
   SequenceCounters fresh;
-  auto fresh_plan = fresh.Begin();
-  ASSERT_TRUE(fresh_plan);
-  auto written = fresh.Raise(*fresh_plan, Space(1000, 10), 0, 700, store.LoaderFor("chat"));
+  auto written = fresh.Raise(Space(1000, 10), 0, 700, store.LoaderFor("chat"));
   ASSERT_FALSE(written);
   EXPECT_EQ(written.error().code, Code::kFailedPrecondition);
 }
 
-TEST(SequenceTest, ADroppedPlanLeavesTheCountersAsTheyWere) {
+// R1: the counters keep every value computed, whether or not its answer is seen (a batch that
+// aborted, a connection that broke): the next value is above it, and a lost answer is a gap.
+TEST(SequenceTest, EveryValueComputedStaysInTheCountersSeenOrNot) {
   SequenceCounters counters;
   FakeStore store;
   ASSERT_EQ(ServeOne(counters, store, Space(), 1), 1u);
-  {
-    auto plan = counters.Begin();
-    ASSERT_TRUE(plan);
-    auto v = counters.Next(*plan, Space(), std::vector<uint64_t>{1, 1}, store.LoaderFor("chat"));
-    ASSERT_TRUE(v);
-    EXPECT_EQ(*v, (std::vector<uint64_t>{2, 3}));
-  }  // dropped: its values were never handed out
+  auto lost = counters.Next(Space(), std::vector<uint64_t>{1, 1}, store.LoaderFor("chat"));
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->values, (std::vector<uint64_t>{2, 3}));  // never answered
   auto current = counters.Current(Space(), 1, store.LoaderFor("chat"));
   ASSERT_TRUE(current);
-  EXPECT_EQ(*current, 1u);
-  EXPECT_EQ(ServeOne(counters, store, Space(), 1), 2u);
+  EXPECT_EQ(*current, 3u);
+  EXPECT_EQ(ServeOne(counters, store, Space(), 1), 4u);
 }
 
-TEST(SequenceTest, APlanIsCommittedOnceAndOnlyOneIsOpenAtATime) {
+TEST(SequenceTest, ARaiseInFlightIsNotAskedForTwiceAndAnAbortedOneIsAskedForAgain) {
   SequenceCounters counters;
   FakeStore store;
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  auto second = counters.Begin();
-  ASSERT_FALSE(second);
-  EXPECT_EQ(second.error().code, Code::kFailedPrecondition);
-  ASSERT_TRUE(counters.Next(*plan, Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
-  store.Write(plan->Raises());
-  SeqPlan& same = *plan;
-  ASSERT_TRUE(counters.Commit(std::move(same)));
-  EXPECT_FALSE(plan->open());
-  auto again = counters.Commit(std::move(*plan));  // consumed: a second commit is refused
-  ASSERT_FALSE(again);
-  EXPECT_EQ(again.error().code, Code::kFailedPrecondition);
-  EXPECT_FALSE(counters.Next(*plan, Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
-  // Another partition's plan is refused by these counters, and closes when consumed.
-  SequenceCounters other;
-  auto foreign = other.Begin();
-  ASSERT_TRUE(foreign);
-  EXPECT_FALSE(counters.Next(*foreign, Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
-  EXPECT_FALSE(counters.Commit(std::move(*foreign)));
-  EXPECT_TRUE(other.Begin());
-  EXPECT_EQ(ServeOne(counters, store, Space(), 1), 2u);
+  auto next = counters.Next(Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
+  ASSERT_TRUE(next && next->needs_raise);
+  auto raises = counters.TakeRaises();
+  ASSERT_EQ(raises.size(), 1u);
+  next = counters.Next(Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
+  ASSERT_TRUE(next && next->needs_raise) << "in flight is not committed";
+  EXPECT_TRUE(counters.TakeRaises().empty()) << "one raise per section in flight";
+  counters.Settle(raises, /*committed=*/false);
+  next = counters.Next(Space(), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
+  ASSERT_TRUE(next && next->needs_raise);
+  auto again = counters.TakeRaises();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].max_seq, raises[0].max_seq);
+  store.Write(again);
+  counters.Settle(again, true);
+  EXPECT_EQ(ServeOne(counters, store, Space(), 1), 1u);
 }
 
-TEST(SequenceTest, APlanBegunBeforeAClearIsRefusedAndItsSectionsReloadAboveItsValues) {
+TEST(SequenceTest, ARaiseSettledAfterAClearIsSkippedAndTheSectionReloadsAboveItsValues) {
   SequenceCounters counters;
   FakeStore store;
-  ASSERT_EQ(ServeOne(counters, store, Space(100, 5), 1), 1u);
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  auto v = counters.Next(*plan, Space(100, 5), std::vector<uint64_t>{1, 1, 1, 1, 1},
-                         store.LoaderFor("chat"));
-  ASSERT_TRUE(v);
-  EXPECT_EQ(v->back(), 6u);
-  store.Write(plan->Raises());  // durable, and handed out
-  counters.Clear();             // e.g. the partition was revoked and assigned again meanwhile
-  EXPECT_FALSE(
-      counters.Next(*plan, Space(100, 5), std::vector<uint64_t>{1}, store.LoaderFor("chat")));
-  auto committed = counters.Commit(std::move(*plan));
-  ASSERT_FALSE(committed);
-  EXPECT_EQ(committed.error().code, Code::kFailedPrecondition);
-  EXPECT_GT(ServeOne(counters, store, Space(100, 5), 1), 6u);
+  EXPECT_EQ(Serve(counters, store, Space(100, 5), {1, 1, 1}), (std::vector<uint64_t>{1, 2, 3}));
+  auto more = counters.Next(Space(100, 5), std::vector<uint64_t>{1, 1}, store.LoaderFor("chat"));
+  ASSERT_TRUE(more && !more->needs_raise);
+  EXPECT_EQ(more->values, (std::vector<uint64_t>{4, 5}));
+  auto raises = counters.TakeRaises();  // ahead of need: 2 of the maximum 7 left
+  ASSERT_EQ(raises.size(), 1u);
+  store.Write(raises);  // committed
+  counters.Clear();     // e.g. the partition was revoked and assigned again meanwhile
+  counters.Settle(raises, true);
+  EXPECT_EQ(counters.Sections(), 0u);
+  EXPECT_GT(ServeOne(counters, store, Space(100, 5), 1), 5u);
 }
 
 TEST(SequenceTest, AForgottenSpaceContinuesAboveItsPersistedMaxima) {
-  SequenceCounters counters;
+  SequenceCounters counters(/*raise_ahead=*/0);
   FakeStore store;
   for (int i = 0; i < 3; ++i) ServeOne(counters, store, Space(100, 5), 2);
   counters.Forget("chat");
@@ -568,18 +606,13 @@ TEST(SequenceTest, ASectionSizeOtherThanTheOneCountedOrWrittenIsRefused) {
   SequenceCounters counters;
   FakeStore store;
   ServeOne(counters, store, Space(100), 1);
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
-  auto counted =
-      counters.Next(*plan, Space(200), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
+  auto counted = counters.Next(Space(200), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
   ASSERT_FALSE(counted);
   EXPECT_EQ(counted.error().code, Code::kFailedPrecondition);
   EXPECT_NE(counted.error().message.find("section_size 200"), std::string::npos);
   // A new owner knows the size only from the records.
   SequenceCounters new_owner;
-  auto p = new_owner.Begin();
-  ASSERT_TRUE(p);
-  auto written = new_owner.Next(*p, Space(200), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
+  auto written = new_owner.Next(Space(200), std::vector<uint64_t>{1}, store.LoaderFor("chat"));
   ASSERT_FALSE(written);
   EXPECT_NE(written.error().message.find("written with 100"), std::string::npos)
       << written.error().message;
@@ -588,15 +621,13 @@ TEST(SequenceTest, ASectionSizeOtherThanTheOneCountedOrWrittenIsRefused) {
 
 TEST(SequenceTest, ALoaderErrorFailsTheCallAndNothingIsHandedOut) {
   SequenceCounters counters;
-  auto plan = counters.Begin();
-  ASSERT_TRUE(plan);
   SectionLoader broken = [](uint64_t) -> Result<std::optional<state::SectionRecord>> {
     return Fail(Code::kInternal, "disk on fire");
   };
-  auto v = counters.Next(*plan, Space(), std::vector<uint64_t>{1}, broken);
+  auto v = counters.Next(Space(), std::vector<uint64_t>{1}, broken);
   ASSERT_FALSE(v);
   EXPECT_EQ(v.error().message, "disk on fire");
-  EXPECT_TRUE(plan->Raises().empty());
+  EXPECT_TRUE(counters.TakeRaises().empty());
 }
 
 TEST(SequenceTest, CurrentIsTheLastValueHandedOutOrTheSectionMaximum) {
@@ -615,7 +646,7 @@ TEST(SequenceTest, CurrentIsTheLastValueHandedOutOrTheSectionMaximum) {
 // Rebase
 
 TEST(SequenceTest, ASectionWhoseMaximumOutrunsTheDeltasIsRebasedAndStillOnlyGoesUp) {
-  SequenceCounters counters(/*max_delta=*/100);
+  SequenceCounters counters(kDefaultRaiseAhead, /*max_delta=*/100);
   FakeStore store;
   const auto space = Space(1000, 10);
   ASSERT_EQ(ServeOne(counters, store, space, 1), 1u);
@@ -628,7 +659,7 @@ TEST(SequenceTest, ASectionWhoseMaximumOutrunsTheDeltasIsRebasedAndStillOnlyGoes
     if (counters.TrackedKeys() == 0) before_rebase = v;
   }
   ASSERT_GT(before_rebase, 100u) << "no rebase";
-  // Every key restarted at the persisted maximum, at or above everything handed out before.
+  // Every key restarted at the committed maximum, at or above everything handed out before.
   auto current = counters.Current(space, 999, store.LoaderFor("chat"));
   ASSERT_TRUE(current);
   EXPECT_GE(*current, before_rebase);
@@ -655,7 +686,7 @@ size_t HeapInUse() {
   return m.uordblks + m.hblkhd;
 }
 
-// Serves every key once through plans of 100,000 keys and checks the figures: MemoryBytes() per
+// Serves every key once in calls of 100,000 keys and checks the figures: MemoryBytes() per
 // key, and what the heap really grew by per key (the fake store's records included).
 void ExpectAtMost16BytesPerKey(const std::vector<uint64_t>& keys) {
   const size_t heap_before = HeapInUse();
@@ -665,13 +696,15 @@ void ExpectAtMost16BytesPerKey(const std::vector<uint64_t>& keys) {
   constexpr size_t kBatch = 100000;
   for (size_t i = 0; i < keys.size(); i += kBatch) {
     const size_t n = std::min(kBatch, keys.size() - i);
-    auto plan = counters.Begin();
-    ASSERT_TRUE(plan);
-    auto values =
-        counters.Next(*plan, space, std::span(keys).subspan(i, n), store.LoaderFor("chat"));
-    ASSERT_TRUE(values);
-    store.Write(plan->Raises());
-    ASSERT_TRUE(counters.Commit(std::move(*plan)));
+    const auto part = std::span(keys).subspan(i, n);
+    auto next = counters.Next(space, part, store.LoaderFor("chat"));
+    ASSERT_TRUE(next);
+    if (next->needs_raise) {
+      WriteRaises(counters, store);
+      next = counters.Next(space, part, store.LoaderFor("chat"));
+      ASSERT_TRUE(next && !next->needs_raise);
+    }
+    WriteRaises(counters, store);
   }
   const auto active = static_cast<double>(counters.TrackedKeys());
   const double counted = static_cast<double>(counters.MemoryBytes()) / active;
