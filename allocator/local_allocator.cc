@@ -36,6 +36,7 @@ LocalAllocator::LocalAllocator(state::Store& store, Clock& clock, LocalAllocator
     : store_(store),
       clock_(clock),
       rules_(RulesOf(options)),
+      counters_(options.spaces.raise_ahead),
       pool_(options.threads, "kleaf-alloc") {}
 
 LocalAllocator::~LocalAllocator() { pool_.Stop(); }

@@ -47,10 +47,15 @@ struct SpaceUpdate {
   std::optional<std::string> description;
 };
 
+// The fraction of a step below which a section is raised ahead of need (R6; config
+// sequence.raise_ahead_percent / 100).
+inline constexpr double kDefaultRaiseAhead = 0.5;
+
 struct SpaceRules {
   int64_t default_section_size = 100000;
   int64_t default_step = 10000;
   int64_t max_step = kMaxSequenceStep;  // at most kMaxSequenceStep
+  double raise_ahead = kDefaultRaiseAhead;  // SequenceCounters' raise_ahead
 };
 
 // A space's name follows the tag rules (base/tag.h); kInvalidArgument naming them otherwise.
@@ -80,10 +85,6 @@ std::string SectionRouteKey(std::string_view space, uint64_t section);
 // synced write) wrote, and nothing staged that may still abort (docs/architecture.md, R6): a
 // section loaded from a raise that then aborted would let values pass a maximum nobody keeps.
 using SectionLoader = std::function<Result<std::optional<state::SectionRecord>>(uint64_t section)>;
-
-// The fraction of a step below which a section is raised ahead of need (R6; config
-// sequence.raise_ahead).
-inline constexpr double kDefaultRaiseAhead = 0.5;
 
 namespace detail {
 // One section as SequenceCounters holds it.

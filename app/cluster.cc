@@ -63,6 +63,7 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
       {workers.last, c.workers.lease_ttl_ms, c.workers.max_clock_skew_ms, workers.first},
       state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain),
       setup.layout.datacenter};
+  options.rules.spaces.raise_ahead = static_cast<double>(c.sequence.raise_ahead_percent) / 100;
   options.group_id = c.kafka.topic_prefix + ".allocators";
   options.batch_max = c.allocator.batch_max;
   options.txn_timeout = milliseconds(c.kafka.transaction_timeout_ms);

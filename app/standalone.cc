@@ -15,13 +15,16 @@ namespace kleaf::app {
 namespace {
 
 allocator::LocalAllocatorOptions LocalOptions(const config::Config& c) {
-  return {c.segment.max_step,
-          c.segment.default_step,
-          c.segment.auto_create,
-          c.segment.fetch_threads,
-          {(int64_t{1} << c.snowflake.worker_bits) - 1, c.workers.lease_ttl_ms,
-           c.workers.max_clock_skew_ms},
-          state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain)};
+  allocator::LocalAllocatorOptions o{
+      c.segment.max_step,
+      c.segment.default_step,
+      c.segment.auto_create,
+      c.segment.fetch_threads,
+      {(int64_t{1} << c.snowflake.worker_bits) - 1, c.workers.lease_ttl_ms,
+       c.workers.max_clock_skew_ms},
+      state::ParseIdMode(c.segment.default_id_mode).value_or(state::IdMode::kPlain)};
+  o.spaces.raise_ahead = static_cast<double>(c.sequence.raise_ahead_percent) / 100;
+  return o;
 }
 
 }  // namespace

@@ -1027,7 +1027,9 @@ std::optional<Error> AllocatorNode::SequenceRefusal(int32_t p, bool count) {
 
 allocator::SequenceCounters& AllocatorNode::CountersOf(int32_t p) {
   auto& counters = counters_[p];
-  if (counters == nullptr) counters = std::make_unique<allocator::SequenceCounters>();
+  if (counters == nullptr) {
+    counters = std::make_unique<allocator::SequenceCounters>(options_.rules.spaces.raise_ahead);
+  }
   return *counters;
 }
 

@@ -486,6 +486,8 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.sequence.clock_drift_ppm = v; }));
   f.push_back(IntField("sequence.lease_margin_ms", kByAllocator, 0, 6000,
                        [](Config& c, int64_t v) { c.sequence.lease_margin_ms = v; }));
+  f.push_back(IntField("sequence.raise_ahead_percent", kByStandalone | kByAllocator, 10, 100,
+                       [](Config& c, int64_t v) { c.sequence.raise_ahead_percent = v; }));
   f.push_back(IntField("workers.lease_ttl_ms", kByCluster, 1000, 3600000,
                        [](Config& c, int64_t v) { c.workers.lease_ttl_ms = v; }));
   f.push_back(IntField("workers.renew_interval_ms", kByLeaseHolders, 100, 600000,
@@ -1132,6 +1134,7 @@ std::string EffectiveConfigYaml(const Config& c) {
   EmitKey(out, "sequence.lease_ms", c.sequence.lease_ms);
   EmitKey(out, "sequence.clock_drift_ppm", c.sequence.clock_drift_ppm);
   EmitKey(out, "sequence.lease_margin_ms", c.sequence.lease_margin_ms);
+  EmitKey(out, "sequence.raise_ahead_percent", c.sequence.raise_ahead_percent);
   out << YAML::EndMap;
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;
   EmitKey(out, "workers.lease_ttl_ms", c.workers.lease_ttl_ms);

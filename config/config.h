@@ -134,6 +134,9 @@ struct Sequence {
   int64_t lease_ms = 5000;         // L: 0, or 1000-60000
   int64_t clock_drift_ppm = 1000;  // ρ in millionths: the bound on this node's oscillator
   int64_t lease_margin_ms = 100;   // δ: 0 to L/10 (0-1000 when L is 0)
+  // R6: a section is raised by one more step ahead of need once less than this share of a step
+  // is left (standalone and allocators).
+  int64_t raise_ahead_percent = 50;  // 10-100
   bool operator==(const Sequence&) const = default;
 };
 

@@ -486,6 +486,30 @@ TEST_F(LocalAllocatorTest, SectionRaisesAreInTheStoreWhenValuesAreReturned) {
   }
 }
 
+// R6 standalone: the maximum is raised ahead of need once less than the configured share of a step
+// is left, so only a section's first value waits for a synced raise.
+TEST_F(LocalAllocatorTest, SectionsAreRaisedAheadOfNeedAtTheConfiguredShareOfAStep) {
+  // A space of its own for each share: the store stays across the reopening.
+  for (const auto& [share, raised_at, space] :
+       {std::tuple{0.5, uint64_t{6}, "half"}, std::tuple{1.0, uint64_t{1}, "whole"}}) {
+    SCOPED_TRACE(share);
+    LocalAllocatorOptions options;
+    options.spaces.raise_ahead = share;
+    Open(options);
+    ASSERT_TRUE(allocator_->RunNow(op::PutSpace{space, SpaceOf(100, 10)}));
+    for (uint64_t want = 1; want <= raised_at; ++want) {
+      auto v = allocator_->RunNow(op::NextSeq{space, {5}});
+      ASSERT_TRUE(v) << v.error().message;
+      ASSERT_EQ((*v)[0], want);
+      auto stored = store_->GetSection(space, 0);
+      ASSERT_TRUE(stored && stored->has_value());
+      // The first value raised to 10 (1 + step - 1); the value that leaves less than the share of
+      // a step raises one more step, before it is returned.
+      EXPECT_EQ((*stored)->max_seq, want < raised_at ? 10u : 20u) << "value " << want;
+    }
+  }
+}
+
 TEST_F(LocalAllocatorTest, SequencesAfterARestartAreAboveEverythingReturned) {
   ASSERT_TRUE(allocator_->RunNow(op::PutSpace{"chat", SpaceOf(10, 7)}));
   std::map<uint64_t, uint64_t> highest;

@@ -54,6 +54,19 @@ TEST(SequenceLeaseConfigTest, TheLeaseAndItsMarginAreCheckedAgainstEachOther) {
   EXPECT_EQ(set->sequence.lease_margin_ms, 200);
 }
 
+// R6: the share of a step left below which a section is raised ahead of need, in percent.
+TEST(SequenceLeaseConfigTest, TheRaiseAheadShareIsAPercentOfAStep) {
+  ExpectKeyError("sequence:\n  raise_ahead_percent: 9\n", "sequence.raise_ahead_percent");
+  ExpectKeyError("sequence:\n  raise_ahead_percent: 101\n", "sequence.raise_ahead_percent");
+  ExpectKeyError("sequence:\n  raise_ahead_percent: 0.5\n", "sequence.raise_ahead_percent");
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_EQ(defaults->sequence.raise_ahead_percent, 50);
+  auto set = ParseConfig("sequence:\n  raise_ahead_percent: 25\n");
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ(set->sequence.raise_ahead_percent, 25);
+}
+
 TEST(ConfigDefaultsTest, EmptyTextGivesTheDocumentedDefaults) {
   for (const std::string text : {"", "\n", "# only a comment\n", "~"}) {
     SCOPED_TRACE(text);
