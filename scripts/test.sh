@@ -28,6 +28,14 @@ build=${KLEAF_TEST_BUILD_DIR:-build-test}
 # third less compile time than with -g (gateway/api.cc: 14.1 s against 20.7 s of CPU, gcc 12).
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKLEAF_WERROR=ON >/dev/null
+# The tests' costs, seconds each as measured by a run of this command (tests/ctest-costs.txt, the
+# tests of 2 s or more): with costs, ctest -j starts the longest tests first, so that a long
+# integration test does not start last and leave the other slot idle at the end. A build dir with
+# costs of its own (its earlier runs) keeps them.
+if [[ ! -s "$build/Testing/Temporary/CTestCostData.txt" ]]; then
+  mkdir -p "$build/Testing/Temporary"
+  cp tests/ctest-costs.txt "$build/Testing/Temporary/CTestCostData.txt"
+fi
 # Style first (it needs only the configured build's compile_commands.json): a minute at most.
 ./scripts/check-style.sh --build-dir "$build"
 # The alerting rules, also before the build: promtool needs nothing built (two seconds). The ctest
