@@ -128,7 +128,8 @@ int64_t HoldLimitNs(const LeaseTiming& own) {
 }
 
 int64_t TakeoverWaitNs(int64_t lease_w_ms, const LeaseTiming& own) {
-  return MulDivCeil(lease_w_ms * kNsPerMs, kPpm + own.drift_ppm, kPpm) + own.margin_ms * kNsPerMs;
+  const int64_t drift = own.wait_without_drift ? 0 : own.drift_ppm;
+  return MulDivCeil(lease_w_ms * kNsPerMs, kPpm + drift, kPpm) + own.margin_ms * kNsPerMs;
 }
 
 int64_t LongestRealLeaseNs(const LeaseTiming& holder) {

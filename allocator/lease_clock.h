@@ -89,6 +89,9 @@ struct LeaseTiming {
   int64_t lease_ms = 5000;
   int64_t drift_ppm = 1000;
   int64_t margin_ms = 100;
+  // Test hook (KLEAF_ALLOCATOR_TEST_WAIT_WITHOUT_DRIFT, app/cluster.h): the takeover wait leaves
+  // out its (1+ρ), as a build that forgot it would; the start-up check must refuse such a node.
+  bool wait_without_drift = false;
 };
 
 // R1 (ii): a value may be computed while H since the anchor is below L·(1−ρ) − δ (rounded down

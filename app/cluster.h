@@ -4,9 +4,20 @@
 #include <cstdint>
 #include <string>
 
+#include "allocator/lease_clock.h"
+#include "base/error.h"
 #include "config/config.h"
 
 namespace kleaf::app {
+
+// The allocator's lease settings (config sequence.*). Test hook: KLEAF_ALLOCATOR_TEST_WAIT_WITHOUT_
+// DRIFT=1 makes the takeover wait leave out its (1+ρ) (allocator::LeaseTiming), for the test that
+// the start-up check refuses a wait that does not cover the lease.
+allocator::LeaseTiming LeaseTimingOf(const config::Config& c);
+// The start-up check of "I5 with a lease" (docs/architecture.md, "Settings"): the wait these
+// settings impose covers the lease they allow (kInvalidArgument naming sequence.lease_ms); run by
+// `kleaf allocator` and `kleaf config check --role allocator` before they touch Kafka.
+Result<void> CheckAllocatorLease(const config::Config& c);
 
 int RunAllocator(const config::Config& c);
 int RunGateway(const config::Config& c);

@@ -62,7 +62,8 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
 }
 
 // The config checks of a role's node: its keys (config::CheckConfigFor), the SASL mechanism of
-// a role that talks to Kafka against what the linked librdkafka can do, its TLS files, then,
+// a role that talks to Kafka against what the linked librdkafka can do, its TLS files, an
+// allocator's takeover wait against its lease ("I5 with a lease", the start-up check), then,
 // where it issues snowflake IDs, its layout at the current time. `kleaf config check --role`
 // runs the same.
 [[nodiscard]] kleaf::Result<void> CheckRoleConfig(kleaf::config::Role role,
@@ -81,6 +82,9 @@ int Compose(const kleaf::config::Config& config, const std::string& kind,
     if (auto r = kleaf::http::CheckTlsFiles({t.cert_file, t.key_file, t.client_ca_file}); !r) {
       return r;
     }
+  }
+  if (role == kleaf::config::Role::kAllocator) {
+    if (auto r = kleaf::app::CheckAllocatorLease(config); !r) return r;
   }
   if (!kleaf::config::IssuesSnowflakeIds(role)) return {};
   return kleaf::snowflake::CheckLayoutAt(kleaf::app::SnowflakeLayoutOptions(config.snowflake),

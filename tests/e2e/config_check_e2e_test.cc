@@ -100,6 +100,34 @@ TEST(ConfigCheckE2eTest, TheRoleAddsItsOwnChecks) {
   EXPECT_NE(role.err.find("leader"), std::string::npos) << role.err;
 }
 
+// The start-up check of "I5 with a lease" (docs/architecture.md, "Settings"): an allocator whose
+// takeover wait would end before a lease of its own settings could refuses to start, exit 2 naming
+// sequence.lease_ms, before it touches Kafka (the bootstrap below does not exist). No setting in
+// range makes such a wait, so a build that forgot the wait's (1+ρ) plays it (the test hook
+// KLEAF_ALLOCATOR_TEST_WAIT_WITHOUT_DRIFT); with no margin nothing else covers the difference.
+TEST(ConfigCheckE2eTest, AnAllocatorWhoseTakeoverWaitDoesNotCoverItsLeaseIsRefusedAtStart) {
+  TempDir dir;
+  std::ostringstream yaml;
+  yaml << "state: {path: '" << (dir.path() / "state").string() << "'}\n"
+       << "kafka: {bootstrap: 'no-such-broker.invalid:9092'}\n"
+       << "sequence: {lease_ms: 5000, clock_drift_ppm: 1000, lease_margin_ms: 0}\n";
+  const auto file = dir.WriteFile("allocator.yaml", yaml.str());
+  auto sound = Check(file, "allocator");
+  EXPECT_TRUE(Exited(sound, 0)) << sound.status.ToString() << "\n" << sound.err;
+  const std::string hook = "KLEAF_ALLOCATOR_TEST_WAIT_WITHOUT_DRIFT=1";
+  auto checked = Check(file, "allocator", {hook});
+  EXPECT_TRUE(Exited(checked, 2)) << checked.status.ToString() << "\n" << checked.err;
+  EXPECT_NE(checked.err.find("sequence.lease_ms: a takeover wait of 5000 ms can end after"),
+            std::string::npos)
+      << checked.err;
+  // The role itself, as a Deployment starts it: refused at once, naming the same key.
+  auto started = RunKleaf({"allocator", "--config", file.string()}, {"/usr/bin/env", hook});
+  EXPECT_TRUE(Exited(started, 2)) << started.status.ToString() << "\n" << started.err;
+  EXPECT_NE(started.err.find("sequence.lease_ms: a takeover wait"), std::string::npos)
+      << started.err;
+  EXPECT_EQ(started.err.find("no-such-broker"), std::string::npos) << "it went to Kafka first";
+}
+
 // OAUTHBEARER without oidc can never authenticate in kleaf (no token refresh callback), whatever
 // librdkafka was built with; GSSAPI only when the linked librdkafka has sasl_gssapi, which
 // `kleaf version` lists.
