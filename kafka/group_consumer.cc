@@ -447,6 +447,20 @@ Result<std::vector<TopicPartition>> GroupConsumer::Committed(
 }
 
 Result<void> GroupConsumer::Seek(const TopicPartition& position, milliseconds timeout) {
+  auto sought = SeekNow(position, timeout);
+  if (sought) {
+    // A message of the partition held back behind a rebalance event (Poll) was fetched before the
+    // seek: librdkafka drops the ones it still holds, this drops ours, so that the next message of
+    // the partition is the one at the new position.
+    std::erase_if(impl_->pending, [&](const Event& e) {
+      return e.kind == Event::Kind::kMessage && e.message.topic == position.topic &&
+             e.message.partition == position.partition;
+    });
+  }
+  return sought;
+}
+
+Result<void> GroupConsumer::SeekNow(const TopicPartition& position, milliseconds timeout) {
   if (!impl_->rk) return Fail(Code::kUnavailable, "group consumer: no handle (being opened again)");
   if (impl_->start == Start::kSought) {
     const bool owned = std::ranges::any_of(impl_->owned, [&](const TopicPartition& tp) {

@@ -72,7 +72,9 @@ class GroupConsumer {
   // undone by that lookup. Under Start::kSought the first seek starts the fetch, and every seek
   // is an assignment of absolute positions that nothing undoes: the other fetched partitions
   // start again where the last message polled (or the last seek) left them, what was fetched of
-  // them and not yet polled is dropped and fetched again.
+  // them and not yet polled is dropped and fetched again. A message of the sought partition that
+  // Poll held back behind a rebalance event is dropped too: the partition's next message is the
+  // one at `position`.
   [[nodiscard]] Result<void> Seek(const TopicPartition& position,
                                   std::chrono::milliseconds timeout);
   // Starts the fetch of every assigned partition again, the only way librdkafka starts a
@@ -140,6 +142,8 @@ class GroupConsumer {
   // consumer one), a kRevoked (lost) of what was held queued, and the kError that says so; a
   // reopening that failed is tried again. kNone when there was nothing to do.
   Event RecoverIfFatal();
+  [[nodiscard]] Result<void> SeekNow(const TopicPartition& position,
+                                     std::chrono::milliseconds timeout);
   std::unique_ptr<Impl> impl_;
 };
 
