@@ -259,7 +259,9 @@ Result<SeqNext> SequenceCounters::Next(const state::SpaceRecord& space,
   // All or nothing: every section must hold what its keys need under its committed maximum.
   bool needs_raise = false;
   for (const auto& [section, s] : touched) {
-    if (s->call_high + s->call_keys <= s->committed) continue;  // the bound fits: no exact count
+    // The bound fits: no exact count. (Written so that nothing wraps near 2^64 - 1: a key's value
+    // is never above the committed maximum.)
+    if (s->call_high <= s->committed && s->call_keys <= s->committed - s->call_high) continue;
     const uint64_t need = ExactNeed(*s, keys, sections, size);
     if (need <= s->committed) continue;
     Want(space.space, section, *s, RaisedMax(need, space.step));
@@ -292,7 +294,8 @@ Result<SeqNext> SequenceCounters::Next(const state::SpaceRecord& space,
   // so that a request does not wait for a raise in steady state.
   if (raise_ahead_ > 0) {
     for (const auto& [section, s] : touched) {
-      const auto left = static_cast<double>(s->committed - std::max(s->high, s->base));
+      const uint64_t top = std::max(s->high, s->base);
+      const auto left = static_cast<double>(s->committed > top ? s->committed - top : 0);
       if (left < raise_ahead_ * static_cast<double>(space.step)) {
         const uint64_t target = s->committed > kMaxValue - static_cast<uint64_t>(space.step)
                                     ? kMaxValue
@@ -361,15 +364,21 @@ void SequenceCounters::Settle(std::span<const state::SectionRecord> raises, bool
       if (s->rebase_to != 0 && r.max_seq >= s->rebase_to) s->rebase_to = 0;
       continue;
     }
+    const uint64_t before = s->committed;  // at or above every value computed in the section
     s->committed = std::max(s->committed, r.max_seq);
+    std::optional<uint64_t> base;
     if (s->rebase_to != 0 && s->committed >= s->rebase_to) {
-      // Raised by an import: every key restarts at the raised maximum, above every value computed.
+      // Raised by an import: every key restarts at the imported maximum.
+      base = std::max(s->rebase_to, before);
       s->rebase_to = 0;
-      s->base = s->committed;
-      s->table.Clear();
     } else if (s->committed - s->base > max_delta_) {
-      // Every key restarts at the committed maximum, which covers every value computed.
-      s->base = s->committed;
+      // The deltas would not fit: every key restarts at the maximum before this raise, which
+      // covers every value computed, and the raise is left to count up in.
+      base = before;
+    }
+    if (base) {
+      // Only a raise of more than max_delta at once leaves no room: then at the new maximum.
+      s->base = s->committed - *base > max_delta_ ? s->committed : *base;
       s->table.Clear();
     }
   }

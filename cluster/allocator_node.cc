@@ -157,7 +157,8 @@ metrics::Counter& AllocatorNode::RaisesCounter(bool ahead) {
   return metrics::Registry::Default().GetCounter(
       "kleaf_sequence_raises_total",
       "Section maximum raises written, asked for by a value that needed one (ahead=\"false\") or "
-      "ahead of need, once less than half a step was left (ahead=\"true\").",
+      "ahead of need, once less than sequence.raise_ahead_percent of a step was left "
+      "(ahead=\"true\").",
       {{"ahead", ahead ? "true" : "false"}});
 }
 

@@ -645,26 +645,50 @@ TEST(SequenceTest, CurrentIsTheLastValueHandedOutOrTheSectionMaximum) {
 // ---------------------------------------------------------------------------------------------
 // Rebase
 
+// A raise that takes the maximum more than max_delta past the base rebases the section: every key
+// restarts at the maximum before that raise, at or above every value computed, so the raise is left
+// to count up in and the value that asked for it needs no second raise (Serve checks that).
 TEST(SequenceTest, ASectionWhoseMaximumOutrunsTheDeltasIsRebasedAndStillOnlyGoesUp) {
-  SequenceCounters counters(kDefaultRaiseAhead, /*max_delta=*/100);
-  FakeStore store;
-  const auto space = Space(1000, 10);
-  ASSERT_EQ(ServeOne(counters, store, space, 1), 1u);
-  uint64_t last = 0;
-  uint64_t before_rebase = 0;  // the highest value handed out when the section last rebased
-  for (int i = 0; i < 500; ++i) {
-    const uint64_t v = ServeOne(counters, store, space, 7);
-    ASSERT_GT(v, last);
-    last = v;
-    if (counters.TrackedKeys() == 0) before_rebase = v;
+  for (double ahead : {0.0, kDefaultRaiseAhead}) {
+    SCOPED_TRACE(ahead);
+    SequenceCounters counters(ahead, /*max_delta=*/100);
+    FakeStore store;
+    const auto space = Space(1000, 10);
+    ASSERT_EQ(ServeOne(counters, store, space, 1), 1u);
+    uint64_t last = 0;
+    uint64_t base = 0;  // where an untouched key of the section stands: the base
+    int rebases = 0;
+    for (int i = 0; i < 500; ++i) {
+      const uint64_t v = ServeOne(counters, store, space, 7);
+      ASSERT_GT(v, last);
+      last = v;
+      auto untouched = counters.Current(space, 999, store.LoaderFor("chat"));
+      ASSERT_TRUE(untouched);
+      if (*untouched > base) {
+        ++rebases;
+        base = *untouched;
+      }
+    }
+    EXPECT_GE(rebases, 3) << "the section never rebased";
+    EXPECT_GT(ServeOne(counters, store, space, 1), base);
+    EXPECT_GT(ServeOne(counters, store, space, 7), last);
   }
-  ASSERT_GT(before_rebase, 100u) << "no rebase";
-  // Every key restarted at the committed maximum, at or above everything handed out before.
-  auto current = counters.Current(space, 999, store.LoaderFor("chat"));
-  ASSERT_TRUE(current);
-  EXPECT_GE(*current, before_rebase);
-  EXPECT_GT(ServeOne(counters, store, space, 1), before_rebase);
-  EXPECT_GT(ServeOne(counters, store, space, 7), last);
+}
+
+// Near 2^64 - 1 the bound a call checks first must not wrap: two keys one below the committed
+// maximum need one value each above it, and wait for the raise.
+TEST(SequenceTest, KeysNearTheLargestValueStillWaitForTheRaiseTheyNeed) {
+  SequenceCounters counters(/*raise_ahead=*/0);
+  FakeStore store;
+  store.records[{"chat", 0}] = state::SectionRecord{"chat", 0, 100000, kMaxU64 - 1};
+  auto next = counters.Next(Space(), std::vector<uint64_t>{9, 8}, store.LoaderFor("chat"));
+  ASSERT_TRUE(next) << next.error().message;
+  ASSERT_TRUE(next->needs_raise) << "values above the committed maximum " << kMaxU64 - 1;
+  WriteRaises(counters, store);
+  EXPECT_EQ(store.MaxOf("chat", 0), kMaxU64);
+  next = counters.Next(Space(), std::vector<uint64_t>{9, 8}, store.LoaderFor("chat"));
+  ASSERT_TRUE(next && !next->needs_raise);
+  EXPECT_EQ(next->values, (std::vector<uint64_t>{kMaxU64, kMaxU64}));
 }
 
 // ---------------------------------------------------------------------------------------------
