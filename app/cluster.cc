@@ -214,6 +214,10 @@ int RunStateReplay(const config::Config& c) {
     if (!r)
       return StartupError("replaying partition " + std::to_string(p) + ": " + r.error().message);
     if (r->open_transaction_at) {
+      // Replayed as if committed, as the warning says: the store takes the tail's records too.
+      if (auto w = (*store)->Write(r->tail, /*sync=*/true); !w) {
+        return StartupError("replaying partition " + std::to_string(p) + ": " + w.error().message);
+      }
       std::cerr << "warning: state partition " << p << " has a transaction without an outcome "
                 << "from offset " << *r->open_transaction_at << ": the records after it were "
                 << "replayed as if committed (docs/operations.md, \"A transaction without an "

@@ -521,7 +521,8 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(
   if (restored->open_transaction_at) {
     // Only now, the maxima committed, may the store say the tail is applied: a later restore
     // starts past it (and reads again only what was written since, the rewrite included).
-    state::Store::Batch applied;
+    // The tail's records too, committed again now (RestorePartition left them out of the store).
+    state::Store::Batch applied = restored->tail;
     applied.values.emplace_back(AppliedOffsetKey(p), restored->end);
     // The newest lease record, as the rewrite committed it again when the tail held one (R3).
     if (restored->lease_copy_complete) {

@@ -310,7 +310,19 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   const int64_t committed_end = *end;
   // The store's copy takes only what committed (R3): the newest after the committed pass.
   const std::optional<allocator::FoundLease> committed_lease = restored.lease;
+  // What the committed pass read: all the store may take before the tail's maxima are committed
+  // again (RestoreResult::tail).
+  struct Committed {
+    std::map<std::string, state::TagRecord> tags;
+    std::map<int64_t, state::WorkerRecord> workers;
+    std::map<std::string, state::SpaceRecord> spaces;
+    std::map<std::pair<std::string, uint64_t>, state::SectionRecord> sections;
+    std::optional<int64_t> requests_offset;
+  };
+  std::optional<Committed> committed;
   if (*end < log_end->second) {
+    committed = Committed{restored.tags, restored.workers, restored.spaces, restored.sections,
+                          restored.requests_offset};
     // The tail behind a transaction without an outcome, read uncommitted: committed records, the
     // open transaction's (committed or not: unknown) and those of transactions aborted since.
     // Each is applied as if committed: tags and sections only raise their maximum (MergeRestored,
@@ -330,24 +342,30 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
   // Before the records move into the store's batch below.
   if (result.open_transaction_at) {
     for (const auto& [tag, r] : restored.tags) {
-      if (restored.tail_keys.contains(state::TagKey(tag)))
-        result.floors.emplace_back(state::TagKey(tag), state::EncodeTag(r));
+      if (!restored.tail_keys.contains(state::TagKey(tag))) continue;
+      result.floors.emplace_back(state::TagKey(tag), state::EncodeTag(r));
+      result.tail.tags.push_back(r);
     }
     for (const auto& [key, r] : restored.sections) {
       const std::string k = state::SectionKey(key.first, key.second);
-      if (restored.tail_keys.contains(k)) result.floors.emplace_back(k, state::EncodeSection(r));
+      if (!restored.tail_keys.contains(k)) continue;
+      result.floors.emplace_back(k, state::EncodeSection(r));
+      result.tail.sections.push_back(r);
     }
     for (const auto& [id, w] : restored.workers) {
-      if (restored.tail_keys.contains(state::WorkerKey(id)))
-        result.floors.emplace_back(state::WorkerKey(id), state::EncodeWorker(w));
+      if (!restored.tail_keys.contains(state::WorkerKey(id))) continue;
+      result.floors.emplace_back(state::WorkerKey(id), state::EncodeWorker(w));
+      result.tail.workers.push_back(w);
     }
     for (const auto& [name, r] : restored.spaces) {
-      if (restored.tail_keys.contains(state::SpaceKey(name)))
-        result.floors.emplace_back(state::SpaceKey(name), state::EncodeSpace(r));
+      if (!restored.tail_keys.contains(state::SpaceKey(name))) continue;
+      result.floors.emplace_back(state::SpaceKey(name), state::EncodeSpace(r));
+      result.tail.spaces.push_back(r);
     }
     if (restored.requests_offset && restored.tail_keys.contains(restored.requests_offset_key)) {
       result.floors.emplace_back(restored.requests_offset_key,
                                  wire::EncodeRequestsOffset(*restored.requests_offset));
+      result.tail.values.emplace_back(RequestsOffsetKey(p), *restored.requests_offset);
     }
     if (restored.tail_had_lease && restored.lease) {
       // The newest record again, with the largest lease_ms of its generation (R3).
@@ -357,10 +375,15 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
     }
   }
   state::Store::Batch batch;
-  for (auto& [tag, r] : restored.tags) batch.tags.push_back(std::move(r));
-  for (auto& [id, w] : restored.workers) batch.workers.push_back(std::move(w));
-  for (auto& [name, r] : restored.spaces) batch.spaces.push_back(std::move(r));
-  for (auto& [key, r] : restored.sections) batch.sections.push_back(std::move(r));
+  if (!committed) {
+    committed =
+        Committed{std::move(restored.tags), std::move(restored.workers), std::move(restored.spaces),
+                  std::move(restored.sections), restored.requests_offset};
+  }
+  for (auto& [tag, r] : committed->tags) batch.tags.push_back(std::move(r));
+  for (auto& [id, w] : committed->workers) batch.workers.push_back(std::move(w));
+  for (auto& [name, r] : committed->spaces) batch.spaces.push_back(std::move(r));
+  for (auto& [key, r] : committed->sections) batch.sections.push_back(std::move(r));
   batch.values.emplace_back(AppliedOffsetKey(p), committed_end);
   if (result.lease_copy_complete) {
     KeepLeaseCopy(batch, p, std::nullopt, committed_lease, committed_end);  // holds the copy
@@ -371,9 +394,12 @@ Result<RestoreResult> RestorePartition(kafka::PartitionReader& reader,
       (!restored.requests_offset || **stored_offset > *restored.requests_offset)) {
     restored.requests_offset = **stored_offset;
   }
-  if (restored.requests_offset) {
-    batch.values.emplace_back(RequestsOffsetKey(p), *restored.requests_offset);
+  // The store takes the committed pass's requests offset (the tail's comes with `tail`).
+  std::optional<int64_t> stored_requests = committed->requests_offset;
+  if (*stored_offset && (!stored_requests || **stored_offset > *stored_requests)) {
+    stored_requests = **stored_offset;
   }
+  if (stored_requests) batch.values.emplace_back(RequestsOffsetKey(p), *stored_requests);
   if (auto w = store.Write(batch, /*sync=*/true); !w) {
     return std::unexpected(w.error());
   }

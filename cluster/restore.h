@@ -36,10 +36,15 @@ struct RestoreResult {
   // records `end` as applied (AppliedOffsetKey) only once `floors` are committed again, so a
   // restore after a failed rewrite reads the tail again and rewrites the same maxima.
   std::optional<int64_t> open_transaction_at;
-  // Those records, as the store now holds them (tags and sections, merged; the requests offset):
-  // key and value to write again in a committed transaction, so that the floors they set survive
-  // an abort of the open transaction.
+  // Those records, merged with what was read before them and with the store (tags and sections
+  // keep their highest maximum; the requests offset): key and value to write again in a committed
+  // transaction, so that the floors they set survive an abort of the open transaction.
   std::vector<std::pair<std::string, std::string>> floors;
+  // The same records for the store. RestorePartition's own write takes only what it read
+  // committed: a section maximum of the tail in the store, its transaction then aborted, would be
+  // answered as a `current` that a later owner's `next` goes below (I5). The caller writes `tail`
+  // once `floors` are committed again (`kleaf state replay`, which commits nothing, at once).
+  state::Store::Batch tail;
 
   // Sequence lease records (docs/architecture.md, "I5 with a lease", R3). `lease`: the newest of
   // p's lease records in R3's order among those read (committed, in the tail) and the store's

@@ -11,10 +11,13 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <set>
 
+#include "allocator/sequences.h"
 #include "cluster/restore.h"
 #include "kafka/client.h"
+#include "kafka/message.h"
 #include "kafka/partition_reader.h"
 #include "kafka/txn_producer.h"
 #include "state/records.h"
@@ -249,6 +252,93 @@ TEST_F(OpenTransactionIntegrationTest, AFailedRewriteOfTheMaximaIsDoneAgainBefor
   ASSERT_FALSE(floor_ids.empty());
   EXPECT_GE(*std::min_element(floor_ids.begin(), floor_ids.end()), kFloor)
       << "the maximum read past the open transaction was served but never committed again";
+}
+
+// A section maximum read past a transaction without an outcome is not in the owner's store until
+// the owner has committed it again (docs/architecture.md, "I5 with a lease", (b) 1). Here the
+// rewrite keeps failing, the operator aborts the open transaction meanwhile, and the owner then
+// serves with no tail to read: a `current` of the section must not answer the aborted maximum,
+// which no later owner restores (its `next` would be below an answer already given, against I5).
+TEST_F(OpenTransactionIntegrationTest, AnAbortedMaximumReadPastTheOpenTransactionIsNeverAnswered) {
+  Cluster cluster(broker_, "abortedmax");
+  const int32_t p = 2;
+  constexpr char kSpace[] = "aborted";
+  uint64_t key = 0;  // sections of one key: the first key whose section lies on p
+  while (kafka::PartitionFor(allocator::SectionRouteKey(kSpace, key), Cluster::kPartitions) != p)
+    ++key;
+  const std::string path = std::string("/api/v1/seq/") + kSpace + "/" + std::to_string(key);
+  const auto seq_of = [](const std::string& body) {
+    return std::stoull(nlohmann::json::parse(body).at("seq").get<std::string>());
+  };
+  // The key's value through `gw`, once answered (`current`: the /current path).
+  const auto ask = [&](const Node& gw, const std::string& what) -> uint64_t {
+    uint64_t value = 0;
+    std::string last;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          e2e::HttpClient http(gw.port, seconds(10));
+          auto reply = http.Get(what);
+          if (!reply) {
+            last = reply.error();
+            return false;
+          }
+          last = std::to_string(reply->status) + " " + reply->body;
+          if (reply->status != 200) return false;
+          value = seq_of(reply->body);
+          return true;
+        },
+        seconds(60)))
+        << what << ": " << last << "\n"
+        << cluster.Logs();
+    return value;
+  };
+
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw1 = cluster.AddGateway("gw-a", 0);
+  ASSERT_TRUE(cluster.Start({&a1}));
+  ASSERT_TRUE(cluster.Start({&gw1}));
+  auto put = AdminCall(gw1.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       nlohmann::json{{"section_size", 1}, {"step", 10}}.dump());
+  ASSERT_TRUE(put) << put.error();
+  uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) last = ask(gw1, path);
+  ASSERT_GT(last, 0u);
+  a1.process->Kill();
+
+  // A holder's raise of the section, in a transaction that stays open.
+  constexpr uint64_t kAborted = 1'000'000;
+  auto made = kafka::TxnProducer::Create(
+      {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
+      cluster.prefix() + ".test-open");
+  ASSERT_TRUE(made) << made.error().message;
+  std::unique_ptr<kafka::TxnProducer> open = std::move(*made);
+  ASSERT_TRUE(open->Init(seconds(30)));
+  ASSERT_TRUE(open->Begin());
+  const std::string state_topic = cluster.prefix() + ".state";
+  const state::SectionRecord raised{kSpace, key, 1, kAborted};
+  ASSERT_TRUE(
+      open->Send(state_topic, p, state::SectionKey(kSpace, key), state::EncodeSection(raised), {}));
+  ASSERT_TRUE(open->Flush(seconds(10)));
+
+  // A fresh allocator whose every rewrite of the maxima fails: it restores, fails, again.
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  ASSERT_TRUE(Ok(StartNode(a2, {{"KLEAF_ALLOCATOR_TEST_FAIL_REWRITES", "1000000"}})));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Count(a2.Log(), "failing the rewrite of partition " + std::to_string(p)) >= 1; },
+      seconds(60)))
+      << a2.Log();
+  // The operator aborts the open transaction; the next attempt reads no tail and serves p.
+  ASSERT_TRUE(open->Abort(seconds(30)));
+  const uint64_t current = ask(gw1, path + "/current");
+  EXPECT_LT(current, kAborted) << "a maximum that never committed was answered";
+  EXPECT_GE(current, last);
+
+  // Another owner restores what committed: its next is above every answer given before.
+  a2.process->Kill();
+  Node& a3 = cluster.AddAllocator("alloc-3");
+  ASSERT_TRUE(cluster.Start({&a3}));
+  const uint64_t next = ask(gw1, path);
+  EXPECT_GT(next, current) << "a next below a current answered before it";
 }
 
 }  // namespace
