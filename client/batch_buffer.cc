@@ -85,8 +85,14 @@ void BatchBuffer::AddGenericWaiter(int delta) {
   generic_waiters_ += delta;
 }
 
+bool BatchBuffer::StarvedWaiter() const {
+  if (generic_waiters_ > 0 && total_ == 0) return true;
+  return std::ranges::any_of(
+      waiters_, [this](const auto& waiter) { return !batches_.contains(waiter.first); });
+}
+
 bool BatchBuffer::WantsMore() const {
-  if (generic_waiters_ > 0 || !waiters_.empty()) return true;
+  if (StarvedWaiter()) return true;
   if (Full()) return false;
   const int depth = 1 + limits_.prefetch_batches;
   if (generic_active_ && total_ < depth) return true;
@@ -110,6 +116,7 @@ int BatchBuffer::Room() const {
 }
 
 bool BatchBuffer::EvictForWaiter() {
+  if (!StarvedWaiter()) return false;  // each waiter is served when it wakes: evicting loses
   auto victim = batches_.end();
   for (auto it = batches_.begin(); it != batches_.end(); ++it) {
     if (waiters_.contains(it->first)) continue;

@@ -46,16 +46,20 @@ class BatchBuffer {
   void AddWaiter(const BatchKey& key, int delta);
   void AddGenericWaiter(int delta);
 
-  // Whether the fetch thread should claim another batch now: someone waits, or an active key
-  // (or generic use) has fewer than 1 + prefetch_batches batches and there is room.
+  // Whether the fetch thread should claim another batch now: someone waits and nothing of their
+  // key (any key, for a generic waiter) is buffered, or an active key (or generic use) has fewer
+  // than 1 + prefetch_batches batches and there is room.
   bool WantsMore() const;
   bool Full() const { return total_ >= limits_.max_batches; }
   // How many more batches it wants now: up to the prefetch depth of the key (or generic use)
   // that is shortest of it, within the bound; 0 if none.
   int Room() const;
-  // Makes room for a waiter by dropping the newest batch of the key with the most batches that
-  // nobody waits for. False if there is no such batch.
+  // Makes room for a waiter with nothing of its key buffered by dropping the newest batch of the
+  // key with the most batches that nobody waits for. False if there is no such waiter (a waiter
+  // whose batch came in is served when it wakes) or no such batch.
   bool EvictForWaiter();
+  // A waiter whose key (any key, for a generic one) has nothing buffered.
+  bool StarvedWaiter() const;
 
   int total_batches() const { return total_; }
   int64_t buffered_ids(const BatchKey& key) const;
