@@ -66,8 +66,9 @@ namespace kleaf {
 // claims the next batch of a (tag, mode) key before the current one runs out, so Next() rarely
 // waits. Records it fetched and has not claimed wait in a bounded queue (uncommitted, so not
 // ours: dropped on revoke). Batches of keys nobody asked for stay in a bounded buffer; when the
-// buffer is full and a caller waits for another key, the newest buffered batch of an unwanted key
-// is dropped (a gap). Claimed batches still buffered when the consumer closes or crashes are gaps
+// buffer is full and a caller waits for another key of which nothing is buffered, the newest
+// buffered batch of an unwanted key is dropped (a gap; counted in Stats::dropped_batches). Claimed
+// batches still buffered when the consumer closes or crashes are gaps
 // too. All public methods are thread-safe.
 class BatchConsumer {
  public:
