@@ -15,10 +15,6 @@ class StoreReader final : public StateReader {
     return store_.GetSpace(space);
   }
   Result<std::vector<state::SpaceRecord>> ListSpaces() override { return store_.ListSpaces(); }
-  Result<std::optional<state::SectionRecord>> GetSection(const std::string& space,
-                                                         uint64_t section) override {
-    return store_.GetSection(space, section);
-  }
 
  private:
   state::Store& store_;

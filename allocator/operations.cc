@@ -135,9 +135,6 @@ Result<std::optional<state::SpaceRecord>> StateReader::GetSpace(const std::strin
 Result<std::vector<state::SpaceRecord>> StateReader::ListSpaces() {
   return std::unexpected(NoSequences());
 }
-Result<std::optional<state::SectionRecord>> StateReader::GetSection(const std::string&, uint64_t) {
-  return std::unexpected(NoSequences());
-}
 
 const char* OpName(int index) { return kOpNames.at(static_cast<size_t>(index)); }
 

@@ -234,14 +234,13 @@ class StateReader {
   // Every tag record this reader covers, deleted ones included.
   [[nodiscard]] virtual Result<std::vector<state::TagRecord>> List() = 0;
   [[nodiscard]] virtual Result<std::vector<state::WorkerRecord>> ListWorkers() = 0;
-  // Sequence spaces and their sections. By default kFailedPrecondition: a reader with no
-  // sequence state (both shapes' readers override them).
+  // Sequence spaces. By default kFailedPrecondition: a reader with no sequence state (both shapes'
+  // readers override them). Sections are not read here: a batch's staged raise may still abort,
+  // so they are read as committed (SequenceState::committed_section).
   [[nodiscard]] virtual Result<std::optional<state::SpaceRecord>> GetSpace(
       const std::string& space);
   // Every space record this reader covers, deleted ones included.
   [[nodiscard]] virtual Result<std::vector<state::SpaceRecord>> ListSpaces();
-  [[nodiscard]] virtual Result<std::optional<state::SectionRecord>> GetSection(
-      const std::string& space, uint64_t section);
 };
 
 // The owner's sequence memory, which is not store data: the counters of the sections it serves,

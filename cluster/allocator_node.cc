@@ -76,13 +76,6 @@ class BatchReader final : public allocator::StateReader {
     for (auto& [space, r] : mine) out.push_back(std::move(r));
     return out;
   }
-  Result<std::optional<state::SectionRecord>> GetSection(const std::string& space,
-                                                         uint64_t section) override {
-    if (auto it = staged_sections_.find({space, section}); it != staged_sections_.end()) {
-      return std::optional(it->second);
-    }
-    return store_.GetSection(space, section);
-  }
   void Stage(const state::TagRecord& r) { staged_[r.tag] = r; }
   void Stage(const state::WorkerRecord& w) { staged_workers_[w.worker_id] = w; }
   void Stage(const state::SpaceRecord& r) { staged_spaces_[r.space] = r; }

@@ -48,8 +48,11 @@ class OpenTransactionIntegrationTest : public KafkaTest {
   // to `max_id` and never commits it; fails the test unless it then holds the partition's last
   // stable offset. The transaction stays open as long as `open` lives (or until it is aborted);
   // `open_at` is the offset it holds.
-  void OpenRaise(const Cluster& cluster, int32_t p, const std::string& tag, int64_t max_id,
-                 std::unique_ptr<kafka::TxnProducer>& open, int64_t& open_at) const {
+  // Appends `key` = `value` to state partition p in a transaction left open (what a commit whose
+  // markers Kafka dropped looks like to every reader): `open` keeps it, `open_at` is where it
+  // holds the last stable offset.
+  void OpenWith(const Cluster& cluster, int32_t p, const std::string& key, const std::string& value,
+                std::unique_ptr<kafka::TxnProducer>& open, int64_t& open_at) const {
     auto made = kafka::TxnProducer::Create(
         {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
         cluster.prefix() + ".test-open");
@@ -57,17 +60,22 @@ class OpenTransactionIntegrationTest : public KafkaTest {
     open = std::move(*made);
     ASSERT_TRUE(open->Init(seconds(30)));
     ASSERT_TRUE(open->Begin());
-    state::TagRecord raised;
-    raised.tag = tag;
-    raised.max_id = max_id;
-    raised.step = 100;
     const std::string state_topic = cluster.prefix() + ".state";
-    ASSERT_TRUE(open->Send(state_topic, p, state::TagKey(tag), state::EncodeTag(raised), {}));
+    ASSERT_TRUE(open->Send(state_topic, p, key, value, {}));
     ASSERT_TRUE(open->Flush(seconds(10)));
     auto ends = Ends(state_topic, p);
     ASSERT_TRUE(ends) << ends.error();
     ASSERT_LT(ends->first, ends->second) << "the transaction does not hold the last stable offset";
     open_at = ends->first;
+  }
+  // A raise of `tag` to `max_id` in a transaction left open.
+  void OpenRaise(const Cluster& cluster, int32_t p, const std::string& tag, int64_t max_id,
+                 std::unique_ptr<kafka::TxnProducer>& open, int64_t& open_at) const {
+    state::TagRecord raised;
+    raised.tag = tag;
+    raised.max_id = max_id;
+    raised.step = 100;
+    OpenWith(cluster, p, state::TagKey(tag), state::EncodeTag(raised), open, open_at);
   }
 
   // Fetches `total` IDs of `tag` through `gw` in requests of 100 and adds them to `seen`; fails
@@ -307,18 +315,11 @@ TEST_F(OpenTransactionIntegrationTest, AnAbortedMaximumReadPastTheOpenTransactio
 
   // A holder's raise of the section, in a transaction that stays open.
   constexpr uint64_t kAborted = 1'000'000;
-  auto made = kafka::TxnProducer::Create(
-      {{"bootstrap.servers", broker_.bootstrap}, {"transaction.timeout.ms", "600000"}},
-      cluster.prefix() + ".test-open");
-  ASSERT_TRUE(made) << made.error().message;
-  std::unique_ptr<kafka::TxnProducer> open = std::move(*made);
-  ASSERT_TRUE(open->Init(seconds(30)));
-  ASSERT_TRUE(open->Begin());
-  const std::string state_topic = cluster.prefix() + ".state";
+  std::unique_ptr<kafka::TxnProducer> open;
+  int64_t open_at = 0;
   const state::SectionRecord raised{kSpace, key, 1, kAborted};
-  ASSERT_TRUE(
-      open->Send(state_topic, p, state::SectionKey(kSpace, key), state::EncodeSection(raised), {}));
-  ASSERT_TRUE(open->Flush(seconds(10)));
+  OpenWith(cluster, p, state::SectionKey(kSpace, key), state::EncodeSection(raised), open, open_at);
+  ASSERT_FALSE(HasFatalFailure());
 
   // A fresh allocator whose every rewrite of the maxima fails: it restores, fails, again.
   Node& a2 = cluster.AddAllocator("alloc-2");

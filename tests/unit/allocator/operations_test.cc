@@ -33,8 +33,10 @@ class MapReader final : public StateReader {
     for (auto& [n, r] : spaces) out.push_back(r);
     return out;
   }
+  // Not the StateReader's (sections are read as committed): this reader's sections are taken as
+  // committed (StateOf), or as a batch staged them (SectionsAreReadAsCommitted...).
   Result<std::optional<state::SectionRecord>> GetSection(const std::string& space,
-                                                         uint64_t section) override {
+                                                         uint64_t section) {
     auto it = sections.find({space, section});
     if (it == sections.end()) return std::optional<state::SectionRecord>();
     return std::optional(it->second);
