@@ -71,4 +71,68 @@ int64_t RecordLeaseMs(int64_t own_lease_ms, const TakeoverWait& wait, bool wait_
   return wait_over ? own_lease_ms : std::max(own_lease_ms, wait.lease_w_ms);
 }
 
+uint64_t PartitionLease::NoteBegin() const {
+  MutexLock lock(mu_);
+  return count_;
+}
+
+PartitionLease::Effect PartitionLease::OnCommitEnded(
+    uint64_t noted, const std::optional<LeaseReading>& before_commit, bool committed,
+    bool delivered, bool carried_held) {
+  MutexLock lock(mu_);
+  // An aborted, fenced, failed or unknown transaction never counts, nor one that never reached
+  // the coordinator. A `held` record that committed counts for R5 and R7 whatever the count says:
+  // it is in the log, and the next owner waits for it.
+  if (!committed || !delivered) return Effect::kNone;
+  if (carried_held) held_committed_ = true;
+  // A mark or drop since the transaction began: it begins and renews nothing (R2).
+  if (noted != count_ || !before_commit) return Effect::kNone;
+  if (anchor_) {
+    // Never moves back: a commit whose reading is older than the anchor's renews nothing.
+    if (before_commit->monotonic_ns > anchor_->monotonic_ns) anchor_ = *before_commit;
+    return Effect::kRenewed;
+  }
+  if (!carried_held) return Effect::kNone;  // only a `held` record begins a lease (R3)
+  anchor_ = *before_commit;
+  return Effect::kBegan;
+}
+
+bool PartitionLease::Mark() {
+  MutexLock lock(mu_);
+  ++count_;
+  const bool held = anchor_.has_value();
+  anchor_.reset();
+  return held;
+}
+
+PartitionLease::Verdict PartitionLease::Check(const LeaseReading& now,
+                                              const LeaseTiming& own) const {
+  MutexLock lock(mu_);
+  if (!anchor_) return Verdict::kNoLease;
+  if (EventsBetween(*anchor_, now).EndsLease()) return Verdict::kClockEvent;
+  if (HoldElapsedNs(*anchor_, now) >= HoldLimitNs(own)) return Verdict::kExpired;
+  return Verdict::kHeld;
+}
+
+ClockEvents PartitionLease::EventsSinceAnchor(const LeaseReading& now) const {
+  MutexLock lock(mu_);
+  return anchor_ ? EventsBetween(*anchor_, now) : ClockEvents{};
+}
+
+bool PartitionLease::Held() const {
+  MutexLock lock(mu_);
+  return anchor_.has_value();
+}
+
+std::optional<int64_t> PartitionLease::AgeNs(const LeaseReading& now) const {
+  MutexLock lock(mu_);
+  if (!anchor_) return std::nullopt;
+  return HoldElapsedNs(*anchor_, now);
+}
+
+bool PartitionLease::HeldCommitted() const {
+  MutexLock lock(mu_);
+  return held_committed_;
+}
+
 }  // namespace kleaf::allocator

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "allocator/lease_clock.h"
+#include "base/mutex.h"
 #include "state/lease_record.h"
 
 namespace kleaf::allocator {
@@ -68,5 +70,49 @@ TakeoverWait PlanTakeoverWait(const std::optional<FoundLease>& newest, const std
 // The lease_ms an owner writes in its records (R3): its own L once its wait is over, the larger of
 // L and its wait's L_w while the wait runs, so that an owner fencing it waits out what it waited.
 int64_t RecordLeaseMs(int64_t own_lease_ms, const TakeoverWait& wait, bool wait_over);
+
+// R1 (i) to (iii), R2, R5's mark and R9's drop for one served partition: its lease count, its
+// anchor (the reading taken just before the first commit call of the last transaction that began
+// or renewed its lease) and whether a `held` record of its generation ever committed. Each call
+// takes p's lock, so a transaction's noted count, its commit's outcome and a mark or drop are
+// ordered (docs/architecture.md, "I5 with a lease", R2).
+class PartitionLease {
+ public:
+  explicit PartitionLease(uint64_t generation) : generation_(generation) {}
+
+  uint64_t generation() const { return generation_; }
+  // R2: noted when a transaction of p's producer begins; OnCommitEnded compares it.
+  uint64_t NoteBegin() const;
+  // What a transaction's end did to the lease.
+  enum class Effect { kNone, kBegan, kRenewed };
+  // R2: the transaction that noted `noted` ended. `before_commit` is the reading taken just before
+  // its first commit call (nullopt: none could be taken), `committed` whether it returned
+  // committed, `delivered` whether it delivered a record of its own (else librdkafka never asked
+  // the coordinator), `carried_held` whether it held a `held` record of this generation. It begins
+  // a lease only with a `held` record, renews one only while an anchor is held, and does neither
+  // when a mark or drop came after `noted`.
+  Effect OnCommitEnded(uint64_t noted, const std::optional<LeaseReading>& before_commit,
+                       bool committed, bool delivered, bool carried_held);
+  // R5's first step and R7 (`Mark`), R9 (`Drop`): the count moves on and the anchor is cleared, so
+  // nothing open or in flight begins or renews a lease any more. Whether a lease was held.
+  bool Mark();
+  // R1 (i) to (iii) from a reading `now` taken inside p's lock: whether a value may be computed.
+  enum class Verdict { kHeld, kNoLease, kExpired, kClockEvent };
+  Verdict Check(const LeaseReading& now, const LeaseTiming& own) const;
+  // The clock events since the anchor (none when no lease is held).
+  ClockEvents EventsSinceAnchor(const LeaseReading& now) const;
+  bool Held() const;
+  // H since the anchor; nullopt when no lease is held.
+  std::optional<int64_t> AgeNs(const LeaseReading& now) const;
+  // Whether a `held` record of this generation ever returned committed (R5, R7).
+  bool HeldCommitted() const;
+
+ private:
+  const uint64_t generation_;
+  mutable Mutex mu_;
+  uint64_t count_ KLEAF_GUARDED_BY(mu_) = 0;
+  std::optional<LeaseReading> anchor_ KLEAF_GUARDED_BY(mu_);
+  bool held_committed_ KLEAF_GUARDED_BY(mu_) = false;
+};
 
 }  // namespace kleaf::allocator

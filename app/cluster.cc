@@ -70,6 +70,9 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   options.session_timeout = milliseconds(c.kafka.session_timeout_ms);
   options.group_protocol = c.kafka.group_protocol;
   options.lease = LeaseTimingOf(c);
+  options.lease_renew_ms = c.sequence.RenewIntervalMs();
+  options.idle_release_ms = c.sequence.idle_release_ms;
+  options.node_name = c.node.id;
   if (const char* hook = std::getenv(kFailRewritesHook); hook != nullptr && *hook != '\0') {
     auto left = std::make_shared<std::atomic<int64_t>>(std::atoll(hook));
     options.before_rewrite_commit = [left](int32_t p) -> Result<void> {
@@ -136,11 +139,14 @@ int RunAllocator(const config::Config& c) {
       !readable) {
     return StartupError(readable.error().message);
   }
-  // Information only in this version: it holds no lease, so a suspend the count would show ends
-  // none here (a version that holds leases warns; docs/architecture.md, the run-time checks).
+  // A suspend the kernel measured as nothing would not end a lease here (R9).
   if (auto warning = allocator::SuspendCountWarning(allocator::KernelLeaseClocks());
       !warning.empty()) {
-    spdlog::info("[allocator] {}", warning);
+    if (c.sequence.lease_ms > 0) {
+      spdlog::warn("[allocator] {}", warning);
+    } else {
+      spdlog::info("[allocator] {}", warning);
+    }
   }
   // A right the brokers' authorizer refuses (group, transactional id) ends the node with exit 1 and
   // the right's name, rather than a node that runs and never serves (docs/operations.md, "Kafka

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <functional>
+#include <random>
 #include <system_error>
 #include <unordered_map>
 
@@ -23,6 +24,36 @@ constexpr int64_t kMaxLeaseMs = 60000;
 // The longest lease a takeover waits out: a record naming more (a writer other than kleaf's
 // allocators) is waited out only this long, with a warning, rather than for days.
 constexpr int64_t kLongestWaitedLeaseMs = 10 * kMaxLeaseMs;
+// R5: a release's transaction (its commit, or its abort) is bounded by this.
+constexpr milliseconds kReleaseTimeout{1000};
+// A partition whose lease-only transaction began or renewed nothing tries again after this.
+constexpr int64_t kLeaseRetryNs = 100'000'000;
+
+// R3's holder: a random token, drawn once per process and kept in memory only.
+std::string NewHolder() {
+  std::random_device rd;
+  std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(g()));
+  return buf;
+}
+
+metrics::Counter& ReleasesCounter(int32_t p, const char* reason, const char* outcome) {
+  return metrics::Registry::Default().GetCounter(
+      "kleaf_sequence_releases_total",
+      "Sequence leases of the partition released, by reason (revoked, stopping, idle) and outcome "
+      "(committed: a released record committed, the next owner does not wait; not_written: the "
+      "owner's wait was not over or it never held a lease; failed: the record did not commit).",
+      {{"partition", std::to_string(p)}, {"reason", reason}, {"outcome", outcome}});
+}
+
+metrics::Counter& ClockEventsCounter(const char* event) {
+  return metrics::Registry::Default().GetCounter(
+      "kleaf_sequence_clock_events_total",
+      "Clock events seen in a held sequence lease (R9): a forward step of the wall clock, a step "
+      "back, a suspend. A forward step and a suspend end every lease held.",
+      {{"event", event}});
+}
 
 }  // namespace
 
@@ -103,6 +134,7 @@ AllocatorNode::AllocatorNode(AllocatorNodeOptions options, state::Store& store, 
     : options_(std::move(options)),
       store_(store),
       clock_(clock),
+      holder_(NewHolder()),
       commit_latency_(metrics::Registry::Default().GetHistogram(
           "kleaf_allocator_commit_seconds",
           "Time to commit one batch's transaction (consumed offsets and commit).")),
@@ -249,8 +281,13 @@ void AllocatorNode::Run() {
       ProcessBatches(std::move(by_partition));
     }
     OnEvent(event, batch);
+    TendLeases();
     PublishProgress();
   }
+  // R5: a planned stop releases every lease, so the next owners do not wait them out.
+  std::vector<int32_t> served;
+  for (const auto& [p, unused] : serving_) served.push_back(p);
+  ReleaseLeases(served, "stopping");
   // Best effort, as at a release below: the transaction coordinator aborts what is left.
   for (auto& [p, producer] : serving_) (void)producer->Abort(milliseconds(2000));
   serving_.clear();
@@ -330,6 +367,11 @@ void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partiti
 
 void AllocatorNode::OnRevoked(const std::vector<kafka::TopicPartition>& partitions) {
   revoked_events_.Inc();
+  std::vector<int32_t> served;
+  for (const auto& tp : partitions) {
+    if (serving_.contains(tp.partition)) served.push_back(tp.partition);
+  }
+  ReleaseLeases(served, "revoked");
   for (const auto& tp : partitions) {
     pending_.erase(tp.partition);
     if (auto t = takeovers_in_flight_.find(tp.partition); t != takeovers_in_flight_.end()) {
@@ -374,9 +416,11 @@ void AllocatorNode::RetryPending() {
       continue;
     }
     auto revoked = std::make_shared<std::atomic<bool>>(false);
+    std::optional<allocator::HeldBefore> before;
+    if (auto h = held_before_.find(p); h != held_before_.end()) before = h->second;
     takeovers_in_flight_.emplace(
-        p, Takeover{revoked, std::async(std::launch::async, [this, p, revoked] {
-                      return FenceAndRestore(p, *revoked);
+        p, Takeover{revoked, std::async(std::launch::async, [this, p, revoked, before] {
+                      return FenceAndRestore(p, *revoked, before);
                     })});
     ++it;
   }
@@ -428,7 +472,8 @@ void AllocatorNode::FinishTakeovers() {
 }
 
 Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(
-    int32_t p, const std::atomic<bool>& revoked) const {
+    int32_t p, const std::atomic<bool>& revoked,
+    std::optional<allocator::HeldBefore> before) const {
   Fenced out;
   out.started_ns = clock_.MonotonicNs();
   auto producer = kafka::TxnProducer::Create(
@@ -526,9 +571,7 @@ Result<AllocatorNode::Fenced> AllocatorNode::FenceAndRestore(
   }
   auto marks = (*reader)->Watermarks(options_.topics.requests, p, milliseconds(5000));
   if (!marks) return std::unexpected(marks.error());
-  // This version holds no lease and never held one here: no memory of p (R7) and no holder.
-  out.wait =
-      allocator::PlanTakeoverWait(restored->lease, "", std::nullopt, options_.lease.lease_ms);
+  out.wait = allocator::PlanTakeoverWait(restored->lease, holder_, before, options_.lease.lease_ms);
   out.producer = std::move(*producer);
   out.restored = *restored;
   out.requests_start = marks->first;
@@ -619,6 +662,11 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
     }
     sequence_waits_[p] = std::move(wait);
   }
+  held_before_.erase(p);  // consumed by this takeover's wait
+  if (options_.lease.lease_ms > 0) {
+    leases_[p] =
+        HeldLease{std::make_unique<allocator::PartitionLease>(fenced.wait.generation), fenced.wait};
+  }
   MetricsOf(p).serving.Set(1);
   {
     MutexLock lock(serving_mu_);
@@ -642,6 +690,17 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
               "[allocator] partition {} no longer served: {}", p, why);
   MetricsOf(p).releases.Inc();
   MetricsOf(p).serving.Set(0);
+  if (auto l = leases_.find(p); l != leases_.end()) {
+    // R7: p unserved for sequences under its lock; what this process held is remembered for its
+    // next takeover of p (R4's third row needs all three).
+    l->second.lease->Mark();
+    held_before_[p] =
+        allocator::HeldBefore{l->second.lease->generation(), l->second.lease->HeldCommitted(),
+                              !sequence_waits_.contains(p)};
+    leases_.erase(l);
+    MetricsOf(p).lease_held.Set(0);
+    MetricsOf(p).lease_age_seconds.Set(0);
+  }
   (void)it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   floor_.erase(p);
@@ -690,7 +749,25 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
       registry.GetCounter("kleaf_sequence_lease_records_out_of_order_total",
                           "Lease records of an older generation after a newer one, found past the "
                           "last stable offset by a takeover's restore (a fenced owner's appends).",
-                          {{"partition", std::to_string(p)}, {"where", "tail"}})};
+                          {{"partition", std::to_string(p)}, {"where", "tail"}}),
+      registry.GetGauge("kleaf_sequence_lease_held",
+                        "1 while this allocator holds the partition's sequence lease.", labels),
+      registry.GetGauge("kleaf_sequence_lease_age_seconds",
+                        "Time since the held lease's anchor (the reading before the last commit "
+                        "that began or renewed it), by the faster lease clock; 0 without a lease.",
+                        labels),
+      registry.GetCounter("kleaf_sequence_lease_renewals_total",
+                          "Commits that began or renewed the partition's sequence lease: a "
+                          "transaction of a lease record only, or any other transaction.",
+                          {{"partition", std::to_string(p)}, {"via", "record"}}),
+      registry.GetCounter("kleaf_sequence_lease_renewals_total",
+                          "Commits that began or renewed the partition's sequence lease: a "
+                          "transaction of a lease record only, or any other transaction.",
+                          {{"partition", std::to_string(p)}, {"via", "transaction"}}),
+      registry.GetCounter("kleaf_sequence_lease_expiries_total",
+                          "Times the partition's held sequence lease ran out before a renewal "
+                          "committed (renewals are failing or too slow).",
+                          labels)};
   return partition_metrics_.emplace(p, m).first->second;
 }
 
@@ -724,8 +801,19 @@ struct AllocatorNode::OpenBatch {
   // raise and records this offset as consumed up to; the request is read again once it committed.
   std::optional<int64_t> cut;
   int64_t segments = 0;
-  // The offset after the last request this transaction answered.
-  int64_t NextOffset() const { return cut ? *cut : batch.back().offset + 1; }
+  // The offset after the last request this transaction answered; none for a transaction of
+  // lease records only.
+  std::optional<int64_t> NextOffset() const {
+    if (cut) return cut;
+    if (batch.empty()) return std::nullopt;
+    return batch.back().offset + 1;
+  }
+  // R2: p's lease count noted at Begin (when p has a lease state), and the reading taken just
+  // before the first commit call; R3: the lease record this transaction carries.
+  std::optional<uint64_t> lease_count;
+  std::optional<allocator::LeaseReading> before_commit;
+  std::optional<state::LeaseRecord> lease_record;
+  bool release = false;              // R5: a release's transaction, bounded by kReleaseTimeout
   std::optional<kafka::TxnEnd> end;  // set once the transaction ended (before its commit: failed)
 };
 
@@ -743,7 +831,7 @@ std::unique_ptr<AllocatorNode::OpenBatch> AllocatorNode::OpenTransaction(
   auto it = serving_.find(p);
   if (it == serving_.end()) return nullptr;  // re-read from the recorded position once taken over
   const int64_t floor = floor_[p];
-  if (batch.front().offset < floor) {
+  if (!batch.empty() && batch.front().offset < floor) {
     // Requests a committed batch already answered (the consumer started below the resume
     // point): running them again would apply them twice.
     const size_t before = batch.size();
@@ -765,6 +853,9 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   BatchReader& reader = open.reader;
   const int32_t p = open.p;
   if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
+  // R2: the count is noted at Begin, so a mark while this transaction is open makes it begin and
+  // renew nothing, whatever it carries.
+  if (auto l = leases_.find(p); l != leases_.end()) open.lease_count = l->second.lease->NoteBegin();
   const auto failed = [&](const Error& e) {
     return kafka::EndFailedTransaction(producer,
                                        {Kind::kAbortable, false, "producing failed: " + e.message},
@@ -801,10 +892,22 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   // them and the replies or not at all (I1), and a takeover restores it after the fence. (It
   // replaced send_offsets_to_transaction, whose AddOffsetsToTxn and TxnOffsetCommit were two
   // more round trips in series on every batch.)
-  if (auto sent = producer.Send(options_.topics.state, p, RequestsOffsetKey(p),
-                                wire::EncodeRequestsOffset(open.NextOffset()), {});
-      !sent) {
-    return failed(sent.error());
+  if (const auto next = open.NextOffset()) {
+    if (auto sent = producer.Send(options_.topics.state, p, RequestsOffsetKey(p),
+                                  wire::EncodeRequestsOffset(*next), {});
+        !sent) {
+      return failed(sent.error());
+    }
+  }
+  // The lease record last, so that its offset is the highest this transaction delivers to state
+  // partition p (OnCommitted keeps it in the store's copy with that offset).
+  open.lease_record = HeldRecordFor(p, /*renewal=*/open.batch.empty());
+  if (open.lease_record) {
+    if (auto sent = producer.Send(options_.topics.state, p, state::LeaseKey(p),
+                                  state::EncodeLease(*open.lease_record), {});
+        !sent) {
+      return failed(sent.error());
+    }
   }
   return std::nullopt;
 }
@@ -816,10 +919,20 @@ void AllocatorNode::CommitAll(const std::vector<std::unique_ptr<OpenBatch>>& ope
   // touches its own producer only.
   const auto commit = [this](OpenBatch& batch) {
     const int64_t start = clock_.MonotonicNs();
+    // R2: the anchor a commit may set is read just before its first commit call, so a commit
+    // that returns late renews from a reading that is already old. (No reading: it renews
+    // nothing, the safe side.)
+    if (batch.lease_count) {
+      auto reading = allocator::TakeReading(LeaseClocks());
+      if (reading) batch.before_commit = *reading;
+    }
     // Half the transaction timeout, as the ids producer: a commit still unanswered by then is
     // settled by the next owner's init_transactions before the coordinator would expire it.
-    batch.end =
-        kafka::CommitTransaction(*batch.producer, clock_, options_.txn_timeout / 2, kAbortTimeout);
+    // A release's is bounded by 1 s (R5): the rebalance or the stop waits for it.
+    batch.end = batch.release ? kafka::CommitTransaction(*batch.producer, clock_, kReleaseTimeout,
+                                                         kReleaseTimeout)
+                              : kafka::CommitTransaction(*batch.producer, clock_,
+                                                         options_.txn_timeout / 2, kAbortTimeout);
     if (batch.end->outcome == kafka::TxnOutcome::kCommitted) {
       commit_latency_.Observe(static_cast<double>(clock_.MonotonicNs() - start) / 1e9);
     }
@@ -849,7 +962,34 @@ void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) 
   // outcome is unknown is never used (the retake restores what committed).
   for (const auto& batch : open) {
     transactions_[static_cast<size_t>(batch->end->outcome)]->Inc();
-    batch->counters->Settle(batch->raises, batch->end->outcome == kafka::TxnOutcome::kCommitted);
+    const bool committed = batch->end->outcome == kafka::TxnOutcome::kCommitted;
+    if (batch->counters != nullptr) batch->counters->Settle(batch->raises, committed);
+    // R2, under p's lock: whether this commit began or renewed p's lease. Only p's current
+    // producer's commits count (a released partition has no lease state any more).
+    auto l = leases_.find(batch->p);
+    if (l == leases_.end() || !batch->lease_count || serving_.find(batch->p) == serving_.end() ||
+        serving_[batch->p].get() != batch->producer) {
+      continue;
+    }
+    HeldLease& h = l->second;
+    const bool carried_held =
+        batch->lease_record && batch->lease_record->state == state::LeaseState::kHeld;
+    const auto effect =
+        h.lease->OnCommitEnded(*batch->lease_count, batch->before_commit, committed,
+                               batch->producer->DeliveredInTransaction() > 0, carried_held);
+    if (committed && carried_held && batch->lease_record->waited) h.waited_written = true;
+    if (effect == allocator::PartitionLease::Effect::kNone) {
+      h.next_try_ns = clock_.MonotonicNs() + kLeaseRetryNs;
+      continue;
+    }
+    if (effect == allocator::PartitionLease::Effect::kBegan) {
+      spdlog::info("[allocator] partition {}: sequence lease of generation {} held", batch->p,
+                   h.lease->generation());
+    }
+    h.expired = false;
+    (batch->batch.empty() ? MetricsOf(batch->p).renewals_by_record
+                          : MetricsOf(batch->p).renewals_by_transaction)
+        .Inc();
   }
   for (const auto& batch : open) {
     const int32_t p = batch->p;
@@ -861,11 +1001,17 @@ void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) 
     const kafka::TxnEnd& end = *batch->end;
     switch (end.outcome) {
       case kafka::TxnOutcome::kCommitted:
-        OnCommitted(p, batch->NextOffset(), *batch->producer, batch->reader, batch->segments);
+        OnCommitted(p, batch->NextOffset(), *batch->producer, batch->reader, batch->segments,
+                    batch->lease_record);
         // The requests after the cut are read again, from the request that waited for the raise.
         if (batch->cut && serving_.contains(p)) Rewind(p, *batch->cut);
         break;
       case kafka::TxnOutcome::kAborted:
+        if (batch->batch.empty()) {  // lease records only: tried again at a later turn
+          spdlog::warn("[allocator] partition {}: lease record's transaction aborted: {}", p,
+                       end.error.message);
+          break;
+        }
         OnAborted(p, batch->batch.front().offset, end.error);
         break;
       case kafka::TxnOutcome::kUnknown:
@@ -894,6 +1040,10 @@ AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m
   return std::visit(
       [&]<typename Op>(const Op& op) {
         if constexpr (allocator::kNeedsCounters<Op>) {
+          // A sequence call: p wants a lease (R3), during its takeover wait too.
+          if (auto l = leases_.find(p); l != leases_.end()) {
+            l->second.last_call_ns = clock_.MonotonicNs();
+          }
           if (auto refused = SequenceRefusal(p)) {
             return Decision{{}, wire::EncodeError(*refused)};
           }
@@ -933,25 +1083,40 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const De
                        {{kCorrelationHeader, *correlation}});
 }
 
-void AllocatorNode::OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
-                                BatchReader& reader, int64_t segments) {
+void AllocatorNode::OnCommitted(int32_t p, std::optional<int64_t> next_offset,
+                                kafka::TxnProducer& producer, BatchReader& reader, int64_t segments,
+                                const std::optional<state::LeaseRecord>& lease) {
   if (segments > 0) SegmentsAllocated(p).Inc(static_cast<uint64_t>(segments));
-  floor_[p] = next_offset;
-  // The group's offset follows for the operators' lag view (consumer-groups --describe), never
-  // ahead of a commit; nothing waits for it (the state topic holds the position that counts).
-  if (auto c = consumer_->StartCommit({{options_.topics.requests, p, next_offset}}); !c) {
-    spdlog::debug("[allocator] partition {}: group offset commit: {}", p, c.error().message);
+  if (next_offset) {
+    floor_[p] = *next_offset;
+    // The group's offset follows for the operators' lag view (consumer-groups --describe), never
+    // ahead of a commit; nothing waits for it (the state topic holds the position that counts).
+    if (auto c = consumer_->StartCommit({{options_.topics.requests, p, *next_offset}}); !c) {
+      spdlog::debug("[allocator] partition {}: group offset commit: {}", p, c.error().message);
+    }
   }
   // Only now may the local view follow.
   state::Store::Batch staged = reader.Staged();
-  staged.values.emplace_back(RequestsOffsetKey(p), next_offset);
+  if (next_offset) staged.values.emplace_back(RequestsOffsetKey(p), *next_offset);
   auto delivered = producer.TakeDeliveredOffsets();
   if (auto d = delivered.find({options_.topics.state, p}); d != delivered.end()) {
     staged.values.emplace_back(AppliedOffsetKey(p), d->second + 1);
-    // This version commits no lease record (it holds no lease): the copy stays as it was, and is
-    // complete up to the new applied offset (R3), if it was complete up to the old one.
-    if (lease_copy_complete_[p])
-      KeepLeaseCopy(staged, p, std::nullopt, std::nullopt, d->second + 1);
+    // The copy takes this transaction's lease record, committed, at its offset (the last this
+    // transaction delivered to p), and is complete up to the new applied offset (R3), if it was
+    // complete up to the old one.
+    if (lease_copy_complete_[p]) {
+      std::optional<allocator::FoundLease> kept;
+      if (lease) {
+        if (auto text = store_.GetText(LeaseCopyKey(p)); text && *text) {
+          if (auto copy = DecodeLeaseCopy(**text)) kept = *copy;
+        }
+      }
+      KeepLeaseCopy(staged, p, kept,
+                    lease ? std::optional<allocator::FoundLease>(
+                                allocator::FoundLease{*lease, d->second, lease->lease_ms})
+                          : std::nullopt,
+                    d->second + 1);
+    }
   }
   if (auto w = store_.Write(staged, /*sync=*/false); !w) {
     // The records are durable in Kafka; taking p over again restores them from the state topic.
@@ -1026,6 +1191,141 @@ allocator::SequenceCounters& AllocatorNode::CountersOf(int32_t p) {
     counters = std::make_unique<allocator::SequenceCounters>(options_.rules.spaces.raise_ahead);
   }
   return *counters;
+}
+
+state::LeaseRecord AllocatorNode::LeaseRecordOf(int32_t p, state::LeaseState st) {
+  const HeldLease& h = leases_.at(p);
+  const bool wait_over = !sequence_waits_.contains(p);
+  return state::LeaseRecord{h.lease->generation(),
+                            holder_,
+                            options_.node_name,
+                            allocator::RecordLeaseMs(options_.lease.lease_ms, h.wait, wait_over),
+                            wait_over,
+                            st};
+}
+
+std::optional<state::LeaseRecord> AllocatorNode::HeldRecordFor(int32_t p, bool renewal) {
+  auto l = leases_.find(p);
+  if (l == leases_.end() || l->second.last_call_ns < 0) return std::nullopt;
+  const HeldLease& h = l->second;
+  const bool wait_over = !sequence_waits_.contains(p);
+  if (!renewal && h.lease->Held() && (h.waited_written || !wait_over)) return std::nullopt;
+  return LeaseRecordOf(p, state::LeaseState::kHeld);
+}
+
+void AllocatorNode::TendLeases() {
+  if (leases_.empty()) return;
+  auto now = allocator::TakeReading(LeaseClocks());
+  const int64_t mono = clock_.MonotonicNs();
+  std::vector<int32_t> idle;
+  std::map<int32_t, std::vector<kafka::Message>> renew;
+  for (auto& [p, h] : leases_) {
+    PartitionMetrics& m = MetricsOf(p);
+    if (!now) {
+      // R1 could not compute a value without a reading either: the safe side is no lease.
+      if (h.lease->Mark()) {
+        spdlog::warn("[allocator] partition {}: sequence lease dropped: {}", p,
+                     now.error().message);
+      }
+    } else {
+      const auto events = h.lease->EventsSinceAnchor(*now);
+      if (events.Any()) {
+        // R9: counted once per anchor (a step back ends nothing, but the anchor moves on with
+        // the next renewal).
+        if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
+        if (events.wall_back) ClockEventsCounter("wall_back").Inc();
+        if (events.suspend) ClockEventsCounter("suspend").Inc();
+      }
+      if (events.EndsLease()) {
+        h.lease->Mark();
+        spdlog::warn(
+            "[allocator] partition {}: sequence lease dropped: the clocks {} since it "
+            "was renewed; a `held` record commits it again",
+            p, events.suspend ? "saw a suspend" : "stepped forward");
+      } else if (h.lease->Check(*now, options_.lease) ==
+                 allocator::PartitionLease::Verdict::kExpired) {
+        if (!h.expired) {
+          h.expired = true;
+          m.lease_expiries.Inc();
+          spdlog::warn(
+              "[allocator] partition {}: sequence lease ran out before a renewal "
+              "committed",
+              p);
+        }
+      }
+    }
+    const auto age = now ? h.lease->AgeNs(*now) : std::nullopt;
+    m.lease_held.Set(age ? 1 : 0);
+    m.lease_age_seconds.Set(age ? static_cast<double>(*age) / 1e9 : 0);
+    if (h.last_call_ns < 0 || !now) continue;
+    if (options_.idle_release_ms > 0 &&
+        mono - h.last_call_ns >= options_.idle_release_ms * 1'000'000) {
+      idle.push_back(p);
+      continue;
+    }
+    if (mono < h.next_try_ns) continue;
+    if (!age || *age >= options_.lease_renew_ms * 1'000'000) renew[p] = {};
+  }
+  if (!idle.empty()) ReleaseLeases(idle, "idle");
+  // Lease-only transactions (and the raises wanted meanwhile), committed as a round of batches.
+  if (!renew.empty()) ProcessBatches(std::move(renew));
+}
+
+void AllocatorNode::ReleaseLeases(const std::vector<int32_t>& partitions, const char* reason) {
+  std::vector<std::unique_ptr<OpenBatch>> open;
+  for (int32_t p : partitions) {
+    auto l = leases_.find(p);
+    auto producer = serving_.find(p);
+    if (l == leases_.end() || producer == serving_.end()) continue;
+    HeldLease& h = l->second;
+    // Step 1: marked unserved under p's lock. No transaction is open or in flight here (the loop
+    // thread runs every round to its end), so step 2 has nothing to wait for.
+    h.lease->Mark();
+    const bool wanted = h.last_call_ns >= 0;
+    h.last_call_ns = -1;  // no `held` record until the next sequence call
+    MetricsOf(p).lease_held.Set(0);
+    MetricsOf(p).lease_age_seconds.Set(0);
+    // Nothing committed since the last release, or no sequence call since the takeover.
+    if (!wanted) continue;
+    // Step 3: a `released` record only from an owner whose wait ended and that held a lease.
+    if (!h.lease->HeldCommitted() || sequence_waits_.contains(p)) {
+      ReleasesCounter(p, reason, "not_written").Inc();
+      continue;
+    }
+    auto batch = std::make_unique<OpenBatch>(store_, options_.topics, p);
+    batch->producer = producer->second.get();
+    batch->release = true;
+    batch->lease_record = LeaseRecordOf(p, state::LeaseState::kReleased);
+    if (auto b = batch->producer->Begin(); !b) {
+      ReleasesCounter(p, reason, "failed").Inc();
+      continue;
+    }
+    if (auto sent = batch->producer->Send(options_.topics.state, p, state::LeaseKey(p),
+                                          state::EncodeLease(*batch->lease_record), {});
+        !sent) {
+      batch->end = kafka::EndFailedTransaction(
+          *batch->producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message},
+          clock_, kReleaseTimeout);
+    }
+    open.push_back(std::move(batch));
+  }
+  if (open.empty()) return;
+  CommitAll(open);
+  for (const auto& batch : open) {
+    const int32_t p = batch->p;
+    transactions_[static_cast<size_t>(batch->end->outcome)]->Inc();
+    if (batch->end->outcome != kafka::TxnOutcome::kCommitted) {
+      // The next owner waits in full; an unknown outcome is a record like any other (R5).
+      spdlog::warn("[allocator] partition {}: releasing its sequence lease ({}) failed: {}", p,
+                   reason, batch->end->error.message);
+      ReleasesCounter(p, reason, "failed").Inc();
+      continue;
+    }
+    ReleasesCounter(p, reason, "committed").Inc();
+    spdlog::info("[allocator] partition {}: sequence lease of generation {} released ({})", p,
+                 batch->lease_record->generation, reason);
+    OnCommitted(p, std::nullopt, *batch->producer, batch->reader, 0, batch->lease_record);
+  }
 }
 
 void AllocatorNode::Retake(int32_t p, const std::string& why) {

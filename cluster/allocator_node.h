@@ -52,8 +52,14 @@ struct AllocatorNodeOptions {
   std::function<Result<void>(int32_t p)> before_rewrite_commit;
   // L, ρ and δ (config sequence.*): after each takeover p's sequence operations wait until the
   // slower lease clock since the fence reaches L_w·(1+ρ) + δ (docs/architecture.md, "I5 with a
-  // lease", R4). This version holds no lease of its own.
+  // lease", R4). With L above 0 the node holds a lease on each partition with sequence calls
+  // (R2, R3), renews it every `lease_renew_ms` and releases it (R5) on revocation, at Stop and
+  // after `idle_release_ms` (0: never) without a sequence call. Values are still answered with
+  // their batch's commit: the lease is not used to answer from memory yet.
   allocator::LeaseTiming lease;
+  int64_t lease_renew_ms = 1666;
+  int64_t idle_release_ms = 60000;
+  std::string node_name = "allocator";  // written in lease records, for operators
   // Where lease clock readings come from; null: the kernel's (allocator::KernelLeaseClocks).
   allocator::LeaseClockSource* lease_clocks = nullptr;
 };
@@ -135,7 +141,9 @@ class AllocatorNode {
   // a broker's outage. Touches no member but the options, the store and the clock.
   // `revoked` is set by the loop thread when p is revoked meanwhile: the takeover then gives up
   // at its next step instead of retrying, so a later assignment of p does not wait for it.
-  [[nodiscard]] Result<Fenced> FenceAndRestore(int32_t p, const std::atomic<bool>& revoked) const;
+  // `before`: this process's memory of p from when it last owned it (R7), if any.
+  [[nodiscard]] Result<Fenced> FenceAndRestore(int32_t p, const std::atomic<bool>& revoked,
+                                               std::optional<allocator::HeldBefore> before) const;
   // Serves p from its takeover's result; returns the requests offset to read on from.
   [[nodiscard]] Result<int64_t> Serve(int32_t p, Fenced fenced);
   void Release(int32_t p, const std::string& why);
@@ -179,15 +187,30 @@ class AllocatorNode {
   // Sends a decision: state records staged and produced, then the reply.
   [[nodiscard]] Result<void> Produce(int32_t p, const kafka::Message& m, const Decision& decision,
                                      kafka::TxnProducer& producer, BatchReader& reader);
-  // The four ends of a batch's transaction (kafka/transaction.h).
-  void OnCommitted(int32_t p, int64_t next_offset, kafka::TxnProducer& producer,
-                   BatchReader& reader, int64_t segments);
+  // The four ends of a batch's transaction (kafka/transaction.h). `next_offset`: where the
+  // requests the batch answered end (none for a transaction of lease records only); `lease`: the
+  // lease record it carried, kept in the store's copy (R3).
+  void OnCommitted(int32_t p, std::optional<int64_t> next_offset, kafka::TxnProducer& producer,
+                   BatchReader& reader, int64_t segments,
+                   const std::optional<state::LeaseRecord>& lease);
   void OnAborted(int32_t p, int64_t first_offset, const kafka::TxnError& why);
   void OnUnknown(int32_t p, const kafka::TxnError& why);
   void OnFatal(int32_t p, const kafka::TxnError& why);
   // Gives p up and takes it over again with a new producer (whose init_transactions fences any
   // other and settles the open transaction), re-reading from the group's committed offset.
   void Retake(int32_t p, const std::string& why);
+  // The lease's upkeep, once per turn of the loop (R2, R3, R5, R9): clock events and expiries,
+  // the gauges, idle releases, and a transaction of a `held` record for each partition with
+  // sequence calls whose lease is not held or is due for renewal.
+  void TendLeases();
+  // R5: marks each of `partitions` unserved for sequences and, where its wait had ended and a
+  // `held` record of its generation committed, commits a `released` record in a transaction of
+  // its own (all at once, each bounded by 1 s). `reason`: revoked, stopping or idle.
+  void ReleaseLeases(const std::vector<int32_t>& partitions, const char* reason);
+  // The `held` record a transaction of p begun now carries (R3), if it needs one: p has sequence
+  // calls and its lease is not held, its first record since its wait ended is due, or `renewal`.
+  std::optional<state::LeaseRecord> HeldRecordFor(int32_t p, bool renewal);
+  state::LeaseRecord LeaseRecordOf(int32_t p, state::LeaseState st);
   void Rewind(int32_t p, int64_t offset);
   // Partition p's ownership series (assignments, takeovers, releases, serving); loop thread only.
   struct PartitionMetrics {
@@ -200,6 +223,11 @@ class AllocatorNode {
     metrics::Gauge& takeover_wait_seconds;
     metrics::Counter& waiting_refusals;
     metrics::Counter& lease_records_out_of_order;
+    metrics::Gauge& lease_held;
+    metrics::Gauge& lease_age_seconds;
+    metrics::Counter& renewals_by_record;
+    metrics::Counter& renewals_by_transaction;
+    metrics::Counter& lease_expiries;
   };
   PartitionMetrics& MetricsOf(int32_t p);
 
@@ -223,6 +251,23 @@ class AllocatorNode {
   // Per served partition: whether the store's lease copy was complete after its restore (R3);
   // only then does a write that moves the applied offset move the copy's completeness point.
   std::map<int32_t, bool> lease_copy_complete_;
+  // Per served partition when L is above 0, its sequence lease (R2, R3, R5), from its takeover to
+  // its release. Loop thread only (PartitionLease is p's lock for R1's other callers).
+  struct HeldLease {
+    std::unique_ptr<allocator::PartitionLease> lease;
+    allocator::TakeoverWait wait;  // the takeover's: the lease_ms its records carry during it
+    // The last sequence call of p (monotonic ns) since its takeover or its last release; -1: none,
+    // and then p holds no lease and commits no `held` record.
+    int64_t last_call_ns = -1;
+    int64_t next_try_ns = 0;      // a lease-only transaction of p not before this
+    bool waited_written = false;  // a `held` record with waited: true committed
+    bool expired = false;         // counted in kleaf_sequence_lease_expiries_total
+  };
+  std::map<int32_t, HeldLease> leases_;
+  // R7: for each partition this process owned before, what it held then; used by its next
+  // takeover here (R4's third row). Loop thread only.
+  std::map<int32_t, allocator::HeldBefore> held_before_;
+  const std::string holder_;  // R3: a random token drawn at construction, never stored
   // Per served partition, its sections' counters (I5). Loop thread only.
   std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_;
   // Takeovers under way, one thread each, and when a pending partition whose takeover failed may

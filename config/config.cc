@@ -486,6 +486,10 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.sequence.clock_drift_ppm = v; }));
   f.push_back(IntField("sequence.lease_margin_ms", kByAllocator, 0, 6000,
                        [](Config& c, int64_t v) { c.sequence.lease_margin_ms = v; }));
+  f.push_back(IntField("sequence.lease_renew_ms", kByAllocator, 0, 30000,
+                       [](Config& c, int64_t v) { c.sequence.lease_renew_ms = v; }));
+  f.push_back(IntField("sequence.idle_release_ms", kByAllocator, 0, 86400000,
+                       [](Config& c, int64_t v) { c.sequence.idle_release_ms = v; }));
   f.push_back(IntField("sequence.raise_ahead_percent", kByStandalone | kByAllocator, 10, 100,
                        [](Config& c, int64_t v) { c.sequence.raise_ahead_percent = v; }));
   f.push_back(IntField("workers.lease_ttl_ms", kByCluster, 1000, 3600000,
@@ -671,6 +675,33 @@ Result<void> CheckDatacenter(const Config& c) {
         "sequence.lease_margin_ms: must be at most " + std::to_string(most) +
             (q.lease_ms == 0 ? " when sequence.lease_ms is 0" : " (a tenth of sequence.lease_ms)") +
             ", got " + std::to_string(q.lease_margin_ms));
+  }
+  if (q.lease_ms > 0) {
+    // The lease's settings: a node that holds none (L 0) has nothing to renew or release.
+    const double hold_ms =
+        static_cast<double>(q.lease_ms) * (1 - static_cast<double>(q.clock_drift_ppm) / 1e6) -
+        static_cast<double>(q.lease_margin_ms);
+    const auto most_renew = static_cast<int64_t>(hold_ms / 2);
+    if (q.lease_renew_ms != 0 && (q.lease_renew_ms < 100 || q.lease_renew_ms > most_renew)) {
+      return Fail(Code::kInvalidArgument,
+                  "sequence.lease_renew_ms: must be 0 (a third of sequence.lease_ms) or between "
+                  "100 and " +
+                      std::to_string(most_renew) + " (half of what a lease lasts, L(1-ρ)-δ), got " +
+                      std::to_string(q.lease_renew_ms));
+    }
+    if (q.RenewIntervalMs() > most_renew) {
+      return Fail(Code::kInvalidArgument,
+                  "sequence.lease_ms: a lease of L(1-ρ)-δ = " + std::to_string(int64_t(hold_ms)) +
+                      " ms is below twice its renewal interval (" +
+                      std::to_string(q.RenewIntervalMs()) + " ms): lower the margin or the drift");
+    }
+    if (q.idle_release_ms != 0 && q.idle_release_ms < 3 * q.RenewIntervalMs()) {
+      return Fail(Code::kInvalidArgument,
+                  "sequence.idle_release_ms: must be 0 (never) or at least three renewal "
+                  "intervals (" +
+                      std::to_string(3 * q.RenewIntervalMs()) + " ms), got " +
+                      std::to_string(q.idle_release_ms));
+    }
   }
   const auto& w = c.workers;
   if (w.renew_interval_ms * 2 + w.safety_margin_ms > w.lease_ttl_ms) {
@@ -1134,6 +1165,8 @@ std::string EffectiveConfigYaml(const Config& c) {
   EmitKey(out, "sequence.lease_ms", c.sequence.lease_ms);
   EmitKey(out, "sequence.clock_drift_ppm", c.sequence.clock_drift_ppm);
   EmitKey(out, "sequence.lease_margin_ms", c.sequence.lease_margin_ms);
+  EmitKey(out, "sequence.lease_renew_ms", c.sequence.lease_renew_ms);
+  EmitKey(out, "sequence.idle_release_ms", c.sequence.idle_release_ms);
   EmitKey(out, "sequence.raise_ahead_percent", c.sequence.raise_ahead_percent);
   out << YAML::EndMap;
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;

@@ -127,13 +127,22 @@ struct Allocator {
   bool operator==(const Allocator&) const = default;
 };
 
-// Sequence ownership in the cluster shape (docs/architecture.md, "I5 with a lease"): L, ρ and δ.
-// This version holds no lease (the bridge of "Allocators of different versions"): it only waits
-// out the leases of other owners after each takeover, L_w·(1+ρ) + δ of its clocks.
+// Sequence ownership in the cluster shape (docs/architecture.md, "I5 with a lease"): L, ρ and δ,
+// the renewal interval and the idle release. An owner holds a lease on a partition with sequence
+// calls, renews it and releases it; after each takeover it waits out the leases of other owners,
+// L_w·(1+ρ) + δ of its clocks.
 struct Sequence {
   int64_t lease_ms = 5000;         // L: 0, or 1000-60000
   int64_t clock_drift_ppm = 1000;  // ρ in millionths: the bound on this node's oscillator
   int64_t lease_margin_ms = 100;   // δ: 0 to L/10 (0-1000 when L is 0)
+  // How long p may go without a commit before a `held` record is committed: 0 is L/3; else 100 to
+  // (L(1−ρ) − δ)/2. Unused when L is 0.
+  int64_t lease_renew_ms = 0;
+  // A partition with no sequence call for this long releases its lease (0: never; else at least
+  // 3 × the renewal interval). Unused when L is 0.
+  int64_t idle_release_ms = 60000;
+  // The renewal interval these settings give (lease_renew_ms, or L/3 for 0).
+  int64_t RenewIntervalMs() const { return lease_renew_ms != 0 ? lease_renew_ms : lease_ms / 3; }
   // R6: a section is raised by one more step ahead of need once less than this share of a step
   // is left (standalone and allocators).
   int64_t raise_ahead_percent = 50;  // 10-100

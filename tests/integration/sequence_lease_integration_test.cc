@@ -10,6 +10,7 @@
 // restore reads nothing of the log below its applied offset: the store's copy of the record.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -128,8 +129,9 @@ TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKee
     ASSERT_TRUE((*writer)->Commit(seconds(30)));
   }
 
-  // A fresh allocator (its own empty state) takes every partition over.
-  Node& a2 = cluster.AddAllocator("alloc-2");
+  // A fresh allocator (its own empty state) takes every partition over. It holds no lease of its
+  // own (L 0: it still waits), so that its stop below leaves the test's records the newest.
+  Node& a2 = cluster.AddNode("alloc-2", Node::Role::kAllocator, {{"sequence.lease_ms", "0"}});
   const auto spawned = SteadyClock::now();
   ASSERT_TRUE(cluster.Start({&a2}));
   FirstAnswer held = PollNext(gw.port, k_held, spawned, seconds(60));
@@ -192,6 +194,118 @@ TEST_F(SequenceLeaseIntegrationTest, ATakeoverWaitsOutTheNewestLeaseRecordAndKee
   EXPECT_TRUE(lines.empty()) << "the copy was complete, yet read again: " << lines.front();
 }
 
+// An owner's own lease (R2, R3, R5): a partition with a sequence call commits a `held` record and
+// renews it while nobody calls, a partition without calls commits none; a SIGTERM releases it, so
+// the next owner answers at once; a kill -9 does not, so the next owner waits L·(1+ρ) + δ after its
+// fence; an idle partition releases its lease and takes a new one at its next call.
+TEST_F(SequenceLeaseIntegrationTest, AnOwnerHoldsRenewsAndReleasesItsLease) {
+  Cluster cluster(broker_, "seqhold",
+                  {{"sequence.lease_ms", "1000"}, {"sequence.idle_release_ms", "3000"}});
+  // L 1000: renewals every 333 ms; a takeover after a kill waits 1000·1.001 + 100 ms.
+  constexpr double kKillWaitS = (1000 * 1.001 + 100) / 1000.0;
+  const int32_t p = 0, p_quiet = 3;
+  const uint64_t key = KeyOnPartition(p);
+  const std::string part = "partition=\"" + std::to_string(p) + "\"";
+  const std::string quiet = "partition=\"" + std::to_string(p_quiet) + "\"";
+  // Polls `node`'s /metrics until `done` holds (or 30 s); the last scrape.
+  const auto await = [&](const Node& node, const std::function<bool(const Metrics&)>& done,
+                         const std::string& what) -> std::optional<Metrics> {
+    const auto deadline = SteadyClock::now() + seconds(30);
+    std::optional<Metrics> last;
+    while (SteadyClock::now() < deadline) {
+      auto m = ScrapeMetrics(node.port);
+      if (m) {
+        last = *m;
+        if (done(*m)) return last;
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    ADD_FAILURE() << "timed out waiting for " << what << "\n" << cluster.Logs();
+    return std::nullopt;
+  };
+  const auto renewals = [&](const Metrics& m, const std::string& labels, const char* via) {
+    return m.Value("kleaf_sequence_lease_renewals_total", labels + ",via=\"" + via + "\"")
+        .value_or(0);
+  };
+
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_NO_FATAL_FAILURE(StartWithSpace(cluster, a1, gw));
+  FirstAnswer first = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+  ASSERT_GE(first.after_s, 0) << first.last_error << "\n" << cluster.Logs();
+  // Held, then renewed by records of its own while no call comes (3 renewals: about 1 s).
+  auto held = await(
+      a1,
+      [&](const Metrics& m) {
+        return m.Value("kleaf_sequence_lease_held", part) == 1.0 &&
+               renewals(m, part, "record") >= 3;
+      },
+      "alloc-1's lease held and renewed three times");
+  ASSERT_TRUE(held);
+  EXPECT_LT(held->Value("kleaf_sequence_lease_age_seconds", part).value_or(9), 1.0);
+  EXPECT_EQ(held->Value("kleaf_sequence_lease_held", quiet), 0.0);
+  EXPECT_EQ(renewals(*held, quiet, "record") + renewals(*held, quiet, "transaction"), 0.0)
+      << "a partition without sequence calls committed lease records";
+  EXPECT_EQ(held->Value("kleaf_sequence_lease_expiries_total", part), 0.0);
+
+  // A planned stop releases: the next owner waits only δ.
+  EXPECT_EQ(Stop(a1).code, 0);
+  EXPECT_EQ(LinesWith(a1.Log(), "released (stopping)").size(), 1u) << a1.Log();
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  ASSERT_TRUE(cluster.Start({&a2}));
+  FirstAnswer after_release = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+  ASSERT_GE(after_release.after_s, 0) << after_release.last_error << "\n" << cluster.Logs();
+  EXPECT_GT(after_release.value, first.value);
+  auto m2 = ScrapeMetrics(a2.port);
+  ASSERT_TRUE(m2) << m2.error();
+  EXPECT_EQ(m2->Value("kleaf_sequence_takeover_waits_total", part + ",row=\"released\""), 1.0);
+  EXPECT_LE(m2->Value("kleaf_sequence_takeover_wait_seconds", part).value_or(9), 0.2);
+  ASSERT_TRUE(await(
+      a2, [&](const Metrics& m) { return m.Value("kleaf_sequence_lease_held", part) == 1.0; },
+      "alloc-2's lease held"));
+
+  // A kill -9 releases nothing: the next owner waits the lease out after its fence.
+  a2.process->KillAndWait();
+  Node& a3 = cluster.AddAllocator("alloc-3");
+  const auto spawned = SteadyClock::now();
+  ASSERT_TRUE(cluster.Start({&a3}));
+  FirstAnswer after_kill = PollNext(gw.port, key, spawned, seconds(60));
+  ASSERT_GE(after_kill.after_s, 0) << after_kill.last_error << "\n" << cluster.Logs();
+  EXPECT_GE(after_kill.after_s, kKillWaitS) << "answered before the killed owner's lease ended";
+  EXPECT_TRUE(after_kill.refused_waiting);
+  EXPECT_GT(after_kill.value, after_release.value);
+  auto m3 = ScrapeMetrics(a3.port);
+  ASSERT_TRUE(m3) << m3.error();
+  EXPECT_EQ(m3->Value("kleaf_sequence_takeover_waits_total", part + ",row=\"other\""), 1.0);
+
+  // Idle for idle_release_ms: released (committed), not renewed; the next call holds it again.
+  auto idle = await(
+      a3,
+      [&](const Metrics& m) {
+        return m.Value("kleaf_sequence_releases_total",
+                       part + ",reason=\"idle\",outcome=\"committed\"") == 1.0;
+      },
+      "alloc-3's idle release");
+  ASSERT_TRUE(idle);
+  EXPECT_EQ(idle->Value("kleaf_sequence_lease_held", part), 0.0);
+  FirstAnswer later = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+  ASSERT_GE(later.after_s, 0) << later.last_error;
+  EXPECT_GT(later.value, after_kill.value);
+  ASSERT_TRUE(await(
+      a3, [&](const Metrics& m) { return m.Value("kleaf_sequence_lease_held", part) == 1.0; },
+      "alloc-3's lease held again after the idle release"));
+  // Its SIGTERM releases the lease it holds again; a fourth owner does not wait.
+  EXPECT_EQ(Stop(a3).code, 0);
+  Node& a4 = cluster.AddAllocator("alloc-4");
+  ASSERT_TRUE(cluster.Start({&a4}));
+  FirstAnswer last = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+  ASSERT_GE(last.after_s, 0) << last.last_error;
+  EXPECT_GT(last.value, later.value);
+  auto m4 = ScrapeMetrics(a4.port);
+  ASSERT_TRUE(m4) << m4.error();
+  EXPECT_EQ(m4->Value("kleaf_sequence_takeover_waits_total", part + ",row=\"released\""), 1.0);
+}
+
 // A lease record in a transaction without an outcome (docs/architecture.md, R3): the restore reads
 // it in the tail past the last stable offset, waits it out, and writes it again in its rewrite of
 // the maxima, so that an abort of that transaction cannot take it away. A fresh allocator after the
@@ -222,7 +336,9 @@ TEST_F(SequenceLeaseIntegrationTest, ALeaseRecordPastAnOpenTransactionIsWaitedOu
       open->Send(cluster.prefix() + ".state", p, state::LeaseKey(p), state::EncodeLease(held), {}));
   ASSERT_TRUE(open->Flush(seconds(10)));
 
-  Node& a2 = cluster.AddAllocator("alloc-2");
+  // It holds no lease of its own (L 0: it still waits), so that its stop below writes no record
+  // over the rewrite's.
+  Node& a2 = cluster.AddNode("alloc-2", Node::Role::kAllocator, {{"sequence.lease_ms", "0"}});
   const auto spawned = SteadyClock::now();
   ASSERT_TRUE(cluster.Start({&a2}));
   FirstAnswer tail = PollNext(gw.port, key, spawned, seconds(60));

@@ -152,5 +152,84 @@ TEST(LeaseRecordCodecTest, ARecordSurvivesItsEncodingAndCorruptOnesAreRefused) {
   }
 }
 
+// Readings built by hand: every clock at `ms`, the wall clock `wall_off_ms` apart, `suspended_ms`
+// added to the boot clock.
+LeaseReading ReadingAt(int64_t ms, int64_t wall_off_ms = 0, int64_t suspended_ms = 0) {
+  constexpr int64_t kMs = 1'000'000;
+  return LeaseReading{ms * kMs, (ms + suspended_ms) * kMs, ms * kMs,
+                      (ms + suspended_ms + wall_off_ms) * kMs, 0};
+}
+
+const LeaseTiming kTiming{3000, 1000, 100};  // the hold limit: 3000·0.999 − 100 = 2897 ms
+
+TEST(PartitionLeaseTest, OnlyACommittedHeldRecordThatReachedTheCoordinatorBeginsALease) {
+  PartitionLease lease(4);
+  EXPECT_EQ(lease.Check(ReadingAt(0), kTiming), PartitionLease::Verdict::kNoLease);
+  // A batch without a `held` record renews nothing and begins nothing.
+  uint64_t n = lease.NoteBegin();
+  EXPECT_EQ(lease.OnCommitEnded(n, ReadingAt(10), true, true, false),
+            PartitionLease::Effect::kNone);
+  // Aborted, or never sent to the coordinator (no record of its own delivered), or no reading.
+  EXPECT_EQ(lease.OnCommitEnded(n, ReadingAt(10), false, true, true),
+            PartitionLease::Effect::kNone);
+  EXPECT_EQ(lease.OnCommitEnded(n, ReadingAt(10), true, false, true),
+            PartitionLease::Effect::kNone);
+  EXPECT_FALSE(lease.HeldCommitted());
+  EXPECT_EQ(lease.OnCommitEnded(n, std::nullopt, true, true, true), PartitionLease::Effect::kNone);
+  EXPECT_TRUE(lease.HeldCommitted()) << "the record is in the log: the next owner waits for it";
+  EXPECT_FALSE(lease.Held());
+  EXPECT_EQ(lease.OnCommitEnded(n, ReadingAt(20), true, true, true),
+            PartitionLease::Effect::kBegan);
+  EXPECT_EQ(lease.Check(ReadingAt(20 + 2896), kTiming), PartitionLease::Verdict::kHeld);
+  EXPECT_EQ(lease.Check(ReadingAt(20 + 2897), kTiming), PartitionLease::Verdict::kExpired);
+  EXPECT_EQ(*lease.AgeNs(ReadingAt(520)), 500'000'000);
+}
+
+TEST(PartitionLeaseTest, AnyCommittedTransactionRenewsFromTheReadingBeforeItsCommit) {
+  PartitionLease lease(1);
+  ASSERT_EQ(lease.OnCommitEnded(lease.NoteBegin(), ReadingAt(0), true, true, true),
+            PartitionLease::Effect::kBegan);
+  // A batch of segment requests, without a lease record.
+  EXPECT_EQ(lease.OnCommitEnded(lease.NoteBegin(), ReadingAt(2000), true, true, false),
+            PartitionLease::Effect::kRenewed);
+  EXPECT_EQ(lease.Check(ReadingAt(4000), kTiming), PartitionLease::Verdict::kHeld);
+  // A commit that returned late renews from its reading, not from its return: already old.
+  EXPECT_EQ(lease.OnCommitEnded(lease.NoteBegin(), ReadingAt(1000), true, true, false),
+            PartitionLease::Effect::kRenewed);
+  EXPECT_EQ(lease.Check(ReadingAt(2000 + 2897), kTiming), PartitionLease::Verdict::kExpired)
+      << "an older reading moved the anchor back";
+}
+
+TEST(PartitionLeaseTest, ATransactionOpenAtAMarkBeginsAndRenewsNothing) {
+  PartitionLease lease(2);
+  ASSERT_EQ(lease.OnCommitEnded(lease.NoteBegin(), ReadingAt(0), true, true, true),
+            PartitionLease::Effect::kBegan);
+  // Open when p was released (R5) or its lease dropped (R9); its reading comes after the mark.
+  const uint64_t open = lease.NoteBegin();
+  EXPECT_TRUE(lease.Mark());
+  EXPECT_FALSE(lease.Held());
+  EXPECT_EQ(lease.OnCommitEnded(open, ReadingAt(100), true, true, true),
+            PartitionLease::Effect::kNone);
+  EXPECT_EQ(lease.Check(ReadingAt(100), kTiming), PartitionLease::Verdict::kNoLease);
+  // Begun after the mark but without a `held` record: there is nothing to renew.
+  EXPECT_EQ(lease.OnCommitEnded(lease.NoteBegin(), ReadingAt(200), true, true, false),
+            PartitionLease::Effect::kNone);
+  EXPECT_FALSE(lease.Mark()) << "no lease was held";
+  // A `held` record in a transaction begun after the mark begins it again.
+  EXPECT_EQ(lease.OnCommitEnded(lease.NoteBegin(), ReadingAt(300), true, true, true),
+            PartitionLease::Effect::kBegan);
+}
+
+TEST(PartitionLeaseTest, AForwardWallStepOrASuspendSinceTheAnchorEndsTheLease) {
+  PartitionLease lease(3);
+  ASSERT_EQ(lease.OnCommitEnded(lease.NoteBegin(), ReadingAt(0), true, true, true),
+            PartitionLease::Effect::kBegan);
+  EXPECT_EQ(lease.Check(ReadingAt(100, -50), kTiming), PartitionLease::Verdict::kHeld)
+      << "a backward step ends nothing";
+  EXPECT_EQ(lease.Check(ReadingAt(100, 11), kTiming), PartitionLease::Verdict::kClockEvent);
+  EXPECT_EQ(lease.Check(ReadingAt(100, 0, 3), kTiming), PartitionLease::Verdict::kClockEvent);
+  EXPECT_TRUE(lease.EventsSinceAnchor(ReadingAt(100, 0, 3)).suspend);
+}
+
 }  // namespace
 }  // namespace kleaf::allocator

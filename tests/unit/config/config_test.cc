@@ -54,6 +54,31 @@ TEST(SequenceLeaseConfigTest, TheLeaseAndItsMarginAreCheckedAgainstEachOther) {
   EXPECT_EQ(set->sequence.lease_margin_ms, 200);
 }
 
+// R3 and R5: the renewal interval is 0 (L/3) or 100 to half of what a lease lasts; the idle release
+// is 0 (never) or at least three renewal intervals; neither is checked when L is 0.
+TEST(SequenceLeaseConfigTest, TheRenewalAndTheIdleReleaseAreCheckedAgainstTheLease) {
+  ExpectKeyError("sequence:\n  lease_renew_ms: 99\n", "sequence.lease_renew_ms");
+  // L 3000, ρ 0.001, δ 100: a lease lasts 2897 ms, half of it 1448.
+  ExpectKeyError("sequence:\n  lease_ms: 3000\n  lease_renew_ms: 1449\n",
+                 "sequence.lease_renew_ms");
+  ExpectKeyError("sequence:\n  lease_ms: 3000\n  idle_release_ms: 2999\n",
+                 "sequence.idle_release_ms");
+  ExpectKeyError("sequence:\n  lease_renew_ms: 500\n  idle_release_ms: 1499\n",
+                 "sequence.idle_release_ms");
+  auto ok = ParseConfig(
+      "sequence:\n  lease_ms: 3000\n  lease_renew_ms: 1448\n"
+      "  idle_release_ms: 0\n");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->sequence.RenewIntervalMs(), 1448);
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_EQ(defaults->sequence.RenewIntervalMs(), 1666);
+  EXPECT_EQ(defaults->sequence.idle_release_ms, 60000);
+  ExpectKeyError("sequence:\n  lease_ms: 0\n  lease_renew_ms: 30001\n", "sequence.lease_renew_ms");
+  auto zero = ParseConfig("sequence:\n  lease_ms: 0\n  lease_renew_ms: 50\n  idle_release_ms: 1\n");
+  ASSERT_TRUE(zero) << zero.error().message;
+}
+
 // R6: the share of a step left below which a section is raised ahead of need, in percent.
 TEST(SequenceLeaseConfigTest, TheRaiseAheadShareIsAPercentOfAStep) {
   ExpectKeyError("sequence:\n  raise_ahead_percent: 9\n", "sequence.raise_ahead_percent");
