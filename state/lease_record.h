@@ -1,8 +1,8 @@
 // The sequence lease record of one state partition (docs/architecture.md, "I5 with a lease", R3):
 // the key `lse/<p>` of partition p, written by the partition's owner when its lease begins, is
 // renewed by a lease-only transaction, and is released; read back by the next owner's restore to
-// size its takeover wait (R4). This version (the bridge) reads, keeps and rewrites these records
-// but writes none of its own; its rules are in allocator/lease.h.
+// size its takeover wait (R4). Its rules are in allocator/lease.h; the owner's side (writing,
+// renewing, releasing) is cluster/allocator_node.cc.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// The takeover wait of "I5 with a lease" (docs/architecture.md, R3 and R4), as this version does
-// it: it holds no lease, but after each takeover it waits out the lease that the partition's
-// newest lease record names before it answers that partition's sequence calls. The test plays the
+// The lease of "I5 with a lease" (docs/architecture.md, R2 to R5): after each takeover an owner
+// waits out the lease that the partition's newest lease record names before it answers that
+// partition's sequence calls, and it holds, renews and releases a lease of its own
+// (AnOwnerHoldsRenewsAndReleasesItsLease). For the wait, the test plays the
 // earlier owners: with a transactional producer of its own it commits lease records into three
 // state partitions (a `held` one with a long lease; a `released` one; a committed generation that
 // goes back, which only a writer other than kleaf's allocators can make), then a fresh allocator
