@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -85,6 +86,38 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   return options;
 }
 
+// The owner hop's route, POST /internal/v1/seq/<p> (the body: a wire envelope of a NextSeq or
+// CurrentSeq), in front of `rest`. The answer carries p's lease generation (R8) in
+// Kleaf-Generation.
+http::Handler OwnerHopRoutes(cluster::AllocatorNode& node, http::Handler rest) {
+  return [&node, rest = std::move(rest)](http::HttpRequest req, http::Respond respond) {
+    constexpr std::string_view kPrefix = "/internal/v1/seq/";
+    std::string_view target = req.target;
+    if (!target.starts_with(kPrefix)) return rest(std::move(req), std::move(respond));
+    target.remove_prefix(kPrefix.size());
+    int32_t p = -1;
+    const auto [end, ec] = std::from_chars(target.data(), target.data() + target.size(), p);
+    if (ec != std::errc() || end != target.data() + target.size() || p < 0) {
+      return respond(http::ErrorResponse(
+          Error{Code::kNotFound,
+                "no such route: " + req.target + " (/internal/v1/seq/<partition>)"},
+          0));
+    }
+    if (req.method != "POST") {
+      return respond(
+          http::ErrorResponse(Error{Code::kInvalidArgument, "the owner hop takes POST only"}, 0));
+    }
+    node.SubmitHop(p, std::move(req.body),
+                   [respond = std::move(respond)](cluster::AllocatorNode::HopAnswer a) {
+                     http::HttpResponse r;
+                     r.status = a.status;
+                     r.body = std::move(a.body);
+                     r.headers.emplace_back("Kleaf-Generation", std::to_string(a.generation));
+                     respond(std::move(r));
+                   });
+  };
+}
+
 // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
 // take the port a gateway on the same host expects. Returns what the startup line says of them.
 [[nodiscard]] Result<std::string> StartAllocatorOps(const config::Config& c,
@@ -97,9 +130,10 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   }
   auto listen = config::ParseHostPort(c.http.listen);
   if (!listen) return Fail(listen.error().code, "http.listen: " + listen.error().message);
-  server.emplace(OpsHttpOptions(c, listen->first, listen->second),
-                 http::OpsRoutes("allocators",
-                                 [&node, &probe] { return cluster::NodeReadiness(node, probe); }));
+  http::Handler ops = http::OpsRoutes(
+      "allocators", [&node, &probe] { return cluster::NodeReadiness(node, probe); });
+  if (c.sequence.owner_hop) ops = OwnerHopRoutes(node, std::move(ops));
+  server.emplace(OpsHttpOptions(c, listen->first, listen->second), std::move(ops));
   auto port = server->Start();
   if (!port) return std::unexpected(port.error());
   return "; " + HttpUrl(listen->first, *port, c.http.tls.enabled());

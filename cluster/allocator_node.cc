@@ -266,6 +266,9 @@ void AllocatorNode::Run() {
     // Only a rewind after this poll makes a message it returned one to read again (OnEvent).
     rewound_.clear();
     auto event = consumer_->Poll(milliseconds(50));
+    // The owner hop's requests first: SubmitHop's wake ends the poll, and they wait for nothing
+    // else of this turn.
+    ServeHop();
     // Gather a batch: this message and whatever else is already fetched.
     // Up to batch_max requests per served partition: each partition is its own transaction.
     const size_t limit =
@@ -283,6 +286,23 @@ void AllocatorNode::Run() {
     OnEvent(event, batch);
     TendLeases();
     PublishProgress();
+  }
+  {
+    // The owner hop serves nothing from here on; the calls waiting for a raise are refused.
+    std::vector<HopRequest> left;
+    {
+      MutexLock lock(seq_mu_);
+      hop_served_.clear();
+      for (auto& [p, waiting] : hop_raise_waits_) {
+        for (auto& r : waiting) left.push_back(std::move(r));
+      }
+      hop_raise_waits_.clear();
+    }
+    for (auto& r : left) {
+      r.done(HopAnswer{HttpStatus(Code::kUnavailable),
+                       wire::EncodeError(Error{Code::kUnavailable, "the allocator is stopping"}),
+                       0});
+    }
   }
   // R5: a planned stop releases every lease, so the next owners do not wait them out.
   std::vector<int32_t> served;
@@ -347,6 +367,7 @@ void AllocatorNode::PublishProgress() {
   serving_gauge_.Set(static_cast<double>(serving_.size()));
   // A partition whose wait ended without a sequence call ends it here, so that
   // kleaf_sequence_takeover_waiting goes back to 0 (a rollback past the bridge waits for that).
+  MutexLock lock(seq_mu_);
   for (auto it = sequence_waits_.begin(); it != sequence_waits_.end();) {
     const int32_t p = it->first;
     ++it;
@@ -660,13 +681,15 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
           "what writes to {}",
           p, fenced.wait.lease_w_ms, kMaxLeaseMs, kLongestWaitedLeaseMs, options_.topics.state);
     }
+    MutexLock lock(seq_mu_);
     sequence_waits_[p] = std::move(wait);
+    if (options_.lease.lease_ms > 0) {
+      leases_[p] = HeldLease{std::make_unique<allocator::PartitionLease>(fenced.wait.generation),
+                             fenced.wait};
+    }
+    hop_served_.insert(p);
   }
   held_before_.erase(p);  // consumed by this takeover's wait
-  if (options_.lease.lease_ms > 0) {
-    leases_[p] =
-        HeldLease{std::make_unique<allocator::PartitionLease>(fenced.wait.generation), fenced.wait};
-  }
   MetricsOf(p).serving.Set(1);
   {
     MutexLock lock(serving_mu_);
@@ -690,22 +713,39 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
               "[allocator] partition {} no longer served: {}", p, why);
   MetricsOf(p).releases.Inc();
   MetricsOf(p).serving.Set(0);
-  if (auto l = leases_.find(p); l != leases_.end()) {
-    // R7: p unserved for sequences under its lock; what this process held is remembered for its
-    // next takeover of p (R4's third row needs all three).
-    l->second.lease->Mark();
-    held_before_[p] =
-        allocator::HeldBefore{l->second.lease->generation(), l->second.lease->HeldCommitted(),
-                              !sequence_waits_.contains(p)};
-    leases_.erase(l);
-    MetricsOf(p).lease_held.Set(0);
-    MetricsOf(p).lease_age_seconds.Set(0);
+  std::vector<HopRequest> waiting;
+  {
+    // R7, under the sequence lock: p unserved for sequences (the owner hop computes nothing of p
+    // once this returns); what this process held is remembered for its next takeover of p (R4's
+    // third row needs all three).
+    MutexLock lock(seq_mu_);
+    hop_served_.erase(p);
+    if (auto w = hop_raise_waits_.find(p); w != hop_raise_waits_.end()) {
+      waiting = std::move(w->second);
+      hop_raise_waits_.erase(w);
+    }
+    if (auto l = leases_.find(p); l != leases_.end()) {
+      l->second.lease->Mark();
+      held_before_[p] =
+          allocator::HeldBefore{l->second.lease->generation(), l->second.lease->HeldCommitted(),
+                                !sequence_waits_.contains(p)};
+      leases_.erase(l);
+      MetricsOf(p).lease_held.Set(0);
+      MetricsOf(p).lease_age_seconds.Set(0);
+    }
+    counters_.erase(p);  // a later takeover starts every section at its persisted maximum (I5)
+    if (sequence_waits_.erase(p) > 0) MetricsOf(p).takeover_waiting.Set(0);
+  }
+  for (auto& r : waiting) {
+    r.done(HopAnswer{
+        HttpStatus(Code::kUnavailable),
+        wire::EncodeError(Error{Code::kUnavailable, "partition " + std::to_string(p) +
+                                                        " is no longer served here: " + why}),
+        0});
   }
   (void)it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
   floor_.erase(p);
-  counters_.erase(p);  // a later takeover starts every section at its persisted maximum (I5)
-  if (sequence_waits_.erase(p) > 0) MetricsOf(p).takeover_waiting.Set(0);
   lease_copy_complete_.erase(p);
   MutexLock lock(serving_mu_);
   std::erase(serving_snapshot_, p);
@@ -843,7 +883,10 @@ std::unique_ptr<AllocatorNode::OpenBatch> AllocatorNode::OpenTransaction(
   auto open = std::make_unique<OpenBatch>(store_, options_.topics, p);
   open->batch = std::move(batch);
   open->producer = it->second.get();
-  open->counters = &CountersOf(p);
+  {
+    MutexLock lock(seq_mu_);
+    open->counters = &CountersOf(p);
+  }
   if (auto failed = ProduceBatch(*open)) open->end = std::move(*failed);
   return open;
 }
@@ -855,7 +898,12 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
   // R2: the count is noted at Begin, so a mark while this transaction is open makes it begin and
   // renew nothing, whatever it carries.
-  if (auto l = leases_.find(p); l != leases_.end()) open.lease_count = l->second.lease->NoteBegin();
+  {
+    MutexLock lock(seq_mu_);
+    if (auto l = leases_.find(p); l != leases_.end()) {
+      open.lease_count = l->second.lease->NoteBegin();
+    }
+  }
   const auto failed = [&](const Error& e) {
     return kafka::EndFailedTransaction(producer,
                                        {Kind::kAbortable, false, "producing failed: " + e.message},
@@ -880,13 +928,16 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   }
   // The raises wanted (at need, ahead of need, imports): every value computed is at or below a
   // committed maximum already, so none of them waits for these (R6).
-  const uint64_t at_need = open.counters->RaisesAtNeed();
-  const uint64_t ahead = open.counters->RaisesAhead();
   state::Records raises;
-  raises.sections = open.counters->TakeRaises();
+  {
+    MutexLock lock(seq_mu_);
+    const uint64_t at_need = open.counters->RaisesAtNeed();
+    const uint64_t ahead = open.counters->RaisesAhead();
+    raises.sections = open.counters->TakeRaises();
+    raises_at_need_.Inc(open.counters->RaisesAtNeed() - at_need);
+    raises_ahead_.Inc(open.counters->RaisesAhead() - ahead);
+  }
   open.raises = raises.sections;
-  raises_at_need_.Inc(open.counters->RaisesAtNeed() - at_need);
-  raises_ahead_.Inc(open.counters->RaisesAhead() - ahead);
   if (auto sent = ProduceRecords(p, raises, producer, reader); !sent) return failed(sent.error());
   // The consumed position, in the state partition beside the batch's records: it commits with
   // them and the replies or not at all (I1), and a takeover restores it after the fence. (It
@@ -901,7 +952,10 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   }
   // The lease record last, so that its offset is the highest this transaction delivers to state
   // partition p (OnCommitted keeps it in the store's copy with that offset).
-  open.lease_record = HeldRecordFor(p, /*renewal=*/open.batch.empty());
+  {
+    MutexLock lock(seq_mu_);
+    open.lease_record = HeldRecordFor(p, /*renewal=*/open.batch.empty());
+  }
   if (open.lease_record) {
     if (auto sent = producer.Send(options_.topics.state, p, state::LeaseKey(p),
                                   state::EncodeLease(*open.lease_record), {});
@@ -960,36 +1014,39 @@ void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) 
   // Every batch's raises are settled before any handler runs: a handler may release a partition,
   // and its counters with it. Only a committed raise moves a committed maximum (R6); one whose
   // outcome is unknown is never used (the retake restores what committed).
-  for (const auto& batch : open) {
-    transactions_[static_cast<size_t>(batch->end->outcome)]->Inc();
-    const bool committed = batch->end->outcome == kafka::TxnOutcome::kCommitted;
-    if (batch->counters != nullptr) batch->counters->Settle(batch->raises, committed);
-    // R2, under p's lock: whether this commit began or renewed p's lease. Only p's current
-    // producer's commits count (a released partition has no lease state any more).
-    auto l = leases_.find(batch->p);
-    if (l == leases_.end() || !batch->lease_count || serving_.find(batch->p) == serving_.end() ||
-        serving_[batch->p].get() != batch->producer) {
-      continue;
+  {
+    MutexLock lock(seq_mu_);
+    for (const auto& batch : open) {
+      transactions_[static_cast<size_t>(batch->end->outcome)]->Inc();
+      const bool committed = batch->end->outcome == kafka::TxnOutcome::kCommitted;
+      if (batch->counters != nullptr) batch->counters->Settle(batch->raises, committed);
+      // R2, under p's lock: whether this commit began or renewed p's lease. Only p's current
+      // producer's commits count (a released partition has no lease state any more).
+      auto l = leases_.find(batch->p);
+      if (l == leases_.end() || !batch->lease_count || serving_.find(batch->p) == serving_.end() ||
+          serving_[batch->p].get() != batch->producer) {
+        continue;
+      }
+      HeldLease& h = l->second;
+      const bool carried_held =
+          batch->lease_record && batch->lease_record->state == state::LeaseState::kHeld;
+      const auto effect =
+          h.lease->OnCommitEnded(*batch->lease_count, batch->before_commit, committed,
+                                 batch->producer->DeliveredInTransaction() > 0, carried_held);
+      if (committed && carried_held && batch->lease_record->waited) h.waited_written = true;
+      if (effect == allocator::PartitionLease::Effect::kNone) {
+        h.next_try_ns = clock_.MonotonicNs() + kLeaseRetryNs;
+        continue;
+      }
+      if (effect == allocator::PartitionLease::Effect::kBegan) {
+        spdlog::info("[allocator] partition {}: sequence lease of generation {} held", batch->p,
+                     h.lease->generation());
+      }
+      h.expired = false;
+      (batch->batch.empty() ? MetricsOf(batch->p).renewals_by_record
+                            : MetricsOf(batch->p).renewals_by_transaction)
+          .Inc();
     }
-    HeldLease& h = l->second;
-    const bool carried_held =
-        batch->lease_record && batch->lease_record->state == state::LeaseState::kHeld;
-    const auto effect =
-        h.lease->OnCommitEnded(*batch->lease_count, batch->before_commit, committed,
-                               batch->producer->DeliveredInTransaction() > 0, carried_held);
-    if (committed && carried_held && batch->lease_record->waited) h.waited_written = true;
-    if (effect == allocator::PartitionLease::Effect::kNone) {
-      h.next_try_ns = clock_.MonotonicNs() + kLeaseRetryNs;
-      continue;
-    }
-    if (effect == allocator::PartitionLease::Effect::kBegan) {
-      spdlog::info("[allocator] partition {}: sequence lease of generation {} held", batch->p,
-                   h.lease->generation());
-    }
-    h.expired = false;
-    (batch->batch.empty() ? MetricsOf(batch->p).renewals_by_record
-                          : MetricsOf(batch->p).renewals_by_transaction)
-        .Inc();
   }
   for (const auto& batch : open) {
     const int32_t p = batch->p;
@@ -1040,6 +1097,8 @@ AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m
   return std::visit(
       [&]<typename Op>(const Op& op) {
         if constexpr (allocator::kNeedsCounters<Op>) {
+          // p's counters and lease are shared with the owner hop's callers.
+          MutexLock lock(seq_mu_);
           // A sequence call: p wants a lease (R3), during its takeover wait too.
           if (auto l = leases_.find(p); l != leases_.end()) {
             l->second.last_call_ns = clock_.MonotonicNs();
@@ -1214,57 +1273,63 @@ std::optional<state::LeaseRecord> AllocatorNode::HeldRecordFor(int32_t p, bool r
 }
 
 void AllocatorNode::TendLeases() {
-  if (leases_.empty()) return;
-  auto now = allocator::TakeReading(LeaseClocks());
-  const int64_t mono = clock_.MonotonicNs();
+  if (options_.lease.lease_ms == 0) return;
   std::vector<int32_t> idle;
   std::map<int32_t, std::vector<kafka::Message>> renew;
-  for (auto& [p, h] : leases_) {
-    PartitionMetrics& m = MetricsOf(p);
-    if (!now) {
-      // R1 could not compute a value without a reading either: the safe side is no lease.
-      if (h.lease->Mark()) {
-        spdlog::warn("[allocator] partition {}: sequence lease dropped: {}", p,
-                     now.error().message);
-      }
-    } else {
-      const auto events = h.lease->EventsSinceAnchor(*now);
-      if (events.Any()) {
-        // R9: counted once per anchor (a step back ends nothing, but the anchor moves on with
-        // the next renewal).
-        if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
-        if (events.wall_back) ClockEventsCounter("wall_back").Inc();
-        if (events.suspend) ClockEventsCounter("suspend").Inc();
-      }
-      if (events.EndsLease()) {
-        h.lease->Mark();
-        spdlog::warn(
-            "[allocator] partition {}: sequence lease dropped: the clocks {} since it "
-            "was renewed; a `held` record commits it again",
-            p, events.suspend ? "saw a suspend" : "stepped forward");
-      } else if (h.lease->Check(*now, options_.lease) ==
-                 allocator::PartitionLease::Verdict::kExpired) {
-        if (!h.expired) {
-          h.expired = true;
-          m.lease_expiries.Inc();
+  {
+    MutexLock lock(seq_mu_);
+    auto now = allocator::TakeReading(LeaseClocks());
+    const int64_t mono = clock_.MonotonicNs();
+    for (auto& [p, h] : leases_) {
+      PartitionMetrics& m = MetricsOf(p);
+      if (!now) {
+        // R1 could not compute a value without a reading either: the safe side is no lease.
+        if (h.lease->Mark()) {
+          spdlog::warn("[allocator] partition {}: sequence lease dropped: {}", p,
+                       now.error().message);
+        }
+      } else {
+        const auto events = h.lease->EventsSinceAnchor(*now);
+        if (events.Any()) {
+          // R9: counted once per anchor (a step back ends nothing, but the anchor moves on with
+          // the next renewal).
+          if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
+          if (events.wall_back) ClockEventsCounter("wall_back").Inc();
+          if (events.suspend) ClockEventsCounter("suspend").Inc();
+        }
+        if (events.EndsLease()) {
+          h.lease->Mark();
           spdlog::warn(
-              "[allocator] partition {}: sequence lease ran out before a renewal "
-              "committed",
-              p);
+              "[allocator] partition {}: sequence lease dropped: the clocks {} since it "
+              "was renewed; a `held` record commits it again",
+              p, events.suspend ? "saw a suspend" : "stepped forward");
+        } else if (h.lease->Check(*now, options_.lease) ==
+                   allocator::PartitionLease::Verdict::kExpired) {
+          if (!h.expired) {
+            h.expired = true;
+            m.lease_expiries.Inc();
+            spdlog::warn(
+                "[allocator] partition {}: sequence lease ran out before a renewal "
+                "committed",
+                p);
+          }
         }
       }
+      const auto age = now ? h.lease->AgeNs(*now) : std::nullopt;
+      m.lease_held.Set(age ? 1 : 0);
+      m.lease_age_seconds.Set(age ? static_cast<double>(*age) / 1e9 : 0);
+      if (h.last_call_ns < 0 || !now) continue;
+      if (options_.idle_release_ms > 0 &&
+          mono - h.last_call_ns >= options_.idle_release_ms * 1'000'000) {
+        idle.push_back(p);
+        continue;
+      }
+      if (mono < h.next_try_ns) continue;
+      // Owner-hop requests waiting for a raise: the raise goes into a transaction of p now.
+      if (!age || *age >= options_.lease_renew_ms * 1'000'000 || hop_raise_waits_.contains(p)) {
+        renew[p] = {};
+      }
     }
-    const auto age = now ? h.lease->AgeNs(*now) : std::nullopt;
-    m.lease_held.Set(age ? 1 : 0);
-    m.lease_age_seconds.Set(age ? static_cast<double>(*age) / 1e9 : 0);
-    if (h.last_call_ns < 0 || !now) continue;
-    if (options_.idle_release_ms > 0 &&
-        mono - h.last_call_ns >= options_.idle_release_ms * 1'000'000) {
-      idle.push_back(p);
-      continue;
-    }
-    if (mono < h.next_try_ns) continue;
-    if (!age || *age >= options_.lease_renew_ms * 1'000'000) renew[p] = {};
   }
   if (!idle.empty()) ReleaseLeases(idle, "idle");
   // Lease-only transactions (and the raises wanted meanwhile), committed as a round of batches.
@@ -1274,28 +1339,34 @@ void AllocatorNode::TendLeases() {
 void AllocatorNode::ReleaseLeases(const std::vector<int32_t>& partitions, const char* reason) {
   std::vector<std::unique_ptr<OpenBatch>> open;
   for (int32_t p : partitions) {
-    auto l = leases_.find(p);
     auto producer = serving_.find(p);
-    if (l == leases_.end() || producer == serving_.end()) continue;
-    HeldLease& h = l->second;
-    // Step 1: marked unserved under p's lock. No transaction is open or in flight here (the loop
-    // thread runs every round to its end), so step 2 has nothing to wait for.
-    h.lease->Mark();
-    const bool wanted = h.last_call_ns >= 0;
-    h.last_call_ns = -1;  // no `held` record until the next sequence call
-    MetricsOf(p).lease_held.Set(0);
-    MetricsOf(p).lease_age_seconds.Set(0);
-    // Nothing committed since the last release, or no sequence call since the takeover.
-    if (!wanted) continue;
-    // Step 3: a `released` record only from an owner whose wait ended and that held a lease.
-    if (!h.lease->HeldCommitted() || sequence_waits_.contains(p)) {
-      ReleasesCounter(p, reason, "not_written").Inc();
-      continue;
+    if (producer == serving_.end()) continue;
+    std::optional<state::LeaseRecord> released;
+    {
+      MutexLock lock(seq_mu_);
+      auto l = leases_.find(p);
+      if (l == leases_.end()) continue;
+      HeldLease& h = l->second;
+      // Step 1: marked unserved under p's lock. No transaction is open or in flight here (the
+      // loop thread runs every round to its end), so step 2 has nothing to wait for.
+      h.lease->Mark();
+      const bool wanted = h.last_call_ns >= 0;
+      h.last_call_ns = -1;  // no `held` record until the next sequence call
+      MetricsOf(p).lease_held.Set(0);
+      MetricsOf(p).lease_age_seconds.Set(0);
+      // Nothing committed since the last release, or no sequence call since the takeover.
+      if (!wanted) continue;
+      // Step 3: a `released` record only from an owner whose wait ended and that held a lease.
+      if (!h.lease->HeldCommitted() || sequence_waits_.contains(p)) {
+        ReleasesCounter(p, reason, "not_written").Inc();
+        continue;
+      }
+      released = LeaseRecordOf(p, state::LeaseState::kReleased);
     }
     auto batch = std::make_unique<OpenBatch>(store_, options_.topics, p);
     batch->producer = producer->second.get();
     batch->release = true;
-    batch->lease_record = LeaseRecordOf(p, state::LeaseState::kReleased);
+    batch->lease_record = std::move(released);
     if (auto b = batch->producer->Begin(); !b) {
       ReleasesCounter(p, reason, "failed").Inc();
       continue;
@@ -1326,6 +1397,140 @@ void AllocatorNode::ReleaseLeases(const std::vector<int32_t>& partitions, const 
                  batch->lease_record->generation, reason);
     OnCommitted(p, std::nullopt, *batch->producer, batch->reader, 0, batch->lease_record);
   }
+}
+
+void AllocatorNode::SubmitHop(int32_t p, std::string request, HopDone done) {
+  // Decoded and routed before p's lock: the lock covers the reading and the counters only.
+  const auto refuse = [&](const Error& why, uint64_t generation) {
+    done(HopAnswer{HttpStatus(why.code), wire::EncodeError(why), generation});
+  };
+  auto envelope = wire::DecodeRequest(request);
+  if (!envelope) return refuse(envelope.error(), 0);
+  if (p < 0 || p >= options_.topics.partitions) {
+    return refuse(Error{Code::kUnavailable,
+                        "partition " + std::to_string(p) + " is not a partition of this cluster"},
+                  0);
+  }
+  if (auto route =
+          CheckRoute(envelope->request, envelope->partitions, p, options_.topics.partitions);
+      !route) {
+    return refuse(route.error(), 0);
+  }
+  if (!std::holds_alternative<allocator::op::NextSeq>(envelope->request) &&
+      !std::holds_alternative<allocator::op::CurrentSeq>(envelope->request)) {
+    return refuse(Error{Code::kInvalidArgument,
+                        "the owner hop answers next and current only; send the rest through the "
+                        "requests topic"},
+                  0);
+  }
+  HopRequest r{p, std::move(envelope->request), std::move(done), 0};
+  std::optional<HopAnswer> answer;
+  {
+    MutexLock lock(seq_mu_);
+    answer = AnswerHop(r);
+    if (!answer) {
+      // Its values need a raise first: the loop commits it at its next turn (TendLeases), and
+      // answers the call after that commit (ServeHop).
+      r.since_ns = clock_.MonotonicNs();
+      hop_raise_waits_[p].push_back(std::move(r));
+    }
+  }
+  if (answer) {
+    r.done(std::move(*answer));
+  } else if (consumer_ != nullptr) {
+    consumer_->Wake();
+  }
+}
+
+void AllocatorNode::ServeHop() {
+  std::vector<HopRequest> waiting;
+  std::vector<std::pair<HopRequest, HopAnswer>> answered;
+  {
+    MutexLock lock(seq_mu_);
+    if (hop_raise_waits_.empty()) return;
+    for (auto& [p, list] : hop_raise_waits_) {
+      for (auto& r : list) waiting.push_back(std::move(r));
+    }
+    hop_raise_waits_.clear();
+    const int64_t now = clock_.MonotonicNs();
+    for (auto& r : waiting) {
+      if (now - r.since_ns > options_.txn_timeout.count() * 1'000'000) {
+        const Error why{Code::kUnavailable,
+                        "partition " + std::to_string(r.p) +
+                            ": no raise of a section maximum committed in time"};
+        answered.emplace_back(std::move(r),
+                              HopAnswer{HttpStatus(why.code), wire::EncodeError(why), 0});
+        continue;
+      }
+      if (auto a = AnswerHop(r)) {
+        answered.emplace_back(std::move(r), std::move(*a));
+      } else {
+        hop_raise_waits_[r.p].push_back(std::move(r));
+      }
+    }
+  }
+  for (auto& [r, a] : answered) r.done(std::move(a));
+}
+
+std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopRequest& r) {
+  const int32_t p = r.p;
+  const std::string part = "partition " + std::to_string(p);
+  const auto refused = [&](const Error& why, uint64_t generation) {
+    return HopAnswer{HttpStatus(why.code), wire::EncodeError(why), generation};
+  };
+  if (!hop_served_.contains(p))
+    return refused({Code::kUnavailable, part + " is not served here"}, 0);
+  auto l = leases_.find(p);
+  if (l == leases_.end()) {
+    return refused({Code::kUnavailable,
+                    part + ": this allocator holds no sequence lease (sequence.lease_ms 0)"},
+                   0);
+  }
+  HeldLease& h = l->second;
+  const uint64_t generation = h.lease->generation();
+  h.last_call_ns = clock_.MonotonicNs();  // p wants a lease (R3)
+  // R1 (i): the takeover wait is over.
+  if (auto waiting = SequenceRefusal(p)) return refused(*waiting, generation);
+  // R1 (i) to (iii), from a reading taken now, after the request was read, inside p's critical
+  // section (the sequence lock), which the counters' update below is in too.
+  auto reading = allocator::TakeReading(LeaseClocks());
+  if (!reading)
+    return refused({Code::kUnavailable, part + ": " + reading.error().message}, generation);
+  switch (h.lease->Check(*reading, options_.lease)) {
+    case allocator::PartitionLease::Verdict::kHeld:
+      break;
+    case allocator::PartitionLease::Verdict::kNoLease:
+      return refused({Code::kUnavailable, part + ": no sequence lease held yet (one is being "
+                                                 "taken); try again or use the requests topic"},
+                     generation);
+    case allocator::PartitionLease::Verdict::kExpired:
+      return refused({Code::kUnavailable,
+                      part + ": the sequence lease ran out (no renewal committed in time)"},
+                     generation);
+    case allocator::PartitionLease::Verdict::kClockEvent:
+      h.lease->Mark();
+      return refused(
+          {Code::kUnavailable, part + ": the sequence lease ended at a clock step or a suspend"},
+          generation);
+  }
+  // R1 (iv) and the counters' update: the same Execute and counters as the requests topic's.
+  BatchReader reader(store_, options_.topics, p);
+  allocator::SequenceState seq{CountersOf(p), [this](const std::string& space, uint64_t section) {
+                                 return store_.GetSection(space, section);
+                               }};
+  std::optional<HopAnswer> answer;
+  std::visit(
+      [&]<typename Op>(const Op& op) {
+        if constexpr (std::is_same_v<Op, allocator::op::NextSeq> ||
+                      std::is_same_v<Op, allocator::op::CurrentSeq>) {
+          auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs(), seq);
+          if (seq.needs_raise) return;
+          answer = HopAnswer{outcome.result ? 200 : HttpStatus(outcome.result.error().code),
+                             wire::EncodeReply(outcome.result), generation};
+        }
+      },
+      r.request);
+  return answer;  // none: waits for a raise
 }
 
 void AllocatorNode::Retake(int32_t p, const std::string& why) {

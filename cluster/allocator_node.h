@@ -108,6 +108,21 @@ class AllocatorNode {
   // tests of the rebuild (the partition is released and taken over with a new producer).
   void InjectFatalErrorForTesting(int32_t p) { inject_fatal_.store(p); }
 
+  // The owner hop (docs/architecture.md, "I5 with a lease", R1; issue 38 item 2): one sequence
+  // request for partition p, the wire envelope of a NextSeq or CurrentSeq as on the requests
+  // topic. Answered on the caller's thread, under the sequence lock, from p's counters while this
+  // node serves p, holds its lease and its takeover wait is over (R1), else refused (503,
+  // `unavailable`); a request whose values need a raise waits for the raise's commit (a
+  // transaction of p at the loop's next turn) and is answered on the loop thread. `done` runs
+  // once. Safe from any thread, from Start until Stop (afterwards every call is refused).
+  struct HopAnswer {
+    int status = 200;
+    std::string body;         // wire::EncodeReply's JSON, or wire::EncodeError's
+    uint64_t generation = 0;  // R8: the generation of p's lease at this owner (0: none)
+  };
+  using HopDone = std::function<void(HopAnswer)>;
+  void SubmitHop(int32_t p, std::string request, HopDone done);
+
  private:
   void Run();
   // A group event other than a message of the batch: a message that starts the next batch, an
@@ -177,10 +192,10 @@ class AllocatorNode {
   // An error to answer p's sequence operations with while its takeover wait runs (R4), or
   // nothing once it is over (then never again until p's next takeover).
   // `count`: a refusal counts in kleaf_sequence_refusals_total (a call's, not a sweep's).
-  std::optional<Error> SequenceRefusal(int32_t p, bool count = true);
+  std::optional<Error> SequenceRefusal(int32_t p, bool count = true) KLEAF_REQUIRES(seq_mu_);
   allocator::LeaseClockSource& LeaseClocks() const;
   // The sequence counters of served partition p (made on first use; dropped when p is released).
-  allocator::SequenceCounters& CountersOf(int32_t p);
+  allocator::SequenceCounters& CountersOf(int32_t p) KLEAF_REQUIRES(seq_mu_);
   // Stages `records` in the batch's reader and produces them into p's state partition.
   [[nodiscard]] Result<void> ProduceRecords(int32_t p, const state::Records& records,
                                             kafka::TxnProducer& producer, BatchReader& reader);
@@ -199,6 +214,18 @@ class AllocatorNode {
   // Gives p up and takes it over again with a new producer (whose init_transactions fences any
   // other and settles the open transaction), re-reading from the group's committed offset.
   void Retake(int32_t p, const std::string& why);
+  // The owner hop's requests (SubmitHop) taken from the queue, and those waiting for a raise,
+  // answered or refused; once per turn of the loop.
+  struct HopRequest {
+    int32_t p = 0;
+    allocator::Request request;  // a NextSeq or a CurrentSeq, routed to p
+    HopDone done;
+    int64_t since_ns = 0;  // when it began waiting for a raise
+  };
+  // The loop's turn: answers the owner-hop calls that waited for a raise, once it committed.
+  void ServeHop();
+  // R1 for one call: its answer or refusal, or nothing when its values need a raise first.
+  std::optional<HopAnswer> AnswerHop(const HopRequest& r) KLEAF_REQUIRES(seq_mu_);
   // The lease's upkeep, once per turn of the loop (R2, R3, R5, R9): clock events and expiries,
   // the gauges, idle releases, and a transaction of a `held` record for each partition with
   // sequence calls whose lease is not held or is due for renewal.
@@ -209,8 +236,8 @@ class AllocatorNode {
   void ReleaseLeases(const std::vector<int32_t>& partitions, const char* reason);
   // The `held` record a transaction of p begun now carries (R3), if it needs one: p has sequence
   // calls and its lease is not held, its first record since its wait ended is due, or `renewal`.
-  std::optional<state::LeaseRecord> HeldRecordFor(int32_t p, bool renewal);
-  state::LeaseRecord LeaseRecordOf(int32_t p, state::LeaseState st);
+  std::optional<state::LeaseRecord> HeldRecordFor(int32_t p, bool renewal) KLEAF_REQUIRES(seq_mu_);
+  state::LeaseRecord LeaseRecordOf(int32_t p, state::LeaseState st) KLEAF_REQUIRES(seq_mu_);
   void Rewind(int32_t p, int64_t offset);
   // Partition p's ownership series (assignments, takeovers, releases, serving); loop thread only.
   struct PartitionMetrics {
@@ -241,18 +268,22 @@ class AllocatorNode {
   // answered and are never run again, whatever the consumer fetches. Loop thread only.
   std::map<int32_t, int64_t> floor_;
   // Per served partition whose takeover wait (R4) is not over yet: from which reading, how long
-  // (W, ns), and why, for the refusal. Loop thread only.
+  // (W, ns), and why, for the refusal.
   struct SequenceWait {
     allocator::LeaseReading from;
     int64_t wait_ns = 0;
     std::string refused_for_good;  // a committed lease record went back (A4): never over
   };
-  std::map<int32_t, SequenceWait> sequence_waits_;
+  // The sequence lock (R1's critical section, for every partition at once): the takeover waits,
+  // leases, counters and owner-hop state below are shared by the loop thread and the owner hop's
+  // callers.
+  Mutex seq_mu_;
+  std::map<int32_t, SequenceWait> sequence_waits_ KLEAF_GUARDED_BY(seq_mu_);
   // Per served partition: whether the store's lease copy was complete after its restore (R3);
   // only then does a write that moves the applied offset move the copy's completeness point.
   std::map<int32_t, bool> lease_copy_complete_;
   // Per served partition when L is above 0, its sequence lease (R2, R3, R5), from its takeover to
-  // its release. Loop thread only (PartitionLease is p's lock for R1's other callers).
+  // its release.
   struct HeldLease {
     std::unique_ptr<allocator::PartitionLease> lease;
     allocator::TakeoverWait wait;  // the takeover's: the lease_ms its records carry during it
@@ -263,13 +294,18 @@ class AllocatorNode {
     bool waited_written = false;  // a `held` record with waited: true committed
     bool expired = false;         // counted in kleaf_sequence_lease_expiries_total
   };
-  std::map<int32_t, HeldLease> leases_;
+  std::map<int32_t, HeldLease> leases_ KLEAF_GUARDED_BY(seq_mu_);
   // R7: for each partition this process owned before, what it held then; used by its next
   // takeover here (R4's third row). Loop thread only.
   std::map<int32_t, allocator::HeldBefore> held_before_;
   const std::string holder_;  // R3: a random token drawn at construction, never stored
-  // Per served partition, its sections' counters (I5). Loop thread only.
-  std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_;
+  // The owner hop: per partition, the calls waiting for a raise; the partitions it may answer
+  // (served, from Serve to Release, and until the loop ends).
+  std::map<int32_t, std::vector<HopRequest>> hop_raise_waits_ KLEAF_GUARDED_BY(seq_mu_);
+  std::set<int32_t> hop_served_ KLEAF_GUARDED_BY(seq_mu_);
+  // Per served partition, its sections' counters (I5).
+  std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_
+      KLEAF_GUARDED_BY(seq_mu_);
   // Takeovers under way, one thread each, and when a pending partition whose takeover failed may
   // be tried again. Loop thread only.
   struct Takeover {

@@ -490,6 +490,8 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.sequence.lease_renew_ms = v; }));
   f.push_back(IntField("sequence.idle_release_ms", kByAllocator, 0, 86400000,
                        [](Config& c, int64_t v) { c.sequence.idle_release_ms = v; }));
+  f.push_back(BoolField("sequence.owner_hop", kByAllocator,
+                        [](Config& c, bool v) { c.sequence.owner_hop = v; }));
   f.push_back(IntField("sequence.raise_ahead_percent", kByStandalone | kByAllocator, 10, 100,
                        [](Config& c, int64_t v) { c.sequence.raise_ahead_percent = v; }));
   f.push_back(IntField("workers.lease_ttl_ms", kByCluster, 1000, 3600000,
@@ -675,6 +677,14 @@ Result<void> CheckDatacenter(const Config& c) {
         "sequence.lease_margin_ms: must be at most " + std::to_string(most) +
             (q.lease_ms == 0 ? " when sequence.lease_ms is 0" : " (a tenth of sequence.lease_ms)") +
             ", got " + std::to_string(q.lease_margin_ms));
+  }
+  if (q.owner_hop && !c.http.listen_set) {
+    return Fail(Code::kInvalidArgument,
+                "sequence.owner_hop: needs http.listen, the address the hop is served on");
+  }
+  if (q.owner_hop && q.lease_ms == 0) {
+    return Fail(Code::kInvalidArgument,
+                "sequence.owner_hop: answers only under a lease; sequence.lease_ms is 0");
   }
   if (q.lease_ms > 0) {
     // The lease's settings: a node that holds none (L 0) has nothing to renew or release.
@@ -1167,6 +1177,7 @@ std::string EffectiveConfigYaml(const Config& c) {
   EmitKey(out, "sequence.lease_margin_ms", c.sequence.lease_margin_ms);
   EmitKey(out, "sequence.lease_renew_ms", c.sequence.lease_renew_ms);
   EmitKey(out, "sequence.idle_release_ms", c.sequence.idle_release_ms);
+  EmitKey(out, "sequence.owner_hop", c.sequence.owner_hop);
   EmitKey(out, "sequence.raise_ahead_percent", c.sequence.raise_ahead_percent);
   out << YAML::EndMap;
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;

@@ -141,6 +141,9 @@ struct Sequence {
   // A partition with no sequence call for this long releases its lease (0: never; else at least
   // 3 × the renewal interval). Unused when L is 0.
   int64_t idle_release_ms = 60000;
+  // The owner hop (issue 38 item 2): the allocator answers sequence calls of the partitions it
+  // owns from memory, under their leases, at POST /internal/v1/seq/<p> of its http.listen.
+  bool owner_hop = false;
   // The renewal interval these settings give (lease_renew_ms, or L/3 for 0).
   int64_t RenewIntervalMs() const { return lease_renew_ms != 0 ? lease_renew_ms : lease_ms / 3; }
   // R6: a section is raised by one more step ahead of need once less than this share of a step

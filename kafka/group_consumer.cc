@@ -260,6 +260,10 @@ Result<void> Open(GroupConsumer::Impl& impl, const std::string& protocol) {
   if (!rk) return std::unexpected(rk.error());
   impl.rk = std::shared_ptr<rd_kafka_t>(rk->release(), DestroyWithoutConsumerClose);
   rd_kafka_poll_set_consumer(impl.rk.get());
+  {
+    std::lock_guard lock(impl.wake_mu);
+    impl.wake_queue = QueueHandle(rd_kafka_queue_get_consumer(impl.rk.get()));
+  }
   PartitionList list(rd_kafka_topic_partition_list_new(static_cast<int>(impl.topics.size())));
   for (const auto& t : impl.topics)
     rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
@@ -342,6 +346,11 @@ void RestoreBrokersIfNone(GroupConsumer::Impl& impl) {
 }
 }  // namespace
 
+void GroupConsumer::Wake() {
+  std::lock_guard lock(impl_->wake_mu);
+  if (impl_->wake_queue) rd_kafka_queue_yield(impl_->wake_queue.get());
+}
+
 GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
   if (auto recovered = RecoverIfFatal(); recovered.kind != Event::Kind::kNone) return recovered;
   if (!impl_->rk) return {};
@@ -381,6 +390,14 @@ GroupConsumer::Event GroupConsumer::Poll(milliseconds timeout) {
   return e;
 }
 
+namespace {
+// Before a handle is destroyed: Wake no longer reaches its queue.
+void DropWakeQueue(GroupConsumer::Impl& impl) {
+  std::lock_guard lock(impl.wake_mu);
+  impl.wake_queue = QueueHandle();
+}
+}  // namespace
+
 GroupConsumer::Event GroupConsumer::RecoverIfFatal() {
   Event e;
   if (!impl_->rk) {
@@ -411,6 +428,7 @@ GroupConsumer::Event GroupConsumer::RecoverIfFatal() {
   impl_->paused.clear();
   // Destroyed once no PendingCommit holds a queue of it any more (Impl::rk).
   rd_kafka_unsubscribe(impl_->rk.get());
+  DropWakeQueue(*impl_);
   impl_->rk.reset();
   if (fall_back) impl_->auto_protocol = false;  // classic for the rest of the handle's life
   const bool consumer = impl_->consumer_protocol && !fall_back;
@@ -654,6 +672,7 @@ bool GroupConsumer::Close(milliseconds timeout) {
   // Destroyed without a consumer close (Impl::rk): past the deadline there is no clean leave
   // (the coordinator drops the member at its session timeout), and librdkafka still ends its
   // group handling, bounded by its request timeouts.
+  DropWakeQueue(*impl_);
   impl_->rk.reset();
   return closed;
 }

@@ -59,6 +59,8 @@ class GroupConsumer {
   ~GroupConsumer();
 
   Event Poll(std::chrono::milliseconds timeout);
+  // Makes a Poll that waits (now or next) return at once with nothing. Safe from any thread.
+  void Wake();
   // The protocol the member runs now: "classic" or "consumer".
   std::string Protocol() const;
   // The committed offsets of `partitions` (offset -1001 when none).

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -110,6 +111,10 @@ struct GroupConsumer::Impl {
   bool incremental = false;
   // When a replacement handle that failed to open is tried again (GroupConsumer::RecoverIfFatal).
   std::chrono::steady_clock::time_point next_reopen{};
+  // The queue rd_kafka_consumer_poll waits on, for Wake from other threads: set when a handle is
+  // opened, dropped before it is destroyed, under wake_mu (the only member other threads touch).
+  std::mutex wake_mu;
+  QueueHandle wake_queue;
 };
 
 }  // namespace kleaf::kafka

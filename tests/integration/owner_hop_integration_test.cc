@@ -1,0 +1,300 @@
+// The owner hop's side at the owner (docs/architecture.md, "I5 with a lease", R1; issue 38 item
+// 2): an allocator with sequence.owner_hop answers a partition's sequence calls from memory, at
+// POST /internal/v1/seq/<p> of its http.listen, while it holds the partition's lease, from the
+// same counters as the requests topic. The test plays the gateway that calls the owner directly.
+// An owner paused (SIGSTOP) past its lease and its session timeout and woken after the new owner
+// answered must never answer again: its lease ran out while it was stopped, and the new owner
+// waited the lease out after its fence.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "allocator/sequences.h"
+#include "cluster/wire.h"
+#include "kafka/message.h"
+#include "tests/integration/cluster_env.h"
+
+namespace kleaf::integration {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kSpace[] = "hop";
+
+class OwnerHopIntegrationTest : public KafkaTest {};
+
+// The first key 0, 1, ... whose section (one key per section) lies on state partition p.
+uint64_t KeyOnPartition(int32_t p) {
+  for (uint64_t key = 0;; ++key) {
+    if (kafka::PartitionFor(allocator::SectionRouteKey(kSpace, key), Cluster::kPartitions) == p)
+      return key;
+  }
+}
+
+struct HopValue {
+  uint64_t value = 0;
+  uint64_t generation = 0;
+};
+// One next value of `key` from the allocator at `port`, over the owner hop: the value and the
+// lease generation it came with, or the status and body of a refusal.
+std::expected<HopValue, std::string> HopNext(e2e::HttpClient& http, int32_t p, uint64_t key,
+                                             int64_t step) {
+  const std::string body = cluster::wire::EncodeRequest(cluster::wire::Envelope{
+      allocator::op::NextSeq{kSpace, {key}, allocator::op::SpaceShape{1, step}},
+      Cluster::kPartitions});
+  auto reply = http.Request("POST", "/internal/v1/seq/" + std::to_string(p), body, {});
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200) {
+    return std::unexpected(std::to_string(reply->status) + " " + reply->body);
+  }
+  auto values = cluster::wire::DecodeReply<std::vector<uint64_t>>(reply->body);
+  if (!values || values->size() != 1) return std::unexpected("undecodable reply " + reply->body);
+  return HopValue{values->front(), std::stoull(reply->Header("Kleaf-Generation"))};
+}
+
+// The raw bytes of HopNext's request, for a connection that sends them before the owner can read.
+std::string HopRequestBytes(int32_t p, uint64_t key, int64_t step) {
+  const std::string body = cluster::wire::EncodeRequest(cluster::wire::Envelope{
+      allocator::op::NextSeq{kSpace, {key}, allocator::op::SpaceShape{1, step}},
+      Cluster::kPartitions});
+  return "POST /internal/v1/seq/" + std::to_string(p) +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Calls HopNext until it answers (a lease is taken at a partition's first call) or `timeout`.
+std::expected<HopValue, std::string> HopNextWhenHeld(uint16_t port, int32_t p, uint64_t key,
+                                                     int64_t step, seconds timeout) {
+  e2e::HttpClient http(port, seconds(10));
+  const auto deadline = SteadyClock::now() + timeout;
+  std::string last;
+  while (SteadyClock::now() < deadline) {
+    auto v = HopNext(http, p, key, step);
+    if (v) return v;
+    last = v.error();
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return std::unexpected("no answer over the owner hop: " + last);
+}
+
+// One next value of `key` through the gateway (the requests topic).
+std::expected<uint64_t, std::string> GatewayNext(uint16_t port, uint64_t key) {
+  e2e::HttpClient http(port, seconds(10));
+  auto reply = http.Get(std::string("/api/v1/seq/") + kSpace + "/" + std::to_string(key));
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200)
+    return std::unexpected(std::to_string(reply->status) + " " + reply->body);
+  return std::stoull(json::parse(reply->body).at("seq").get<std::string>());
+}
+
+// GatewayNext until it answers (a 503 asks the client to retry: a broker just restarted by another
+// test, a takeover) or 30 s pass.
+std::expected<uint64_t, std::string> GatewayNextWhenAnswered(uint16_t port, uint64_t key) {
+  const auto deadline = SteadyClock::now() + seconds(30);
+  std::expected<uint64_t, std::string> v = std::unexpected("not asked");
+  while (SteadyClock::now() < deadline) {
+    v = GatewayNext(port, key);
+    if (v) return v;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return v;
+}
+
+void StartWithSpace(Cluster& cluster, Node& allocator, Node& gateway, int64_t step) {
+  ASSERT_TRUE(cluster.Start({&allocator}));
+  ASSERT_TRUE(cluster.Start({&gateway}));
+  auto put = AdminCall(gateway.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", 1}, {"step", step}}.dump());
+  ASSERT_TRUE(put) << put.error();
+}
+
+double Committed(const Metrics& m) {
+  return m.Value("kleaf_allocator_transactions_total", "outcome=\"committed\"").value_or(0);
+}
+
+// Values over the hop and through the requests topic come from one set of counters: every value
+// of a key is above every value before it, whichever path answered. The hop's values cost no
+// transaction each: the broker sees raises and renewals only.
+TEST_F(OwnerHopIntegrationTest, TheOwnerAnswersFromMemoryInOneOrderWithTheRequestsTopic) {
+  Cluster cluster(broker_, "hop",
+                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+  constexpr int64_t kStep = 100;
+  const int32_t p = 2;
+  const uint64_t key = KeyOnPartition(p);
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_NO_FATAL_FAILURE(StartWithSpace(cluster, a1, gw, kStep));
+
+  auto first = GatewayNextWhenAnswered(gw.port, key);
+  ASSERT_TRUE(first) << first.error() << "\n" << cluster.Logs();
+  auto held = HopNextWhenHeld(a1.port, p, key, kStep, seconds(30));
+  ASSERT_TRUE(held) << held.error() << "\n" << cluster.Logs();
+  EXPECT_GT(held->value, *first);
+  EXPECT_GE(held->generation, 1u);
+
+  auto before = ScrapeMetrics(a1.port);
+  ASSERT_TRUE(before) << before.error();
+  e2e::HttpClient http(a1.port, seconds(10));
+  uint64_t last = held->value;
+  constexpr int kCalls = 500;
+  for (int i = 0; i < kCalls; ++i) {
+    if (i % 100 == 50) {  // now and then through the requests topic
+      auto v = GatewayNext(gw.port, key);
+      ASSERT_TRUE(v) << v.error();
+      ASSERT_GT(*v, last) << "call " << i << " through the gateway went back";
+      last = *v;
+      continue;
+    }
+    auto v = HopNext(http, p, key, kStep);
+    ASSERT_TRUE(v) << "call " << i << ": " << v.error() << "\n" << cluster.Logs();
+    ASSERT_GT(v->value, last) << "call " << i << " over the hop went back";
+    EXPECT_EQ(v->generation, held->generation);
+    last = v->value;
+  }
+  auto after = ScrapeMetrics(a1.port);
+  ASSERT_TRUE(after) << after.error();
+  const double transactions = Committed(*after) - Committed(*before);
+  std::cout << "hop: " << kCalls << " calls (" << kCalls / 100 << " through the gateway) cost "
+            << transactions << " committed transactions" << std::endl;
+  // A raise per step (100 values), the gateway's calls, and the renewals (every 333 ms).
+  EXPECT_LT(transactions, kCalls / 5.0) << "values over the hop waited for transactions";
+
+  // Not the owner of a partition the cluster does not have; not a sequence call.
+  auto wrong = HopNext(http, 9, key, kStep);
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error().find("503"), std::string::npos) << wrong.error();
+  const int32_t space_partition = kafka::PartitionFor(kSpace, Cluster::kPartitions);
+  auto get_space = http.Request(
+      "POST", "/internal/v1/seq/" + std::to_string(space_partition),
+      cluster::wire::EncodeRequest(
+          cluster::wire::Envelope{allocator::op::GetSpace{kSpace}, Cluster::kPartitions}),
+      {});
+  ASSERT_TRUE(get_space) << get_space.error();
+  EXPECT_EQ(get_space->status, 400) << get_space->body;
+}
+
+// An owner paused past its lease and its session timeout, woken after the new owner answered:
+// none of its values is ever seen after the new owner's first. The lease (10 s) is longer than
+// the session timeout (6 s), so a new owner that did not wait would answer while the paused one's
+// lease still ran, and the woken owner would answer from it.
+TEST_F(OwnerHopIntegrationTest, AnOwnerPausedPastItsLeaseNeverAnswersAfterTheNewOwner) {
+  Cluster cluster(broker_, "hoppause",
+                  {{"sequence.lease_ms", "10000"},
+                   {"sequence.lease_renew_ms", "300"},
+                   {"sequence.owner_hop", "true"}});
+  constexpr int64_t kStep = 1000;
+  constexpr double kWaitS = (10000 * 1.001 + 100) / 1000.0;
+  const int32_t p = 1;
+  const uint64_t key = KeyOnPartition(p);
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_NO_FATAL_FAILURE(StartWithSpace(cluster, a1, gw, kStep));
+  auto held = HopNextWhenHeld(a1.port, p, key, kStep, seconds(30));
+  ASSERT_TRUE(held) << held.error() << "\n" << cluster.Logs();
+  e2e::HttpClient old_owner(a1.port, seconds(5));
+  auto last_old = HopNext(old_owner, p, key, kStep);
+  ASSERT_TRUE(last_old) << last_old.error();
+
+  a1.process->Signal(SIGSTOP);
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  const auto spawned = SteadyClock::now();
+  ASSERT_TRUE(cluster.Start({&a2}));
+  auto first_new = HopNextWhenHeld(a2.port, p, key, kStep, seconds(90));
+  const double answered_s = std::chrono::duration<double>(SteadyClock::now() - spawned).count();
+  // A call already waiting at the paused owner when it wakes (the kernel takes the connection and
+  // the bytes meanwhile): the first thing it serves.
+  auto waiting = e2e::RawConnection::Connect(a1.port);
+  ASSERT_TRUE(waiting) << waiting.error();
+  ASSERT_TRUE(waiting->Send(HopRequestBytes(p, key, kStep)));
+  a1.process->Signal(SIGCONT);
+  const auto woken = waiting->ReadResponse(seconds(10));
+  ASSERT_TRUE(first_new) << first_new.error() << "\n" << cluster.Logs();
+  std::cout << "hoppause: the new owner answered " << answered_s
+            << " s after it was spawned (the lease: " << kWaitS << " s after its fence)"
+            << std::endl;
+  EXPECT_GE(answered_s, kWaitS) << "the new owner answered before the old lease could have ended";
+  EXPECT_GT(first_new->value, last_old->value);
+  EXPECT_GT(first_new->generation, last_old->generation);
+
+  // The woken owner: the call that waited, and calls for a second more, are never answered.
+  EXPECT_EQ(e2e::StatusOf(woken.data), 503) << "the paused owner answered the call that waited "
+                                               "for it: "
+                                            << woken.data;
+  const auto until = SteadyClock::now() + seconds(1);
+  int refused = 0;
+  while (SteadyClock::now() < until) {
+    auto v = HopNext(old_owner, p, key, kStep);
+    if (v) {
+      ADD_FAILURE() << "the paused owner answered " << v->value << " (generation " << v->generation
+                    << ") after the new owner answered " << first_new->value;
+      break;
+    }
+    ++refused;
+    old_owner.Close();
+  }
+  EXPECT_GT(refused, 0);
+  // And the new owner goes on above its first value.
+  auto next_new = HopNextWhenHeld(a2.port, p, key, kStep, seconds(10));
+  ASSERT_TRUE(next_new) << next_new.error();
+  EXPECT_GT(next_new->value, first_new->value);
+}
+
+// An owner whose renewals cannot commit (its broker is down) stops answering once its lease ran
+// out, L·(1−ρ) − δ after the reading before its last successful commit, which came before the
+// broker was gone: every call sent later than that after the broker stopped is refused.
+TEST_F(OwnerHopIntegrationTest, AnOwnerWhoseRenewalsFailStopsAnsweringWhenItsLeaseEnds) {
+  Cluster cluster(broker_, "hopcut",
+                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+  // No raise is needed while the broker is away: a call past the committed maximum would wait
+  // for one (R1 (iv)) instead of showing what the lease allows.
+  constexpr int64_t kStep = 1'000'000;
+  constexpr double kHoldS = (1000 * 0.999 - 100) / 1000.0;  // L(1−ρ) − δ: 0.899 s
+  const int32_t p = 3;
+  const uint64_t key = KeyOnPartition(p);
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_NO_FATAL_FAILURE(StartWithSpace(cluster, a1, gw, kStep));
+  auto held = HopNextWhenHeld(a1.port, p, key, kStep, seconds(30));
+  ASSERT_TRUE(held) << held.error() << "\n" << cluster.Logs();
+
+  uint64_t last = held->value;
+  int answered_after = 0, refused_after = 0;
+  {
+    BrokerRestartGuard guard(broker_);
+    ASSERT_TRUE(broker_.Stop());
+    const auto gone = SteadyClock::now();  // no commit can succeed from here on
+    e2e::HttpClient http(a1.port, seconds(5));
+    // Calls for three leases' time: answered only while the lease may still run.
+    while (SteadyClock::now() < gone + seconds(3)) {
+      const auto sent = SteadyClock::now();
+      auto v = HopNext(http, p, key, kStep);
+      const double after_s = std::chrono::duration<double>(sent - gone).count();
+      if (v) {
+        EXPECT_GT(v->value, last);
+        last = v->value;
+        if (after_s > kHoldS + 0.001) {
+          ++answered_after;
+          ADD_FAILURE() << "answered " << v->value << " to a call sent " << after_s
+                        << " s after the broker was gone (the lease lasts " << kHoldS << " s)";
+          break;
+        }
+      } else if (after_s > kHoldS + 0.001) {
+        ++refused_after;
+      }
+    }
+  }
+  EXPECT_EQ(answered_after, 0);
+  EXPECT_GT(refused_after, 0);
+  // The broker back: renewals commit again and the owner answers again, above every value before.
+  auto again = HopNextWhenHeld(a1.port, p, key, kStep, seconds(60));
+  ASSERT_TRUE(again) << again.error() << "\n" << cluster.Logs();
+  EXPECT_GT(again->value, last);
+}
+
+}  // namespace
+}  // namespace kleaf::integration
