@@ -285,6 +285,7 @@ void AllocatorNode::Run() {
     }
     OnEvent(event, batch);
     TendLeases();
+    ServeHop();  // the calls whose raise TendLeases just committed
     PublishProgress();
   }
   {
@@ -379,7 +380,9 @@ void AllocatorNode::OnAssigned(const std::vector<kafka::TopicPartition>& partiti
   assigned_events_.Inc();
   for (const auto& tp : partitions) {
     spdlog::info("[allocator] partition {} assigned", tp.partition);
-    MetricsOf(tp.partition).assignments.Inc();
+    // Partitions beyond the layout are refused (RetryPending): no series of theirs is made after
+    // the constructor, so the owner hop's threads only ever read the map of series.
+    if (tp.partition < options_.topics.partitions) MetricsOf(tp.partition).assignments.Inc();
     pending_.insert(tp.partition);
     retry_at_ns_.erase(tp.partition);
   }
@@ -853,7 +856,8 @@ struct AllocatorNode::OpenBatch {
   std::optional<uint64_t> lease_count;
   std::optional<allocator::LeaseReading> before_commit;
   std::optional<state::LeaseRecord> lease_record;
-  bool release = false;              // R5: a release's transaction, bounded by kReleaseTimeout
+  bool release = false;    // R5: a release's transaction, bounded by kReleaseTimeout
+  bool delivered = false;  // R2: the transaction delivered a record of its own (read after it)
   std::optional<kafka::TxnEnd> end;  // set once the transaction ended (before its commit: failed)
 };
 
@@ -895,15 +899,15 @@ std::optional<kafka::TxnEnd> AllocatorNode::ProduceBatch(OpenBatch& open) {
   kafka::TxnProducer& producer = *open.producer;
   BatchReader& reader = open.reader;
   const int32_t p = open.p;
-  if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
-  // R2: the count is noted at Begin, so a mark while this transaction is open makes it begin and
-  // renew nothing, whatever it carries.
+  // R2: the count is noted at Begin (just before it), so a mark while this transaction is open
+  // makes it begin and renew nothing, whatever it carries.
   {
     MutexLock lock(seq_mu_);
     if (auto l = leases_.find(p); l != leases_.end()) {
       open.lease_count = l->second.lease->NoteBegin();
     }
   }
+  if (auto b = producer.Begin(); !b) return kafka::BeginFailed(b.error());
   const auto failed = [&](const Error& e) {
     return kafka::EndFailedTransaction(producer,
                                        {Kind::kAbortable, false, "producing failed: " + e.message},
@@ -1014,6 +1018,11 @@ void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) 
   // Every batch's raises are settled before any handler runs: a handler may release a partition,
   // and its counters with it. Only a committed raise moves a committed maximum (R6); one whose
   // outcome is unknown is never used (the retake restores what committed).
+  // R2's count of the transaction's own deliveries, read before the lock: reading it serves the
+  // producer's callbacks, a Kafka call the sequence lock must not cover.
+  for (const auto& batch : open) {
+    if (batch->lease_count) batch->delivered = batch->producer->DeliveredInTransaction() > 0;
+  }
   {
     MutexLock lock(seq_mu_);
     for (const auto& batch : open) {
@@ -1030,9 +1039,8 @@ void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) 
       HeldLease& h = l->second;
       const bool carried_held =
           batch->lease_record && batch->lease_record->state == state::LeaseState::kHeld;
-      const auto effect =
-          h.lease->OnCommitEnded(*batch->lease_count, batch->before_commit, committed,
-                                 batch->producer->DeliveredInTransaction() > 0, carried_held);
+      const auto effect = h.lease->OnCommitEnded(*batch->lease_count, batch->before_commit,
+                                                 committed, batch->delivered, carried_held);
       if (committed && carried_held && batch->lease_record->waited) h.waited_written = true;
       if (effect == allocator::PartitionLease::Effect::kNone) {
         h.next_try_ns = clock_.MonotonicNs() + kLeaseRetryNs;
@@ -1043,6 +1051,7 @@ void AllocatorNode::EndAll(const std::vector<std::unique_ptr<OpenBatch>>& open) 
                      h.lease->generation());
       }
       h.expired = false;
+      h.wall_back_counted = false;  // a new anchor
       (batch->batch.empty() ? MetricsOf(batch->p).renewals_by_record
                             : MetricsOf(batch->p).renewals_by_transaction)
           .Inc();
@@ -1294,7 +1303,10 @@ void AllocatorNode::TendLeases() {
           // R9: counted once per anchor (a step back ends nothing, but the anchor moves on with
           // the next renewal).
           if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
-          if (events.wall_back) ClockEventsCounter("wall_back").Inc();
+          if (events.wall_back && !h.wall_back_counted) {
+            h.wall_back_counted = true;
+            ClockEventsCounter("wall_back").Inc();
+          }
           if (events.suspend) ClockEventsCounter("suspend").Inc();
         }
         if (events.EndsLease()) {
@@ -1368,12 +1380,10 @@ void AllocatorNode::ReleaseLeases(const std::vector<int32_t>& partitions, const 
     batch->release = true;
     batch->lease_record = std::move(released);
     if (auto b = batch->producer->Begin(); !b) {
-      ReleasesCounter(p, reason, "failed").Inc();
-      continue;
-    }
-    if (auto sent = batch->producer->Send(options_.topics.state, p, state::LeaseKey(p),
-                                          state::EncodeLease(*batch->lease_record), {});
-        !sent) {
+      batch->end = kafka::BeginFailed(b.error());
+    } else if (auto sent = batch->producer->Send(options_.topics.state, p, state::LeaseKey(p),
+                                                 state::EncodeLease(*batch->lease_record), {});
+               !sent) {
       batch->end = kafka::EndFailedTransaction(
           *batch->producer, {Kind::kAbortable, false, "producing failed: " + sent.error().message},
           clock_, kReleaseTimeout);
@@ -1390,6 +1400,12 @@ void AllocatorNode::ReleaseLeases(const std::vector<int32_t>& partitions, const 
       spdlog::warn("[allocator] partition {}: releasing its sequence lease ({}) failed: {}", p,
                    reason, batch->end->error.message);
       ReleasesCounter(p, reason, "failed").Inc();
+      // A revocation and a stop let p go next anyway. After an idle release p stays owned: an
+      // unknown outcome or a broken producer ends that ownership as any transaction's does (R7).
+      if (std::string_view(reason) == "idle" && serving_.contains(p)) {
+        if (batch->end->outcome == kafka::TxnOutcome::kUnknown) OnUnknown(p, batch->end->error);
+        if (batch->end->outcome == kafka::TxnOutcome::kFatal) OnFatal(p, batch->end->error);
+      }
       continue;
     }
     ReleasesCounter(p, reason, "committed").Inc();
@@ -1430,16 +1446,14 @@ void AllocatorNode::SubmitHop(int32_t p, std::string request, HopDone done) {
     answer = AnswerHop(r);
     if (!answer) {
       // Its values need a raise first: the loop commits it at its next turn (TendLeases), and
-      // answers the call after that commit (ServeHop).
+      // answers the call after that commit (ServeHop). (Wake takes no lock of the node's.)
       r.since_ns = clock_.MonotonicNs();
       hop_raise_waits_[p].push_back(std::move(r));
+      if (consumer_ != nullptr) consumer_->Wake();
+      return;
     }
   }
-  if (answer) {
-    r.done(std::move(*answer));
-  } else if (consumer_ != nullptr) {
-    consumer_->Wake();
-  }
+  r.done(std::move(*answer));
 }
 
 void AllocatorNode::ServeHop() {
@@ -1507,11 +1521,20 @@ std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopReques
       return refused({Code::kUnavailable,
                       part + ": the sequence lease ran out (no renewal committed in time)"},
                      generation);
-    case allocator::PartitionLease::Verdict::kClockEvent:
+    case allocator::PartitionLease::Verdict::kClockEvent: {
+      // R9, seen by this call's reading first: counted and logged as TendLeases would.
+      const auto events = h.lease->EventsSinceAnchor(*reading);
+      if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
+      if (events.suspend) ClockEventsCounter("suspend").Inc();
+      spdlog::warn(
+          "[allocator] partition {}: sequence lease dropped: the clocks {} since it was renewed; "
+          "a `held` record commits it again",
+          p, events.suspend ? "saw a suspend" : "stepped forward");
       h.lease->Mark();
       return refused(
           {Code::kUnavailable, part + ": the sequence lease ended at a clock step or a suspend"},
           generation);
+    }
   }
   // R1 (iv) and the counters' update: the same Execute and counters as the requests topic's.
   BatchReader reader(store_, options_.topics, p);

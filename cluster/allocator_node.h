@@ -54,8 +54,8 @@ struct AllocatorNodeOptions {
   // slower lease clock since the fence reaches L_w·(1+ρ) + δ (docs/architecture.md, "I5 with a
   // lease", R4). With L above 0 the node holds a lease on each partition with sequence calls
   // (R2, R3), renews it every `lease_renew_ms` and releases it (R5) on revocation, at Stop and
-  // after `idle_release_ms` (0: never) without a sequence call. Values are still answered with
-  // their batch's commit: the lease is not used to answer from memory yet.
+  // after `idle_release_ms` (0: never) without a sequence call. Requests-topic answers still come
+  // with their batch's commit; the owner hop (SubmitHop) answers from memory under the lease.
   allocator::LeaseTiming lease;
   int64_t lease_renew_ms = 1666;
   int64_t idle_release_ms = 60000;
@@ -290,9 +290,10 @@ class AllocatorNode {
     // The last sequence call of p (monotonic ns) since its takeover or its last release; -1: none,
     // and then p holds no lease and commits no `held` record.
     int64_t last_call_ns = -1;
-    int64_t next_try_ns = 0;      // a lease-only transaction of p not before this
-    bool waited_written = false;  // a `held` record with waited: true committed
-    bool expired = false;         // counted in kleaf_sequence_lease_expiries_total
+    int64_t next_try_ns = 0;         // a lease-only transaction of p not before this
+    bool waited_written = false;     // a `held` record with waited: true committed
+    bool expired = false;            // counted in kleaf_sequence_lease_expiries_total
+    bool wall_back_counted = false;  // a step back since the anchor, counted once
   };
   std::map<int32_t, HeldLease> leases_ KLEAF_GUARDED_BY(seq_mu_);
   // R7: for each partition this process owned before, what it held then; used by its next

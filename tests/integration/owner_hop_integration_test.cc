@@ -121,8 +121,7 @@ double Committed(const Metrics& m) {
 // of a key is above every value before it, whichever path answered. The hop's values cost no
 // transaction each: the broker sees raises and renewals only.
 TEST_F(OwnerHopIntegrationTest, TheOwnerAnswersFromMemoryInOneOrderWithTheRequestsTopic) {
-  Cluster cluster(broker_, "hop",
-                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+  Cluster cluster(broker_, "hop", {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
   constexpr int64_t kStep = 100;
   const int32_t p = 2;
   const uint64_t key = KeyOnPartition(p);
@@ -169,11 +168,10 @@ TEST_F(OwnerHopIntegrationTest, TheOwnerAnswersFromMemoryInOneOrderWithTheReques
   ASSERT_FALSE(wrong);
   EXPECT_NE(wrong.error().find("503"), std::string::npos) << wrong.error();
   const int32_t space_partition = kafka::PartitionFor(kSpace, Cluster::kPartitions);
-  auto get_space = http.Request(
-      "POST", "/internal/v1/seq/" + std::to_string(space_partition),
-      cluster::wire::EncodeRequest(
-          cluster::wire::Envelope{allocator::op::GetSpace{kSpace}, Cluster::kPartitions}),
-      {});
+  auto get_space = http.Request("POST", "/internal/v1/seq/" + std::to_string(space_partition),
+                                cluster::wire::EncodeRequest(cluster::wire::Envelope{
+                                    allocator::op::GetSpace{kSpace}, Cluster::kPartitions}),
+                                {});
   ASSERT_TRUE(get_space) << get_space.error();
   EXPECT_EQ(get_space->status, 400) << get_space->body;
 }
