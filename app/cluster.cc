@@ -173,10 +173,11 @@ int RunAllocator(const config::Config& c) {
       !readable) {
     return StartupError(readable.error().message);
   }
-  // A suspend the kernel measured as nothing would not end a lease here (R9).
+  // A suspend the kernel measured as nothing would not end a lease here (R9): a warning where
+  // values are answered from leases (the owner hop), information where they wait for commits.
   if (auto warning = allocator::SuspendCountWarning(allocator::KernelLeaseClocks());
       !warning.empty()) {
-    if (c.sequence.lease_ms > 0) {
+    if (c.sequence.owner_hop) {
       spdlog::warn("[allocator] {}", warning);
     } else {
       spdlog::info("[allocator] {}", warning);
