@@ -47,6 +47,11 @@ metrics::Counter& ReleasesCounter(int32_t p, const char* reason, const char* out
       {{"partition", std::to_string(p)}, {"reason", reason}, {"outcome", outcome}});
 }
 
+// An owner-hop call refused: the status of `why`, its error body, p's lease generation (R8).
+AllocatorNode::HopAnswer HopRefusal(const Error& why, uint64_t generation = 0) {
+  return AllocatorNode::HopAnswer{HttpStatus(why.code), wire::EncodeError(why), generation};
+}
+
 metrics::Counter& ClockEventsCounter(const char* event) {
   return metrics::Registry::Default().GetCounter(
       "kleaf_sequence_clock_events_total",
@@ -299,11 +304,7 @@ void AllocatorNode::Run() {
       }
       hop_raise_waits_.clear();
     }
-    for (auto& r : left) {
-      r.done(HopAnswer{HttpStatus(Code::kUnavailable),
-                       wire::EncodeError(Error{Code::kUnavailable, "the allocator is stopping"}),
-                       0});
-    }
+    for (auto& r : left) r.done(HopRefusal({Code::kUnavailable, "the allocator is stopping"}));
   }
   // R5: a planned stop releases every lease, so the next owners do not wait them out.
   std::vector<int32_t> served;
@@ -740,11 +741,8 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
     if (sequence_waits_.erase(p) > 0) MetricsOf(p).takeover_waiting.Set(0);
   }
   for (auto& r : waiting) {
-    r.done(HopAnswer{
-        HttpStatus(Code::kUnavailable),
-        wire::EncodeError(Error{Code::kUnavailable, "partition " + std::to_string(p) +
-                                                        " is no longer served here: " + why}),
-        0});
+    r.done(HopRefusal({Code::kUnavailable,
+                       "partition " + std::to_string(p) + " is no longer served here: " + why}));
   }
   (void)it->second->Abort(milliseconds(1000));  // best effort; a fenced producer cannot abort
   serving_.erase(it);
@@ -755,6 +753,9 @@ void AllocatorNode::Release(int32_t p, const std::string& why) {
 }
 
 AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
+  static constexpr char kRenewalsHelp[] =
+      "Commits that began or renewed the partition's sequence lease: a transaction of a lease "
+      "record only, or any other transaction.";
   if (auto it = partition_metrics_.find(p); it != partition_metrics_.end()) return it->second;
   auto& registry = metrics::Registry::Default();
   const metrics::Labels labels = {{"partition", std::to_string(p)}};
@@ -799,13 +800,9 @@ AllocatorNode::PartitionMetrics& AllocatorNode::MetricsOf(int32_t p) {
                         "Time since the held lease's anchor (the reading before the last commit "
                         "that began or renewed it), by the faster lease clock; 0 without a lease.",
                         labels),
-      registry.GetCounter("kleaf_sequence_lease_renewals_total",
-                          "Commits that began or renewed the partition's sequence lease: a "
-                          "transaction of a lease record only, or any other transaction.",
+      registry.GetCounter("kleaf_sequence_lease_renewals_total", kRenewalsHelp,
                           {{"partition", std::to_string(p)}, {"via", "record"}}),
-      registry.GetCounter("kleaf_sequence_lease_renewals_total",
-                          "Commits that began or renewed the partition's sequence lease: a "
-                          "transaction of a lease record only, or any other transaction.",
+      registry.GetCounter("kleaf_sequence_lease_renewals_total", kRenewalsHelp,
                           {{"partition", std::to_string(p)}, {"via", "transaction"}}),
       registry.GetCounter("kleaf_sequence_lease_expiries_total",
                           "Times the partition's held sequence lease ran out before a renewal "
@@ -1261,6 +1258,25 @@ allocator::SequenceCounters& AllocatorNode::CountersOf(int32_t p) {
   return *counters;
 }
 
+bool AllocatorNode::DropAtClockEvent(int32_t p, HeldLease& h, const allocator::LeaseReading& now) {
+  const auto events = h.lease->EventsSinceAnchor(now);
+  // Counted once per anchor: a step back ends nothing, and the anchor moves on with the next
+  // renewal; a forward step or a suspend drops the lease, whose next anchor comes after it.
+  if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
+  if (events.wall_back && !h.wall_back_counted) {
+    h.wall_back_counted = true;
+    ClockEventsCounter("wall_back").Inc();
+  }
+  if (events.suspend) ClockEventsCounter("suspend").Inc();
+  if (!events.EndsLease()) return false;
+  h.lease->Mark();
+  spdlog::warn(
+      "[allocator] partition {}: sequence lease dropped: the clocks {} since it was renewed; a "
+      "`held` record commits it again",
+      p, events.suspend ? "saw a suspend" : "stepped forward");
+  return true;
+}
+
 state::LeaseRecord AllocatorNode::LeaseRecordOf(int32_t p, state::LeaseState st) {
   const HeldLease& h = leases_.at(p);
   const bool wait_over = !sequence_waits_.contains(p);
@@ -1298,25 +1314,9 @@ void AllocatorNode::TendLeases() {
                        now.error().message);
         }
       } else {
-        const auto events = h.lease->EventsSinceAnchor(*now);
-        if (events.Any()) {
-          // R9: counted once per anchor (a step back ends nothing, but the anchor moves on with
-          // the next renewal).
-          if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
-          if (events.wall_back && !h.wall_back_counted) {
-            h.wall_back_counted = true;
-            ClockEventsCounter("wall_back").Inc();
-          }
-          if (events.suspend) ClockEventsCounter("suspend").Inc();
-        }
-        if (events.EndsLease()) {
-          h.lease->Mark();
-          spdlog::warn(
-              "[allocator] partition {}: sequence lease dropped: the clocks {} since it "
-              "was renewed; a `held` record commits it again",
-              p, events.suspend ? "saw a suspend" : "stepped forward");
-        } else if (h.lease->Check(*now, options_.lease) ==
-                   allocator::PartitionLease::Verdict::kExpired) {
+        // R9 first: a dropped lease has nothing to expire.
+        if (!DropAtClockEvent(p, h, *now) &&
+            h.lease->Check(*now, options_.lease) == allocator::PartitionLease::Verdict::kExpired) {
           if (!h.expired) {
             h.expired = true;
             m.lease_expiries.Inc();
@@ -1418,7 +1418,7 @@ void AllocatorNode::ReleaseLeases(const std::vector<int32_t>& partitions, const 
 void AllocatorNode::SubmitHop(int32_t p, std::string request, HopDone done) {
   // Decoded and routed before p's lock: the lock covers the reading and the counters only.
   const auto refuse = [&](const Error& why, uint64_t generation) {
-    done(HopAnswer{HttpStatus(why.code), wire::EncodeError(why), generation});
+    done(HopRefusal(why, generation));
   };
   auto envelope = wire::DecodeRequest(request);
   if (!envelope) return refuse(envelope.error(), 0);
@@ -1472,8 +1472,7 @@ void AllocatorNode::ServeHop() {
         const Error why{Code::kUnavailable,
                         "partition " + std::to_string(r.p) +
                             ": no raise of a section maximum committed in time"};
-        answered.emplace_back(std::move(r),
-                              HopAnswer{HttpStatus(why.code), wire::EncodeError(why), 0});
+        answered.emplace_back(std::move(r), HopRefusal(why));
         continue;
       }
       if (auto a = AnswerHop(r)) {
@@ -1489,8 +1488,8 @@ void AllocatorNode::ServeHop() {
 std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopRequest& r) {
   const int32_t p = r.p;
   const std::string part = "partition " + std::to_string(p);
-  const auto refused = [&](const Error& why, uint64_t generation) {
-    return HopAnswer{HttpStatus(why.code), wire::EncodeError(why), generation};
+  const auto refused = [](const Error& why, uint64_t generation) {
+    return HopRefusal(why, generation);
   };
   if (!hop_served_.contains(p))
     return refused({Code::kUnavailable, part + " is not served here"}, 0);
@@ -1521,20 +1520,11 @@ std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopReques
       return refused({Code::kUnavailable,
                       part + ": the sequence lease ran out (no renewal committed in time)"},
                      generation);
-    case allocator::PartitionLease::Verdict::kClockEvent: {
-      // R9, seen by this call's reading first: counted and logged as TendLeases would.
-      const auto events = h.lease->EventsSinceAnchor(*reading);
-      if (events.wall_forward) ClockEventsCounter("wall_forward").Inc();
-      if (events.suspend) ClockEventsCounter("suspend").Inc();
-      spdlog::warn(
-          "[allocator] partition {}: sequence lease dropped: the clocks {} since it was renewed; "
-          "a `held` record commits it again",
-          p, events.suspend ? "saw a suspend" : "stepped forward");
-      h.lease->Mark();
+    case allocator::PartitionLease::Verdict::kClockEvent:
+      DropAtClockEvent(p, h, *reading);  // R9, seen by this call's reading first
       return refused(
           {Code::kUnavailable, part + ": the sequence lease ended at a clock step or a suspend"},
           generation);
-    }
   }
   // R1 (iv) and the counters' update: the same Execute and counters as the requests topic's.
   BatchReader reader(store_, options_.topics, p);

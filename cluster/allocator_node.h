@@ -238,6 +238,11 @@ class AllocatorNode {
   // calls and its lease is not held, its first record since its wait ended is due, or `renewal`.
   std::optional<state::LeaseRecord> HeldRecordFor(int32_t p, bool renewal) KLEAF_REQUIRES(seq_mu_);
   state::LeaseRecord LeaseRecordOf(int32_t p, state::LeaseState st) KLEAF_REQUIRES(seq_mu_);
+  struct HeldLease;
+  // R9: counts the clock events since h's anchor, and drops the lease (logged) when they end it.
+  // Whether it dropped it.
+  bool DropAtClockEvent(int32_t p, HeldLease& h, const allocator::LeaseReading& now)
+      KLEAF_REQUIRES(seq_mu_);
   void Rewind(int32_t p, int64_t offset);
   // Partition p's ownership series (assignments, takeovers, releases, serving); loop thread only.
   struct PartitionMetrics {
