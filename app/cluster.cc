@@ -118,6 +118,19 @@ http::Handler OwnerHopRoutes(cluster::AllocatorNode& node, http::Handler rest) {
   };
 }
 
+// Where gateways reach this allocator's owner hop: sequence.hop_address, else the listen host (the
+// machine's host name for a wildcard) and the port bound.
+std::string HopAddress(const config::Config& c, const std::string& host, uint16_t port) {
+  if (!c.sequence.hop_address.empty()) return c.sequence.hop_address;
+  std::string name = host;
+  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
+    char buf[256] = {};
+    name = ::gethostname(buf, sizeof buf - 1) == 0 && buf[0] != '\0' ? buf : "localhost";
+  }
+  if (name.find(':') != std::string::npos && !name.starts_with('[')) name = "[" + name + "]";
+  return name + ":" + std::to_string(port);
+}
+
 // Operators' endpoints, only where http.listen is given: with the defaults an allocator would
 // take the port a gateway on the same host expects. Returns what the startup line says of them.
 [[nodiscard]] Result<std::string> StartAllocatorOps(const config::Config& c,
@@ -136,6 +149,12 @@ http::Handler OwnerHopRoutes(cluster::AllocatorNode& node, http::Handler rest) {
   server.emplace(OpsHttpOptions(c, listen->first, listen->second), std::move(ops));
   auto port = server->Start();
   if (!port) return std::unexpected(port.error());
+  if (c.sequence.owner_hop) {
+    const std::string address = HopAddress(c, listen->first, *port);
+    node.SetHopAddress(address);
+    spdlog::info("[allocator] owner hop at {}{}, the route sent with sequence answers",
+                 c.http.tls.enabled() ? "https://" : "http://", address);
+  }
   return "; " + HttpUrl(listen->first, *port, c.http.tls.enabled());
 }
 

@@ -9,6 +9,7 @@
 #include "base/logging.h"
 #include "base/metrics.h"
 #include "base/process_metrics.h"
+#include "http/client_tls.h"
 #include "http/ops_routes.h"
 #include "http/request_metrics.h"
 #include "kafka/log.h"
@@ -101,11 +102,43 @@ Result<std::unique_ptr<cluster::KafkaAllocatorClient>> StartAllocatorClient(
   int32_t reply_partition = c.kafka.reply_partition >= 0
                                 ? c.kafka.reply_partition
                                 : kafka::PartitionFor(c.node.id, c.kafka.reply_partitions);
-  return cluster::KafkaAllocatorClient::Start(
-      {setup.props, setup.topics, c.node.id, reply_partition,
-       std::chrono::milliseconds(c.kafka.request_timeout_ms), c.kafka.request_attempts,
-       setup.layout.datacenter},
-      clock);
+  cluster::KafkaClientOptions options{setup.props,
+                                      setup.topics,
+                                      c.node.id,
+                                      reply_partition,
+                                      std::chrono::milliseconds(c.kafka.request_timeout_ms),
+                                      c.kafka.request_attempts,
+                                      setup.layout.datacenter,
+                                      std::nullopt};
+  if (c.sequence.owner_hop) {
+    auto hop = OwnerHopOptionsOf(c);
+    if (!hop) return std::unexpected(hop.error());
+    options.hop = std::move(*hop);
+  }
+  return cluster::KafkaAllocatorClient::Start(std::move(options), clock);
+}
+
+Result<cluster::OwnerHopOptions> OwnerHopOptionsOf(const config::Config& c) {
+  cluster::OwnerHopOptions hop;
+  hop.timeout = std::chrono::milliseconds(c.kafka.request_timeout_ms);
+  if (!c.http.tls.enabled()) return hop;
+  // Over HTTPS the owners are verified against the deployment's CA where mutual TLS names one
+  // (http.tls.client_ca_file, with the owner's name checked against its route), else against this
+  // node's own certificate (nodes sharing one); this node's certificate is offered for mutual TLS.
+  http::ClientTlsOptions tls;
+  if (!c.http.tls.client_ca_file.empty()) {
+    tls.ca = {"http.tls.client_ca_file", c.http.tls.client_ca_file};
+  } else {
+    tls.ca = {"http.tls.cert_file", c.http.tls.cert_file};
+    tls.partial_chain = true;
+    hop.check_name = false;
+  }
+  tls.cert = {"http.tls.cert_file", c.http.tls.cert_file};
+  tls.key = {"http.tls.key_file", c.http.tls.key_file};
+  auto context = http::MakeClientTlsContext(tls);
+  if (!context) return std::unexpected(context.error());
+  hop.tls = std::move(*context);
+  return hop;
 }
 
 http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,

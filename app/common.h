@@ -40,9 +40,14 @@ int StartupError(const std::string& message);
 int ClusterSetupError(const Error& error);
 // The Kafka allocator client of gateways, producers and `state import`: requests on the cluster's
 // topics, replies on kafka.reply_partition (or the node's own by default), the configured timeout
-// and attempts.
+// and attempts; with sequence.owner_hop, sequence calls take the owner hop (OwnerHopOptionsOf).
 [[nodiscard]] Result<std::unique_ptr<cluster::KafkaAllocatorClient>> StartAllocatorClient(
     const config::Config& c, const cluster::ClusterSetup& setup, Clock& clock);
+// The owner hop of a gateway: the request timeout, and over HTTPS (http.tls) a client context
+// that verifies owners against http.tls.client_ca_file (their names checked) or, without one,
+// against this node's own certificate, offering this node's certificate for mutual TLS. Errors
+// name the file's setting.
+[[nodiscard]] Result<cluster::OwnerHopOptions> OwnerHopOptionsOf(const config::Config& c);
 // The HTTP server settings of the http.* keys, listening on `host`:`port`.
 http::HttpServerOptions HttpOptions(const config::Config& c, const std::string& host,
                                     uint16_t port);

@@ -4,37 +4,20 @@
 // ask whom. Private to the library.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <expected>
 #include <memory>
-#include <optional>
 #include <string>
 
-#include "http/client_io.h"
+#include "http/client_connection.h"
 #include "kleaf/http_client.h"
 
 namespace kleaf::client {
 
-// One keep-alive connection; used by one thread at a time (borrowed from its gateway's pool).
-// Every operation runs on the connection's own io_context with a deadline on the stream. Over
-// HTTPS the TLS stream wraps a TCP stream of its own and `stream` stays unused.
-struct Connection {
-  explicit Connection(std::shared_ptr<boost::asio::ssl::context> context);
-
-  boost::asio::io_context ioc;
-  std::shared_ptr<boost::asio::ssl::context> tls_context;  // null: plain HTTP; outlives tls
-  boost::beast::tcp_stream stream{ioc};
-  std::optional<http::TlsStream> tls;
-  boost::beast::flat_buffer buffer;
-  bool open = false;
-
-  boost::beast::tcp_stream& Tcp() { return tls ? tls->next_layer() : stream; }
-  void Close();
-};
+// One keep-alive connection (http/client_connection.h); used by one thread at a time (borrowed
+// from its gateway's pool).
+using Connection = http::ClientConnection;
 
 // A client TLS context (TLS 1.2+) verifying servers against `o.ca_file`, with the client
 // certificate of mutual TLS if given; null without ca_file (plain HTTP). Errors name the option.

@@ -48,6 +48,20 @@ KafkaAllocatorClient::KafkaAllocatorClient(KafkaClientOptions options, Clock& cl
                            "Request attempts that got no reply in time (retried).");
   given_up_ = &registry.GetCounter("kleaf_kafka_requests_failed_total",
                                    "Requests given up after every attempt timed out.");
+  older_generation_ = &registry.GetCounter(
+      "kleaf_sequence_older_generation_answers_total",
+      "Sequence answers through the requests topic dropped because an answer of a newer lease "
+      "generation of their partition was seen before (R8; their calls fail and are retried).");
+  if (options_.hop) {
+    routes_ = std::make_unique<OwnerRoutes>(options_.topics.partitions);
+    OwnerHopOptions hop = *options_.hop;
+    hop.partitions = options_.topics.partitions;
+    hop_ = std::make_unique<OwnerHopCaller>(static_cast<PartitionCaller&>(*this), *routes_,
+                                            std::move(hop));
+    router_ = std::make_unique<SequenceRouter>(*hop_, clock_);
+  } else {
+    router_ = std::make_unique<SequenceRouter>(static_cast<PartitionCaller&>(*this), clock_);
+  }
 }
 
 Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(
@@ -91,6 +105,8 @@ Result<std::unique_ptr<KafkaAllocatorClient>> KafkaAllocatorClient::Start(
 KafkaAllocatorClient::~KafkaAllocatorClient() { Stop(); }
 
 void KafkaAllocatorClient::Stop() {
+  // The hop's calls still queued go through the requests topic, answered or failed below.
+  if (hop_) hop_->Stop();
   if (stop_.exchange(true) || !thread_.joinable()) return;
   thread_.join();
   std::unordered_map<std::string, Pending> left;
@@ -142,16 +158,18 @@ void KafkaAllocatorClient::SendLocked(Pending p) {
 void KafkaAllocatorClient::ReplyLoop() {
   while (!stop_.load()) {
     if (auto m = replies_->Poll(milliseconds(20)); m && m->value) {
-      OnReply(m->header(kCorrelationHeader), *m->value);
+      OnReply(m->header(kCorrelationHeader), m->header(kOwnerRouteHeader), *m->value);
     }
     ExpireAttempts();
     HealIfStalled(clock_.MonotonicNs());
   }
 }
 
-void KafkaAllocatorClient::OnReply(const std::string* correlation_id, std::string_view reply) {
+void KafkaAllocatorClient::OnReply(const std::string* correlation_id,
+                                   const std::string* owner_route, std::string_view reply) {
   if (!correlation_id) return;
   ReplyHandler done;
+  int32_t partition = -1;
   {
     MutexLock lock(mu_);
     auto it = pending_.find(*correlation_id);
@@ -161,7 +179,16 @@ void KafkaAllocatorClient::OnReply(const std::string* correlation_id, std::strin
     last_reply_ns_.store(now);
     stall_since_ns_ = now;
     done = std::move(it->second.done);
+    partition = it->second.partition;
     pending_.erase(it);
+  }
+  if (owner_route != nullptr && routes_ != nullptr) {
+    if (auto route = DecodeOwnerRoute(*owner_route); route && !routes_->Note(partition, *route)) {
+      older_generation_->Inc();
+      return done(Fail(Code::kUnavailable,
+                       "an answer of partition " + std::to_string(partition) +
+                           " from an older lease generation than one already seen; retry"));
+    }
   }
   done(reply);
 }
@@ -237,7 +264,7 @@ void KafkaAllocatorClient::Route(Op op, Callback<typename Op::Result> done) {
     CallEveryPartition(
         op, +[](const state::SpaceRecord& r) { return r.space; }, std::move(done));
   } else if constexpr (std::is_same_v<Op, op::NextSeq> || std::is_same_v<Op, op::CurrentSeq>) {
-    router_.Route(std::move(op), std::move(done));
+    router_->Route(std::move(op), std::move(done));
   } else {
     // The partition of the operation's own route key: its tag, its space's name, its section's
     // route key, or kWorkersKey (the worker registry's requests all go to that partition).
@@ -262,18 +289,18 @@ void KafkaAllocatorClient::Route(Op op, Callback<typename Op::Result> done) {
       };
     } else if constexpr (std::is_same_v<Op, op::GetSpace>) {
       done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
-        if (r) router_.KeepSpace(space, *r);
-        if (!r && r.error().code == Code::kNotFound) router_.KeepSpace(space, std::nullopt);
+        if (r) router_->KeepSpace(space, *r);
+        if (!r && r.error().code == Code::kNotFound) router_->KeepSpace(space, std::nullopt);
         done(std::move(r));
       };
     } else if constexpr (std::is_same_v<Op, op::PutSpace>) {
       done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
-        if (r) router_.KeepSpace(space, *r);
+        if (r) router_->KeepSpace(space, *r);
         done(std::move(r));
       };
     } else if constexpr (std::is_same_v<Op, op::DeleteSpace>) {
       done = [this, space = op.space, done = std::move(done)](Result<state::SpaceRecord> r) {
-        if (r || r.error().code == Code::kNotFound) router_.KeepSpace(space, std::nullopt);
+        if (r || r.error().code == Code::kNotFound) router_->KeepSpace(space, std::nullopt);
         done(std::move(r));
       };
     }

@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
+#include "cluster/owner_hop.h"
 #include "cluster/sequence_router.h"
 #include "cluster/topics.h"
 #include "kafka/client.h"
@@ -33,6 +34,9 @@ struct KafkaClientOptions {
   // The layout's datacenter: a segment of another one (allocators configured otherwise, or older
   // than the rule that maps segments in the allocator) is refused.
   allocator::Datacenter datacenter = {};
+  // `sequence.owner_hop`: NextSeq and CurrentSeq go straight to their partition's owner where its
+  // route is known (OwnerHopCaller; `hop.partitions` is set from `topics`).
+  std::optional<OwnerHopOptions> hop = std::nullopt;
 };
 
 // Thread-safe. Sends each request to the partition owning its tag with a fresh correlation id
@@ -54,7 +58,10 @@ class KafkaAllocatorClient final : public allocator::Allocator, private Partitio
   //
   // NextSeq and CurrentSeq go through the SequenceRouter (sequence_router.h), to the partitions
   // of their keys' sections; the space records it routes with are read from the partition of the
-  // space's name, and each GetSpace, PutSpace and DeleteSpace answered here updates them.
+  // space's name, and each GetSpace, PutSpace and DeleteSpace answered here updates them. With
+  // options.hop they take the owner hop where a route is known. Every reply that names its
+  // owner's route (kOwnerRouteHeader) updates the route table, and one of an older lease
+  // generation than one seen for its partition is dropped and fails its call (R8).
   void Submit(allocator::AnyCall call) override;
 
   void Stop();
@@ -115,7 +122,8 @@ class KafkaAllocatorClient final : public allocator::Allocator, private Partitio
   void SendLocked(Pending pending) KLEAF_REQUIRES(mu_);
   void ReplyLoop();
   // Completes the pending call a reply answers (matched by correlation id). Reply thread.
-  void OnReply(const std::string* correlation_id, std::string_view reply);
+  void OnReply(const std::string* correlation_id, const std::string* owner_route,
+               std::string_view reply);
   // Sends again each attempt past its deadline, or fails its call when it has no attempt left.
   // Reply thread.
   void ExpireAttempts();
@@ -138,8 +146,13 @@ class KafkaAllocatorClient final : public allocator::Allocator, private Partitio
   // of scanning every pending one after each reply (with 20,000 in flight that scan took 3/4 of
   // the process's CPU). Ids answered meanwhile are skipped when they reach the front.
   std::deque<std::pair<int64_t, std::string>> deadlines_ KLEAF_GUARDED_BY(mu_);
-  // NextSeq and CurrentSeq, and the space records they route with.
-  SequenceRouter router_{*this, clock_};
+  // The owner hop's route table and caller (with options_.hop), and the router of NextSeq and
+  // CurrentSeq through it (or straight through this client) with the space records they route
+  // with. Declared last but stop_: gone first.
+  std::unique_ptr<OwnerRoutes> routes_;
+  std::unique_ptr<OwnerHopCaller> hop_;
+  std::unique_ptr<SequenceRouter> router_;
+  metrics::Counter* older_generation_ = nullptr;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::array<metrics::Histogram*, allocator::kOpCount> latency_{};

@@ -7,6 +7,7 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "cluster/owner_hop.h"
 #include "cluster/wire.h"
 
 namespace kleaf::cluster {
@@ -1113,7 +1114,9 @@ AllocatorNode::Decision AllocatorNode::Decide(int32_t p, const kafka::Message& m
             return Decision{{}, wire::EncodeError(*refused)};
           }
           auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs(), seq);
-          return Decision{std::move(outcome.effects), wire::EncodeReply(outcome.result)};
+          auto l = leases_.find(p);
+          return Decision{std::move(outcome.effects), wire::EncodeReply(outcome.result), false,
+                          l != leases_.end() ? l->second.lease->generation() : 0};
         } else {
           auto outcome = allocator::Execute(op, reader, options_.rules, clock_.NowMs());
           const bool segment =
@@ -1143,6 +1146,16 @@ Result<void> AllocatorNode::Produce(int32_t p, const kafka::Message& m, const De
     spdlog::warn("[allocator] partition {} offset {}: request without a valid reply address", p,
                  m.offset);
     return {};
+  }
+  if (decision.generation) {
+    std::string address;
+    {
+      MutexLock lock(seq_mu_);
+      address = hop_address_;
+    }
+    return producer.Send(topics.replies, reply_partition, m.key, decision.reply,
+                         {{kCorrelationHeader, *correlation},
+                          {kOwnerRouteHeader, EncodeOwnerRoute({*decision.generation, address})}});
   }
   return producer.Send(topics.replies, reply_partition, m.key, decision.reply,
                        {{kCorrelationHeader, *correlation}});
@@ -1413,6 +1426,11 @@ void AllocatorNode::ReleaseLeases(const std::vector<int32_t>& partitions, const 
                  batch->lease_record->generation, reason);
     OnCommitted(p, std::nullopt, *batch->producer, batch->reader, 0, batch->lease_record);
   }
+}
+
+void AllocatorNode::SetHopAddress(std::string address) {
+  MutexLock lock(seq_mu_);
+  hop_address_ = std::move(address);
 }
 
 void AllocatorNode::SubmitHop(int32_t p, std::string request, HopDone done) {

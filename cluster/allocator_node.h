@@ -122,6 +122,10 @@ class AllocatorNode {
   };
   using HopDone = std::function<void(HopAnswer)>;
   void SubmitHop(int32_t p, std::string request, HopDone done);
+  // The address ("host:port") gateways reach this node's owner hop at, sent with every sequence
+  // answer on the requests topic (kOwnerRouteHeader), from when it is set (the hop's server is
+  // up); empty: none. Safe from any thread.
+  void SetHopAddress(std::string address);
 
  private:
   void Run();
@@ -186,6 +190,9 @@ class AllocatorNode {
     allocator::Effects effects;
     std::string reply;
     bool segment = false;  // a segment was allocated
+    // A sequence call's answer: the generation of p's lease here, sent as the route's
+    // (kOwnerRouteHeader) with the owner hop's address; nothing for other operations.
+    std::optional<uint64_t> generation = std::nullopt;
   };
   Decision Decide(int32_t p, const kafka::Message& m, BatchReader& reader,
                   allocator::SequenceState& seq);
@@ -309,6 +316,7 @@ class AllocatorNode {
   // (served, from Serve to Release, and until the loop ends).
   std::map<int32_t, std::vector<HopRequest>> hop_raise_waits_ KLEAF_GUARDED_BY(seq_mu_);
   std::set<int32_t> hop_served_ KLEAF_GUARDED_BY(seq_mu_);
+  std::string hop_address_ KLEAF_GUARDED_BY(seq_mu_);
   // Per served partition, its sections' counters (I5).
   std::map<int32_t, std::unique_ptr<allocator::SequenceCounters>> counters_
       KLEAF_GUARDED_BY(seq_mu_);

@@ -18,6 +18,9 @@ namespace kleaf::cluster {
 
 inline constexpr char kCorrelationHeader[] = "kleaf-correlation-id";
 inline constexpr char kReplyPartitionHeader[] = "kleaf-reply-partition";
+// On a sequence reply: the answering owner's lease generation of the partition and its owner hop's
+// address (cluster::EncodeOwnerRoute), the route a gateway learns.
+inline constexpr char kOwnerRouteHeader[] = "kleaf-owner-route";
 
 struct ClusterTopics {
   std::string requests;  // key = tag; P partitions

@@ -490,8 +490,14 @@ std::vector<Field> AllFields() {
                        [](Config& c, int64_t v) { c.sequence.lease_renew_ms = v; }));
   f.push_back(IntField("sequence.idle_release_ms", kByAllocator, 0, 86400000,
                        [](Config& c, int64_t v) { c.sequence.idle_release_ms = v; }));
-  f.push_back(BoolField("sequence.owner_hop", kByAllocator,
+  f.push_back(BoolField("sequence.owner_hop", kByAllocator | kByGateway,
                         [](Config& c, bool v) { c.sequence.owner_hop = v; }));
+  f.push_back(StringField("sequence.hop_address", kByAllocator,
+                          [](Config& c, const std::string& s) -> Result<void> {
+                            if (auto hp = ParseEndpoint(s); !hp) return std::unexpected(hp.error());
+                            c.sequence.hop_address = s;
+                            return {};
+                          }));
   f.push_back(IntField("sequence.raise_ahead_percent", kByStandalone | kByAllocator, 10, 100,
                        [](Config& c, int64_t v) { c.sequence.raise_ahead_percent = v; }));
   f.push_back(IntField("workers.lease_ttl_ms", kByCluster, 1000, 3600000,
@@ -678,14 +684,6 @@ Result<void> CheckDatacenter(const Config& c) {
             (q.lease_ms == 0 ? " when sequence.lease_ms is 0" : " (a tenth of sequence.lease_ms)") +
             ", got " + std::to_string(q.lease_margin_ms));
   }
-  if (q.owner_hop && !c.http.listen_set) {
-    return Fail(Code::kInvalidArgument,
-                "sequence.owner_hop: needs http.listen, the address the hop is served on");
-  }
-  if (q.owner_hop && q.lease_ms == 0) {
-    return Fail(Code::kInvalidArgument,
-                "sequence.owner_hop: answers only under a lease; sequence.lease_ms is 0");
-  }
   if (q.lease_ms > 0) {
     // The lease's settings: a node that holds none (L 0) has nothing to renew or release.
     const double hold_ms =
@@ -766,6 +764,34 @@ Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s) {
   if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
       port > 65535) {
     return Fail(Code::kInvalidArgument, "expected host:port with a port 0-65535, got '" + s + "'");
+  }
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+Result<std::pair<std::string, uint16_t>> ParseEndpoint(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Fail(Code::kInvalidArgument, "expected host:port, got '" + s + "'");
+  }
+  std::string host = s.substr(0, colon);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  unsigned char addr[sizeof(in6_addr)];
+  if (bracketed ? inet_pton(AF_INET6, host.c_str(), addr) != 1
+                : host.empty() || host.size() > 253 ||
+                      host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789.-") != std::string::npos) {
+    return Fail(Code::kInvalidArgument,
+                "expected a host name, an IPv4 address or a bracketed IPv6 address before the "
+                "port, got '" +
+                    s + "'");
+  }
+  std::string port_text = s.substr(colon + 1);
+  unsigned port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
+      port == 0 || port > 65535) {
+    return Fail(Code::kInvalidArgument, "expected host:port with a port 1-65535, got '" + s + "'");
   }
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
@@ -965,6 +991,14 @@ Result<void> CheckConfigFor(Role role, const Config& c) {
                 "datacenter.count: more than one datacenter needs the cluster shape (kleaf "
                 "allocator and gateway), whose layout topic records and checks it; a standalone "
                 "node has none. Remove the datacenter section or run a cluster per datacenter");
+  }
+  if (role == Role::kAllocator && c.sequence.owner_hop && !c.http.listen_set) {
+    return Fail(Code::kInvalidArgument,
+                "sequence.owner_hop: needs http.listen, the address the hop is served on");
+  }
+  if (role == Role::kAllocator && c.sequence.owner_hop && c.sequence.lease_ms == 0) {
+    return Fail(Code::kInvalidArgument,
+                "sequence.owner_hop: answers only under a lease; sequence.lease_ms is 0");
   }
   if (role == Role::kProducer && c.producer.streams.empty()) {
     return Fail(Code::kInvalidArgument,
@@ -1178,6 +1212,7 @@ std::string EffectiveConfigYaml(const Config& c) {
   EmitKey(out, "sequence.lease_renew_ms", c.sequence.lease_renew_ms);
   EmitKey(out, "sequence.idle_release_ms", c.sequence.idle_release_ms);
   EmitKey(out, "sequence.owner_hop", c.sequence.owner_hop);
+  if (!c.sequence.hop_address.empty()) EmitKey(out, "sequence.hop_address", c.sequence.hop_address);
   EmitKey(out, "sequence.raise_ahead_percent", c.sequence.raise_ahead_percent);
   out << YAML::EndMap;
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;

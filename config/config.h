@@ -141,9 +141,13 @@ struct Sequence {
   // A partition with no sequence call for this long releases its lease (0: never; else at least
   // 3 × the renewal interval). Unused when L is 0.
   int64_t idle_release_ms = 60000;
-  // The owner hop (issue 38 item 2): the allocator answers sequence calls of the partitions it
-  // owns from memory, under their leases, at POST /internal/v1/seq/<p> of its http.listen.
+  // The owner hop (issue 38 item 2): an allocator answers sequence calls of the partitions it
+  // owns from memory, under their leases, at POST /internal/v1/seq/<p> of its http.listen; a
+  // gateway sends them there, to the route each owner sends with its answers.
   bool owner_hop = false;
+  // Where gateways reach an allocator's owner hop ("host:port"); empty: http.listen, with the
+  // machine's host name for a wildcard host and the port bound for port 0.
+  std::string hop_address;
   // The renewal interval these settings give (lease_renew_ms, or L/3 for 0).
   int64_t RenewIntervalMs() const { return lease_renew_ms != 0 ? lease_renew_ms : lease_ms / 3; }
   // R6: a section is raised by one more step ahead of need once less than this share of a step
@@ -264,6 +268,9 @@ Config DefaultConfig();
 
 // Splits "host:port"; port must be 0-65535.
 [[nodiscard]] Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& s);
+// host:port of an address to connect to: a host name, an IPv4 address or a bracketed IPv6 one, and
+// a port 1-65535 (sequence.hop_address, an owner's route).
+[[nodiscard]] Result<std::pair<std::string, uint16_t>> ParseEndpoint(const std::string& s);
 
 // The subcommands that start a node or a state tool.
 enum class Role { kStandalone, kAllocator, kGateway, kProducer, kStateTool };

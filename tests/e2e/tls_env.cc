@@ -37,10 +37,20 @@ Pki::Pki(const std::filesystem::path& dir, const std::string& name) : dir_(dir),
 
 void Pki::Issue(const std::string& name, const std::string& serial, bool server,
                 const std::string& faketime, int days) const {
+  IssueWith(name, serial,
+            server ? "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+                   : "extendedKeyUsage=clientAuth\n",
+            faketime, days);
+}
+
+void Pki::IssueNode(const std::string& name, const std::string& serial) const {
+  IssueWith(name, serial, "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
+            "", 2);
+}
+
+void Pki::IssueWith(const std::string& name, const std::string& serial,
+                    const std::string& extensions, const std::string& faketime, int days) const {
   const auto ext = dir_ / (name + ".ext");
-  const std::string extensions = server
-                                     ? "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
-                                     : "extendedKeyUsage=clientAuth\n";
   RunOrFail("sh -c \"printf '" + extensions + "' > " + Quote(ext) + "\"");
   const auto csr = dir_ / (name + ".csr");
   RunOrFail("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +

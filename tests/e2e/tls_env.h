@@ -42,8 +42,14 @@ class Pki {
   // ("sem_open: File exists"). Callers skip without libfaketime (e2e::Libfaketime() empty).
   void Issue(const std::string& name, const std::string& serial, bool server = true,
              const std::string& faketime = "", int days = 2) const;
+  // A certificate `name` for a node that is both a server (for 127.0.0.1) and a client of other
+  // nodes (mutual TLS between them: the cluster's owner hop).
+  void IssueNode(const std::string& name, const std::string& serial) const;
 
  private:
+  void IssueWith(const std::string& name, const std::string& serial, const std::string& extensions,
+                 const std::string& faketime, int days) const;
+
   std::filesystem::path dir_;
   std::string ca_;
 };

@@ -394,8 +394,9 @@ std::expected<TagState, std::string> TagFromJson(const nlohmann::json& j) {
 }  // namespace
 
 std::expected<nlohmann::json, std::string> AdminCall(uint16_t port, const std::string& method,
-                                                     const std::string& target, std::string body) {
-  e2e::HttpClient client(port, std::chrono::seconds(20));
+                                                     const std::string& target, std::string body,
+                                                     e2e::Transport transport) {
+  e2e::HttpClient client(port, std::chrono::seconds(20), std::move(transport));
   auto reply = client.Request(method, target, std::move(body), e2e::Bearer(e2e::kAdminToken));
   if (!reply) return std::unexpected(reply.error());
   if (reply->status != 200) {
@@ -515,8 +516,8 @@ double Metrics::Sum(const std::string& name) const {
   return sum;
 }
 
-std::expected<Metrics, std::string> ScrapeMetrics(uint16_t port) {
-  e2e::HttpClient client(port, std::chrono::seconds(5));
+std::expected<Metrics, std::string> ScrapeMetrics(uint16_t port, e2e::Transport transport) {
+  e2e::HttpClient client(port, std::chrono::seconds(5), std::move(transport));
   auto reply = client.Get("/metrics");
   if (!reply) return std::unexpected(reply.error());
   if (reply->status != 200) {
@@ -565,8 +566,8 @@ std::expected<void, std::string> Spawn(Node& node, ProcessEnv env,
 }
 
 std::expected<void, std::string> WaitReady(Node& node, SteadyClock::time_point deadline) {
-  static const std::regex kListening(R"(kleaf gateway listening on http://\S+:(\d+)\r?\n)");
-  static const std::regex kRunning(R"(kleaf allocator running; http://\S+:(\d+)\r?\n)");
+  static const std::regex kListening(R"(kleaf gateway listening on https?://\S+:(\d+)\r?\n)");
+  static const std::regex kRunning(R"(kleaf allocator running; https?://\S+:(\d+)\r?\n)");
   const std::regex& ready = node.role == Node::Role::kGateway ? kListening : kRunning;
   std::string error;
   bool done = WaitUntil(

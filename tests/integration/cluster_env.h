@@ -223,10 +223,11 @@ struct TagState {
   std::string description;
   bool operator==(const TagState&) const = default;
 };
-// `method target` with the tests' admin token; the JSON body of a 200, else an error with the
-// status and body.
+// `method target` with the tests' admin token (over `transport`); the JSON body of a 200, else an
+// error with the status and body.
 std::expected<nlohmann::json, std::string> AdminCall(uint16_t port, const std::string& method,
-                                                     const std::string& target, std::string body);
+                                                     const std::string& target, std::string body,
+                                                     e2e::Transport transport = {});
 // Admin calls on a gateway (or standalone) with the tests' admin token.
 std::expected<std::map<std::string, TagState>, std::string> ListTags(uint16_t port);
 std::expected<TagState, std::string> GetTag(uint16_t port, const std::string& tag);
@@ -262,7 +263,7 @@ struct Metrics {
   // Every series of the family `name` summed (e.g. across partitions).
   double Sum(const std::string& name) const;
 };
-std::expected<Metrics, std::string> ScrapeMetrics(uint16_t port);
+std::expected<Metrics, std::string> ScrapeMetrics(uint16_t port, e2e::Transport transport = {});
 
 // --- Nodes ---------------------------------------------------------------------------------------
 

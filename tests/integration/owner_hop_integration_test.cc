@@ -15,6 +15,7 @@
 #include "allocator/sequences.h"
 #include "cluster/wire.h"
 #include "kafka/message.h"
+#include "tests/e2e/tls_env.h"
 #include "tests/integration/cluster_env.h"
 
 namespace kleaf::integration {
@@ -292,6 +293,174 @@ TEST_F(OwnerHopIntegrationTest, AnOwnerWhoseRenewalsFailStopsAnsweringWhenItsLea
   auto again = HopNextWhenHeld(a1.port, p, key, kStep, seconds(60));
   ASSERT_TRUE(again) << again.error() << "\n" << cluster.Logs();
   EXPECT_GT(again->value, last);
+}
+
+// --- The gateways' side: routes, the route table, fan-outs, stale routes, TLS
+// ---------------------
+
+// Next values of `keys` in one call through the gateway (a fan-out when they lie on several
+// partitions), in the keys' order. A 503 (a takeover, a takeover wait) is asked again for up to
+// 30 s.
+std::expected<std::vector<uint64_t>, std::string> GatewayNextMany(
+    e2e::HttpClient& http, const std::vector<uint64_t>& keys) {
+  json list = json::array();
+  for (uint64_t key : keys) list.push_back(std::to_string(key));
+  const std::string body = json{{"keys", list}}.dump();
+  const auto deadline = SteadyClock::now() + seconds(30);
+  std::string last;
+  while (SteadyClock::now() < deadline) {
+    auto reply = http.Request("POST", std::string("/api/v1/seq/") + kSpace, body,
+                              {{"Content-Type", "application/json"}});
+    if (!reply) {
+      last = reply.error();
+      http.Close();
+    } else if (reply->status == 503) {
+      last = reply->body;
+    } else if (reply->status != 200) {
+      return std::unexpected(std::to_string(reply->status) + " " + reply->body);
+    } else {
+      std::vector<uint64_t> values;
+      const json answer = json::parse(reply->body);
+      for (const auto& s : answer.at("seqs")) {
+        values.push_back(std::stoull(s.at("seq").get<std::string>()));
+      }
+      if (values.size() != keys.size()) return std::unexpected("wrong count: " + reply->body);
+      return values;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return std::unexpected("no answer for 30 s: " + last);
+}
+
+// The gateway's owner-hop calls with `outcome` (kleaf_owner_hop_calls_total).
+double HopCalls(uint16_t gateway_port, const std::string& outcome, e2e::Transport transport = {}) {
+  auto m = ScrapeMetrics(gateway_port, std::move(transport));
+  EXPECT_TRUE(m) << m.error();
+  if (!m) return -1;
+  return m->Value("kleaf_owner_hop_calls_total", "outcome=\"" + outcome + "\"").value_or(0);
+}
+
+// A key of each partition, and the last value seen of each: every call's values must be above.
+class KeyValues {
+ public:
+  KeyValues() {
+    for (int32_t p = 0; p < Cluster::kPartitions; ++p) keys_.push_back(KeyOnPartition(p));
+    last_.assign(keys_.size(), 0);
+  }
+  const std::vector<uint64_t>& keys() const { return keys_; }
+  // `rounds` rounds of a fan-out over every key and a single key's next, each value checked.
+  void Rounds(e2e::HttpClient& http, int rounds, const std::string& phase) {
+    for (int r = 0; r < rounds; ++r) {
+      auto many = GatewayNextMany(http, keys_);
+      ASSERT_TRUE(many) << phase << " round " << r << ": " << many.error();
+      for (size_t i = 0; i < keys_.size(); ++i) Check(i, (*many)[i], phase, r);
+      const size_t i = static_cast<size_t>(r) % keys_.size();
+      auto one = GatewayNextMany(http, {keys_[i]});
+      ASSERT_TRUE(one) << phase << " round " << r << ": " << one.error();
+      Check(i, one->front(), phase, r);
+    }
+  }
+
+ private:
+  void Check(size_t i, uint64_t value, const std::string& phase, int round) {
+    EXPECT_GT(value, last_[i]) << phase << " round " << round << ": key " << keys_[i]
+                               << " went back or repeated";
+    last_[i] = value;
+  }
+  std::vector<uint64_t> keys_;
+  std::vector<uint64_t> last_;
+};
+
+// A gateway with sequence.owner_hop learns each owner's route from its answers over the requests
+// topic and then calls the owner directly; fan-outs are split by owner and come back in the
+// caller's order. When partitions move (an allocator joins: the old owner refuses; an owner is
+// killed: its address fails) the stale routes send the calls through the requests topic again,
+// whose answers name the new owners, and no value of any key goes back.
+TEST_F(OwnerHopIntegrationTest, GatewaysCallTheOwnersAndFollowThemWhenPartitionsMove) {
+  Cluster cluster(broker_, "hopgw",
+                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_TRUE(cluster.Start({&a1, &a2}));
+  ASSERT_TRUE(cluster.WaitBalanced({&a1, &a2}, seconds(60))) << cluster.Logs();
+  ASSERT_TRUE(cluster.Start({&gw}));
+  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", 1}, {"step", 1000}}.dump());
+  ASSERT_TRUE(put) << put.error();
+
+  KeyValues values;
+  e2e::HttpClient http(gw.port, seconds(40));
+  // Routes are learned from the first answers; leases are taken at the first calls.
+  const auto deadline = SteadyClock::now() + seconds(30);
+  while (HopCalls(gw.port, "answered") < 8 && SteadyClock::now() < deadline) {
+    ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 1, "warm-up"));
+  }
+  const double answered0 = HopCalls(gw.port, "answered");
+  ASSERT_GE(answered0, 8) << "the gateway never called an owner directly\n" << cluster.Logs();
+  ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 100, "two owners"));
+  const double answered1 = HopCalls(gw.port, "answered");
+  // 100 fan-outs over 4 partitions and 100 single keys: all but a few go over the hop.
+  EXPECT_GE(answered1 - answered0, 400) << cluster.Logs();
+
+  // A third allocator joins: partitions move away from owners that stay up and refuse them.
+  Node& a3 = cluster.AddAllocator("alloc-3");
+  ASSERT_TRUE(cluster.Start({&a3}));
+  ASSERT_TRUE(cluster.WaitBalanced({&a1, &a2, &a3}, seconds(60))) << cluster.Logs();
+  ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 50, "three owners"));
+  // An owner is killed: its address fails until the gateway learns the new owners.
+  a1.process->Kill();
+  ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 50, "after kill -9"));
+  const double stale = HopCalls(gw.port, "refused") + HopCalls(gw.port, "failed");
+  std::cout << "hopgw: " << answered1 - answered0 << " of 500 calls answered over the hop with two "
+            << "owners; " << stale << " calls on stale routes sent through the requests topic"
+            << std::endl;
+  EXPECT_GT(stale, 0) << "no call met a stale route: the test moved nothing";
+  const double answered2 = HopCalls(gw.port, "answered");
+  ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 100, "settled"));
+  EXPECT_GE(HopCalls(gw.port, "answered") - answered2, 400)
+      << "the gateway did not learn the new owners' routes\n"
+      << cluster.Logs();
+  EXPECT_EQ(HopCalls(gw.port, "older_generation"), 0);
+}
+
+// With http.tls the owner hop runs over TLS: the allocators ask for client certificates
+// (http.tls.client_ca_file, mutual TLS) and the gateway offers its own and trusts the owner's.
+// The nodes share one certificate, for both ends; the gateway's API is HTTPS.
+TEST_F(OwnerHopIntegrationTest, TheHopRunsOverMutualTls) {
+  Cluster cluster(broker_, "hoptls",
+                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+  e2e::Pki pki(cluster.dir());
+  ASSERT_FALSE(HasFatalFailure());
+  pki.IssueNode("node", "11");
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string tls = e2e::TlsSetting(pki.Cert("node"), pki.Key("node"));
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  cluster.Reconfigure(a1,
+                      {{"http.tls", "{cert_file: " + e2e::Quote(pki.Cert("node")) +
+                                        ", key_file: " + e2e::Quote(pki.Key("node")) +
+                                        ", client_ca_file: " + e2e::Quote(pki.CaCert()) + "}"}});
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  cluster.Reconfigure(gw, {{"http.tls", tls}});
+  const e2e::Transport transport{pki.CaCert()};
+  auto started = cluster.Start({&a1});
+  ASSERT_TRUE(started) << started.error();
+  started = cluster.Start({&gw});
+  ASSERT_TRUE(started) << started.error();
+  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", 1}, {"step", 1000}}.dump(), transport);
+  ASSERT_TRUE(put) << put.error();
+  KeyValues values;
+  e2e::HttpClient http(gw.port, seconds(40), transport);
+  const auto deadline = SteadyClock::now() + seconds(30);
+  while (HopCalls(gw.port, "answered", transport) < 8 && SteadyClock::now() < deadline) {
+    ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 1, "warm-up"));
+  }
+  const double answered0 = HopCalls(gw.port, "answered", transport);
+  ASSERT_GE(answered0, 8) << "no call over the TLS hop was answered\n" << cluster.Logs();
+  ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 50, "tls"));
+  EXPECT_GE(HopCalls(gw.port, "answered", transport) - answered0, 200) << cluster.Logs();
+  EXPECT_EQ(HopCalls(gw.port, "failed", transport), 0) << cluster.Logs();
 }
 
 }  // namespace

@@ -1,0 +1,234 @@
+#include "cluster/owner_hop.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <charconv>
+#include <utility>
+
+#include "base/clock.h"
+#include "cluster/wire.h"
+#include "config/config.h"
+
+namespace kleaf::cluster {
+namespace {
+
+namespace bhttp = boost::beast::http;
+namespace op = allocator::op;
+
+}  // namespace
+
+std::string EncodeOwnerRoute(const OwnerRoute& route) {
+  std::string s = std::to_string(route.generation);
+  if (!route.address.empty()) s += " " + route.address;
+  return s;
+}
+
+std::optional<OwnerRoute> DecodeOwnerRoute(std::string_view value) {
+  OwnerRoute route;
+  const auto [end, ec] =
+      std::from_chars(value.data(), value.data() + value.size(), route.generation);
+  if (ec != std::errc()) return std::nullopt;
+  std::string_view rest(end, value.data() + value.size() - end);
+  if (rest.empty()) return route;
+  if (rest.front() != ' ' || rest.size() == 1) return std::nullopt;
+  route.address = std::string(rest.substr(1));
+  if (!config::ParseEndpoint(route.address)) return std::nullopt;
+  return route;
+}
+
+OwnerRoutes::OwnerRoutes(int32_t partitions)
+    : seen_(static_cast<size_t>(partitions), 0), routes_(static_cast<size_t>(partitions)) {}
+
+bool OwnerRoutes::Note(int32_t p, const OwnerRoute& route) {
+  if (p < 0 || static_cast<size_t>(p) >= seen_.size() || route.generation == 0) return true;
+  MutexLock lock(mu_);
+  const auto i = static_cast<size_t>(p);
+  if (route.generation < seen_[i]) return false;
+  seen_[i] = route.generation;
+  if (route.generation >= routes_[i].generation) routes_[i] = route;
+  return true;
+}
+
+std::optional<OwnerRoute> OwnerRoutes::RouteOf(int32_t p) const {
+  if (p < 0 || static_cast<size_t>(p) >= routes_.size()) return std::nullopt;
+  MutexLock lock(mu_);
+  const OwnerRoute& r = routes_[static_cast<size_t>(p)];
+  if (r.address.empty()) return std::nullopt;
+  return r;
+}
+
+void OwnerRoutes::Forget(int32_t p, const OwnerRoute& route) {
+  if (p < 0 || static_cast<size_t>(p) >= routes_.size()) return;
+  MutexLock lock(mu_);
+  OwnerRoute& r = routes_[static_cast<size_t>(p)];
+  if (r == route) r.address.clear();
+}
+
+OwnerHopCaller::OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& routes,
+                               OwnerHopOptions options)
+    : requests_topic_(requests_topic), routes_(routes), options_(std::move(options)) {
+  auto& registry = metrics::Registry::Default();
+  const std::string calls_help =
+      "Sequence calls a gateway sent to an owner over the owner hop, by outcome: answered; "
+      "refused (not the owner, or no lease: sent again through the requests topic); failed "
+      "(transport: sent again through the requests topic); older_generation (an answer of an "
+      "older lease generation than one seen, dropped and sent again through the requests topic).";
+  answered_ =
+      &registry.GetCounter("kleaf_owner_hop_calls_total", calls_help, {{"outcome", "answered"}});
+  refused_ =
+      &registry.GetCounter("kleaf_owner_hop_calls_total", calls_help, {{"outcome", "refused"}});
+  failed_ =
+      &registry.GetCounter("kleaf_owner_hop_calls_total", calls_help, {{"outcome", "failed"}});
+  older_ = &registry.GetCounter("kleaf_owner_hop_calls_total", calls_help,
+                                {{"outcome", "older_generation"}});
+  latency_ = &registry.GetHistogram("kleaf_owner_hop_seconds",
+                                    "Round trip of a sequence call over the owner hop.");
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+OwnerHopCaller::~OwnerHopCaller() { Stop(); }
+
+void OwnerHopCaller::Stop() {
+  {
+    MutexLock lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  wake_.NotifyAll();
+  for (auto& t : workers_) t.join();
+  std::deque<Job> left;
+  {
+    MutexLock lock(mu_);
+    left.swap(queue_);
+    idle_.clear();
+  }
+  for (auto& job : left) job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
+}
+
+void OwnerHopCaller::Call(int32_t partition, std::string route_key, op::NextSeq next,
+                          allocator::Callback<std::vector<uint64_t>> done) {
+  Hop(partition, std::move(route_key), std::move(next), std::move(done));
+}
+
+void OwnerHopCaller::Call(int32_t partition, std::string route_key, op::CurrentSeq current,
+                          allocator::Callback<uint64_t> done) {
+  Hop(partition, std::move(route_key), std::move(current), std::move(done));
+}
+
+template <typename Op>
+void OwnerHopCaller::Hop(int32_t partition, std::string route_key, Op op,
+                         allocator::Callback<typename Op::Result> done) {
+  auto route = routes_.RouteOf(partition);
+  if (!route) {
+    return requests_topic_.Call(partition, std::move(route_key), std::move(op), std::move(done));
+  }
+  Job job{partition, *route, wire::EncodeRequest(wire::Envelope{op, options_.partitions}), {}};
+  job.done = [this, partition, route = *route, route_key = std::move(route_key), op = std::move(op),
+              done = std::move(done)](Result<http::ClientResponse> r) mutable {
+    // Through the requests topic instead: it reaches whoever owns the partition now, and its
+    // answer names that owner's route.
+    const auto resend = [&](metrics::Counter* outcome, const std::string& why) {
+      outcome->Inc();
+      routes_.Forget(partition, route);
+      spdlog::debug("[owner-hop] partition {} at {}: {}; sent through the requests topic",
+                    partition, route.address, why);
+      requests_topic_.Call(partition, std::move(route_key), std::move(op), std::move(done));
+    };
+    if (!r) return resend(failed_, r.error().message);
+    auto answer = wire::DecodeReply<typename Op::Result>(r->body());
+    if (!answer && answer.error().code == Code::kUnavailable) {
+      return resend(refused_, answer.error().message);
+    }
+    uint64_t generation = 0;
+    if (auto g = r->find("Kleaf-Generation"); g != r->end()) {
+      const auto v = g->value();
+      std::from_chars(v.data(), v.data() + v.size(), generation);
+    }
+    if (!routes_.Note(partition, OwnerRoute{generation, route.address})) {
+      return resend(older_, "an answer of lease generation " + std::to_string(generation) +
+                                ", older than one seen (dropped)");
+    }
+    answered_->Inc();
+    done(std::move(answer));
+  };
+  {
+    MutexLock lock(mu_);
+    if (!stop_) {
+      queue_.push_back(std::move(job));
+      wake_.NotifyOne();
+      return;
+    }
+  }
+  job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
+}
+
+void OwnerHopCaller::Work() {
+  while (true) {
+    Job job;
+    {
+      MutexLock lock(mu_);
+      wake_.Wait(lock, [this]() KLEAF_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const auto started = std::chrono::steady_clock::now();
+    auto r = Exchange(job);
+    if (r) {
+      latency_->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    }
+    job.done(std::move(r));
+  }
+}
+
+Result<http::ClientResponse> OwnerHopCaller::Exchange(const Job& job) {
+  auto hp = config::ParseEndpoint(job.route.address);
+  if (!hp) return std::unexpected(hp.error());
+  const auto& [host, port] = *hp;
+  http::ClientRequest request{bhttp::verb::post,
+                              "/internal/v1/seq/" + std::to_string(job.partition), 11};
+  request.set(bhttp::field::host, job.route.address);
+  request.set(bhttp::field::content_type, "application/json");
+  request.keep_alive(true);
+  request.body() = job.body;
+  request.prepare_payload();
+  // A kept-alive connection the owner closed meanwhile fails its next exchange at once: one more
+  // try on a new connection. (A call the owner answered whose answer was lost leaves a gap, never a
+  // value twice: the next call's values are above it.)
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<http::ClientConnection> c;
+    {
+      MutexLock lock(mu_);
+      if (auto it = idle_.find(job.route.address); it != idle_.end() && !it->second.empty()) {
+        c = std::move(it->second.back());
+        it->second.pop_back();
+      }
+    }
+    const bool reused = c != nullptr;
+    if (!c) {
+      c = std::make_unique<http::ClientConnection>(options_.tls);
+      if (auto open = http::OpenWithin(*c, host, port, options_.check_name, options_.timeout);
+          !open) {
+        return std::unexpected(open.error());
+      }
+    }
+    const auto started = std::chrono::steady_clock::now();
+    auto answer = http::ExchangeWithin(*c, request, options_.timeout);
+    // Closed meanwhile fails at once; a slow owner's failure is not tried again.
+    if (!answer && reused && std::chrono::steady_clock::now() - started < options_.timeout / 2) {
+      continue;
+    }
+    if (answer && c->open) {
+      MutexLock lock(mu_);
+      auto& pool = idle_[job.route.address];
+      if (pool.size() < static_cast<size_t>(options_.workers)) pool.push_back(std::move(c));
+    }
+    return answer;
+  }
+  return Fail(Code::kUnavailable, "no connection to " + job.route.address);
+}
+
+}  // namespace kleaf::cluster

@@ -1,0 +1,132 @@
+// The gateway's side of the owner hop (docs/architecture.md, "The owner hop"; issue 38 item 2):
+// the routes owners publish with their answers, R8's net against an older generation's answer,
+// and the PartitionCaller that sends NextSeq and CurrentSeq straight to the owner of their
+// partition over kept-alive HTTP(S) connections, falling back to the requests topic.
+#pragma once
+
+#include <boost/asio/ssl/context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/metrics.h"
+#include "base/mutex.h"
+#include "cluster/sequence_router.h"
+#include "http/client_connection.h"
+
+namespace kleaf::cluster {
+
+// Where the owner of a partition answers sequence calls: its lease generation there and the
+// address of its owner hop ("host:port"; empty: it answers through the requests topic only). An
+// allocator sends it with each sequence answer (the kOwnerRouteHeader of a reply on the replies
+// topic; on the hop, its Kleaf-Generation with the address called).
+struct OwnerRoute {
+  uint64_t generation = 0;  // 0: the answer came from no lease
+  std::string address;
+  bool operator==(const OwnerRoute&) const = default;
+};
+// "<generation>" or "<generation> <host:port>".
+std::string EncodeOwnerRoute(const OwnerRoute& route);
+// Nothing for a value that is not one.
+std::optional<OwnerRoute> DecodeOwnerRoute(std::string_view value);
+
+// A gateway's table of the routes of the partitions, and the newest generation it saw answer for
+// each (R8). Thread-safe.
+class OwnerRoutes {
+ public:
+  explicit OwnerRoutes(int32_t partitions);
+
+  // An answer for partition p from an owner at `route`. False when its generation is older than
+  // one already seen answering for p: the answer must be dropped (R8: a net, not the fence).
+  // Otherwise the generation is the newest seen, and the route is kept (an empty address forgets
+  // the route: that owner answers through the requests topic only).
+  [[nodiscard]] bool Note(int32_t p, const OwnerRoute& route);
+  std::optional<OwnerRoute> RouteOf(int32_t p) const;
+  // Forgets p's route if it is still `route` (a refusal or a failure on it).
+  void Forget(int32_t p, const OwnerRoute& route);
+
+ private:
+  mutable Mutex mu_;
+  std::vector<uint64_t> seen_ KLEAF_GUARDED_BY(mu_);
+  std::vector<OwnerRoute> routes_ KLEAF_GUARDED_BY(mu_);
+};
+
+struct OwnerHopOptions {
+  int32_t partitions = 0;  // the requests topic's, sent in each envelope
+  // Over HTTPS: the context that verifies owners (and offers this node's certificate); null:
+  // plain HTTP.
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  bool check_name = true;                   // the owner's certificate must name the route's host
+  std::chrono::milliseconds timeout{2000};  // connect, handshake, and one exchange each
+  int workers = 4;                          // hop calls in flight at a time
+};
+
+// PartitionCaller of a gateway with `sequence.owner_hop`: NextSeq and CurrentSeq of a partition
+// whose route is known go to POST /internal/v1/seq/<p> of its owner, over a kept-alive connection
+// of a pool per address (`workers` threads, each one call at a time); everything else, and every
+// call the hop does not answer, goes through `requests_topic`. A hop call that the owner refuses
+// as unavailable (not the owner, no lease, lease run out), that fails in transport, or whose
+// answer carries an older generation than one seen (R8), forgets the route and is sent through
+// the requests topic, which reaches whoever owns the partition and whose answer names its route.
+// Other errors are answers. Metrics: kleaf_owner_hop_calls_total{outcome}, its round trip.
+class OwnerHopCaller final : public PartitionCaller {
+ public:
+  OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& routes, OwnerHopOptions options);
+  ~OwnerHopCaller() override;
+  // Ends the workers; calls still queued go through the requests topic. Idempotent.
+  void Stop();
+
+  int32_t PartitionOf(std::string_view route_key) const override {
+    return requests_topic_.PartitionOf(route_key);
+  }
+  void Call(int32_t partition, std::string route_key, allocator::op::GetSpace get,
+            allocator::Callback<state::SpaceRecord> done) override {
+    requests_topic_.Call(partition, std::move(route_key), std::move(get), std::move(done));
+  }
+  void Call(int32_t partition, std::string route_key, allocator::op::NextSeq next,
+            allocator::Callback<std::vector<uint64_t>> done) override;
+  void Call(int32_t partition, std::string route_key, allocator::op::CurrentSeq current,
+            allocator::Callback<uint64_t> done) override;
+
+ private:
+  // One hop call: its route, the request, and what is done with the answer (or the failure).
+  struct Job {
+    int32_t partition;
+    OwnerRoute route;
+    std::string body;
+    std::function<void(Result<http::ClientResponse>)> done;
+  };
+  template <typename Op>
+  void Hop(int32_t partition, std::string route_key, Op op,
+           allocator::Callback<typename Op::Result> done);
+  void Work();
+  // The answer to `job`, on a connection of its address's pool (or a new one).
+  Result<http::ClientResponse> Exchange(const Job& job);
+
+  PartitionCaller& requests_topic_;
+  OwnerRoutes& routes_;
+  const OwnerHopOptions options_;
+  Mutex mu_;
+  CondVar wake_;
+  std::deque<Job> queue_ KLEAF_GUARDED_BY(mu_);
+  bool stop_ KLEAF_GUARDED_BY(mu_) = false;
+  // Idle kept-alive connections by address.
+  std::unordered_map<std::string, std::vector<std::unique_ptr<http::ClientConnection>>> idle_
+      KLEAF_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_;
+  metrics::Counter* answered_;
+  metrics::Counter* refused_;
+  metrics::Counter* failed_;
+  metrics::Counter* older_;
+  metrics::Histogram* latency_;
+};
+
+}  // namespace kleaf::cluster
