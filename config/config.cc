@@ -494,7 +494,9 @@ std::vector<Field> AllFields() {
                         [](Config& c, bool v) { c.sequence.owner_hop = v; }));
   f.push_back(StringField("sequence.hop_address", kByAllocator,
                           [](Config& c, const std::string& s) -> Result<void> {
-                            if (auto hp = ParseEndpoint(s); !hp) return std::unexpected(hp.error());
+                            if (auto hp = ParseEndpoint(s); !s.empty() && !hp) {
+                              return std::unexpected(hp.error());
+                            }
                             c.sequence.hop_address = s;
                             return {};
                           }));
@@ -1212,7 +1214,8 @@ std::string EffectiveConfigYaml(const Config& c) {
   EmitKey(out, "sequence.lease_renew_ms", c.sequence.lease_renew_ms);
   EmitKey(out, "sequence.idle_release_ms", c.sequence.idle_release_ms);
   EmitKey(out, "sequence.owner_hop", c.sequence.owner_hop);
-  if (!c.sequence.hop_address.empty()) EmitKey(out, "sequence.hop_address", c.sequence.hop_address);
+  EmitKey(out, "sequence.hop_address", c.sequence.hop_address);
+  if (c.sequence.hop_address.empty()) out << YAML::Comment("http.listen's host and port bound");
   EmitKey(out, "sequence.raise_ahead_percent", c.sequence.raise_ahead_percent);
   out << YAML::EndMap;
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;
