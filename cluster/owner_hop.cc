@@ -68,7 +68,10 @@ void OwnerRoutes::Forget(int32_t p, const OwnerRoute& route) {
 
 OwnerHopCaller::OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& routes,
                                OwnerHopOptions options)
-    : requests_topic_(requests_topic), routes_(routes), options_(std::move(options)) {
+    : requests_topic_(requests_topic),
+      routes_(routes),
+      options_(std::move(options)),
+      workers_(options_.workers, "owner-hop") {
   auto& registry = metrics::Registry::Default();
   const std::string calls_help =
       "Sequence calls a gateway sent to an owner over the owner hop, by outcome: answered; "
@@ -85,26 +88,17 @@ OwnerHopCaller::OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& rou
                                 {{"outcome", "older_generation"}});
   latency_ = &registry.GetHistogram("kleaf_owner_hop_seconds",
                                     "Round trip of a sequence call over the owner hop.");
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { Work(); });
 }
 
 OwnerHopCaller::~OwnerHopCaller() { Stop(); }
 
 void OwnerHopCaller::Stop() {
-  {
-    MutexLock lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  wake_.NotifyAll();
-  for (auto& t : workers_) t.join();
-  std::deque<Job> left;
-  {
-    MutexLock lock(mu_);
-    left.swap(queue_);
-    idle_.clear();
-  }
-  for (auto& job : left) job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
+  // Jobs still queued fail at once (and go through the requests topic) rather than wait for
+  // owners; the pool runs them and joins.
+  stopping_.store(true);
+  workers_.Stop();
+  MutexLock lock(mu_);
+  idle_.clear();
 }
 
 void OwnerHopCaller::Call(int32_t partition, std::string route_key, op::NextSeq next,
@@ -153,35 +147,19 @@ void OwnerHopCaller::Hop(int32_t partition, std::string route_key, Op op,
     answered_->Inc();
     done(std::move(answer));
   };
-  {
-    MutexLock lock(mu_);
-    if (!stop_) {
-      queue_.push_back(std::move(job));
-      wake_.NotifyOne();
-      return;
-    }
-  }
-  job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
+  // After Stop the pool runs the task on this thread, where Run fails it at once.
+  workers_.Post([this, job = std::make_shared<Job>(std::move(job))] { Run(*job); });
 }
 
-void OwnerHopCaller::Work() {
-  while (true) {
-    Job job;
-    {
-      MutexLock lock(mu_);
-      wake_.Wait(lock, [this]() KLEAF_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    const auto started = std::chrono::steady_clock::now();
-    auto r = Exchange(job);
-    if (r) {
-      latency_->Observe(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    }
-    job.done(std::move(r));
+void OwnerHopCaller::Run(Job& job) {
+  if (stopping_.load()) return job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
+  const auto started = std::chrono::steady_clock::now();
+  auto r = Exchange(job);
+  if (r) {
+    latency_->Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
+  job.done(std::move(r));
 }
 
 Result<http::ClientResponse> OwnerHopCaller::Exchange(const Job& job) {

@@ -4,21 +4,21 @@
 // partition over kept-alive HTTP(S) connections, falling back to the requests topic.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/metrics.h"
 #include "base/mutex.h"
+#include "base/worker_pool.h"
 #include "cluster/sequence_router.h"
 #include "http/client_connection.h"
 
@@ -107,26 +107,25 @@ class OwnerHopCaller final : public PartitionCaller {
   template <typename Op>
   void Hop(int32_t partition, std::string route_key, Op op,
            allocator::Callback<typename Op::Result> done);
-  void Work();
+  // On a worker: the exchange of `job` (or, once stopping, its failure), and its `done`.
+  void Run(Job& job);
   // The answer to `job`, on a connection of its address's pool (or a new one).
   Result<http::ClientResponse> Exchange(const Job& job);
 
   PartitionCaller& requests_topic_;
   OwnerRoutes& routes_;
   const OwnerHopOptions options_;
+  std::atomic<bool> stopping_{false};
   Mutex mu_;
-  CondVar wake_;
-  std::deque<Job> queue_ KLEAF_GUARDED_BY(mu_);
-  bool stop_ KLEAF_GUARDED_BY(mu_) = false;
   // Idle kept-alive connections by address.
   std::unordered_map<std::string, std::vector<std::unique_ptr<http::ClientConnection>>> idle_
       KLEAF_GUARDED_BY(mu_);
-  std::vector<std::thread> workers_;
   metrics::Counter* answered_;
   metrics::Counter* refused_;
   metrics::Counter* failed_;
   metrics::Counter* older_;
   metrics::Histogram* latency_;
+  WorkerPool workers_;  // last: its threads end before the members above go
 };
 
 }  // namespace kleaf::cluster

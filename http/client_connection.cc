@@ -13,13 +13,6 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
 
-// Runs the io_context until the operation started before completes (the stream's expiry bounds
-// it).
-void RunOne(asio::io_context& ioc) {
-  ioc.restart();
-  ioc.run();
-}
-
 // Calls `f` with the stream requests go through: the TLS one or the TCP one.
 template <class F>
 void WithStream(ClientConnection& c, F&& f) {

@@ -13,12 +13,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 
-// Runs `io` until the operation started on it completes (its deadline bounds it).
-void RunOne(asio::io_context& io) {
-  io.restart();
-  io.run();
-}
-
 std::unexpected<Error> StepFail(const std::string& step, const beast::error_code& ec) {
   return Fail(Code::kUnavailable, step + ": " + ec.message());
 }
@@ -30,6 +24,11 @@ void Close(beast::tcp_stream& stream) {
 }
 
 }  // namespace
+
+void RunOne(asio::io_context& io) {
+  io.restart();
+  io.run();
+}
 
 Result<void> ConnectWithin(asio::io_context& io, beast::tcp_stream& stream, const std::string& host,
                            uint16_t port, std::chrono::milliseconds timeout) {

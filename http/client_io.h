@@ -16,6 +16,9 @@ namespace kleaf::http {
 
 using TlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
+// Runs `io` until the operation started on it completes (its deadline bounds it).
+void RunOne(boost::asio::io_context& io);
+
 // Looks `host` up and connects `stream` to it at `port`, within `timeout`. Fails (kUnavailable)
 // with "resolve <host>: <reason>" or "connect: <reason>", the stream then closed.
 [[nodiscard]] Result<void> ConnectWithin(boost::asio::io_context& io,
