@@ -9,7 +9,12 @@
 #      fan-outs of 100, closed loop (as fast as answered), then paced (each connection waits
 #      between requests) to read the latency below saturation. The gateway's
 #      kleaf_kafka_request_seconds{op="next_seq"} and the allocator's kleaf_allocator_commit_seconds
-#      are read from /metrics around each run.
+#      are read from /metrics around each run. Also 64 connections, the reference of part 3.
+#   3. the owner hop (issue 38): the same broker, two allocators and three gateways with
+#      sequence.owner_hop; 64 connections through one gateway (single keys, fan-outs of 100), then
+#      spread over the three; the allocators' committed transactions per 1,000 values from
+#      /metrics; then one allocator is killed (kill -9) while keys of every partition are asked
+#      for every 20 ms, and the longest time any key went unanswered is measured.
 # Prints markdown tables for docs/benchmarks.md, the load average before each run, the CPU seconds
 # the servers used in each run (cluster: gateway + allocator + broker), the RSS of the
 # servers, and keeps wrk's raw output and the metrics in build-seqbench/results-<time>/.
@@ -114,6 +119,7 @@ cpu_s() {
 }
 
 declare -A rate   # name -> requests/s of the last run of that name
+declare -A p50s   # name -> wrk's p50 of the last run of that name (e.g. 1.52ms)
 # run NAME CONNECTIONS VALUES-PER-REQUEST URL: one wrk run through tests/bench/http/seq.lua (mode
 # and keys from SEQ_MODE, SEQ_KEYS, SEQ_PATH, PACE_MS); prints one table row, with the CPU seconds
 # the server's processes ($server_pids) used during the run.
@@ -129,6 +135,7 @@ run() {
   p99=$(awk '$1=="99%" {print $2}' <<<"$out")
   errors=$(awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(/,/, ""); n += $4 + $6 + $8 + $10} END {print n + 0}' <<<"$out")
   rate[$name]=$rps
+  p50s[$name]=$p50
   local cpu; cpu=$(python3 -c "print(round($(cpu_s $server_pids) - $cpu0, 1))")
   last_requests=$(awk '/requests in/ {print $1}' <<<"$out")
   printf '| %-40s | %5s | %10.0f | %12.0f | %8s | %8s | %6s | %5s | %s |\n' "$name" "$conns" \
@@ -179,6 +186,7 @@ SEQ_MODE=path SEQ_PATH=/api/v1/segment/bench?count=1000 \
   run "kleaf segment batch of 1,000 (reference)" 64 1000 "$standalone/"
 SEQ_MODE=single run "seq single keys" 64 1 "$standalone/"
 SEQ_MODE=fanout SEQ_KEYS=1000 run "seq fan-out of 1,000 keys" 64 1000 "$standalone/"
+SEQ_MODE=fanout SEQ_KEYS=100 run "seq fan-out of 100 keys" 64 100 "$standalone/"
 server_pids=$nginx_pids SEQ_MODE=path SEQ_PATH=/id.txt \
   run "nginx static file, 1,000 conns" 1000 1 "$nginx_url"
 SEQ_MODE=single run "seq single keys, 1,000 conns" 1000 1 "$standalone/"
@@ -200,16 +208,17 @@ kafka_port=$(compose/kafka.sh free-port)
 compose/kafka.sh start --port "$kafka_port" --dir "$kafka_dir" >/dev/null
 gateway_port=$(free_port)
 allocator_port=$(free_port)
-node() {  # role name port: writes its config, starts it, waits for its ready line
-  local role=$1 name=$2 port=$3
+node() {  # role name port [prefix [extra-yaml]]: writes its config, starts it, waits for its ready line
+  local role=$1 name=$2 port=$3 prefix=${4:-kleaf} extra=${5:-}
   mkdir -p "$work/$name"
   cat > "$work/$name/$name.yaml" <<CONF
 node: {id: $name}
 http: {listen: "127.0.0.1:$port", threads: $threads}
 state: {path: "$work/$name/data"}
 admin: {token: $token}
-kafka: {bootstrap: "127.0.0.1:$kafka_port", topic_prefix: kleaf, partitions: 12, replication_factor: 1}
+kafka: {bootstrap: "127.0.0.1:$kafka_port", topic_prefix: $prefix, partitions: 12, replication_factor: 1}
 log: {level: warn}
+$extra
 CONF
   "$kleaf" "$role" --config "$work/$name/$name.yaml" > "$work/$name.out" 2> "$work/$name.err" &
   pids+=($!)
@@ -261,8 +270,152 @@ PACE_MS=$(pace_for 1000 "$(python3 -c "print(${rate[gateway seq single keys]} / 
   cluster_run "gateway single, paced at ~1/2 of closed" 1000 1
 PACE_MS=$(pace_for 1000 1000) SEQ_MODE=fanout SEQ_KEYS=100 \
   cluster_run "gateway fan-out 100, paced at 100k values/s" 1000 100
+SEQ_MODE=single cluster_run "gateway seq single keys, 64 conns" 64 1
 echo
 echo "gateway RSS $(rss_mib "$gw_1_pid"), allocator RSS $(rss_mib "$alloc_1_pid"); load average after $(loadavg)"
 echo "busiest processes after: $(others)"
 echo
 cat "$results/kafka.txt"
+kill "$gw_1_pid" "$alloc_1_pid"
+wait "$gw_1_pid" "$alloc_1_pid" 2>/dev/null || true
+
+# --- 3. the owner hop: two allocators, three gateways, sequence.owner_hop on all.
+hop_yaml="sequence: {owner_hop: true}"
+a1_port=$(free_port); a2_port=$(free_port)
+node allocator hop-alloc-1 "$a1_port" kleafhop "$hop_yaml"
+node allocator hop-alloc-2 "$a2_port" kleafhop "$hop_yaml"
+hop_allocators="http://127.0.0.1:$a1_port http://127.0.0.1:$a2_port"
+hop_gateways=()
+for g in 1 2 3; do
+  port=$(free_port)
+  node gateway "hop-gw-$g" "$port" kleafhop "$hop_yaml"
+  hop_gateways+=("http://127.0.0.1:$port")
+done
+put_space "${hop_gateways[0]}"
+hop_pids="$hop_gw_1_pid $hop_gw_2_pid $hop_gw_3_pid $hop_alloc_1_pid $hop_alloc_2_pid $broker_pid"
+for u in "${hop_gateways[@]}"; do   # warm-up: routes learned, leases taken, on every gateway
+  SEQ_MODE=fanout SEQ_KEYS=100 wrk -t1 -c8 -d3s -s tests/bench/http/seq.lua "$u/" >/dev/null
+done
+
+# committed NAME: the allocators' committed transactions so far (their /metrics).
+committed() {
+  metrics "$results/$1.txns" $hop_allocators
+  awk '/^kleaf_allocator_transactions_total\{.*outcome="committed"/ {n += $2} END {printf "%d", n}' \
+    "$results/$1.txns"
+}
+# hop_run NAME CONNECTIONS VALUES-PER-REQUEST: run() through hop-gw-1, with the allocators'
+# committed transactions per 1,000 values and the gateway's hop calls by outcome.
+hop_run() {
+  local tag=hop_${1//[^a-zA-Z0-9]/_} t0 t1
+  t0=$(committed "$tag.before")
+  metrics "$results/$tag.before" "${hop_gateways[0]}"
+  run "$1" "$2" "$3" "${hop_gateways[0]}/"
+  t1=$(committed "$tag.after")
+  metrics "$results/$tag.after" "${hop_gateways[0]}"
+  {
+    echo "$1 ($last_requests requests of $3 keys):"
+    echo "  allocators' committed transactions: $((t1 - t0)); per 1,000 values: $(python3 -c "print(round(($t1 - $t0) * 1000 / max(1, $last_requests * $3), 3))")"
+    echo "  hop calls: $(grep '^kleaf_owner_hop_calls_total' "$results/$tag.after" | tr '\n' ' ')"
+    echo "  hop round trips: $(hist "$results/$tag.before" "$results/$tag.after" kleaf_owner_hop_seconds)"
+  } >> "$results/hop.txt"
+}
+# spread_run NAME CONNECTIONS: single keys, the connections split over the three gateways (one wrk
+# each, at once); requests/s summed, the p50 and p99 the largest of the three.
+spread_run() {
+  local name=$1 conns=$2 load per_gw i
+  load=$(loadavg)
+  per_gw=$((conns / 3))
+  local wrks=()
+  for i in 0 1 2; do
+    SEQ_MODE=single wrk -t1 -c"$per_gw" -d"${duration}s" --timeout 30s --latency \
+      -s tests/bench/http/seq.lua "${hop_gateways[$i]}/" > "$results/spread-$i.txt" &
+    wrks+=($!)
+  done
+  wait "${wrks[@]}"
+  cat "$results"/spread-*.txt >> "$results/wrk.txt"
+  python3 - "$name" "$((per_gw * 3))" "$load" "$results"/spread-*.txt <<'PY'
+import re, sys
+name, conns, load = sys.argv[1:4]
+rps, p50, p99, errors = 0.0, [], [], 0
+def ms(v):
+    m = re.match(r"([\d.]+)(us|ms|s)$", v)
+    return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
+for path in sys.argv[4:]:
+    text = open(path).read()
+    rps += float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    p50.append(ms(re.search(r"^\s+50%\s+(\S+)", text, re.M).group(1)))
+    p99.append(ms(re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1)))
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    errors += int(m.group(1)) if m else 0
+print(f"| {name:<40} | {conns:>5} | {rps:10.0f} | {rps:12.0f} | {max(p50):.2f}ms | {max(p99):.2f}ms | {errors:>6} | | {load} |")
+with open(sys.argv[4].rsplit("/", 1)[0] + "/spread.rps", "w") as f:
+    f.write(str(rps))
+PY
+  rate[$name]=$(cat "$results/spread.rps")
+}
+
+echo
+echo "### The owner hop: three gateways, two allocators, one Kafka broker, all on this machine"
+header
+server_pids=$hop_pids
+SEQ_MODE=single hop_run "hop seq single keys" 64 1
+SEQ_MODE=fanout SEQ_KEYS=100 hop_run "hop seq fan-out of 100" 64 100
+spread_run "hop seq single keys, 3 gateways" 64
+echo
+cat "$results/hop.txt"
+
+# Failover: kill -9 hop-alloc-1 while keys of every section partition are asked for every 20 ms
+# through hop-gw-1; the longest any key went unanswered (503 or no answer) after the kill.
+echo
+python3 - "${hop_gateways[0]}" "$hop_alloc_1_pid" <<'PY'
+import http.client, os, signal, sys, threading, time, urllib.parse
+url = urllib.parse.urlparse(sys.argv[1]); victim = int(sys.argv[2])
+keys = [k * 100000 for k in range(48)]   # 48 sections (section_size 100,000): every partition
+killed = None
+longest, unanswered = {}, set()
+def poll(key):
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    down_since = None
+    while killed is None or time.monotonic() < killed + 60:
+        started = time.monotonic()
+        try:
+            conn.request("GET", f"/api/v1/seq/bench/{key}"); r = conn.getresponse(); r.read()
+            ok = r.status == 200
+        except Exception:
+            conn.close(); conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+            ok = False
+        if killed is not None:
+            if not ok and down_since is None: down_since = started
+            if ok and down_since is not None:
+                longest[key] = max(longest.get(key, 0), time.monotonic() - down_since); down_since = None
+            if ok and time.monotonic() > killed + 30: break
+        time.sleep(0.02)
+    if down_since is not None: unanswered.add(key)
+threads = [threading.Thread(target=poll, args=(k,)) for k in keys]
+for t in threads: t.start()
+time.sleep(2)
+killed = time.monotonic(); os.kill(victim, signal.SIGKILL)
+for t in threads: t.join()
+worst = max(longest.values(), default=0.0)
+print(f"failover: kill -9 of hop-alloc-1 while 48 keys over every partition were asked every 20 ms: "
+      f"{len(longest)} keys went unanswered for a while, the longest for {worst:.1f} s; still "
+      f"unanswered after 60 s: {len(unanswered)}; the bound (session timeout 6 s + L 5 s + 5 s): 16 s")
+PY
+echo
+echo "hop gateways RSS $(rss_mib "$hop_gw_1_pid"), allocator RSS $(rss_mib "$hop_alloc_2_pid"); load average after $(loadavg)"
+python3 - "${rate[seq single keys]}" "${rate[seq fan-out of 100 keys]}" \
+  "${rate[gateway seq single keys, 64 conns]}" "${rate[hop seq single keys]}" \
+  "${rate[hop seq fan-out of 100]}" "${rate[hop seq single keys, 3 gateways]}" \
+  "${p50s[seq single keys]}" "${p50s[hop seq single keys]}" <<'PY'
+import re, sys
+sa_single, sa_fan, kafka_single, hop_single, hop_fan, hop_spread = map(float, sys.argv[1:7])
+def ms(v):
+    m = re.match(r"([\d.]+)(us|ms|s)$", v)
+    return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
+sa_p50, hop_p50 = ms(sys.argv[7]), ms(sys.argv[8])
+print(f"hop p50 / standalone p50 at 64 connections = {hop_p50 / sa_p50:.2f} (target <= 3)")
+print(f"hop single / standalone single = {hop_single / sa_single:.2f} (target >= 0.5); "
+      f"hop single / requests-topic single = {hop_single / kafka_single:.1f}")
+print(f"hop fan-out of 100 / standalone fan-out of 100 = {hop_fan / sa_fan:.2f} (target >= 0.5)")
+print(f"hop single over 3 gateways / standalone single = {hop_spread / sa_single:.2f} (target >= 0.4)")
+PY
