@@ -86,14 +86,57 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   return options;
 }
 
-// The owner hop's route, POST /internal/v1/seq/<p> (the body: a wire envelope of a NextSeq or
-// CurrentSeq), in front of `rest`. The answer carries p's lease generation (R8) in
-// Kleaf-Generation.
+// The owner hop's routes in front of `rest`: POST /internal/v1/seq/<p> (the body: a wire envelope
+// of a NextSeq or CurrentSeq; the answer carries p's lease generation, R8, in Kleaf-Generation),
+// and POST /internal/v1/seq (the calls of several partitions in one body, wire::EncodeHopCalls,
+// answered together once each is, wire::EncodeHopReplies).
 http::Handler OwnerHopRoutes(cluster::AllocatorNode& node, http::Handler rest) {
   return [&node, rest = std::move(rest)](http::HttpRequest req, http::Respond respond) {
+    constexpr std::string_view kMany = "/internal/v1/seq";
     constexpr std::string_view kPrefix = "/internal/v1/seq/";
     std::string_view target = req.target;
-    if (!target.starts_with(kPrefix)) return rest(std::move(req), std::move(respond));
+    if (target != kMany && !target.starts_with(kPrefix)) {
+      return rest(std::move(req), std::move(respond));
+    }
+    if (req.method != "POST") {
+      return respond(
+          http::ErrorResponse(Error{Code::kInvalidArgument, "the owner hop takes POST only"}, 0));
+    }
+    if (target == kMany) {
+      auto calls = cluster::wire::DecodeHopCalls(req.body);
+      if (!calls) return respond(http::ErrorResponse(calls.error(), 0));
+      struct Gather {
+        Mutex mu;
+        std::vector<cluster::wire::HopReply> replies KLEAF_GUARDED_BY(mu);
+        size_t left KLEAF_GUARDED_BY(mu) = 0;
+        http::Respond respond;
+      };
+      auto g = std::make_shared<Gather>();
+      {
+        MutexLock lock(g->mu);
+        g->replies.resize(calls->size());
+        g->left = calls->size();
+      }
+      g->respond = std::move(respond);
+      for (size_t i = 0; i < calls->size(); ++i) {
+        auto& call = (*calls)[i];
+        node.SubmitHop(call.partition, std::move(call.request),
+                       [g, i](cluster::AllocatorNode::HopAnswer a) {
+                         std::string body;
+                         {
+                           MutexLock lock(g->mu);
+                           g->replies[i] = std::move(a);
+                           if (--g->left > 0) return;
+                           body = cluster::wire::EncodeHopReplies(g->replies);
+                         }
+                         http::HttpResponse r;
+                         r.status = 200;
+                         r.body = std::move(body);
+                         g->respond(std::move(r));
+                       });
+      }
+      return;
+    }
     target.remove_prefix(kPrefix.size());
     int32_t p = -1;
     const auto [end, ec] = std::from_chars(target.data(), target.data() + target.size(), p);
@@ -102,10 +145,6 @@ http::Handler OwnerHopRoutes(cluster::AllocatorNode& node, http::Handler rest) {
           Error{Code::kNotFound,
                 "no such route: " + req.target + " (/internal/v1/seq/<partition>)"},
           0));
-    }
-    if (req.method != "POST") {
-      return respond(
-          http::ErrorResponse(Error{Code::kInvalidArgument, "the owner hop takes POST only"}, 0));
     }
     node.SubmitHop(p, std::move(req.body),
                    [respond = std::move(respond)](cluster::AllocatorNode::HopAnswer a) {

@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "cluster/restore.h"
 #include "cluster/topics.h"
+#include "cluster/wire.h"
 #include "kafka/client.h"
 #include "kafka/transaction.h"
 #include "state/store.h"
@@ -115,11 +116,7 @@ class AllocatorNode {
   // `unavailable`); a request whose values need a raise waits for the raise's commit (a
   // transaction of p at the loop's next turn) and is answered on the loop thread. `done` runs
   // once. Safe from any thread, from Start until Stop (afterwards every call is refused).
-  struct HopAnswer {
-    int status = 200;
-    std::string body;         // wire::EncodeReply's JSON, or wire::EncodeError's
-    uint64_t generation = 0;  // R8: the generation of p's lease at this owner (0: none)
-  };
+  using HopAnswer = wire::HopReply;
   using HopDone = std::function<void(HopAnswer)>;
   void SubmitHop(int32_t p, std::string request, HopDone done);
   // The address ("host:port") gateways reach this node's owner hop at, sent with every sequence

@@ -68,10 +68,7 @@ void OwnerRoutes::Forget(int32_t p, const OwnerRoute& route) {
 
 OwnerHopCaller::OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& routes,
                                OwnerHopOptions options)
-    : requests_topic_(requests_topic),
-      routes_(routes),
-      options_(std::move(options)),
-      workers_(options_.workers, "owner-hop") {
+    : requests_topic_(requests_topic), routes_(routes), options_(std::move(options)) {
   auto& registry = metrics::Registry::Default();
   const std::string calls_help =
       "Sequence calls a gateway sent to an owner over the owner hop, by outcome: answered; "
@@ -86,19 +83,32 @@ OwnerHopCaller::OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& rou
       &registry.GetCounter("kleaf_owner_hop_calls_total", calls_help, {{"outcome", "failed"}});
   older_ = &registry.GetCounter("kleaf_owner_hop_calls_total", calls_help,
                                 {{"outcome", "older_generation"}});
-  latency_ = &registry.GetHistogram("kleaf_owner_hop_seconds",
-                                    "Round trip of a sequence call over the owner hop.");
+  requests_ = &registry.GetCounter(
+      "kleaf_owner_hop_requests_total",
+      "Requests a gateway sent over the owner hop; each carries every call queued for its owner.");
+  latency_ = &registry.GetHistogram(
+      "kleaf_owner_hop_seconds",
+      "Round trip of a request over the owner hop (the calls of one owner queued together).");
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { Work(); });
 }
 
 OwnerHopCaller::~OwnerHopCaller() { Stop(); }
 
 void OwnerHopCaller::Stop() {
-  // Jobs still queued fail at once (and go through the requests topic) rather than wait for
-  // owners; the pool runs them and joins.
-  stopping_.store(true);
-  workers_.Stop();
-  MutexLock lock(mu_);
-  idle_.clear();
+  {
+    MutexLock lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  wake_.NotifyAll();
+  for (auto& t : workers_) t.join();
+  std::deque<Job> left;
+  {
+    MutexLock lock(mu_);
+    left.swap(queue_);
+    idle_.clear();
+  }
+  for (auto& job : left) job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
 }
 
 void OwnerHopCaller::Call(int32_t partition, std::string route_key, op::NextSeq next,
@@ -118,9 +128,9 @@ void OwnerHopCaller::Hop(int32_t partition, std::string route_key, Op op,
   if (!route) {
     return requests_topic_.Call(partition, std::move(route_key), std::move(op), std::move(done));
   }
-  Job job{partition, *route, wire::EncodeRequest(wire::Envelope{op, options_.partitions}), {}};
+  Job job{*route, {partition, wire::EncodeRequest(wire::Envelope{op, options_.partitions})}, {}};
   job.done = [this, partition, route = *route, route_key = std::move(route_key), op = std::move(op),
-              done = std::move(done)](Result<http::ClientResponse> r) mutable {
+              done = std::move(done)](Result<wire::HopReply> r) mutable {
     // Through the requests topic instead: it reaches whoever owns the partition now, and its
     // answer names that owner's route.
     const auto resend = [&](metrics::Counter* outcome, const std::string& why) {
@@ -131,56 +141,121 @@ void OwnerHopCaller::Hop(int32_t partition, std::string route_key, Op op,
       requests_topic_.Call(partition, std::move(route_key), std::move(op), std::move(done));
     };
     if (!r) return resend(failed_, r.error().message);
-    auto answer = wire::DecodeReply<typename Op::Result>(r->body());
+    auto answer = wire::DecodeReply<typename Op::Result>(r->body);
     if (!answer && answer.error().code == Code::kUnavailable) {
       return resend(refused_, answer.error().message);
     }
-    uint64_t generation = 0;
-    if (auto g = r->find("Kleaf-Generation"); g != r->end()) {
-      const auto v = g->value();
-      std::from_chars(v.data(), v.data() + v.size(), generation);
-    }
-    if (!routes_.Note(partition, OwnerRoute{generation, route.address})) {
-      return resend(older_, "an answer of lease generation " + std::to_string(generation) +
+    if (!routes_.Note(partition, OwnerRoute{r->generation, route.address})) {
+      return resend(older_, "an answer of lease generation " + std::to_string(r->generation) +
                                 ", older than one seen (dropped)");
     }
     answered_->Inc();
     done(std::move(answer));
   };
-  // After Stop the pool runs the task on this thread, where Run fails it at once.
-  workers_.Post([this, job = std::make_shared<Job>(std::move(job))] { Run(*job); });
-}
-
-void OwnerHopCaller::Run(Job& job) {
-  if (stopping_.load()) return job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
-  const auto started = std::chrono::steady_clock::now();
-  auto r = Exchange(job);
-  if (r) {
-    latency_->Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  {
+    MutexLock lock(mu_);
+    if (!stop_) {
+      queue_.push_back(std::move(job));
+      wake_.NotifyOne();
+      return;
+    }
   }
-  job.done(std::move(r));
+  job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
 }
 
-Result<http::ClientResponse> OwnerHopCaller::Exchange(const Job& job) {
-  auto hp = config::ParseEndpoint(job.route.address);
+void OwnerHopCaller::Work() {
+  while (true) {
+    std::vector<Job> jobs;
+    {
+      MutexLock lock(mu_);
+      wake_.Wait(lock, [this]() KLEAF_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      jobs.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      // Every other call queued for the same owner goes in the same request.
+      const std::string& address = jobs.front().route.address;
+      for (auto it = queue_.begin(); it != queue_.end() && jobs.size() < wire::kMaxHopCalls;) {
+        if (it->route.address == address) {
+          jobs.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    const auto started = std::chrono::steady_clock::now();
+    requests_->Inc();
+    auto replies = Exchange(jobs);
+    if (replies) {
+      latency_->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    }
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (replies) {
+        jobs[i].done(std::move((*replies)[i]));
+      } else {
+        jobs[i].done(std::unexpected(replies.error()));
+      }
+    }
+  }
+}
+
+Result<std::vector<wire::HopReply>> OwnerHopCaller::Exchange(const std::vector<Job>& jobs) {
+  const std::string& address = jobs.front().route.address;
+  const bool one = jobs.size() == 1;
+  http::ClientRequest request{
+      bhttp::verb::post,
+      one ? "/internal/v1/seq/" + std::to_string(jobs.front().call.partition) : "/internal/v1/seq",
+      11};
+  request.set(bhttp::field::host, address);
+  request.keep_alive(true);
+  if (one) {
+    request.set(bhttp::field::content_type, "application/json");
+    request.body() = jobs.front().call.request;
+  } else {
+    std::vector<wire::HopCall> calls;
+    calls.reserve(jobs.size());
+    for (const auto& job : jobs) calls.push_back(job.call);
+    request.body() = wire::EncodeHopCalls(calls);
+  }
+  request.prepare_payload();
+  auto response = Send(address, request);
+  if (!response) return std::unexpected(response.error());
+  if (one) {
+    wire::HopReply reply{static_cast<int>(response->result_int()), std::move(response->body()), 0};
+    if (auto g = response->find("Kleaf-Generation"); g != response->end()) {
+      const auto v = g->value();
+      std::from_chars(v.data(), v.data() + v.size(), reply.generation);
+    }
+    return std::vector<wire::HopReply>{std::move(reply)};
+  }
+  if (response->result_int() != 200) {
+    return Fail(Code::kUnavailable, "the owner answered " + std::to_string(response->result_int()) +
+                                        " to a request of " + std::to_string(jobs.size()) +
+                                        " calls: " + response->body());
+  }
+  auto replies = wire::DecodeHopReplies(response->body());
+  if (!replies) return std::unexpected(replies.error());
+  if (replies->size() != jobs.size()) {
+    return Fail(Code::kUnavailable, "the owner answered " + std::to_string(replies->size()) +
+                                        " of " + std::to_string(jobs.size()) + " calls");
+  }
+  return replies;
+}
+
+Result<http::ClientResponse> OwnerHopCaller::Send(const std::string& address,
+                                                  const http::ClientRequest& request) {
+  auto hp = config::ParseEndpoint(address);
   if (!hp) return std::unexpected(hp.error());
   const auto& [host, port] = *hp;
-  http::ClientRequest request{bhttp::verb::post,
-                              "/internal/v1/seq/" + std::to_string(job.partition), 11};
-  request.set(bhttp::field::host, job.route.address);
-  request.set(bhttp::field::content_type, "application/json");
-  request.keep_alive(true);
-  request.body() = job.body;
-  request.prepare_payload();
   // A kept-alive connection the owner closed meanwhile fails its next exchange at once: one more
-  // try on a new connection. (A call the owner answered whose answer was lost leaves a gap, never a
-  // value twice: the next call's values are above it.)
+  // try on a new connection. (A call the owner answered whose answer was lost leaves a gap, never
+  // a value twice: the next call's values are above it.)
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<http::ClientConnection> c;
     {
       MutexLock lock(mu_);
-      if (auto it = idle_.find(job.route.address); it != idle_.end() && !it->second.empty()) {
+      if (auto it = idle_.find(address); it != idle_.end() && !it->second.empty()) {
         c = std::move(it->second.back());
         it->second.pop_back();
       }
@@ -201,12 +276,12 @@ Result<http::ClientResponse> OwnerHopCaller::Exchange(const Job& job) {
     }
     if (answer && c->open) {
       MutexLock lock(mu_);
-      auto& pool = idle_[job.route.address];
+      auto& pool = idle_[address];
       if (pool.size() < static_cast<size_t>(options_.workers)) pool.push_back(std::move(c));
     }
     return answer;
   }
-  return Fail(Code::kUnavailable, "no connection to " + job.route.address);
+  return Fail(Code::kUnavailable, "no connection to " + address);
 }
 
 }  // namespace kleaf::cluster

@@ -4,22 +4,23 @@
 // partition over kept-alive HTTP(S) connections, falling back to the requests topic.
 #pragma once
 
-#include <atomic>
 #include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/metrics.h"
 #include "base/mutex.h"
-#include "base/worker_pool.h"
 #include "cluster/sequence_router.h"
+#include "cluster/wire.h"
 #include "http/client_connection.h"
 
 namespace kleaf::cluster {
@@ -64,19 +65,24 @@ struct OwnerHopOptions {
   // Over HTTPS: the context that verifies owners (and offers this node's certificate); null:
   // plain HTTP.
   std::shared_ptr<boost::asio::ssl::context> tls;
-  bool check_name = true;                   // the owner's certificate must name the route's host
+  bool check_name = true;  // the owner's certificate must name the route's host
   std::chrono::milliseconds timeout{2000};  // connect, handshake, and one exchange each
-  int workers = 4;                          // hop calls in flight at a time
+  int workers = 4;                          // hop requests in flight at a time
 };
 
 // PartitionCaller of a gateway with `sequence.owner_hop`: NextSeq and CurrentSeq of a partition
-// whose route is known go to POST /internal/v1/seq/<p> of its owner, over a kept-alive connection
-// of a pool per address (`workers` threads, each one call at a time); everything else, and every
-// call the hop does not answer, goes through `requests_topic`. A hop call that the owner refuses
-// as unavailable (not the owner, no lease, lease run out), that fails in transport, or whose
-// answer carries an older generation than one seen (R8), forgets the route and is sent through
-// the requests topic, which reaches whoever owns the partition and whose answer names its route.
-// Other errors are answers. Metrics: kleaf_owner_hop_calls_total{outcome}, its round trip.
+// whose route is known go to its owner over the hop, everything else, and every call the hop does
+// not answer, through `requests_topic`. Calls wait in one queue; a worker (of `workers`) takes the
+// first and every other call queued for the same owner, and sends them in one request over a
+// kept-alive connection of a pool per address (POST /internal/v1/seq/<p> for one call, POST
+// /internal/v1/seq for several: a fan-out over the partitions of one owner costs one round trip).
+// A call that the owner refuses as unavailable (not the owner, no lease, lease run out), that
+// fails in transport, or whose answer carries an older generation than one seen (R8), forgets the
+// route and is sent through the requests topic, which reaches whoever owns the partition now and
+// whose answer names its route. Other errors are answers. Metrics:
+// kleaf_owner_hop_calls_total{outcome}, kleaf_owner_hop_requests_total (requests sent: fewer
+// than the calls when an owner's calls travel together), kleaf_owner_hop_seconds (a request's
+// round trip).
 class OwnerHopCaller final : public PartitionCaller {
  public:
   OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& routes, OwnerHopOptions options);
@@ -99,33 +105,36 @@ class OwnerHopCaller final : public PartitionCaller {
  private:
   // One hop call: its route, the request, and what is done with the answer (or the failure).
   struct Job {
-    int32_t partition;
     OwnerRoute route;
-    std::string body;
-    std::function<void(Result<http::ClientResponse>)> done;
+    wire::HopCall call;
+    std::function<void(Result<wire::HopReply>)> done;
   };
   template <typename Op>
   void Hop(int32_t partition, std::string route_key, Op op,
            allocator::Callback<typename Op::Result> done);
-  // On a worker: the exchange of `job` (or, once stopping, its failure), and its `done`.
-  void Run(Job& job);
-  // The answer to `job`, on a connection of its address's pool (or a new one).
-  Result<http::ClientResponse> Exchange(const Job& job);
+  void Work();
+  // The answers to `jobs` (one owner's), in their order, from one request on a connection of
+  // their address's pool (or a new one).
+  Result<std::vector<wire::HopReply>> Exchange(const std::vector<Job>& jobs);
+  Result<http::ClientResponse> Send(const std::string& address, const http::ClientRequest& request);
 
   PartitionCaller& requests_topic_;
   OwnerRoutes& routes_;
   const OwnerHopOptions options_;
-  std::atomic<bool> stopping_{false};
   Mutex mu_;
+  CondVar wake_;
+  std::deque<Job> queue_ KLEAF_GUARDED_BY(mu_);
+  bool stop_ KLEAF_GUARDED_BY(mu_) = false;
   // Idle kept-alive connections by address.
   std::unordered_map<std::string, std::vector<std::unique_ptr<http::ClientConnection>>> idle_
       KLEAF_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_;
   metrics::Counter* answered_;
   metrics::Counter* refused_;
   metrics::Counter* failed_;
   metrics::Counter* older_;
+  metrics::Counter* requests_;
   metrics::Histogram* latency_;
-  WorkerPool workers_;  // last: its threads end before the members above go
 };
 
 }  // namespace kleaf::cluster

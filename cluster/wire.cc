@@ -440,4 +440,78 @@ std::optional<int64_t> DecodeRequestsOffset(std::string_view value) {
   return next;
 }
 
+namespace {
+
+// Reads "<number> " or "<number>\n" at the front of `in`, and drops it.
+template <typename T>
+bool TakeNumber(std::string_view& in, T& out, char end) {
+  const auto [ptr, ec] = std::from_chars(in.data(), in.data() + in.size(), out);
+  if (ec != std::errc() || ptr == in.data() + in.size() || *ptr != end) return false;
+  in.remove_prefix(static_cast<size_t>(ptr - in.data()) + 1);
+  return true;
+}
+
+// Takes `length` bytes off the front of `in`.
+bool TakeBytes(std::string_view& in, size_t length, std::string& out) {
+  if (length > in.size()) return false;
+  out.assign(in.substr(0, length));
+  in.remove_prefix(length);
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeHopCalls(const std::vector<HopCall>& calls) {
+  std::string out;
+  for (const auto& c : calls) {
+    out += std::to_string(c.partition) + " " + std::to_string(c.request.size()) + "\n";
+    out += c.request;
+  }
+  return out;
+}
+
+Result<std::vector<HopCall>> DecodeHopCalls(std::string_view body) {
+  std::vector<HopCall> calls;
+  while (!body.empty()) {
+    if (calls.size() == kMaxHopCalls) {
+      return Fail(Code::kInvalidArgument, "more than " + std::to_string(kMaxHopCalls) +
+                                              " calls in one owner-hop request");
+    }
+    HopCall c;
+    size_t length = 0;
+    if (!TakeNumber(body, c.partition, ' ') || !TakeNumber(body, length, '\n') ||
+        !TakeBytes(body, length, c.request)) {
+      return Fail(Code::kInvalidArgument,
+                  "not an owner-hop request: parts of \"<partition> <length>\\n<request>\"");
+    }
+    calls.push_back(std::move(c));
+  }
+  if (calls.empty()) return Fail(Code::kInvalidArgument, "an owner-hop request without calls");
+  return calls;
+}
+
+std::string EncodeHopReplies(const std::vector<HopReply>& replies) {
+  std::string out;
+  for (const auto& r : replies) {
+    out += std::to_string(r.status) + " " + std::to_string(r.generation) + " " +
+           std::to_string(r.body.size()) + "\n";
+    out += r.body;
+  }
+  return out;
+}
+
+Result<std::vector<HopReply>> DecodeHopReplies(std::string_view body) {
+  std::vector<HopReply> replies;
+  while (!body.empty()) {
+    HopReply r;
+    size_t length = 0;
+    if (!TakeNumber(body, r.status, ' ') || !TakeNumber(body, r.generation, ' ') ||
+        !TakeNumber(body, length, '\n') || !TakeBytes(body, length, r.body)) {
+      return Fail(Code::kInternal, "an owner-hop answer that is not one");
+    }
+    replies.push_back(std::move(r));
+  }
+  return replies;
+}
+
 }  // namespace kleaf::cluster::wire

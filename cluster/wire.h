@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "allocator/operations.h"
 #include "base/error.h"
@@ -45,6 +46,28 @@ template <typename T>
 
 std::string EncodeLayout(const ClusterLayout& layout);
 [[nodiscard]] Result<ClusterLayout> DecodeLayout(std::string_view json);
+
+// The owner hop's calls (docs/operations.md, "Sequence leases"). One call for one partition is the
+// envelope alone (POST /internal/v1/seq/<p>); calls of several partitions of one owner travel in
+// one POST /internal/v1/seq as parts "<partition> <length>\n<envelope>", and come back as answers
+// "<status> <generation> <length>\n<reply>" in the same order.
+struct HopCall {
+  int32_t partition = 0;
+  std::string request;  // EncodeRequest's
+};
+struct HopReply {
+  int status = 200;
+  std::string body;         // EncodeReply's JSON, or EncodeError's
+  uint64_t generation = 0;  // R8: the generation of the partition's lease at the owner (0: none)
+};
+// At most this many parts in one call (a call of more is refused whole).
+inline constexpr size_t kMaxHopCalls = 1024;
+std::string EncodeHopCalls(const std::vector<HopCall>& calls);
+// kInvalidArgument for a body that is not one, or of more than kMaxHopCalls parts.
+[[nodiscard]] Result<std::vector<HopCall>> DecodeHopCalls(std::string_view body);
+std::string EncodeHopReplies(const std::vector<HopReply>& replies);
+// kInternal for a body that is not one.
+[[nodiscard]] Result<std::vector<HopReply>> DecodeHopReplies(std::string_view body);
 
 // The value of a RequestsOffsetKey record (cluster/restore.h): the next offset, decimal.
 std::string EncodeRequestsOffset(int64_t next);

@@ -402,6 +402,11 @@ TEST_F(OwnerHopIntegrationTest, GatewaysCallTheOwnersAndFollowThemWhenPartitions
   const double answered1 = HopCalls(gw.port, "answered");
   // 100 fan-outs over 4 partitions and 100 single keys: all but a few go over the hop.
   EXPECT_GE(answered1 - answered0, 400) << cluster.Logs();
+  // A fan-out's calls to one owner travel together: fewer requests than calls.
+  auto m = ScrapeMetrics(gw.port);
+  ASSERT_TRUE(m) << m.error();
+  const double requests = m->Value("kleaf_owner_hop_requests_total").value_or(0);
+  EXPECT_LT(requests, answered1) << "no request carried the calls of two partitions of one owner";
 
   // A third allocator joins: partitions move away from owners that stay up and refuse them.
   Node& a3 = cluster.AddAllocator("alloc-3");
@@ -413,7 +418,7 @@ TEST_F(OwnerHopIntegrationTest, GatewaysCallTheOwnersAndFollowThemWhenPartitions
   ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 50, "after kill -9"));
   const double stale = HopCalls(gw.port, "refused") + HopCalls(gw.port, "failed");
   std::cout << "hopgw: " << answered1 - answered0 << " of 500 calls answered over the hop with two "
-            << "owners; " << stale << " calls on stale routes sent through the requests topic"
+            << "owners, " << answered1 << " calls in " << requests << " requests; " << stale << " calls on stale routes sent through the requests topic"
             << std::endl;
   EXPECT_GT(stale, 0) << "no call met a stale route: the test moved nothing";
   const double answered2 = HopCalls(gw.port, "answered");

@@ -227,5 +227,39 @@ TEST(WireTest, LayoutAndRequestsOffsetRecords) {
   EXPECT_EQ(DecodeRequestsOffset("12x"), std::nullopt);
 }
 
+TEST(WireTest, OwnerHopCallsAndRepliesSurviveTheirFraming) {
+  const std::vector<HopCall> calls = {{3, R"({"op":"next_seq"})"}, {0, ""}, {11, "a\nb 7\n"}};
+  auto decoded = DecodeHopCalls(EncodeHopCalls(calls));
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  ASSERT_EQ(decoded->size(), 3u);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ((*decoded)[i].partition, calls[i].partition);
+    EXPECT_EQ((*decoded)[i].request, calls[i].request);
+  }
+  const std::vector<HopReply> replies = {{200, "[1,2]", 7}, {503, "{\"error\":{}}", 0}};
+  auto back = DecodeHopReplies(EncodeHopReplies(replies));
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].status, 200);
+  EXPECT_EQ((*back)[0].body, "[1,2]");
+  EXPECT_EQ((*back)[0].generation, 7u);
+  EXPECT_EQ((*back)[1].status, 503);
+  EXPECT_EQ((*back)[1].generation, 0u);
+}
+
+TEST(WireTest, AnOwnerHopBodyThatIsNotOneIsRefused) {
+  for (const char* bad : {"", "3", "3 ", "3 5\nabc", "x 1\na", "3 1 a", "-1x 0\n"}) {
+    EXPECT_FALSE(DecodeHopCalls(bad)) << bad;
+  }
+  EXPECT_FALSE(DecodeHopReplies("200 1 5\nabc"));
+  EXPECT_FALSE(DecodeHopReplies("200 x 1\na"));
+  EXPECT_TRUE(DecodeHopReplies("")) << "no answers for no calls";
+  std::string many;
+  for (size_t i = 0; i <= kMaxHopCalls; ++i) many += "0 0\n";
+  auto refused = DecodeHopCalls(many);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kleaf::cluster::wire
