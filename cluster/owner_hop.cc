@@ -173,7 +173,7 @@ void OwnerHopCaller::Work() {
       jobs.push_back(std::move(queue_.front()));
       queue_.pop_front();
       // Every other call queued for the same owner goes in the same request.
-      const std::string& address = jobs.front().route.address;
+      const std::string address = jobs.front().route.address;  // a copy: `jobs` grows
       for (auto it = queue_.begin(); it != queue_.end() && jobs.size() < wire::kMaxHopCalls;) {
         if (it->route.address == address) {
           jobs.push_back(std::move(*it));
