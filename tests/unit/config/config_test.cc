@@ -92,6 +92,34 @@ TEST(SequenceLeaseConfigTest, TheRaiseAheadShareIsAPercentOfAStep) {
   EXPECT_EQ(set->sequence.raise_ahead_percent, 25);
 }
 
+// The owner hop: where gateways reach an allocator (a host name too, unlike http.listen), and the
+// allocator-only needs of sequence.owner_hop, checked for the role that serves the hop.
+TEST(SequenceLeaseConfigTest, TheHopAddressIsAnAddressToConnectTo) {
+  for (const char* good : {"alloc-0.alloc.kleaf.svc:8081", "10.0.0.5:1", "[::1]:65535", ""}) {
+    auto c = ParseConfig(std::string("sequence:\n  hop_address: \"") + good + "\"\n");
+    ASSERT_TRUE(c) << good << ": " << c.error().message;
+    EXPECT_EQ(c->sequence.hop_address, good);
+  }
+  for (const char* bad : {"alloc-0", "alloc-0:0", "alloc-0:65536", "a b:1", "::1:80", ":80"}) {
+    ExpectKeyError(std::string("sequence:\n  hop_address: \"") + bad + "\"\n",
+                   "sequence.hop_address");
+  }
+  auto hop = ParseConfig("sequence:\n  owner_hop: true\n  lease_ms: 0\n");
+  ASSERT_TRUE(hop) << hop.error().message;
+  EXPECT_TRUE(CheckConfigFor(Role::kGateway,
+                             [&] {
+                               auto c = *hop;
+                               c.kafka.bootstrap = "127.0.0.1:9092";
+                               return c;
+                             }()))
+      << "a gateway calls owners; it holds no lease and needs no http.listen";
+  auto allocator = *hop;
+  allocator.kafka.bootstrap = "127.0.0.1:9092";
+  auto refused = CheckConfigFor(Role::kAllocator, allocator);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message, StartsWith("sequence.owner_hop:"));
+}
+
 TEST(ConfigDefaultsTest, EmptyTextGivesTheDocumentedDefaults) {
   for (const std::string text : {"", "\n", "# only a comment\n", "~"}) {
     SCOPED_TRACE(text);
