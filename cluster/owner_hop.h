@@ -65,7 +65,7 @@ struct OwnerHopOptions {
   // Over HTTPS: the context that verifies owners (and offers this node's certificate); null:
   // plain HTTP.
   std::shared_ptr<boost::asio::ssl::context> tls;
-  bool check_name = true;  // the owner's certificate must name the route's host
+  bool check_name = true;                   // the owner's certificate must name the route's host
   std::chrono::milliseconds timeout{2000};  // connect, handshake, and one exchange each
   int workers = 4;                          // hop requests in flight at a time
 };

@@ -474,8 +474,8 @@ Result<std::vector<HopCall>> DecodeHopCalls(std::string_view body) {
   std::vector<HopCall> calls;
   while (!body.empty()) {
     if (calls.size() == kMaxHopCalls) {
-      return Fail(Code::kInvalidArgument, "more than " + std::to_string(kMaxHopCalls) +
-                                              " calls in one owner-hop request");
+      return Fail(Code::kInvalidArgument,
+                  "more than " + std::to_string(kMaxHopCalls) + " calls in one owner-hop request");
     }
     HopCall c;
     size_t length = 0;

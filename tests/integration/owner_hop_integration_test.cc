@@ -418,8 +418,8 @@ TEST_F(OwnerHopIntegrationTest, GatewaysCallTheOwnersAndFollowThemWhenPartitions
   ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 50, "after kill -9"));
   const double stale = HopCalls(gw.port, "refused") + HopCalls(gw.port, "failed");
   std::cout << "hopgw: " << answered1 - answered0 << " of 500 calls answered over the hop with two "
-            << "owners, " << answered1 << " calls in " << requests << " requests; " << stale << " calls on stale routes sent through the requests topic"
-            << std::endl;
+            << "owners, " << answered1 << " calls in " << requests << " requests; " << stale
+            << " calls on stale routes sent through the requests topic" << std::endl;
   EXPECT_GT(stale, 0) << "no call met a stale route: the test moved nothing";
   const double answered2 = HopCalls(gw.port, "answered");
   ASSERT_NO_FATAL_FAILURE(values.Rounds(http, 100, "settled"));
