@@ -39,10 +39,10 @@ std::optional<OwnerRoute> DecodeOwnerRoute(std::string_view value) {
 }
 
 OwnerRoutes::OwnerRoutes(int32_t partitions)
-    : seen_(static_cast<size_t>(partitions), 0), routes_(static_cast<size_t>(partitions)) {}
+    : partitions_(static_cast<size_t>(partitions)), seen_(partitions_, 0), routes_(partitions_) {}
 
 bool OwnerRoutes::Note(int32_t p, const OwnerRoute& route) {
-  if (p < 0 || static_cast<size_t>(p) >= seen_.size() || route.generation == 0) return true;
+  if (p < 0 || static_cast<size_t>(p) >= partitions_ || route.generation == 0) return true;
   MutexLock lock(mu_);
   const auto i = static_cast<size_t>(p);
   if (route.generation < seen_[i]) return false;
@@ -52,7 +52,7 @@ bool OwnerRoutes::Note(int32_t p, const OwnerRoute& route) {
 }
 
 std::optional<OwnerRoute> OwnerRoutes::RouteOf(int32_t p) const {
-  if (p < 0 || static_cast<size_t>(p) >= routes_.size()) return std::nullopt;
+  if (p < 0 || static_cast<size_t>(p) >= partitions_) return std::nullopt;
   MutexLock lock(mu_);
   const OwnerRoute& r = routes_[static_cast<size_t>(p)];
   if (r.address.empty()) return std::nullopt;
@@ -60,7 +60,7 @@ std::optional<OwnerRoute> OwnerRoutes::RouteOf(int32_t p) const {
 }
 
 void OwnerRoutes::Forget(int32_t p, const OwnerRoute& route) {
-  if (p < 0 || static_cast<size_t>(p) >= routes_.size()) return;
+  if (p < 0 || static_cast<size_t>(p) >= partitions_) return;
   MutexLock lock(mu_);
   OwnerRoute& r = routes_[static_cast<size_t>(p)];
   if (r == route) r.address.clear();

@@ -55,6 +55,7 @@ class OwnerRoutes {
   void Forget(int32_t p, const OwnerRoute& route);
 
  private:
+  const size_t partitions_;
   mutable Mutex mu_;
   std::vector<uint64_t> seen_ KLEAF_GUARDED_BY(mu_);
   std::vector<OwnerRoute> routes_ KLEAF_GUARDED_BY(mu_);
