@@ -1505,16 +1505,17 @@ void AllocatorNode::ServeHop() {
 
 std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopRequest& r) {
   const int32_t p = r.p;
-  const std::string part = "partition " + std::to_string(p);
+  // Named only in a refusal (an answer is the hot path).
+  const auto part = [p] { return "partition " + std::to_string(p); };
   const auto refused = [](const Error& why, uint64_t generation) {
     return HopRefusal(why, generation);
   };
   if (!hop_served_.contains(p))
-    return refused({Code::kUnavailable, part + " is not served here"}, 0);
+    return refused({Code::kUnavailable, part() + " is not served here"}, 0);
   auto l = leases_.find(p);
   if (l == leases_.end()) {
     return refused({Code::kUnavailable,
-                    part + ": this allocator holds no sequence lease (sequence.lease_ms 0)"},
+                    part() + ": this allocator holds no sequence lease (sequence.lease_ms 0)"},
                    0);
   }
   HeldLease& h = l->second;
@@ -1526,22 +1527,22 @@ std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopReques
   // section (the sequence lock), which the counters' update below is in too.
   auto reading = allocator::TakeReading(LeaseClocks());
   if (!reading)
-    return refused({Code::kUnavailable, part + ": " + reading.error().message}, generation);
+    return refused({Code::kUnavailable, part() + ": " + reading.error().message}, generation);
   switch (h.lease->Check(*reading, options_.lease)) {
     case allocator::PartitionLease::Verdict::kHeld:
       break;
     case allocator::PartitionLease::Verdict::kNoLease:
-      return refused({Code::kUnavailable, part + ": no sequence lease held yet (one is being "
-                                                 "taken); try again or use the requests topic"},
+      return refused({Code::kUnavailable, part() + ": no sequence lease held yet (one is being "
+                                                   "taken); try again or use the requests topic"},
                      generation);
     case allocator::PartitionLease::Verdict::kExpired:
       return refused({Code::kUnavailable,
-                      part + ": the sequence lease ran out (no renewal committed in time)"},
+                      part() + ": the sequence lease ran out (no renewal committed in time)"},
                      generation);
     case allocator::PartitionLease::Verdict::kClockEvent:
       DropAtClockEvent(p, h, *reading);  // R9, seen by this call's reading first
       return refused(
-          {Code::kUnavailable, part + ": the sequence lease ended at a clock step or a suspend"},
+          {Code::kUnavailable, part() + ": the sequence lease ended at a clock step or a suspend"},
           generation);
   }
   // R1 (iv) and the counters' update: the same Execute and counters as the requests topic's.

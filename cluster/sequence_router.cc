@@ -60,8 +60,7 @@ void SequenceRouter::LookUpSpace(const std::string& space) {
                }));
 }
 
-int32_t SequenceRouter::SectionPartition(const state::SpaceRecord& space, uint64_t key) const {
-  const uint64_t section = allocator::SectionOf(key, static_cast<uint64_t>(space.section_size));
+int32_t SequenceRouter::SectionPartition(const state::SpaceRecord& space, uint64_t section) const {
   return caller_.PartitionOf(allocator::SectionRouteKey(space.space, section));
 }
 
@@ -75,9 +74,15 @@ void SequenceRouter::Route(op::NextSeq next, Callback<std::vector<uint64_t>> don
                                     done = std::move(done)](Result<state::SpaceRecord> space) {
         if (!space) return done(std::unexpected(space.error()));
         // The keys of each partition, in the caller's order (a key's values must rise in it).
+        // A fan-out's keys fall in few sections: each section's partition is hashed once.
         std::map<int32_t, std::vector<size_t>> by_partition;
+        std::unordered_map<uint64_t, int32_t> partition_of_section;
         for (size_t i = 0; i < keys.size(); ++i) {
-          by_partition[SectionPartition(*space, keys[i])].push_back(i);
+          const uint64_t section =
+              allocator::SectionOf(keys[i], static_cast<uint64_t>(space->section_size));
+          auto [it, fresh] = partition_of_section.try_emplace(section, 0);
+          if (fresh) it->second = SectionPartition(*space, section);
+          by_partition[it->second].push_back(i);
         }
         if (by_partition.size() == 1) {
           return SubmitSeq(*space, by_partition.begin()->first, SeqPart{keys, done});
@@ -210,7 +215,7 @@ void SequenceRouter::Route(op::CurrentSeq current, Callback<uint64_t> done) {
               if (!space) return done(std::unexpected(space.error()));
               const uint64_t section =
                   allocator::SectionOf(key, static_cast<uint64_t>(space->section_size));
-              caller_.Call(SectionPartition(*space, key),
+              caller_.Call(SectionPartition(*space, section),
                            allocator::SectionRouteKey(space->space, section),
                            op::CurrentSeq{space->space, key, space->section_size}, done);
             }));

@@ -99,7 +99,8 @@ class SequenceRouter {
   void SendSeq(const state::SpaceRecord& space, int32_t partition, std::vector<SeqPart> parts);
   // Frees the lane's slot, or fills it with the parts waiting.
   void OnSeqAnswered(const std::string& space, int32_t partition);
-  int32_t SectionPartition(const state::SpaceRecord& space, uint64_t key) const;
+  // The partition of `space`'s section `section` (its SectionRouteKey).
+  int32_t SectionPartition(const state::SpaceRecord& space, uint64_t section) const;
 
   PartitionCaller& caller_;
   Clock& clock_;

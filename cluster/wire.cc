@@ -1,10 +1,12 @@
 #include "cluster/wire.h"
 
 #include <charconv>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "allocator/id_format.h"
+#include "base/plain_json.h"
 #include "state/records_json.h"
 
 namespace kleaf::cluster::wire {
@@ -235,7 +237,6 @@ json ResultJson(const WorkerCounts& w) {
   return {{"workers", {{"leased", w.leased}, {"free", w.free}}}};
 }
 
-json ResultJson(const std::vector<uint64_t>& seqs) { return {{"seqs", seqs}}; }
 json ResultJson(uint64_t seq) { return {{"seq", seq}}; }
 
 template <typename T>
@@ -311,7 +312,92 @@ std::string Encode(const Result<T>& reply) {
 
 }  // namespace
 
+namespace {
+
+// next_seq's envelope and its values, the owner hop's and the requests topic's most frequent
+// texts, written and read by hand (base/plain_json.h): the same bytes json::dump() writes (members
+// in name order), so a peer of either version reads them, and any other text is read by
+// nlohmann::json as before.
+std::optional<std::string> PlainNextSeq(const op::NextSeq& r, int32_t partitions) {
+  if (!plain_json::IsPlain(r.space)) return std::nullopt;
+  const op::SpaceShape shape = r.shape.value_or(op::SpaceShape{});  // see FieldsOf
+  std::string out;
+  out.reserve(96 + r.space.size() + r.keys.size() * 8);
+  out += R"({"keys":[)";
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    if (i > 0) out += ',';
+    plain_json::AppendUint(out, r.keys[i]);
+  }
+  out += R"(],"op":")";
+  out += op::NextSeq::kName;
+  out += '"';
+  if (partitions > 0) {
+    out += R"(,"partitions":)";
+    plain_json::AppendInt(out, partitions);
+  }
+  out += R"(,"section_size":)";
+  plain_json::AppendInt(out, shape.section_size);
+  out += R"(,"space":")";
+  out += r.space;
+  out += R"(","step":)";
+  plain_json::AppendInt(out, shape.step);
+  out += '}';
+  return out;
+}
+
+std::optional<Envelope> ReadPlainNextSeq(std::string_view text) {
+  plain_json::Reader in(text);
+  op::NextSeq next;
+  op::SpaceShape shape;
+  int64_t partitions = 0;
+  std::string_view space;
+  if (!in.Literal(R"({"keys":)") || !in.UintList(next.keys, SIZE_MAX) ||
+      !in.Literal(R"(,"op":")") || !in.Literal(op::NextSeq::kName) || !in.Literal(R"(",)")) {
+    return std::nullopt;
+  }
+  if (in.Literal(R"("partitions":)")) {
+    if (!in.Int(partitions) || partitions < 0 || partitions > INT32_MAX || !in.Literal(",")) {
+      return std::nullopt;
+    }
+  }
+  if (!in.Literal(R"("section_size":)") || !in.Int(shape.section_size) ||
+      !in.Literal(R"(,"space":)") || !in.String(space) || !in.Literal(R"(,"step":)") ||
+      !in.Int(shape.step) || !in.Literal("}") || !in.AtEnd()) {
+    return std::nullopt;
+  }
+  next.space = space;
+  if (shape.section_size != 0 || shape.step != 0) next.shape = shape;  // see RequestFrom
+  return Envelope{std::move(next), static_cast<int32_t>(partitions)};
+}
+
+std::string PlainSeqs(const std::vector<uint64_t>& seqs) {
+  std::string out;
+  out.reserve(16 + seqs.size() * 12);
+  out += R"({"seqs":[)";
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (i > 0) out += ',';
+    plain_json::AppendUint(out, seqs[i]);
+  }
+  out += "]}";
+  return out;
+}
+
+std::optional<std::vector<uint64_t>> ReadPlainSeqs(std::string_view text) {
+  plain_json::Reader in(text);
+  std::vector<uint64_t> seqs;
+  if (!in.Literal(R"({"seqs":)") || !in.UintList(seqs, SIZE_MAX) || !in.Literal("}") ||
+      !in.AtEnd()) {
+    return std::nullopt;
+  }
+  return seqs;
+}
+
+}  // namespace
+
 std::string EncodeRequest(const Envelope& e) {
+  if (const auto* next = std::get_if<op::NextSeq>(&e.request)) {
+    if (auto plain = PlainNextSeq(*next, e.partitions)) return std::move(*plain);
+  }
   json j = std::visit([](const auto& r) { return FieldsOf(r); }, e.request);
   j["op"] = allocator::OpName(static_cast<int>(e.request.index()));
   if (e.partitions > 0) j["partitions"] = e.partitions;
@@ -319,6 +405,7 @@ std::string EncodeRequest(const Envelope& e) {
 }
 
 Result<Envelope> DecodeRequest(std::string_view text) {
+  if (auto plain = ReadPlainNextSeq(text)) return std::move(*plain);
   try {
     json j = json::parse(text);
     const std::string name = j.at("op").get<std::string>();
@@ -369,11 +456,16 @@ std::string EncodeReply(const Result<std::vector<state::SpaceRecord>>& reply) {
   }
   return out + "]}";
 }
-std::string EncodeReply(const Result<std::vector<uint64_t>>& reply) { return Encode(reply); }
+std::string EncodeReply(const Result<std::vector<uint64_t>>& reply) {
+  return reply ? PlainSeqs(*reply) : EncodeError(reply.error());
+}
 std::string EncodeReply(const Result<uint64_t>& reply) { return Encode(reply); }
 
 template <typename T>
 Result<T> DecodeReply(std::string_view text) {
+  if constexpr (std::is_same_v<T, std::vector<uint64_t>>) {
+    if (auto plain = ReadPlainSeqs(text)) return std::move(*plain);
+  }
   try {
     json j = json::parse(text);
     if (j.contains("error")) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocator/sequences.h"
+#include "base/plain_json.h"
 
 namespace kleaf::gateway {
 namespace {
@@ -14,12 +15,7 @@ using nlohmann::json;
 bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-void AppendUint(std::string& out, uint64_t v) {
-  char buf[24];
-  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  (void)ec;  // 24 chars hold every 64-bit value
-  out.append(buf, ptr);
-}
+using plain_json::AppendUint;
 
 }  // namespace
 

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
 #include "allocator/allocation.h"
 #include "allocator/id_format.h"
 
@@ -259,6 +262,92 @@ TEST(WireTest, AnOwnerHopBodyThatIsNotOneIsRefused) {
   auto refused = DecodeHopCalls(many);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kleaf::cluster::wire
+
+namespace kleaf::cluster::wire {
+namespace {
+
+// next_seq's envelope and values are written and read by hand (base/plain_json.h): the bytes must
+// be nlohmann's, byte for byte, so that a node of an earlier version reads them and writes what
+// this one reads, and every other text must still be read as before (by nlohmann).
+TEST(WireTest, HandWrittenNextSeqEnvelopesAndValuesAreNlohmannsBytes) {
+  const uint64_t max = UINT64_MAX;
+  struct Case {
+    op::NextSeq next;
+    int32_t partitions;
+  };
+  const std::vector<Case> cases = {
+      {op::NextSeq{"chat", {1, max, 0, 1}, op::SpaceShape{100, 7}}, 12},
+      {op::NextSeq{"chat", {5}}, 0},
+      {op::NextSeq{"a-b_c.d", {}, op::SpaceShape{-3, INT64_MAX}}, INT32_MAX},
+      {op::NextSeq{"quote\"and\\slash", {2}, op::SpaceShape{1, 1}}, 4},  // nlohmann's escapes
+      {op::NextSeq{"caf\xc3\xa9", {3}}, 4},                              // and UTF-8
+  };
+  for (const auto& c : cases) {
+    const op::SpaceShape shape = c.next.shape.value_or(op::SpaceShape{});
+    nlohmann::json expected = {{"op", "next_seq"},
+                               {"space", c.next.space},
+                               {"keys", c.next.keys},
+                               {"section_size", shape.section_size},
+                               {"step", shape.step}};
+    if (c.partitions > 0) expected["partitions"] = c.partitions;
+    const std::string bytes = EncodeRequest({c.next, c.partitions});
+    EXPECT_EQ(bytes, expected.dump());
+    auto back = DecodeRequest(bytes);
+    ASSERT_TRUE(back.has_value()) << bytes << ": " << back.error().message;
+    EXPECT_EQ(back->partitions, c.partitions) << bytes;
+    const auto& n = std::get<op::NextSeq>(back->request);
+    EXPECT_EQ(n.space, c.next.space);
+    EXPECT_EQ(n.keys, c.next.keys);
+    EXPECT_EQ(n.shape.has_value(), c.next.shape.has_value()) << bytes;
+    if (n.shape && c.next.shape) {
+      EXPECT_EQ(n.shape->section_size, c.next.shape->section_size);
+      EXPECT_EQ(n.shape->step, c.next.shape->step);
+    }
+  }
+
+  for (const std::vector<uint64_t>& values :
+       {std::vector<uint64_t>{}, std::vector<uint64_t>{0}, std::vector<uint64_t>{1, max, 42}}) {
+    const std::string bytes = EncodeReply(Result<std::vector<uint64_t>>(values));
+    EXPECT_EQ(bytes, nlohmann::json({{"seqs", values}}).dump());
+    auto back = DecodeReply<std::vector<uint64_t>>(bytes);
+    ASSERT_TRUE(back.has_value()) << bytes;
+    EXPECT_EQ(*back, values);
+  }
+}
+
+TEST(WireTest, NextSeqTextsNotInDumpsShapeAreStillReadAsJson) {
+  // Spaces, other member orders, no partitions: what another writer may send.
+  auto spaced = DecodeRequest(
+      R"({ "op": "next_seq", "space": "chat", "keys": [ 1, 2 ], "step": 7, "section_size": 100 })");
+  ASSERT_TRUE(spaced.has_value()) << spaced.error().message;
+  EXPECT_EQ(spaced->partitions, 0);
+  const auto& n = std::get<op::NextSeq>(spaced->request);
+  EXPECT_EQ(n.keys, (std::vector<uint64_t>{1, 2}));
+  ASSERT_TRUE(n.shape.has_value());
+  EXPECT_EQ(n.shape->section_size, 100);
+  // Not JSON (a leading zero, a trailing comma, an unclosed list, a hexadecimal number): refused as
+  // before.
+  for (const char* bad :
+       {R"({"keys":[01],"op":"next_seq","section_size":0,"space":"chat","step":0})",
+        R"({"keys":[1,],"op":"next_seq","section_size":0,"space":"chat","step":0})",
+        R"({"keys":[1,"op":"next_seq","section_size":0,"space":"chat","step":0})",
+        R"({"keys":[1],"op":"next_seq","section_size":-0x1,"space":"chat","step":0})"}) {
+    auto r = DecodeRequest(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code, Code::kInvalidArgument) << bad;
+  }
+  // Values with spaces, and an error, still read.
+  auto values = DecodeReply<std::vector<uint64_t>>(R"({ "seqs" : [ 3 , 4 ] })");
+  ASSERT_TRUE(values.has_value());
+  EXPECT_EQ(*values, (std::vector<uint64_t>{3, 4}));
+  auto refused = DecodeReply<std::vector<uint64_t>>(
+      EncodeReply(Result<std::vector<uint64_t>>(std::unexpected(Error{Code::kUnavailable, "x"}))));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, Code::kUnavailable);
 }
 
 }  // namespace
