@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <charconv>
@@ -68,7 +69,10 @@ void OwnerRoutes::Forget(int32_t p, const OwnerRoute& route) {
 
 OwnerHopCaller::OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& routes,
                                OwnerHopOptions options)
-    : requests_topic_(requests_topic), routes_(routes), options_(std::move(options)) {
+    : requests_topic_(requests_topic),
+      routes_(routes),
+      options_(std::move(options)),
+      per_owner_(options_.per_owner > 0 ? options_.per_owner : std::max(1, options_.workers / 2)) {
   auto& registry = metrics::Registry::Default();
   const std::string calls_help =
       "Sequence calls a gateway sent to an owner over the owner hop, by outcome: answered; "
@@ -163,17 +167,28 @@ void OwnerHopCaller::Hop(int32_t partition, std::string route_key, Op op,
   job.done(Fail(Code::kUnavailable, "the owner hop is stopping"));
 }
 
+std::deque<OwnerHopCaller::Job>::iterator OwnerHopCaller::NextSendable() {
+  for (auto job = queue_.begin(); job != queue_.end(); ++job) {
+    auto it = in_flight_.find(job->route.address);
+    if (it == in_flight_.end() || it->second < per_owner_) return job;
+  }
+  return queue_.end();
+}
+
 void OwnerHopCaller::Work() {
   while (true) {
     std::vector<Job> jobs;
+    std::string address;
     {
       MutexLock lock(mu_);
-      wake_.Wait(lock, [this]() KLEAF_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
+      wake_.Wait(lock,
+                 [this]() KLEAF_REQUIRES(mu_) { return stop_ || NextSendable() != queue_.end(); });
       if (stop_) return;
-      jobs.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+      auto first = NextSendable();
+      address = first->route.address;
+      jobs.push_back(std::move(*first));
+      queue_.erase(first);
       // Every other call queued for the same owner goes in the same request.
-      const std::string address = jobs.front().route.address;  // a copy: `jobs` grows
       for (auto it = queue_.begin(); it != queue_.end() && jobs.size() < wire::kMaxHopCalls;) {
         if (it->route.address == address) {
           jobs.push_back(std::move(*it));
@@ -182,6 +197,7 @@ void OwnerHopCaller::Work() {
           ++it;
         }
       }
+      ++in_flight_[address];
     }
     const auto started = std::chrono::steady_clock::now();
     requests_->Inc();
@@ -190,6 +206,29 @@ void OwnerHopCaller::Work() {
       latency_->Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     }
+    bool more_for_owner = false;
+    std::vector<Job> failed_too;
+    {
+      MutexLock lock(mu_);
+      if (--in_flight_[address] == 0) in_flight_.erase(address);
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (it->route.address != address) {
+          ++it;
+        } else if (replies) {
+          more_for_owner = true;
+          break;
+        } else {
+          // The owner did not answer: its other queued calls go through the requests topic now
+          // rather than each waiting its turn to fail the same way.
+          failed_too.push_back(std::move(*it));
+          it = queue_.erase(it);
+        }
+      }
+    }
+    // Calls that waited for this owner's turn may go now (to a worker asleep, if this one takes
+    // another owner's next).
+    if (more_for_owner) wake_.NotifyOne();
+    for (auto& job : failed_too) job.done(std::unexpected(replies.error()));
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (replies) {
         jobs[i].done(std::move((*replies)[i]));

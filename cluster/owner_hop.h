@@ -69,12 +69,17 @@ struct OwnerHopOptions {
   bool check_name = true;                   // the owner's certificate must name the route's host
   std::chrono::milliseconds timeout{2000};  // connect, handshake, and one exchange each
   int workers = 4;                          // hop requests in flight at a time
+  // Requests in flight to one owner at a time (0: half the workers, at least 1), so that an owner
+  // that stopped answering (paused, cut off) holds at most these workers for `timeout`, and the
+  // others go on serving every other owner.
+  int per_owner = 0;
 };
 
 // PartitionCaller of a gateway with `sequence.owner_hop`: NextSeq and CurrentSeq of a partition
 // whose route is known go to its owner over the hop, everything else, and every call the hop does
 // not answer, through `requests_topic`. Calls wait in one queue; a worker (of `workers`) takes the
-// first and every other call queued for the same owner, and sends them in one request over a
+// first call whose owner has fewer than `per_owner` requests in flight, and every other call queued
+// for the same owner, and sends them in one request over a
 // kept-alive connection of a pool per address (POST /internal/v1/seq/<p> for one call, POST
 // /internal/v1/seq for several: a fan-out over the partitions of one owner costs one round trip).
 // A call that the owner refuses as unavailable (not the owner, no lease, lease run out), that
@@ -114,6 +119,8 @@ class OwnerHopCaller final : public PartitionCaller {
   void Hop(int32_t partition, std::string route_key, Op op,
            allocator::Callback<typename Op::Result> done);
   void Work();
+  // The first queued job whose owner may take one more request now (queue_.end(): none).
+  std::deque<Job>::iterator NextSendable() KLEAF_REQUIRES(mu_);
   // The answers to `jobs` (one owner's), in their order, from one request on a connection of
   // their address's pool (or a new one).
   Result<std::vector<wire::HopReply>> Exchange(const std::vector<Job>& jobs);
@@ -126,6 +133,9 @@ class OwnerHopCaller final : public PartitionCaller {
   CondVar wake_;
   std::deque<Job> queue_ KLEAF_GUARDED_BY(mu_);
   bool stop_ KLEAF_GUARDED_BY(mu_) = false;
+  const int per_owner_;
+  // Requests in flight by address (none: absent).
+  std::unordered_map<std::string, int> in_flight_ KLEAF_GUARDED_BY(mu_);
   // Idle kept-alive connections by address.
   std::unordered_map<std::string, std::vector<std::unique_ptr<http::ClientConnection>>> idle_
       KLEAF_GUARDED_BY(mu_);

@@ -499,6 +499,73 @@ TEST_F(OwnerHopIntegrationTest, GatewaysCallTheOwnersAndFollowThemWhenPartitions
   EXPECT_EQ(HopCalls(gw.port, "older_generation"), 0);
 }
 
+// A gateway's hop workers serve every owner. An owner that stops answering (paused here) holds at
+// most half of them until its calls time out (kafka.request_timeout_ms, 3 s here), and its other
+// queued calls go through the requests topic as soon as one fails: calls to the other owner are
+// answered over the hop meanwhile, at once. (With every worker free to wait on the paused owner,
+// the other owner's calls waited up to the timeout.)
+TEST_F(OwnerHopIntegrationTest, APausedOwnerDoesNotHoldUpCallsToTheOthers) {
+  Cluster cluster(broker_, "hopstall",
+                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& a2 = cluster.AddAllocator("alloc-2");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  constexpr double kTimeoutS = 3;
+  cluster.Reconfigure(gw, {{"kafka.request_timeout_ms", "3000"}});
+  ASSERT_TRUE(cluster.Start({&a1, &a2}));
+  ASSERT_TRUE(cluster.WaitBalanced({&a1, &a2}, seconds(60))) << cluster.Logs();
+  ASSERT_TRUE(cluster.Start({&gw}));
+  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", 1}, {"step", 1000}}.dump());
+  ASSERT_TRUE(put) << put.error();
+  // A key of each partition of the owner to pause: the router keeps two calls of one partition in
+  // flight (SequenceRouter::kSeqInFlight), so two partitions can take four workers.
+  auto served = ServedPartitions(a1);
+  ASSERT_TRUE(served && served->size() >= 2) << (served ? "fewer than 2" : served.error());
+  std::vector<uint64_t> paused_keys;
+  for (int32_t p : *served) paused_keys.push_back(KeyOnPartition(p));
+  auto other = ServedPartitions(a2);
+  ASSERT_TRUE(other && !other->empty()) << (other ? "none" : other.error());
+  const uint64_t live_key = KeyOnPartition(*other->begin());
+  // Routes learned and leases taken on both owners.
+  const auto deadline = SteadyClock::now() + seconds(30);
+  const double wanted = 3.0 * static_cast<double>(paused_keys.size() + 1);
+  while (HopCalls(gw.port, "answered") < wanted && SteadyClock::now() < deadline) {
+    for (uint64_t key : paused_keys) ASSERT_TRUE(GatewayNextWhenAnswered(gw.port, key));
+    ASSERT_TRUE(GatewayNextWhenAnswered(gw.port, live_key));
+  }
+  ASSERT_GE(HopCalls(gw.port, "answered"), wanted) << cluster.Logs();
+
+  a1.process->Signal(SIGSTOP);
+  // Calls to the paused owner, arriving one by one over its partitions: each would take a worker.
+  std::vector<std::thread> stuck;
+  for (int i = 0; i < 8; ++i) {
+    stuck.emplace_back([&, i] {
+      std::this_thread::sleep_for(milliseconds(40 * i));
+      // Answered once a1 wakes, or refused: either way.
+      (void)GatewayNext(gw.port, paused_keys[static_cast<size_t>(i) % paused_keys.size()]);
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(400));
+  const double answered = HopCalls(gw.port, "answered");
+  double slowest_s = 0;
+  for (int i = 0; i < 10; ++i) {
+    const auto asked = SteadyClock::now();
+    auto v = GatewayNext(gw.port, live_key);
+    const double took_s = std::chrono::duration<double>(SteadyClock::now() - asked).count();
+    ASSERT_TRUE(v) << "call " << i << " to the live owner: " << v.error();
+    slowest_s = std::max(slowest_s, took_s);
+  }
+  const double live_over_hop = HopCalls(gw.port, "answered") - answered;
+  a1.process->Signal(SIGCONT);
+  for (auto& t : stuck) t.join();
+  std::cout << "hopstall: with one owner paused, 10 calls to the other took at most " << slowest_s
+            << " s (" << live_over_hop << " answered over the hop; the hop's timeout " << kTimeoutS
+            << " s)" << std::endl;
+  EXPECT_LT(slowest_s, kTimeoutS / 2) << "calls to a live owner waited for the paused one's";
+  EXPECT_GE(live_over_hop, 10);
+}
+
 // With http.tls the owner hop runs over TLS: the allocators ask for client certificates
 // (http.tls.client_ca_file, mutual TLS) and the gateway offers its own and trusts the owner's.
 // The nodes share one certificate, for both ends; the gateway's API is HTTPS.
