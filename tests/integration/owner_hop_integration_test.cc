@@ -260,7 +260,7 @@ TEST_F(OwnerHopIntegrationTest, ANewOwnerWhoseClockRunsFastBeyondRhoLetsTheOldOw
                    {"sequence.lease_renew_ms", "300"},
                    {"sequence.owner_hop", "true"}});
   constexpr int64_t kStep = 1000;
-  constexpr double kRate = 4;                                // the new owner's clocks
+  constexpr double kRate = 4;                                 // the new owner's clocks
   constexpr double kLeaseS = (20000 * 0.999 - 100) / 1000.0;  // the old owner's, true clocks
   constexpr double kWaitS = (20000 * 1.001 + 100) / 1000.0;   // the new owner's, on its clocks
   const int32_t p = 1;
@@ -278,7 +278,8 @@ TEST_F(OwnerHopIntegrationTest, ANewOwnerWhoseClockRunsFastBeyondRhoLetsTheOldOw
   const auto stopped = SteadyClock::now();
   a1.process->Signal(SIGSTOP);
   Node& a2 = cluster.AddAllocator("alloc-2");
-  auto started = StartNode(a2, {}, e2e::FaketimePrefix("+0 x" + std::to_string(static_cast<int>(kRate))));
+  auto started =
+      StartNode(a2, {}, e2e::FaketimePrefix("+0 x" + std::to_string(static_cast<int>(kRate))));
   ASSERT_TRUE(started) << started.error();
   auto first_new = HopNextWhenHeld(a2.port, p, key, kStep, seconds(60));
   const double answered_s = std::chrono::duration<double>(SteadyClock::now() - stopped).count();
