@@ -231,6 +231,16 @@ Result<void> AllocatorNode::Start() {
   consumer_ = std::move(*consumer);
   spdlog::info("[allocator] group {}: the {} protocol (kafka.group_protocol {})", options_.group_id,
                consumer_->Protocol(), options_.group_protocol);
+  if (options_.lease.lease_ms > 0) {
+    SeqWaitCheck::Describe describe = options_.describe_group;
+    if (!describe) {
+      describe = [props = options_.props, group = options_.group_id] {
+        return kafka::DescribeGroupMembers(props, group, milliseconds(5000));
+      };
+    }
+    seq_wait_check_ = std::make_unique<SeqWaitCheck>(
+        std::move(describe), options_.group_check_period, milliseconds(1000));
+  }
   thread_ = std::thread([this] { Run(); });
   return {};
 }
@@ -238,6 +248,14 @@ Result<void> AllocatorNode::Start() {
 void AllocatorNode::Stop() {
   if (stop_.exchange(true) || !thread_.joinable()) return;
   thread_.join();
+  if (seq_wait_check_) seq_wait_check_->Stop();
+}
+
+std::optional<std::string> AllocatorNode::LeaseBlocked() const {
+  if (!seq_wait_check_ || seq_wait_check_->Now() == SeqWaitCheck::Verdict::kAllWait) {
+    return std::nullopt;
+  }
+  return seq_wait_check_->Why();
 }
 
 std::vector<int32_t> AllocatorNode::Serving() const {
@@ -328,6 +346,8 @@ void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
       break;
     case kafka::GroupConsumer::Event::Kind::kAssigned:
       member_.store(true);
+      // The group's membership may have changed: no lease until it is described again.
+      if (seq_wait_check_) seq_wait_check_->Changed();
       OnAssigned(event.partitions);
       break;
     case kafka::GroupConsumer::Event::Kind::kRevoked:
@@ -336,6 +356,7 @@ void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
       if (consumer_->Protocol() == "classic" || event.lost) {
         if (member_.exchange(false)) left_group_ns_.store(clock_.MonotonicNs());
       }
+      if (seq_wait_check_) seq_wait_check_->Changed();
       OnRevoked(event.partitions);
       break;
     case kafka::GroupConsumer::Event::Kind::kError:
@@ -1304,6 +1325,8 @@ state::LeaseRecord AllocatorNode::LeaseRecordOf(int32_t p, state::LeaseState st)
 std::optional<state::LeaseRecord> AllocatorNode::HeldRecordFor(int32_t p, bool renewal) {
   auto l = leases_.find(p);
   if (l == leases_.end() || l->second.last_call_ns < 0) return std::nullopt;
+  // The group check: no lease begins or is renewed while it does not find every member waiting.
+  if (LeaseBlocked()) return std::nullopt;
   const HeldLease& h = l->second;
   const bool wait_over = !sequence_waits_.contains(p);
   if (!renewal && h.lease->Held() && (h.waited_written || !wait_over)) return std::nullopt;
@@ -1314,6 +1337,9 @@ void AllocatorNode::TendLeases() {
   if (options_.lease.lease_ms == 0) return;
   std::vector<int32_t> idle;
   std::map<int32_t, std::vector<kafka::Message>> renew;
+  // The group check: while it blocks leases, those held are dropped and none is renewed (sequence
+  // calls are answered with a commit per batch, as with L 0).
+  const auto blocked = LeaseBlocked();  // SeqWaitCheck logs why
   {
     MutexLock lock(seq_mu_);
     auto now = allocator::TakeReading(LeaseClocks());
@@ -1340,10 +1366,13 @@ void AllocatorNode::TendLeases() {
           }
         }
       }
+      if (blocked && h.lease->Mark()) {
+        spdlog::warn("[allocator] partition {}: sequence lease dropped: {}", p, *blocked);
+      }
       const auto age = now ? h.lease->AgeNs(*now) : std::nullopt;
       m.lease_held.Set(age ? 1 : 0);
       m.lease_age_seconds.Set(age ? static_cast<double>(*age) / 1e9 : 0);
-      if (h.last_call_ns < 0 || !now) continue;
+      if (h.last_call_ns < 0 || !now || blocked) continue;
       if (options_.idle_release_ms > 0 &&
           mono - h.last_call_ns >= options_.idle_release_ms * 1'000'000) {
         idle.push_back(p);
@@ -1532,6 +1561,11 @@ std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopReques
     case allocator::PartitionLease::Verdict::kHeld:
       break;
     case allocator::PartitionLease::Verdict::kNoLease:
+      if (auto blocked = LeaseBlocked()) {
+        return refused({Code::kUnavailable, part() + ": no sequence lease is held: " + *blocked +
+                                                "; use the requests topic"},
+                       generation);
+      }
       return refused({Code::kUnavailable, part() + ": no sequence lease held yet (one is being "
                                                    "taken); try again or use the requests topic"},
                      generation);

@@ -22,6 +22,7 @@
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "cluster/restore.h"
+#include "cluster/seq_wait_check.h"
 #include "cluster/topics.h"
 #include "cluster/wire.h"
 #include "kafka/client.h"
@@ -63,11 +64,12 @@ struct AllocatorNodeOptions {
   std::string node_name = "allocator";  // written in lease records, for operators
   // Where lease clock readings come from; null: the kernel's (allocator::KernelLeaseClocks).
   allocator::LeaseClockSource* lease_clocks = nullptr;
+  // The group check (SeqWaitCheck; with L above 0): how often the allocators' group is described
+  // besides after each assignment and revocation, and the description itself (empty: Kafka's,
+  // kafka::DescribeGroupMembers of group_id within 5 s; a seam for tests).
+  std::chrono::milliseconds group_check_period{10000};
+  SeqWaitCheck::Describe describe_group;
 };
-
-// The suffix of the allocators' group member client.id that says the member waits out sequence
-// leases after its takeovers (docs/architecture.md, "Allocators of different versions").
-inline constexpr char kSeqWaitMark[] = ";seqwait=1";
 
 // One thread runs the consumer loop; everything below is owned by it. (A round's commits run on
 // threads of their own while the loop waits for them, each with its own partition's producer.)
@@ -242,6 +244,8 @@ class AllocatorNode {
   // calls and its lease is not held, its first record since its wait ended is due, or `renewal`.
   std::optional<state::LeaseRecord> HeldRecordFor(int32_t p, bool renewal) KLEAF_REQUIRES(seq_mu_);
   state::LeaseRecord LeaseRecordOf(int32_t p, state::LeaseState st) KLEAF_REQUIRES(seq_mu_);
+  // Why no lease may be held now (the group check), or nothing when one may.
+  std::optional<std::string> LeaseBlocked() const;
   struct HeldLease;
   // R9: counts the clock events since h's anchor, and drops the lease (logged) when they end it.
   // Whether it dropped it.
@@ -271,6 +275,8 @@ class AllocatorNode {
   state::Store& store_;
   Clock& clock_;
   std::unique_ptr<kafka::GroupConsumer> consumer_;
+  // With L above 0: whether every member of the group waits out leases (no lease held otherwise).
+  std::unique_ptr<SeqWaitCheck> seq_wait_check_;
   std::map<int32_t, std::unique_ptr<kafka::TxnProducer>> serving_;  // loop thread only
   std::set<int32_t> pending_;  // assigned but not yet taken over; loop thread only
   // Per served partition, the offset after the last committed batch: requests below it were

@@ -472,6 +472,57 @@ Result<ClusterDescription> DescribeCluster(const Properties& props,
       });
 }
 
+Result<std::vector<GroupMember>> DescribeGroupMembers(const Properties& props,
+                                                      const std::string& group,
+                                                      milliseconds timeout) {
+  const std::string what = "describing consumer group " + group;
+  using Members = std::vector<GroupMember>;
+  return WithRetries<Members>(
+      props, what, SteadyClock::now() + timeout,
+      [&](AdminClient& client, TimePoint deadline) -> Attempt<Members> {
+        // To the group's coordinator, which librdkafka looks up itself.
+        const AdminCall call{
+            RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, what, false, true,
+            [&group](rd_kafka_t* rk, rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+              const char* names[] = {group.c_str()};
+              rd_kafka_DescribeConsumerGroups(rk, names, 1, options, queue);
+            }};
+        auto event = client.Request(call, deadline);
+        if (!event) return std::unexpected(event.error());
+        if (const auto err = rd_kafka_event_error(event->get());
+            err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+          return Final(KafkaError(err, what));
+        }
+        size_t n = 0;
+        const rd_kafka_ConsumerGroupDescription_t** groups =
+            rd_kafka_DescribeConsumerGroups_result_groups(
+                rd_kafka_event_DescribeConsumerGroups_result(event->get()), &n);
+        if (n != 1) return Again({Code::kUnavailable, what + ": no description of the group"});
+        if (const rd_kafka_error_t* e = rd_kafka_ConsumerGroupDescription_error(groups[0])) {
+          const rd_kafka_resp_err_t code = rd_kafka_error_code(e);
+          if (code == RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND) return Members{};
+          Error error = KafkaError(code, what + ": " + rd_kafka_error_string(e));
+          if (Transient(code) || code == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS ||
+              code == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE ||
+              code == RD_KAFKA_RESP_ERR_NOT_COORDINATOR) {
+            return Again(std::move(error));
+          }
+          return Final(std::move(error));
+        }
+        Members out;
+        const size_t count = rd_kafka_ConsumerGroupDescription_member_count(groups[0]);
+        for (size_t i = 0; i < count; ++i) {
+          const rd_kafka_MemberDescription_t* m =
+              rd_kafka_ConsumerGroupDescription_member(groups[0], i);
+          const auto text = [](const char* s) { return s == nullptr ? std::string() : s; };
+          out.push_back({text(rd_kafka_MemberDescription_consumer_id(m)),
+                         text(rd_kafka_MemberDescription_client_id(m)),
+                         text(rd_kafka_MemberDescription_host(m))});
+        }
+        return out;
+      });
+}
+
 Result<GroupProtocolSupport> ConsumerGroupProtocolSupport(const Properties& props,
                                                           milliseconds timeout) {
   const std::string what = "describing the brokers' group protocols";

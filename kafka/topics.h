@@ -94,6 +94,18 @@ struct GroupProtocolSupport {
 [[nodiscard]] Result<GroupProtocolSupport> ConsumerGroupProtocolSupport(
     const Properties& props, std::chrono::milliseconds timeout);
 
+// A member of a consumer group, as DescribeConsumerGroups shows it.
+struct GroupMember {
+  std::string member_id;
+  std::string client_id;
+  std::string host;
+};
+// The members of consumer group `group` (classic or consumer protocol; none when the group is empty
+// or unknown), from its coordinator within `timeout`. Fails when Kafka does not answer in time or
+// refuses (the caller needs DESCRIBE on the group, which READ implies).
+[[nodiscard]] Result<std::vector<GroupMember>> DescribeGroupMembers(
+    const Properties& props, const std::string& group, std::chrono::milliseconds timeout);
+
 // The librdkafka version kleaf runs with (rd_kafka_version_str(), e.g. "2.14.2").
 std::string LibraryVersion();
 

@@ -11,12 +11,16 @@
 // restore reads nothing of the log below its applied offset: the store's copy of the record.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "allocator/sequences.h"
+#include "base/mutex.h"
+#include "kafka/group_consumer.h"
 #include "kafka/message.h"
 #include "kafka/txn_producer.h"
 #include "state/lease_record.h"
@@ -358,6 +362,126 @@ TEST_F(SequenceLeaseIntegrationTest, ALeaseRecordPastAnOpenTransactionIsWaitedOu
   ASSERT_GE(again.after_s, 0) << again.last_error << "\n" << cluster.Logs();
   EXPECT_GE(again.after_s, kWaitS) << "the lease record did not outlast the abort (no rewrite)";
   EXPECT_GT(again.value, tail.value);
+}
+
+// The group check ("Allocators of different versions"): a member of the allocators' group whose
+// client id lacks ;seqwait=1 (an allocator of a version without leases, which would take
+// partitions over without waiting leases out) makes an allocator drop the leases it holds and
+// take none, serving its sequences with a commit per batch, until that member leaves.
+TEST_F(SequenceLeaseIntegrationTest, NoLeaseWhileAGroupMemberCannotWait) {
+  Cluster cluster(broker_, "seqold", {{"sequence.lease_ms", "1000"}});
+  const auto label = [](int32_t p) { return "partition=\"" + std::to_string(p) + "\""; };
+  const std::string old_member = "reason=\"old_member\"";
+  // Polls `node`'s /metrics until `done` holds (or 30 s), after `act` each time; the last scrape.
+  const auto await = [&](const Node& node, const std::function<bool(const Metrics&)>& done,
+                         const std::string& what,
+                         const std::function<void()>& act = {}) -> std::optional<Metrics> {
+    const auto deadline = SteadyClock::now() + seconds(30);
+    while (SteadyClock::now() < deadline) {
+      if (act) act();
+      auto m = ScrapeMetrics(node.port);
+      if (m && done(*m)) return *m;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    ADD_FAILURE() << "timed out waiting for " << what << "\n" << cluster.Logs();
+    return std::nullopt;
+  };
+
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  ASSERT_NO_FATAL_FAILURE(StartWithSpace(cluster, a1, gw));
+  const int32_t p0 = 0;
+  FirstAnswer first = PollNext(gw.port, KeyOnPartition(p0), SteadyClock::now(), seconds(30));
+  ASSERT_GE(first.after_s, 0) << first.last_error << "\n" << cluster.Logs();
+  ASSERT_TRUE(await(
+      a1,
+      [&](const Metrics& m) {
+        return m.Value("kleaf_sequence_lease_held", label(p0)) == 1.0 &&
+               m.Value("kleaf_sequence_lease_blocked", old_member) == 0.0;
+      },
+      "alloc-1's lease held, every member waiting"));
+
+  // A member of an older version joins the allocators' group (and answers nothing).
+  kafka::Properties props{{"bootstrap.servers", broker_.bootstrap},
+                          {"group.id", cluster.prefix() + ".allocators"},
+                          {"client.id", "kleaf-before-leases"}};
+  if (const char* protocol = std::getenv("KLEAF_TEST_GROUP_PROTOCOL"); protocol && *protocol) {
+    props["group.protocol"] = protocol;
+  }
+  auto old = kafka::GroupConsumer::Create(props, {cluster.prefix() + ".requests"});
+  ASSERT_TRUE(old) << old.error().message;
+  Mutex mu;
+  std::set<int32_t> old_holds;  // guarded by mu
+  std::atomic<bool> leave{false};
+  std::thread member([&] {
+    while (!leave.load()) {
+      auto event = (*old)->Poll(milliseconds(100));
+      MutexLock lock(mu);
+      for (const auto& tp : event.partitions) {
+        if (event.kind == kafka::GroupConsumer::Event::Kind::kAssigned)
+          old_holds.insert(tp.partition);
+        if (event.kind == kafka::GroupConsumer::Event::Kind::kRevoked)
+          old_holds.erase(tp.partition);
+      }
+    }
+  });
+  const auto leave_group = [&] {
+    if (leave.exchange(true)) return;
+    member.join();
+    (*old)->Close();
+  };
+  struct Leave {
+    std::function<void()> f;
+    ~Leave() { f(); }
+  } leave_at_end{leave_group};
+
+  // alloc-1 holds no lease, and names the member; a partition it still serves answers.
+  int32_t kept = -1;
+  auto blocked = await(
+      a1,
+      [&](const Metrics& m) {
+        if (m.Value("kleaf_sequence_lease_blocked", old_member) != 1.0) return false;
+        MutexLock lock(mu);
+        if (old_holds.empty()) return false;  // the rebalance is not over
+        kept = -1;
+        for (int32_t p = 0; p < Cluster::kPartitions; ++p) {
+          if (m.Value("kleaf_sequence_lease_held", label(p)).value_or(0) != 0.0) return false;
+          if (m.Value("kleaf_allocator_partition_serving", label(p)) == 1.0 &&
+              !old_holds.contains(p)) {
+            kept = p;
+          }
+        }
+        return kept >= 0;
+      },
+      "alloc-1's leases blocked by the old member");
+  ASSERT_TRUE(blocked);
+  EXPECT_FALSE(LinesWith(a1.Log(), "\"kleaf-before-leases\"").empty()) << a1.Log();
+  const uint64_t key = KeyOnPartition(kept);
+  // The first after alloc-1's takeover wait (δ after its own release at the rebalance).
+  FirstAnswer taken = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+  ASSERT_GE(taken.after_s, 0) << taken.last_error << "\n" << cluster.Logs();
+  uint64_t last = taken.value;
+  for (int i = 0; i < 20; ++i) {
+    auto v = Next(gw.port, key);
+    ASSERT_TRUE(v) << v.error() << "\n" << cluster.Logs();
+    EXPECT_GT(*v, last);
+    last = *v;
+  }
+  auto after = ScrapeMetrics(a1.port);
+  ASSERT_TRUE(after) << after.error();
+  EXPECT_EQ(after->Value("kleaf_sequence_lease_held", label(kept)), 0.0)
+      << "a lease was taken with a member in the group that would not wait it out";
+  EXPECT_EQ(after->Value("kleaf_sequence_lease_blocked", old_member), 1.0);
+
+  // It leaves: the next calls take a lease again.
+  leave_group();
+  ASSERT_TRUE(await(
+      a1,
+      [&](const Metrics& m) {
+        return m.Value("kleaf_sequence_lease_blocked", old_member) == 0.0 &&
+               m.Value("kleaf_sequence_lease_held", label(kept)) == 1.0;
+      },
+      "alloc-1's lease held again after the old member left", [&] { (void)Next(gw.port, key); }));
 }
 
 }  // namespace

@@ -1,0 +1,144 @@
+#include "cluster/seq_wait_check.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace kleaf::cluster {
+
+std::string MembersThatDoNotWait(const std::vector<kafka::GroupMember>& members) {
+  std::string out;
+  for (const auto& m : members) {
+    if (m.client_id.ends_with(kSeqWaitMark)) continue;
+    if (!out.empty()) out += ", ";
+    out += "\"" + m.client_id + "\" (" + (m.host.empty() ? "?" : m.host) + ")";
+  }
+  return out;
+}
+
+SeqWaitCheck::SeqWaitCheck(Describe describe, std::chrono::milliseconds period,
+                           std::chrono::milliseconds retry)
+    : describe_(std::move(describe)), period_(period), retry_(retry) {
+  auto& registry = metrics::Registry::Default();
+  const std::string blocked_help =
+      "1 while this allocator holds no sequence lease because of the group check (a commit per "
+      "batch instead): old_member, a member of the allocators' group does not advertise that it "
+      "waits out leases (client id without ;seqwait=1: an older version); group_unchecked, the "
+      "group could not be described since its membership last changed.";
+  blocked_old_ =
+      &registry.GetGauge("kleaf_sequence_lease_blocked", blocked_help, {{"reason", "old_member"}});
+  blocked_unchecked_ = &registry.GetGauge("kleaf_sequence_lease_blocked", blocked_help,
+                                          {{"reason", "group_unchecked"}});
+  const std::string checks_help =
+      "Descriptions of the allocators' group for the sequence lease's group check, by outcome.";
+  ok_ = &registry.GetCounter("kleaf_sequence_group_checks_total", checks_help, {{"outcome", "ok"}});
+  failed_ = &registry.GetCounter("kleaf_sequence_group_checks_total", checks_help,
+                                 {{"outcome", "failed"}});
+  {
+    MutexLock lock(mu_);
+    Publish();
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+SeqWaitCheck::~SeqWaitCheck() { Stop(); }
+
+void SeqWaitCheck::Stop() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  wake_.NotifyAll();
+  if (thread_.joinable()) thread_.join();
+  MutexLock lock(mu_);
+  blocked_old_->Set(0);
+  blocked_unchecked_->Set(0);
+}
+
+void SeqWaitCheck::Changed() {
+  {
+    MutexLock lock(mu_);
+    ++changes_;
+    Publish();
+  }
+  wake_.NotifyAll();
+}
+
+SeqWaitCheck::Verdict SeqWaitCheck::Now() const {
+  MutexLock lock(mu_);
+  if (checked_ != changes_) return Verdict::kUnchecked;
+  return !old_members_.empty() ? Verdict::kOldMember : Verdict::kAllWait;
+}
+
+std::string SeqWaitCheck::Why() const {
+  MutexLock lock(mu_);
+  if (checked_ != changes_) {
+    return "the allocators' group has not been described since its membership last changed" +
+           (failure_.empty() ? std::string() : " (" + failure_ + ")");
+  }
+  return old_members_.empty()
+             ? "every member of the allocators' group waits out leases"
+             : "members of the allocators' group do not wait out leases: " + old_members_;
+}
+
+int64_t SeqWaitCheck::Descriptions() const {
+  MutexLock lock(mu_);
+  return descriptions_;
+}
+
+void SeqWaitCheck::Publish() {
+  const bool unchecked = checked_ != changes_;
+  blocked_unchecked_->Set(unchecked ? 1 : 0);
+  blocked_old_->Set(!unchecked && !old_members_.empty() ? 1 : 0);
+}
+
+void SeqWaitCheck::Run() {
+  bool last_failed = false;
+  while (true) {
+    uint64_t begun = 0;
+    {
+      MutexLock lock(mu_);
+      // Described already for the newest change: wait for the next one, or the period (or the
+      // retry, after a failure).
+      if (checked_ == changes_ || last_failed) {
+        wake_.WaitFor(lock, last_failed ? retry_ : period_,
+                      [this, seen = changes_]()
+                          KLEAF_REQUIRES(mu_) { return stop_ || changes_ != seen; });
+      }
+      if (stop_) return;
+      begun = changes_;
+    }
+    auto members = describe_();
+    MutexLock lock(mu_);
+    ++descriptions_;
+    last_failed = !members;
+    if (!members) {
+      failed_->Inc();
+      // Only an answer says what the group is now; until one, the last verdict stands when
+      // nothing changed since it.
+      failure_ = members.error().message;
+      spdlog::warn("[allocator] sequence leases: the group check failed: {}", failure_);
+      Publish();
+      continue;
+    }
+    ok_->Inc();
+    failure_.clear();
+    const std::string old = MembersThatDoNotWait(*members);
+    if (!old.empty() && old != old_members_) {
+      spdlog::warn(
+          "[allocator] sequence leases: none is held while the allocators' group has members "
+          "that do not wait out leases (an older version, without ;seqwait=1 in its client id): "
+          "{}; sequences are served with a commit per batch until they leave",
+          old);
+    } else if (old.empty() && !old_members_.empty()) {
+      spdlog::info(
+          "[allocator] sequence leases: every member of the allocators' group waits "
+          "out leases again");
+    }
+    old_members_ = old;
+    checked_ = begun;
+    Publish();
+  }
+}
+
+}  // namespace kleaf::cluster
