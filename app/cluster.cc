@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <charconv>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -48,6 +50,22 @@ kafka::BrokerProbe::Options ProbeOptions(const cluster::ClusterSetup& setup) {
 // outcome fail (aborted instead), as a commit the broker refused or timed out would.
 constexpr char kFailRewritesHook[] = "KLEAF_ALLOCATOR_TEST_FAIL_REWRITES";
 
+// Test hook: "<ppm>,<window_ms>": the clock's state that A1's check reads is a synchronized clock
+// whose frequency correction is <ppm>, and drift is counted over <window_ms> instead of 10
+// minutes, so that a test sees the check drop the leases without a clock that drifts.
+constexpr char kClockCorrectionHook[] = "KLEAF_ALLOCATOR_TEST_CLOCK_CORRECTION";
+
+class FixedClockRate final : public allocator::KernelClockRateSource {
+ public:
+  explicit FixedClockRate(double ppm) : ppm_(ppm) {}
+  Result<allocator::KernelClockState> Read() override {
+    return allocator::KernelClockState{ppm_, true, 0};
+  }
+
+ private:
+  const double ppm_;
+};
+
 // What an allocator node runs with: the cluster's topics and layout, the rules from the config.
 cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
                                           const cluster::ClusterSetup& setup) {
@@ -74,6 +92,19 @@ cluster::AllocatorNodeOptions NodeOptions(const config::Config& c,
   options.lease_renew_ms = c.sequence.RenewIntervalMs();
   options.idle_release_ms = c.sequence.idle_release_ms;
   options.node_name = c.node.id;
+  if (const char* hook = std::getenv(kClockCorrectionHook); hook != nullptr && *hook != '\0') {
+    double ppm = 0;
+    int64_t window_ms = 0;
+    if (std::sscanf(hook, "%lf,%" SCNd64, &ppm, &window_ms) == 2 && window_ms > 0) {
+      static FixedClockRate fixed(ppm);  // one node per process
+      options.clock_rate = &fixed;
+      options.drift_window_ns = window_ms * 1'000'000;
+      spdlog::warn(
+          "[allocator] test hook: the clock's frequency correction reads {} ppm, drift "
+          "counted over {} ms",
+          ppm, window_ms);
+    }
+  }
   if (const char* hook = std::getenv(kFailRewritesHook); hook != nullptr && *hook != '\0') {
     auto left = std::make_shared<std::atomic<int64_t>>(std::atoll(hook));
     options.before_rewrite_commit = [left](int32_t p) -> Result<void> {

@@ -242,16 +242,114 @@ Result<void> AllocatorNode::Start() {
         std::move(describe), options_.group_check_period, milliseconds(1000));
   }
   thread_ = std::thread([this] { Run(); });
+  if (options_.lease.lease_ms > 0) watch_thread_ = std::thread([this] { WatchClocks(); });
   return {};
 }
 
 void AllocatorNode::Stop() {
   if (stop_.exchange(true) || !thread_.joinable()) return;
   thread_.join();
+  if (watch_thread_.joinable()) {
+    {
+      MutexLock lock(watch_mu_);
+      watch_stop_ = true;
+    }
+    watch_wake_.NotifyAll();
+    watch_thread_.join();
+  }
   if (seq_wait_check_) seq_wait_check_->Stop();
 }
 
+allocator::LeaseTiming AllocatorNode::WaitTiming() const {
+  allocator::LeaseTiming t = options_.lease;
+  // A1's check: in drift, ρ is replaced by twice the correction's size (a margin, not a proof).
+  t.drift_ppm = std::max(t.drift_ppm, wait_rho_ppm_.load());
+  return t;
+}
+
+void AllocatorNode::WatchClocks() {
+  auto& registry = metrics::Registry::Default();
+  metrics::Gauge& slew = registry.GetGauge(
+      "kleaf_sequence_clock_slew_ppm",
+      "The kernel's frequency correction of this node's clock (adjtimex: freq plus the tick's), "
+      "in ppm: the time daemon's measure of the oscillator's rate error, plus any slew chrony "
+      "applies (A1).");
+  metrics::Gauge& synchronized = registry.GetGauge(
+      "kleaf_sequence_clock_synchronized",
+      "1 while the kernel calls this node's clock synchronized (adjtimex's STA_UNSYNC clear).");
+  metrics::Gauge& pending = registry.GetGauge(
+      "kleaf_sequence_clock_slew_pending_seconds",
+      "The offset the kernel still has to slew (the PLL's and adjtime()'s), in seconds.");
+  metrics::Gauge& drift = registry.GetGauge(
+      "kleaf_sequence_clock_drift",
+      "1 while the clock's frequency correction has stayed above half of sequence.clock_drift_ppm "
+      "for the drift window (10 minutes): the node holds no sequence lease and waits longer (A1).");
+  metrics::Gauge& blocked = registry.GetGauge("kleaf_sequence_lease_blocked", kLeaseBlockedHelp,
+                                              {{"reason", "clock_drift"}});
+  allocator::KernelClockRateSource& source =
+      options_.clock_rate != nullptr ? *options_.clock_rate : allocator::KernelClockRate();
+  allocator::ClockDriftWatch watch(options_.lease.drift_ppm, options_.drift_window_ns);
+  wait_rho_ppm_.store(options_.lease.drift_ppm);
+  bool read_failed_logged = false;
+  for (int turn = 0;; ++turn) {
+    {
+      MutexLock lock(watch_mu_);
+      if (turn > 0) {
+        watch_wake_.WaitFor(lock, milliseconds(100),
+                            [this]() KLEAF_REQUIRES(watch_mu_) { return watch_stop_; });
+      }
+      if (watch_stop_) break;
+    }
+    // R9's watchdog: a clock event ends a lease now, not at the loop's next turn.
+    {
+      MutexLock lock(seq_mu_);
+      if (auto now = allocator::TakeReading(LeaseClocks())) {
+        for (auto& [p, h] : leases_) DropAtClockEvent(p, h, *now);
+      }
+    }
+    if (turn % 10 != 0) continue;
+    // A1's check on the node.
+    auto state = source.Read();
+    if (!state) {
+      if (!read_failed_logged) {
+        spdlog::warn("[allocator] the clock's rate cannot be checked: {}", state.error().message);
+        read_failed_logged = true;
+      }
+      continue;
+    }
+    slew.Set(state->correction_ppm);
+    synchronized.Set(state->synchronized ? 1 : 0);
+    pending.Set(state->pending_s);
+    watch.Note(clock_.MonotonicNs(), *state);
+    const bool now_drifting = watch.Drifting();
+    wait_rho_ppm_.store(watch.WaitRhoPpm());
+    if (drifting_.exchange(now_drifting) != now_drifting) {
+      if (now_drifting) {
+        spdlog::error(
+            "[allocator] the clock's frequency correction has stayed above {} ppm (half of "
+            "sequence.clock_drift_ppm) for {} s: {:.0f} ppm now. No sequence lease is held (a "
+            "commit per batch) and takeovers wait with {} ppm until it stays below for as long "
+            "(docs/operations.md, \"Sequence leases\")",
+            options_.lease.drift_ppm / 2, options_.drift_window_ns / 1'000'000'000,
+            state->correction_ppm, watch.WaitRhoPpm());
+      } else {
+        spdlog::info(
+            "[allocator] the clock's frequency correction is within half of "
+            "sequence.clock_drift_ppm again: sequence leases are held again");
+      }
+    }
+    drift.Set(now_drifting ? 1 : 0);
+    blocked.Set(now_drifting ? 1 : 0);
+  }
+  drift.Set(0);
+  blocked.Set(0);
+}
+
 std::optional<std::string> AllocatorNode::LeaseBlocked() const {
+  if (drifting_.load()) {
+    return "the clock's frequency correction has stayed above half of sequence.clock_drift_ppm "
+           "(A1)";
+  }
   if (!seq_wait_check_ || seq_wait_check_->Now() == SeqWaitCheck::Verdict::kAllWait) {
     return std::nullopt;
   }
@@ -676,7 +774,7 @@ Result<int64_t> AllocatorNode::Serve(int32_t p, Fenced fenced) {
     PartitionMetrics& m = MetricsOf(p);
     SequenceWait wait{fenced.fenced_at,
                       allocator::TakeoverWaitNs(
-                          std::min(fenced.wait.lease_w_ms, kLongestWaitedLeaseMs), options_.lease),
+                          std::min(fenced.wait.lease_w_ms, kLongestWaitedLeaseMs), WaitTiming()),
                       restored.lease_goes_back};
     lease_copy_complete_[p] = restored.lease_copy_complete;
     metrics::Registry::Default()

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "allocator/clock_rate.h"
 #include "allocator/lease.h"
 #include "allocator/lease_clock.h"
 #include "allocator/operations.h"
@@ -69,6 +70,10 @@ struct AllocatorNodeOptions {
   // kafka::DescribeGroupMembers of group_id within 5 s; a seam for tests).
   std::chrono::milliseconds group_check_period{10000};
   SeqWaitCheck::Describe describe_group;
+  // A1's check on the node (with L above 0): where the kernel's clock state is read every second
+  // (null: adjtimex), and how long the correction must stay above ρ/2 to count as drift.
+  allocator::KernelClockRateSource* clock_rate = nullptr;
+  int64_t drift_window_ns = allocator::ClockDriftWatch::kWindowNs;
 };
 
 // One thread runs the consumer loop; everything below is owned by it. (A round's commits run on
@@ -338,6 +343,17 @@ class AllocatorNode {
   std::vector<int32_t> serving_snapshot_ KLEAF_GUARDED_BY(serving_mu_);
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  // With L above 0, the clock watch: R9's watchdog (every 100 ms, a clock event in any lease held
+  // drops it) and A1's check on the node (every second, the kernel's frequency correction).
+  void WatchClocks();
+  // The lease timing takeover waits use: the setting, with ρ raised while the clock drifts (A1).
+  allocator::LeaseTiming WaitTiming() const;
+  std::thread watch_thread_;
+  Mutex watch_mu_;
+  CondVar watch_wake_;
+  bool watch_stop_ KLEAF_GUARDED_BY(watch_mu_) = false;
+  std::atomic<bool> drifting_{false};     // A1's check: the correction stayed above ρ/2 (no lease)
+  std::atomic<int64_t> wait_rho_ppm_{0};  // ρ for takeover waits (the setting, or more in drift)
   std::atomic<bool> member_{false};
   std::atomic<int64_t> left_group_ns_{-1};  // when member_ last went from true to false; -1: never
   std::atomic<int> pending_count_{0};

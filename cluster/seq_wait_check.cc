@@ -20,11 +20,7 @@ SeqWaitCheck::SeqWaitCheck(Describe describe, std::chrono::milliseconds period,
                            std::chrono::milliseconds retry)
     : describe_(std::move(describe)), period_(period), retry_(retry) {
   auto& registry = metrics::Registry::Default();
-  const std::string blocked_help =
-      "1 while this allocator holds no sequence lease because of the group check (a commit per "
-      "batch instead): old_member, a member of the allocators' group does not advertise that it "
-      "waits out leases (client id without ;seqwait=1: an older version); group_unchecked, the "
-      "group could not be described since its membership last changed.";
+  const std::string blocked_help = kLeaseBlockedHelp;
   blocked_old_ =
       &registry.GetGauge("kleaf_sequence_lease_blocked", blocked_help, {{"reason", "old_member"}});
   blocked_unchecked_ = &registry.GetGauge("kleaf_sequence_lease_blocked", blocked_help,

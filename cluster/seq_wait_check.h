@@ -17,6 +17,14 @@
 
 namespace kleaf::cluster {
 
+// The help of kleaf_sequence_lease_blocked{reason}, exported by SeqWaitCheck and AllocatorNode.
+inline constexpr char kLeaseBlockedHelp[] =
+    "1 while this allocator holds no sequence lease (a commit per batch instead): old_member, a "
+    "member of the allocators' group does not advertise that it waits out leases (client id "
+    "without ;seqwait=1: an older version); group_unchecked, the group could not be described "
+    "since its membership last changed; clock_drift, the clock's frequency correction stayed "
+    "above half of sequence.clock_drift_ppm for 10 minutes.";
+
 // The suffix of the allocators' group member client.id that says the member waits out sequence
 // leases after its takeovers (docs/architecture.md, "Allocators of different versions").
 inline constexpr char kSeqWaitMark[] = ";seqwait=1";

@@ -484,5 +484,59 @@ TEST_F(SequenceLeaseIntegrationTest, NoLeaseWhileAGroupMemberCannotWait) {
       "alloc-1's lease held again after the old member left", [&] { (void)Next(gw.port, key); }));
 }
 
+// A1's check on the node: an allocator whose kernel frequency correction (adjtimex; the test hook
+// KLEAF_ALLOCATOR_TEST_CLOCK_CORRECTION fixes it at 900 ppm, above ρ/2 = 500 ppm, and counts drift
+// over 3 s instead of 10 minutes) stayed above ρ/2 for the window holds no lease: it serves its
+// sequences with a commit per batch, exports the correction and the drift, and names it in its log.
+TEST_F(SequenceLeaseIntegrationTest, AClockCorrectionAboveHalfRhoForTheWindowDropsTheLeases) {
+  Cluster cluster(broker_, "seqdrift", {{"sequence.lease_ms", "1000"}});
+  const std::string part = "partition=\"0\"";
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  auto started = StartNode(a1, {{"KLEAF_ALLOCATOR_TEST_CLOCK_CORRECTION", "900,3000"}});
+  ASSERT_TRUE(started) << started.error();
+  ASSERT_TRUE(cluster.Start({&gw}));
+  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", kSectionSize}, {"step", 10}}.dump());
+  ASSERT_TRUE(put) << put.error();
+  const uint64_t key = KeyOnPartition(0);
+  FirstAnswer first = PollNext(gw.port, key, SteadyClock::now(), seconds(30));
+  ASSERT_GE(first.after_s, 0) << first.last_error << "\n" << cluster.Logs();
+
+  // Calls keep coming (each would take or renew a lease); the drift takes it away.
+  std::optional<Metrics> drifting;
+  uint64_t last = first.value;
+  const auto deadline = SteadyClock::now() + seconds(30);
+  while (SteadyClock::now() < deadline) {
+    auto v = Next(gw.port, key);
+    ASSERT_TRUE(v) << v.error() << "\n" << cluster.Logs();
+    EXPECT_GT(*v, last);
+    last = *v;
+    auto m = ScrapeMetrics(a1.port);
+    if (m && m->Value("kleaf_sequence_clock_drift") == 1.0 &&
+        m->Value("kleaf_sequence_lease_held", part) == 0.0) {
+      drifting = *m;
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_TRUE(drifting) << "no drift seen, or the lease still held\n" << cluster.Logs();
+  EXPECT_EQ(drifting->Value("kleaf_sequence_clock_slew_ppm"), 900.0);
+  EXPECT_EQ(drifting->Value("kleaf_sequence_clock_synchronized"), 1.0);
+  EXPECT_EQ(drifting->Value("kleaf_sequence_lease_blocked", "reason=\"clock_drift\""), 1.0);
+  EXPECT_FALSE(LinesWith(a1.Log(), "has stayed above 500 ppm").empty()) << a1.Log();
+  // Served still, with a commit per batch: no lease comes back while the drift lasts.
+  for (int i = 0; i < 20; ++i) {
+    auto v = Next(gw.port, key);
+    ASSERT_TRUE(v) << v.error();
+    EXPECT_GT(*v, last);
+    last = *v;
+  }
+  auto after = ScrapeMetrics(a1.port);
+  ASSERT_TRUE(after) << after.error();
+  EXPECT_EQ(after->Value("kleaf_sequence_lease_held", part), 0.0)
+      << "a lease was held by a node whose clock drifts beyond ρ/2";
+}
+
 }  // namespace
 }  // namespace kleaf::integration
