@@ -373,15 +373,21 @@ TEST_F(MonitorTest, ReadinessProbesAnswered503AreNoErrors) {
 TEST_F(MonitorTest, EveryErrorCodeHasItsSeriesAtZeroFromTheStart) {
   Make([] { return WorkerLease::Status{}; });
   const std::string m = Metrics();
-  for (const char* series : {R"(kleaf_http_errors_total{code="invalid_argument",status="400"} 0)",
-                             R"(kleaf_http_errors_total{code="not_found",status="404"} 0)",
-                             R"(kleaf_http_errors_total{code="unauthenticated",status="401"} 0)",
-                             R"(kleaf_http_errors_total{code="unavailable",status="503"} 0)",
-                             R"(kleaf_http_errors_total{code="internal",status="500"} 0)",
-                             R"(kleaf_segment_fetch_errors_total{code="unavailable"} 0)",
-                             R"(kleaf_segment_fetch_errors_total{code="internal"} 0)",
-                             R"(kleaf_snowflake_clock_backward_total{outcome="refused"} 0)"}) {
-    EXPECT_NE(m.find(std::string(series) + "\n"), std::string::npos) << series << "\n" << m;
+  // Zero when ctest runs this test in a process of its own; other tests of the binary, run in one
+  // process, move the registry's counters, so only a line of the series is required.
+  for (const char* series : {R"(kleaf_http_errors_total{code="invalid_argument",status="400"})",
+                             R"(kleaf_http_errors_total{code="not_found",status="404"})",
+                             R"(kleaf_http_errors_total{code="unauthenticated",status="401"})",
+                             R"(kleaf_http_errors_total{code="unavailable",status="503"})",
+                             R"(kleaf_http_errors_total{code="internal",status="500"})",
+                             R"(kleaf_segment_fetch_errors_total{code="unavailable"})",
+                             R"(kleaf_segment_fetch_errors_total{code="internal"})",
+                             R"(kleaf_snowflake_clock_backward_total{outcome="refused"})"}) {
+    const auto at = m.find("\n" + std::string(series) + " ");
+    ASSERT_NE(at, std::string::npos) << series << "\n" << m;
+    if (::testing::UnitTest::GetInstance()->test_to_run_count() == 1) {
+      EXPECT_EQ(Value(m, series), 0) << series;
+    }
   }
 }
 
