@@ -1,6 +1,8 @@
 #include "cluster/sequence_router.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <memory>
 
 namespace kleaf::cluster {
@@ -74,19 +76,33 @@ void SequenceRouter::Route(op::NextSeq next, Callback<std::vector<uint64_t>> don
                                     done = std::move(done)](Result<state::SpaceRecord> space) {
         if (!space) return done(std::unexpected(space.error()));
         // The keys of each partition, in the caller's order (a key's values must rise in it).
-        // A fan-out's keys fall in few sections: each section's partition is hashed once.
-        std::map<int32_t, std::vector<size_t>> by_partition;
-        std::unordered_map<uint64_t, int32_t> partition_of_section;
+        // A fan-out's keys fall in few sections and partitions: each section's partition is
+        // hashed once, and both are found by a linear search of short flat lists.
+        const auto section_size = static_cast<uint64_t>(space->section_size);
+        std::vector<std::pair<uint64_t, int32_t>> partition_of_section;
+        std::vector<std::pair<int32_t, std::vector<size_t>>> by_partition;
         for (size_t i = 0; i < keys.size(); ++i) {
-          const uint64_t section =
-              allocator::SectionOf(keys[i], static_cast<uint64_t>(space->section_size));
-          auto [it, fresh] = partition_of_section.try_emplace(section, 0);
-          if (fresh) it->second = SectionPartition(*space, section);
-          by_partition[it->second].push_back(i);
+          const uint64_t section = allocator::SectionOf(keys[i], section_size);
+          auto s = std::find_if(partition_of_section.begin(), partition_of_section.end(),
+                                [section](const auto& e) { return e.first == section; });
+          if (s == partition_of_section.end()) {
+            partition_of_section.emplace_back(section, SectionPartition(*space, section));
+            s = std::prev(partition_of_section.end());
+          }
+          auto part = std::find_if(by_partition.begin(), by_partition.end(),
+                                   [p = s->second](const auto& e) { return e.first == p; });
+          if (part == by_partition.end()) {
+            by_partition.emplace_back(s->second, std::vector<size_t>());
+            by_partition.back().second.reserve(keys.size());
+            part = std::prev(by_partition.end());
+          }
+          part->second.push_back(i);
         }
         if (by_partition.size() == 1) {
-          return SubmitSeq(*space, by_partition.begin()->first, SeqPart{keys, done});
+          return SubmitSeq(*space, by_partition.front().first, SeqPart{keys, done});
         }
+        std::sort(by_partition.begin(), by_partition.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
         // The answers of every partition, each value put back at its key's position; the call
         // fails when any of them failed (the values of the others are dropped: their keys' next
         // values still rise above them).
