@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <ctime>
+#include <fstream>
 
 namespace kleaf::allocator {
 namespace {
@@ -178,6 +179,30 @@ std::string SuspendCountWarning(LeaseClockSource& clocks) {
   return "cannot read the kernel's count of suspends (/sys/power/suspend_stats/success): a "
          "suspend that the kernel measured as nothing would not end a sequence lease on this "
          "node";
+}
+
+std::string ClocksourceWarning(std::string_view clocksource) {
+  if (clocksource != "kvm-clock" && clocksource != "xen" &&
+      clocksource != "hyperv_clocksource_tsc_page") {
+    return "";
+  }
+  std::string w = "the clocksource is the hypervisor's (" + std::string(clocksource) +
+                  "): a pause of this guest that its clocks do not count is not seen by sequence "
+                  "leases unless the time daemon corrects it with a step (chrony's makestep, "
+                  "ntpd's -g/step threshold); configure it to step (docs/architecture.md, A1)";
+  if (clocksource == "kvm-clock") {
+    w += "; on kvm-clock CLOCK_MONOTONIC_RAW follows the host's clock, so "
+         "sequence.clock_drift_ppm must bound the host's oscillator too";
+  }
+  return w;
+}
+
+std::string CurrentClocksource() {
+  std::ifstream in("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string text;
+  if (!in || !std::getline(in, text)) return "";
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\r')) text.pop_back();
+  return text;
 }
 
 }  // namespace kleaf::allocator

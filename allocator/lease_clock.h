@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 
@@ -120,5 +121,15 @@ int64_t ShortestRealWaitNs(int64_t lease_w_ms, const LeaseTiming& waiter);
 // measured as nothing would go unseen there.
 [[nodiscard]] Result<void> CheckLeaseClocksReadable(LeaseClockSource& clocks);
 std::string SuspendCountWarning(LeaseClockSource& clocks);
+
+// The warning of A1 (hold) for a node whose clocksource is a hypervisor's, given the text of
+// /sys/devices/system/clocksource/clocksource0/current_clocksource ("kvm-clock", "xen",
+// "hyperv_clocksource_tsc_page"; empty for any other, e.g. "tsc"): a pause of the guest that its
+// clocks do not count must be corrected by a step, which the time daemon's policy decides and the
+// process cannot read; on kvm-clock, CLOCK_MONOTONIC_RAW follows the host's clock, so ρ must bound
+// the host's oscillator too.
+std::string ClocksourceWarning(std::string_view clocksource);
+// The text of that file on this machine (trimmed), or empty when it cannot be read.
+std::string CurrentClocksource();
 
 }  // namespace kleaf::allocator

@@ -272,6 +272,15 @@ int RunAllocator(const config::Config& c) {
       spdlog::info("[allocator] {}", warning);
     }
   }
+  // A pause a hypervisor hides from the guest's clocks is seen only when corrected by a step (A1).
+  if (auto warning = allocator::ClocksourceWarning(allocator::CurrentClocksource());
+      !warning.empty() && c.sequence.lease_ms > 0) {
+    if (c.sequence.owner_hop) {
+      spdlog::warn("[allocator] {}", warning);
+    } else {
+      spdlog::info("[allocator] {}", warning);
+    }
+  }
   // A right the brokers' authorizer refuses (group, transactional id) ends the node with exit 1 and
   // the right's name, rather than a node that runs and never serves (docs/operations.md, "Kafka
   // ACLs"). The first refusal wins; SIGTERM wakes the wait below.

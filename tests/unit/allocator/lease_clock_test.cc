@@ -189,6 +189,21 @@ TEST(LeaseClockTest, AClockThatCannotBeReadRefusesTheStart) {
   EXPECT_NE(SuspendCountWarning(c).find("/sys/power/suspend_stats/success"), std::string::npos);
 }
 
+// A1 (hold): a hypervisor's clocksource gets the warning that its pauses need a step; on kvm-clock
+// also that RAW follows the host's clock. Any other clocksource, or none read, gets none.
+TEST(LeaseClockTest, AHypervisorsClocksourceIsWarnedAbout) {
+  for (const char* guest : {"kvm-clock", "xen", "hyperv_clocksource_tsc_page"}) {
+    const std::string w = ClocksourceWarning(guest);
+    EXPECT_NE(w.find(std::string("(") + guest + ")"), std::string::npos) << w;
+    EXPECT_NE(w.find("step"), std::string::npos) << w;
+    EXPECT_EQ(w.find("host's oscillator") != std::string::npos, std::string(guest) == "kvm-clock")
+        << w;
+  }
+  for (const char* other : {"tsc", "hpet", "acpi_pm", "", "kvm"}) {
+    EXPECT_EQ(ClocksourceWarning(other), "") << other;
+  }
+}
+
 TEST(LeaseClockTest, TheDefaultsGiveTheDocumentedLeaseAndWait) {
   const LeaseTiming defaults;  // L 5000 ms, ρ 1000 ppm, δ 100 ms
   EXPECT_EQ(HoldLimitNs(defaults), 4'895 * kMs);
