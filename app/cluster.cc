@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "cluster/allocator_client.h"
 #include "cluster/allocator_node.h"
+#include "cluster/owner_hop.h"
 #include "cluster/readiness.h"
 #include "cluster/restore.h"
 #include "cluster/setup.h"
@@ -163,6 +164,8 @@ http::Handler OwnerHopRoutes(cluster::AllocatorNode& node, http::Handler rest) {
                          http::HttpResponse r;
                          r.status = 200;
                          r.body = std::move(body);
+                         r.headers.emplace_back(cluster::kRawClockHeader,
+                                                std::to_string(cluster::RawClockNs()));
                          g->respond(std::move(r));
                        });
       }
@@ -183,6 +186,8 @@ http::Handler OwnerHopRoutes(cluster::AllocatorNode& node, http::Handler rest) {
                      r.status = a.status;
                      r.body = std::move(a.body);
                      r.headers.emplace_back("Kleaf-Generation", std::to_string(a.generation));
+                     r.headers.emplace_back(cluster::kRawClockHeader,
+                                            std::to_string(cluster::RawClockNs()));
                      respond(std::move(r));
                    });
   };

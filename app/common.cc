@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -121,6 +122,13 @@ Result<std::unique_ptr<cluster::KafkaAllocatorClient>> StartAllocatorClient(
 Result<cluster::OwnerHopOptions> OwnerHopOptionsOf(const config::Config& c) {
   cluster::OwnerHopOptions hop;
   hop.timeout = std::chrono::milliseconds(c.kafka.request_timeout_ms);
+  // Test hook: the owners' clock-rate estimates over this many ms instead of 60 s.
+  if (const char* hook = std::getenv("KLEAF_GATEWAY_TEST_RATE_WINDOW_MS");
+      hook != nullptr && std::atoll(hook) > 0) {
+    hop.rate_window = std::chrono::milliseconds(std::atoll(hook));
+    spdlog::warn("[gateway] test hook: owners' clock rates estimated over {} ms",
+                 hop.rate_window.count());
+  }
   if (!c.http.tls.enabled()) return hop;
   // Over HTTPS the owners are verified against the deployment's CA where mutual TLS names one
   // (http.tls.client_ca_file, with the owner's name checked against its route), else against this

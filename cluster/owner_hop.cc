@@ -6,6 +6,7 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <charconv>
+#include <ctime>
 #include <utility>
 
 #include "base/clock.h"
@@ -67,12 +68,68 @@ void OwnerRoutes::Forget(int32_t p, const OwnerRoute& route) {
   if (r == route) r.address.clear();
 }
 
+int64_t RawClockNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void OwnerClockRates::Note(const std::string& owner, int64_t owner_raw_ns, int64_t sent_ns,
+                           int64_t received_ns) {
+  if (received_ns < sent_ns) return;
+  const int64_t here = sent_ns + (received_ns - sent_ns) / 2;
+  const int64_t half = (received_ns - sent_ns) / 2;
+  MutexLock lock(mu_);
+  auto [it, fresh] = owners_.try_emplace(owner);
+  Owner& o = it->second;
+  // The first sample, or an owner whose clock went back (another machine at that address): a new
+  // window starts here.
+  if (fresh || owner_raw_ns <= o.owner_ns) {
+    o.owner_ns = owner_raw_ns;
+    o.here_ns = here;
+    o.half_ns = half;
+    return;
+  }
+  const int64_t span = here - o.here_ns;
+  if (span < window_ns_) return;
+  Estimate e;
+  e.ppm = (static_cast<double>(owner_raw_ns - o.owner_ns) / static_cast<double>(span) - 1.0) * 1e6;
+  e.error_ppm = static_cast<double>(o.half_ns + half) / static_cast<double>(span) * 1e6;
+  o.last = e;
+  if (o.rate == nullptr) {  // exported from the first estimate on
+    auto& registry = metrics::Registry::Default();
+    o.rate = &registry.GetGauge(
+        "kleaf_sequence_owner_clock_rate_ppm",
+        "The owner's clock rate relative to this gateway's, less 1, in ppm (CLOCK_MONOTONIC_RAW "
+        "readings on owner-hop answers, over windows of 60 s or more): A1's check across nodes.",
+        {{"owner", owner}});
+    o.error = &registry.GetGauge(
+        "kleaf_sequence_owner_clock_rate_error_ppm",
+        "The bound on the error of kleaf_sequence_owner_clock_rate_ppm (half a round trip at each "
+        "end of its window, over the window), in ppm.",
+        {{"owner", owner}});
+  }
+  o.rate->Set(e.ppm);
+  o.error->Set(e.error_ppm);
+  o.owner_ns = owner_raw_ns;
+  o.here_ns = here;
+  o.half_ns = half;
+}
+
+std::optional<OwnerClockRates::Estimate> OwnerClockRates::Of(const std::string& owner) const {
+  MutexLock lock(mu_);
+  auto it = owners_.find(owner);
+  if (it == owners_.end()) return std::nullopt;
+  return it->second.last;
+}
+
 OwnerHopCaller::OwnerHopCaller(PartitionCaller& requests_topic, OwnerRoutes& routes,
                                OwnerHopOptions options)
     : requests_topic_(requests_topic),
       routes_(routes),
       options_(std::move(options)),
-      per_owner_(options_.per_owner > 0 ? options_.per_owner : std::max(1, options_.workers / 2)) {
+      per_owner_(options_.per_owner > 0 ? options_.per_owner : std::max(1, options_.workers / 2)),
+      rates_(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.rate_window).count()) {
   auto& registry = metrics::Registry::Default();
   const std::string calls_help =
       "Sequence calls a gateway sent to an owner over the owner hop, by outcome: answered; "
@@ -258,8 +315,10 @@ Result<std::vector<wire::HopReply>> OwnerHopCaller::Exchange(const std::vector<J
     request.body() = wire::EncodeHopCalls(calls);
   }
   request.prepare_payload();
+  const int64_t sent_ns = RawClockNs();
   auto response = Send(address, request);
   if (!response) return std::unexpected(response.error());
+  NoteRawClock(address, *response, sent_ns, RawClockNs());
   if (one) {
     wire::HopReply reply{static_cast<int>(response->result_int()), std::move(response->body()), 0};
     if (auto g = response->find("Kleaf-Generation"); g != response->end()) {
@@ -280,6 +339,17 @@ Result<std::vector<wire::HopReply>> OwnerHopCaller::Exchange(const std::vector<J
                                         " of " + std::to_string(jobs.size()) + " calls");
   }
   return replies;
+}
+
+void OwnerHopCaller::NoteRawClock(const std::string& address, const http::ClientResponse& response,
+                                  int64_t sent_ns, int64_t received_ns) {
+  auto h = response.find(kRawClockHeader);
+  if (h == response.end()) return;  // an owner of an earlier version
+  const auto v = h->value();
+  int64_t owner_ns = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), owner_ns);
+  if (ec != std::errc() || end != v.data() + v.size()) return;
+  rates_.Note(address, owner_ns, sent_ns, received_ns);
 }
 
 Result<http::ClientResponse> OwnerHopCaller::Send(const std::string& address,

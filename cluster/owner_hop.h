@@ -61,6 +61,47 @@ class OwnerRoutes {
   std::vector<OwnerRoute> routes_ KLEAF_GUARDED_BY(mu_);
 };
 
+// The header of an owner's hop answer that carries its CLOCK_MONOTONIC_RAW reading (ns), taken
+// as it answers: gateways estimate each owner's clock rate from it (A1's check across nodes).
+inline constexpr char kRawClockHeader[] = "Kleaf-Raw-Ns";
+// This machine's CLOCK_MONOTONIC_RAW, in ns.
+int64_t RawClockNs();
+
+// A1's check across nodes: each owner's clock rate relative to this gateway's, from the RAW
+// readings owners send with their hop answers, over windows of at least `window_ns` of this node's
+// RAW clock. An owner's reading was taken between this node's readings before the request and
+// after the answer, so each end of a window is known within half that round trip: the error of an
+// estimate is the two halves over the window. Exported per owner address:
+// kleaf_sequence_owner_clock_rate_ppm (the owner's rate over this node's, less 1, in ppm) and
+// kleaf_sequence_owner_clock_rate_error_ppm. Neither side can tell which of two clocks is wrong;
+// the alert compares the rate with 2ρ. Thread-safe.
+class OwnerClockRates {
+ public:
+  explicit OwnerClockRates(int64_t window_ns) : window_ns_(window_ns) {}
+  struct Estimate {
+    double ppm = 0;
+    double error_ppm = 0;
+  };
+  // An answer of `owner` carrying its reading `owner_raw_ns`, to a request sent at this node's
+  // `sent_ns` and answered by `received_ns`.
+  void Note(const std::string& owner, int64_t owner_raw_ns, int64_t sent_ns, int64_t received_ns);
+  // The last window's estimate for `owner`; nothing before one window has passed.
+  std::optional<Estimate> Of(const std::string& owner) const;
+
+ private:
+  struct Owner {
+    int64_t owner_ns = 0;  // the window's first sample: the owner's reading,
+    int64_t here_ns = 0;   // the middle of this node's two readings around it,
+    int64_t half_ns = 0;   // and half their distance
+    std::optional<Estimate> last;
+    metrics::Gauge* rate = nullptr;
+    metrics::Gauge* error = nullptr;
+  };
+  const int64_t window_ns_;
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Owner> owners_ KLEAF_GUARDED_BY(mu_);
+};
+
 struct OwnerHopOptions {
   int32_t partitions = 0;  // the requests topic's, sent in each envelope
   // Over HTTPS: the context that verifies owners (and offers this node's certificate); null:
@@ -73,6 +114,8 @@ struct OwnerHopOptions {
   // that stopped answering (paused, cut off) holds at most these workers for `timeout`, and the
   // others go on serving every other owner.
   int per_owner = 0;
+  // The window of the owners' clock-rate estimates (OwnerClockRates).
+  std::chrono::milliseconds rate_window{60000};
 };
 
 // PartitionCaller of a gateway with `sequence.owner_hop`: NextSeq and CurrentSeq of a partition
@@ -125,6 +168,9 @@ class OwnerHopCaller final : public PartitionCaller {
   // their address's pool (or a new one).
   Result<std::vector<wire::HopReply>> Exchange(const std::vector<Job>& jobs);
   Result<http::ClientResponse> Send(const std::string& address, const http::ClientRequest& request);
+  // Notes the owner's RAW reading of `response`, if it carries one (kRawClockHeader).
+  void NoteRawClock(const std::string& address, const http::ClientResponse& response,
+                    int64_t sent_ns, int64_t received_ns);
 
   PartitionCaller& requests_topic_;
   OwnerRoutes& routes_;
@@ -146,6 +192,7 @@ class OwnerHopCaller final : public PartitionCaller {
   metrics::Counter* older_;
   metrics::Counter* requests_;
   metrics::Histogram* latency_;
+  OwnerClockRates rates_;
 };
 
 }  // namespace kleaf::cluster

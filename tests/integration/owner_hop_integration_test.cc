@@ -604,6 +604,50 @@ TEST_F(OwnerHopIntegrationTest, APausedOwnerDoesNotHoldUpCallsToTheOthers) {
   EXPECT_GE(live_over_hop, 10);
 }
 
+// A1's check across nodes: owners send their CLOCK_MONOTONIC_RAW reading with every hop answer,
+// and a gateway estimates each owner's clock rate against its own (over 2 s here, a test hook, for
+// 60 s). An owner whose every clock runs 5 % fast (libfaketime "x1.05") must show about +50,000
+// ppm, within the exported error and a margin for the scheduler.
+TEST_F(OwnerHopIntegrationTest, AGatewayEstimatesEachOwnersClockRate) {
+  if (e2e::Libfaketime().empty()) GTEST_SKIP() << "libfaketime is not installed";
+  Cluster cluster(broker_, "hoprate",
+                  {{"sequence.lease_ms", "1000"}, {"sequence.owner_hop", "true"}});
+  const int32_t p = 1;
+  const uint64_t key = KeyOnPartition(p);
+  Node& a1 = cluster.AddAllocator("alloc-1");
+  Node& gw = cluster.AddGateway("gw-a", 0);
+  auto owner = StartNode(a1, {}, e2e::FaketimePrefix("+0 x1.05"));
+  ASSERT_TRUE(owner) << owner.error();
+  auto gateway = StartNode(gw, {{"KLEAF_GATEWAY_TEST_RATE_WINDOW_MS", "2000"}});
+  ASSERT_TRUE(gateway) << gateway.error();
+  auto put = AdminCall(gw.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
+                       json{{"section_size", 1}, {"step", 1000}}.dump());
+  ASSERT_TRUE(put) << put.error();
+  auto first = GatewayNextWhenAnswered(gw.port, key);
+  ASSERT_TRUE(first) << first.error() << "\n" << cluster.Logs();
+
+  const std::string label = "owner=\"127.0.0.1:" + std::to_string(a1.port) + "\"";
+  std::optional<Metrics> estimated;
+  const auto deadline = SteadyClock::now() + seconds(30);
+  while (SteadyClock::now() < deadline) {
+    (void)GatewayNext(gw.port, key);
+    auto m = ScrapeMetrics(gw.port);
+    if (m && m->Value("kleaf_sequence_owner_clock_rate_ppm", label).has_value() &&
+        HopCalls(gw.port, "answered") > 0) {
+      estimated = *m;
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(estimated) << "no estimate of " << label << "\n" << cluster.Logs();
+  const double ppm = *estimated->Value("kleaf_sequence_owner_clock_rate_ppm", label);
+  const double error =
+      estimated->Value("kleaf_sequence_owner_clock_rate_error_ppm", label).value_or(-1);
+  std::cout << "owner clock rate: " << ppm << " ppm, error " << error << " ppm\n";
+  EXPECT_GE(error, 0);
+  EXPECT_NEAR(ppm, 50'000, error + 2'000);
+}
+
 // With http.tls the owner hop runs over TLS: the allocators ask for client certificates
 // (http.tls.client_ca_file, mutual TLS) and the gateway offers its own and trusts the owner's.
 // The nodes share one certificate, for both ends; the gateway's API is HTTPS.

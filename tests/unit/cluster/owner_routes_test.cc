@@ -59,5 +59,42 @@ TEST(OwnerRoutesTest, AStaleRouteIsForgottenOnlyIfItIsStillTheOneKept) {
   EXPECT_FALSE(routes.Note(0, {1, "a:1"}));
 }
 
+// A1's check across nodes: the rate of an owner's RAW readings against this node's, over a window
+// of at least its length, with the error of half a round trip at each end.
+TEST(OwnerClockRatesTest, AnOwnersRateIsEstimatedOverAWindowWithItsError) {
+  constexpr int64_t kS = 1'000'000'000;
+  OwnerClockRates rates(2 * kS);
+  const std::string a = "alloc-a:8081";
+  // The owner runs 1 % fast; its reading is taken in the middle of each 2 ms round trip.
+  const auto answer = [&](const std::string& owner, int64_t here_ns, double rate,
+                          int64_t owner_base) {
+    rates.Note(owner, owner_base + static_cast<int64_t>(static_cast<double>(here_ns) * rate),
+               here_ns - 1'000'000, here_ns + 1'000'000);
+  };
+  answer(a, 10 * kS, 1.01, 0);
+  answer(a, 11 * kS, 1.01, 0);
+  EXPECT_FALSE(rates.Of(a)) << "one second is short of the window";
+  answer(a, 12 * kS, 1.01, 0);
+  auto e = rates.Of(a);
+  ASSERT_TRUE(e);
+  EXPECT_NEAR(e->ppm, 10'000, 1);
+  EXPECT_NEAR(e->error_ppm, 1'000, 1) << "1 ms at each end over 2 s";
+  // The next window starts at that answer.
+  answer(a, 14 * kS, 1.01, 0);
+  EXPECT_NEAR(rates.Of(a)->ppm, 10'000, 1);
+  // Another owner, on this node's rate; and one whose clock goes back (another machine at the
+  // address) starts a window again rather than giving an estimate.
+  const std::string b = "alloc-b:8081";
+  answer(b, 10 * kS, 1.0, 5 * kS);
+  answer(b, 13 * kS, 1.0, 5 * kS);
+  EXPECT_NEAR(rates.Of(b)->ppm, 0, 1);
+  answer(b, 16 * kS, 1.0, -10 * kS);
+  answer(b, 17 * kS, 1.0, -10 * kS);
+  EXPECT_NEAR(rates.Of(b)->ppm, 0, 1) << "the estimate before the jump stands";
+  answer(b, 18 * kS, 1.0, -10 * kS);
+  EXPECT_NEAR(rates.Of(b)->ppm, 0, 1);
+  EXPECT_FALSE(rates.Of("alloc-c:8081"));
+}
+
 }  // namespace
 }  // namespace kleaf::cluster
