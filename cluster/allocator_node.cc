@@ -269,17 +269,24 @@ allocator::LeaseTiming AllocatorNode::WaitTiming() const {
 
 void AllocatorNode::WatchClocks() {
   auto& registry = metrics::Registry::Default();
-  metrics::Gauge& slew = registry.GetGauge(
-      "kleaf_sequence_clock_slew_ppm",
-      "The kernel's frequency correction of this node's clock (adjtimex: freq plus the tick's), "
-      "in ppm: the time daemon's measure of the oscillator's rate error, plus any slew chrony "
-      "applies (A1).");
-  metrics::Gauge& synchronized = registry.GetGauge(
-      "kleaf_sequence_clock_synchronized",
-      "1 while the kernel calls this node's clock synchronized (adjtimex's STA_UNSYNC clear).");
-  metrics::Gauge& pending = registry.GetGauge(
-      "kleaf_sequence_clock_slew_pending_seconds",
-      "The offset the kernel still has to slew (the PLL's and adjtime()'s), in seconds.");
+  // Exported from the first reading on: a kernel that cannot be read shows no clock series (and
+  // no false "unsynchronized"), only the warning below.
+  metrics::Gauge* slew = nullptr;
+  metrics::Gauge* synchronized = nullptr;
+  metrics::Gauge* pending = nullptr;
+  const auto export_clock = [&] {
+    slew = &registry.GetGauge(
+        "kleaf_sequence_clock_slew_ppm",
+        "The kernel's frequency correction of this node's clock (adjtimex: freq plus the tick's), "
+        "in ppm: the time daemon's measure of the oscillator's rate error, plus any slew chrony "
+        "applies (A1).");
+    synchronized = &registry.GetGauge(
+        "kleaf_sequence_clock_synchronized",
+        "1 while the kernel calls this node's clock synchronized (adjtimex's STA_UNSYNC clear).");
+    pending = &registry.GetGauge(
+        "kleaf_sequence_clock_slew_pending_seconds",
+        "The offset the kernel still has to slew (the PLL's and adjtime()'s), in seconds.");
+  };
   metrics::Gauge& drift = registry.GetGauge(
       "kleaf_sequence_clock_drift",
       "1 while the clock's frequency correction has stayed above half of sequence.clock_drift_ppm "
@@ -300,11 +307,22 @@ void AllocatorNode::WatchClocks() {
       }
       if (watch_stop_) break;
     }
-    // R9's watchdog: a clock event ends a lease now, not at the loop's next turn.
+    // R9's watchdog: a clock event ends a lease now, not at the loop's next turn; and a lease the
+    // group check or the drift check no longer allows is dropped within 100 ms of its verdict, so
+    // a transaction in flight then begins or renews nothing.
     {
+      const bool allowed = LeaseAllowed();
       MutexLock lock(seq_mu_);
       if (auto now = allocator::TakeReading(LeaseClocks())) {
         for (auto& [p, h] : leases_) DropAtClockEvent(p, h, *now);
+      }
+      if (!allowed) {
+        for (auto& [p, h] : leases_) {
+          if (h.lease->Mark()) {
+            spdlog::warn("[allocator] partition {}: sequence lease dropped: {}", p,
+                         LeaseBlocked().value_or("the lease checks changed"));
+          }
+        }
       }
     }
     if (turn % 10 != 0) continue;
@@ -317,9 +335,12 @@ void AllocatorNode::WatchClocks() {
       }
       continue;
     }
-    slew.Set(state->correction_ppm);
-    synchronized.Set(state->synchronized ? 1 : 0);
-    pending.Set(state->pending_s);
+    if (read_failed_logged) spdlog::info("[allocator] the clock's rate can be checked again");
+    read_failed_logged = false;
+    if (slew == nullptr) export_clock();
+    slew->Set(state->correction_ppm);
+    synchronized->Set(state->synchronized ? 1 : 0);
+    pending->Set(state->pending_s);
     watch.Note(clock_.MonotonicNs(), *state);
     const bool now_drifting = watch.Drifting();
     wait_rho_ppm_.store(watch.WaitRhoPpm());
@@ -350,10 +371,21 @@ std::optional<std::string> AllocatorNode::LeaseBlocked() const {
     return "the clock's frequency correction has stayed above half of sequence.clock_drift_ppm "
            "(A1)";
   }
-  if (!seq_wait_check_ || seq_wait_check_->Now() == SeqWaitCheck::Verdict::kAllWait) {
-    return std::nullopt;
+  if (!seq_wait_check_) return std::nullopt;
+  return seq_wait_check_->Blocked();
+}
+
+bool AllocatorNode::LeaseAllowed() const {
+  return !drifting_.load(std::memory_order_acquire) &&
+         (!seq_wait_check_ || seq_wait_check_->AllWait());
+}
+
+void AllocatorNode::MarkAllLeases(const std::string& why) {
+  MutexLock lock(seq_mu_);
+  for (auto& [p, h] : leases_) {
+    if (h.lease->Mark())
+      spdlog::warn("[allocator] partition {}: sequence lease dropped: {}", p, why);
   }
-  return seq_wait_check_->Why();
 }
 
 std::vector<int32_t> AllocatorNode::Serving() const {
@@ -444,8 +476,12 @@ void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
       break;
     case kafka::GroupConsumer::Event::Kind::kAssigned:
       member_.store(true);
-      // The group's membership may have changed: no lease until it is described again.
-      if (seq_wait_check_) seq_wait_check_->Changed();
+      // The group's membership may have changed: no lease until it is described again, and a
+      // transaction in flight begins or renews none (R2's count moves on).
+      if (seq_wait_check_) {
+        seq_wait_check_->Changed();
+        MarkAllLeases("the allocators' group changed; held again once it is described");
+      }
       OnAssigned(event.partitions);
       break;
     case kafka::GroupConsumer::Event::Kind::kRevoked:
@@ -454,7 +490,10 @@ void AllocatorNode::OnEvent(kafka::GroupConsumer::Event& event,
       if (consumer_->Protocol() == "classic" || event.lost) {
         if (member_.exchange(false)) left_group_ns_.store(clock_.MonotonicNs());
       }
-      if (seq_wait_check_) seq_wait_check_->Changed();
+      if (seq_wait_check_) {
+        seq_wait_check_->Changed();
+        MarkAllLeases("the allocators' group changed; held again once it is described");
+      }
       OnRevoked(event.partitions);
       break;
     case kafka::GroupConsumer::Event::Kind::kError:
@@ -1657,6 +1696,15 @@ std::optional<AllocatorNode::HopAnswer> AllocatorNode::AnswerHop(const HopReques
     return refused({Code::kUnavailable, part() + ": " + reading.error().message}, generation);
   switch (h.lease->Check(*reading, options_.lease)) {
     case allocator::PartitionLease::Verdict::kHeld:
+      // The group check or the drift check turned against leases since the watch last looked.
+      if (!LeaseAllowed()) {
+        h.lease->Mark();
+        return refused(
+            {Code::kUnavailable, part() + ": no sequence lease is held: " +
+                                     LeaseBlocked().value_or("the lease checks changed") +
+                                     "; use the requests topic"},
+            generation);
+      }
       break;
     case allocator::PartitionLease::Verdict::kNoLease:
       if (auto blocked = LeaseBlocked()) {

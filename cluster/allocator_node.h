@@ -251,6 +251,10 @@ class AllocatorNode {
   state::LeaseRecord LeaseRecordOf(int32_t p, state::LeaseState st) KLEAF_REQUIRES(seq_mu_);
   // Why no lease may be held now (the group check), or nothing when one may.
   std::optional<std::string> LeaseBlocked() const;
+  // LeaseBlocked() is empty, read without locks (R1's hot path).
+  bool LeaseAllowed() const;
+  // Marks every lease held (R5's first step), logged with `why`.
+  void MarkAllLeases(const std::string& why);
   struct HeldLease;
   // R9: counts the clock events since h's anchor, and drops the lease (logged) when they end it.
   // Whether it dropped it.

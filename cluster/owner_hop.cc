@@ -82,8 +82,8 @@ void OwnerClockRates::Note(const std::string& owner, int64_t owner_raw_ns, int64
   MutexLock lock(mu_);
   auto [it, fresh] = owners_.try_emplace(owner);
   Owner& o = it->second;
-  // The first sample, or an owner whose clock went back (another machine at that address): a new
-  // window starts here.
+  // The first sample, or an owner whose clock went back (another machine at that address, or two
+  // answers noted out of order by concurrent requests): a new window starts here.
   if (fresh || owner_raw_ns <= o.owner_ns) {
     o.owner_ns = owner_raw_ns;
     o.here_ns = here;
@@ -285,7 +285,7 @@ void OwnerHopCaller::Work() {
     // Calls that waited for this owner's turn may go now (to a worker asleep, if this one takes
     // another owner's next).
     if (more_for_owner) wake_.NotifyOne();
-    for (auto& job : failed_too) job.done(std::unexpected(replies.error()));
+    // This request's calls first (they waited longest), then those drained after it.
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (replies) {
         jobs[i].done(std::move((*replies)[i]));
@@ -293,6 +293,7 @@ void OwnerHopCaller::Work() {
         jobs[i].done(std::unexpected(replies.error()));
       }
     }
+    for (auto& job : failed_too) job.done(std::unexpected(replies.error()));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace kleaf::cluster {
@@ -54,6 +55,7 @@ void SeqWaitCheck::Stop() {
 void SeqWaitCheck::Changed() {
   {
     MutexLock lock(mu_);
+    joined_ = true;
     ++changes_;
     Publish();
   }
@@ -66,8 +68,18 @@ SeqWaitCheck::Verdict SeqWaitCheck::Now() const {
   return !old_members_.empty() ? Verdict::kOldMember : Verdict::kAllWait;
 }
 
+std::optional<std::string> SeqWaitCheck::Blocked() const {
+  MutexLock lock(mu_);
+  if (checked_ == changes_ && old_members_.empty()) return std::nullopt;
+  return WhyLocked();
+}
+
 std::string SeqWaitCheck::Why() const {
   MutexLock lock(mu_);
+  return WhyLocked();
+}
+
+std::string SeqWaitCheck::WhyLocked() const {
   if (checked_ != changes_) {
     return "the allocators' group has not been described since its membership last changed" +
            (failure_.empty() ? std::string() : " (" + failure_ + ")");
@@ -86,18 +98,22 @@ void SeqWaitCheck::Publish() {
   const bool unchecked = checked_ != changes_;
   blocked_unchecked_->Set(unchecked ? 1 : 0);
   blocked_old_->Set(!unchecked && !old_members_.empty() ? 1 : 0);
+  all_wait_.store(!unchecked && old_members_.empty(), std::memory_order_release);
 }
 
 void SeqWaitCheck::Run() {
   bool last_failed = false;
+  std::chrono::milliseconds retry = retry_;
   while (true) {
     uint64_t begun = 0;
     {
       MutexLock lock(mu_);
+      // Nothing to describe before this node is a member (its first assignment or revocation).
+      wake_.Wait(lock, [this]() KLEAF_REQUIRES(mu_) { return stop_ || joined_; });
       // Described already for the newest change: wait for the next one, or the period (or the
       // retry, after a failure).
       if (checked_ == changes_ || last_failed) {
-        wake_.WaitFor(lock, last_failed ? retry_ : period_,
+        wake_.WaitFor(lock, last_failed ? retry : period_,
                       [this, seen = changes_]()
                           KLEAF_REQUIRES(mu_) { return stop_ || changes_ != seen; });
       }
@@ -105,19 +121,31 @@ void SeqWaitCheck::Run() {
       begun = changes_;
     }
     auto members = describe_();
+    // This node describes its group as a member of it: an answer without members is not the group.
+    if (members && members->empty()) {
+      members = Fail(Code::kUnavailable,
+                     "the allocators' group was described without any member (not joined yet)");
+    }
     MutexLock lock(mu_);
     ++descriptions_;
     last_failed = !members;
     if (!members) {
       failed_->Inc();
+      retry = last_failed && failure_.empty() ? retry_ : std::min(retry * 2, period_);
       // Only an answer says what the group is now; until one, the last verdict stands when
       // nothing changed since it.
+      if (members.error().message != failure_) {
+        spdlog::warn("[allocator] sequence leases: the group check failed: {}",
+                     members.error().message);
+      }
       failure_ = members.error().message;
-      spdlog::warn("[allocator] sequence leases: the group check failed: {}", failure_);
       Publish();
       continue;
     }
     ok_->Inc();
+    retry = retry_;
+    if (!failure_.empty())
+      spdlog::info("[allocator] sequence leases: the group check answers again");
     failure_.clear();
     const std::string old = MembersThatDoNotWait(*members);
     if (!old.empty() && old != old_members_) {

@@ -3,9 +3,11 @@
 // allocators' group advertises that it waits out leases after its takeovers (kSeqWaitMark).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,15 +31,19 @@ inline constexpr char kLeaseBlockedHelp[] =
 // leases after its takeovers (docs/architecture.md, "Allocators of different versions").
 inline constexpr char kSeqWaitMark[] = ";seqwait=1";
 
-// Describes the allocators' group on a thread of its own: at start, soon after each Changed() (an
-// assignment or a revocation on this node: the group's membership may have changed), every
-// `period`, and every `retry` while the last description after a change failed. Thread-safe.
+// Describes the allocators' group on a thread of its own: soon after each Changed() (an assignment
+// or a revocation on this node: the group's membership may have changed; nothing is described
+// before the first), every `period`, and after `retry` while the last description after a change
+// failed. Thread-safe.
 //
 // Verdicts: kAllWait when a description begun after the last Changed() found every member's client
 // id ending in kSeqWaitMark; kOldMember when the newest description found a member without it
 // (which would take partitions over without waiting out their leases); kUnchecked when no
-// description has succeeded since the last change (Kafka did not answer, or refused). A description
-// that fails with no change since the last one leaves that one's verdict. Metrics:
+// description has succeeded since the last change (Kafka did not answer, or refused; an answer
+// without any member counts as a failure, since this node describes its group only as a member). A
+// description that fails with no change since the last one leaves that one's verdict; failures are
+// retried after `retry`, doubled at each failure up to `period`, and logged when their message
+// changes. Metrics:
 // kleaf_sequence_lease_blocked{reason="old_member"|"group_unchecked"} (1 while that verdict
 // stands), kleaf_sequence_group_checks_total{outcome="ok"|"failed"}.
 class SeqWaitCheck {
@@ -56,9 +62,14 @@ class SeqWaitCheck {
   // The membership may have changed: kAllWait again only after a new description.
   void Changed();
   Verdict Now() const;
+  // Nothing while the verdict is kAllWait; otherwise why not (Why()), read under one lock.
+  std::optional<std::string> Blocked() const;
+  // Whether the verdict is kAllWait, without a lock (for R1's hot path).
+  bool AllWait() const { return all_wait_.load(std::memory_order_acquire); }
   // What the verdict rests on, for logs and refusals: the members without the mark, or the last
   // failure.
   std::string Why() const;
+  std::string WhyLocked() const KLEAF_REQUIRES(mu_);
   // How many descriptions have ended (succeeded or failed); for tests.
   int64_t Descriptions() const;
 
@@ -73,11 +84,13 @@ class SeqWaitCheck {
   CondVar wake_;
   bool stop_ KLEAF_GUARDED_BY(mu_) = false;
   uint64_t changes_ KLEAF_GUARDED_BY(mu_) = 1;  // the start counts as one
+  bool joined_ KLEAF_GUARDED_BY(mu_) = false;   // a Changed() came: this node is in the group
   uint64_t checked_ KLEAF_GUARDED_BY(mu_) = 0;  // the changes the last success began after
   // The last successful description's members without the mark (MembersThatDoNotWait).
   std::string old_members_ KLEAF_GUARDED_BY(mu_);
   std::string failure_ KLEAF_GUARDED_BY(mu_);  // the last description's error, if it failed
   int64_t descriptions_ KLEAF_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> all_wait_{false};  // Now() == kAllWait, set by Publish
   metrics::Gauge* blocked_old_;
   metrics::Gauge* blocked_unchecked_;
   metrics::Counter* ok_;

@@ -76,27 +76,37 @@ void SequenceRouter::Route(op::NextSeq next, Callback<std::vector<uint64_t>> don
                                     done = std::move(done)](Result<state::SpaceRecord> space) {
         if (!space) return done(std::unexpected(space.error()));
         // The keys of each partition, in the caller's order (a key's values must rise in it).
-        // A fan-out's keys fall in few sections and partitions: each section's partition is
-        // hashed once, and both are found by a linear search of short flat lists.
+        // A fan-out's keys fall in few sections: each section's partition is hashed once, the
+        // first sections found by a linear search of a short list, further ones through a map
+        // (a fan-out of keys in as many sections costs no more than one hash each).
+        constexpr size_t kShortList = 8;
         const auto section_size = static_cast<uint64_t>(space->section_size);
-        std::vector<std::pair<uint64_t, int32_t>> partition_of_section;
+        std::vector<std::pair<uint64_t, int32_t>> first_sections;
+        std::unordered_map<uint64_t, int32_t> more_sections;
         std::vector<std::pair<int32_t, std::vector<size_t>>> by_partition;
+        std::vector<int32_t> slot_of_partition;  // by partition: its index in by_partition, or -1
         for (size_t i = 0; i < keys.size(); ++i) {
           const uint64_t section = allocator::SectionOf(keys[i], section_size);
-          auto s = std::find_if(partition_of_section.begin(), partition_of_section.end(),
-                                [section](const auto& e) { return e.first == section; });
-          if (s == partition_of_section.end()) {
-            partition_of_section.emplace_back(section, SectionPartition(*space, section));
-            s = std::prev(partition_of_section.end());
+          int32_t partition = -1;
+          if (auto s = std::find_if(first_sections.begin(), first_sections.end(),
+                                    [section](const auto& e) { return e.first == section; });
+              s != first_sections.end()) {
+            partition = s->second;
+          } else if (first_sections.size() < kShortList) {
+            partition = SectionPartition(*space, section);
+            first_sections.emplace_back(section, partition);
+          } else {
+            auto [m, fresh] = more_sections.try_emplace(section, 0);
+            if (fresh) m->second = SectionPartition(*space, section);
+            partition = m->second;
           }
-          auto part = std::find_if(by_partition.begin(), by_partition.end(),
-                                   [p = s->second](const auto& e) { return e.first == p; });
-          if (part == by_partition.end()) {
-            by_partition.emplace_back(s->second, std::vector<size_t>());
-            by_partition.back().second.reserve(keys.size());
-            part = std::prev(by_partition.end());
+          const auto at = static_cast<size_t>(partition);
+          if (at >= slot_of_partition.size()) slot_of_partition.resize(at + 1, -1);
+          if (slot_of_partition[at] < 0) {
+            slot_of_partition[at] = static_cast<int32_t>(by_partition.size());
+            by_partition.emplace_back(partition, std::vector<size_t>());
           }
-          part->second.push_back(i);
+          by_partition[static_cast<size_t>(slot_of_partition[at])].second.push_back(i);
         }
         if (by_partition.size() == 1) {
           return SubmitSeq(*space, by_partition.front().first, SeqPart{keys, done});

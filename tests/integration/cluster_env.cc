@@ -20,7 +20,9 @@
 #include <sstream>
 #include <thread>
 
+#include "allocator/sequences.h"
 #include "kafka/client.h"
+#include "kafka/message.h"
 #include "tests/e2e/http_client.h"
 
 extern char** environ;
@@ -874,6 +876,34 @@ void Kafka3Test::SetUp() {
   if (!kafka) GTEST_SKIP() << kNoCluster3Message;
   kafka_ = *kafka;
   broker_ = kafka_.AsBroker();
+}
+
+uint64_t SeqKeyOnPartition(const std::string& space, int32_t p) {
+  for (uint64_t key = 0;; ++key) {
+    if (kafka::PartitionFor(allocator::SectionRouteKey(space, key), Cluster::kPartitions) == p) {
+      return key;
+    }
+  }
+}
+
+std::expected<uint64_t, std::string> SeqNext(uint16_t port, const std::string& space,
+                                             uint64_t key) {
+  e2e::HttpClient http(port, std::chrono::seconds(10));
+  auto reply = http.Get("/api/v1/seq/" + space + "/" + std::to_string(key));
+  if (!reply) return std::unexpected(reply.error());
+  if (reply->status != 200) {
+    return std::unexpected(std::to_string(reply->status) + " " + reply->body);
+  }
+  return std::stoull(nlohmann::json::parse(reply->body).at("seq").get<std::string>());
+}
+
+void StartWithSeqSpace(Cluster& cluster, Node& allocator, Node& gateway, const std::string& space,
+                       int64_t step) {
+  ASSERT_TRUE(cluster.Start({&allocator}));
+  ASSERT_TRUE(cluster.Start({&gateway}));
+  auto put = AdminCall(gateway.port, "PUT", "/api/v1/spaces/" + space,
+                       nlohmann::json{{"section_size", 1}, {"step", step}}.dump());
+  ASSERT_TRUE(put) << put.error();
 }
 
 }  // namespace kleaf::integration

@@ -432,4 +432,15 @@ class Kafka3Test : public ::testing::Test {
   KafkaBroker broker_;
 };
 
+// --- Sequences (spaces with section_size 1: one key per section) ---------------------------------
+
+// The first key 0, 1, ... of `space` whose section lies on state partition p.
+uint64_t SeqKeyOnPartition(const std::string& space, int32_t p);
+// One next value of `key` of `space` through the gateway at `port` (GET /api/v1/seq/...): the
+// value, or the status and body of a refusal.
+std::expected<uint64_t, std::string> SeqNext(uint16_t port, const std::string& space, uint64_t key);
+// Starts `allocator`, then `gateway`, and creates `space` (section_size 1, `step`) through it.
+void StartWithSeqSpace(Cluster& cluster, Node& allocator, Node& gateway, const std::string& space,
+                       int64_t step);
+
 }  // namespace kleaf::integration

@@ -31,12 +31,7 @@ constexpr char kSpace[] = "hop";
 class OwnerHopIntegrationTest : public KafkaTest {};
 
 // The first key 0, 1, ... whose section (one key per section) lies on state partition p.
-uint64_t KeyOnPartition(int32_t p) {
-  for (uint64_t key = 0;; ++key) {
-    if (kafka::PartitionFor(allocator::SectionRouteKey(kSpace, key), Cluster::kPartitions) == p)
-      return key;
-  }
-}
+uint64_t KeyOnPartition(int32_t p) { return SeqKeyOnPartition(kSpace, p); }
 
 struct HopValue {
   uint64_t value = 0;
@@ -86,12 +81,7 @@ std::expected<HopValue, std::string> HopNextWhenHeld(uint16_t port, int32_t p, u
 
 // One next value of `key` through the gateway (the requests topic).
 std::expected<uint64_t, std::string> GatewayNext(uint16_t port, uint64_t key) {
-  e2e::HttpClient http(port, seconds(10));
-  auto reply = http.Get(std::string("/api/v1/seq/") + kSpace + "/" + std::to_string(key));
-  if (!reply) return std::unexpected(reply.error());
-  if (reply->status != 200)
-    return std::unexpected(std::to_string(reply->status) + " " + reply->body);
-  return std::stoull(json::parse(reply->body).at("seq").get<std::string>());
+  return SeqNext(port, kSpace, key);
 }
 
 // GatewayNext until it answers (a 503 asks the client to retry: a broker just restarted by another
@@ -108,11 +98,7 @@ std::expected<uint64_t, std::string> GatewayNextWhenAnswered(uint16_t port, uint
 }
 
 void StartWithSpace(Cluster& cluster, Node& allocator, Node& gateway, int64_t step) {
-  ASSERT_TRUE(cluster.Start({&allocator}));
-  ASSERT_TRUE(cluster.Start({&gateway}));
-  auto put = AdminCall(gateway.port, "PUT", std::string("/api/v1/spaces/") + kSpace,
-                       json{{"section_size", 1}, {"step", step}}.dump());
-  ASSERT_TRUE(put) << put.error();
+  StartWithSeqSpace(cluster, allocator, gateway, kSpace, step);
 }
 
 // The paused-owner scenes: alloc-1 and gw-a of `cluster` started with the space, alloc-1 holding

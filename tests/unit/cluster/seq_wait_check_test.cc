@@ -74,10 +74,12 @@ const kafka::GroupMember kNew1{"m1", "kleaf;seqwait=1", "/10.0.0.1"};
 const kafka::GroupMember kNew2{"m2", "alloc-b;seqwait=1", "/10.0.0.2"};
 const kafka::GroupMember kOld{"m3", "kleaf", "/10.0.0.3"};
 
-struct CheckFixture : ::testing::Test {
+struct SeqWaitCheckScriptedTest : ::testing::Test {
   Script script;
   // Periods long enough that only Changed() and the retries ask for descriptions here.
   SeqWaitCheck check{[this] { return script.Describe(); }, milliseconds(60'000), milliseconds(1)};
+  // The node joined its group (its first assignment): descriptions begin.
+  void SetUp() override { check.Changed(); }
   void TearDown() override {
     script.End();
     check.Stop();
@@ -93,14 +95,14 @@ TEST(SeqWaitCheckTest, OnlyMembersWithoutTheMarkAreNamed) {
       << "the mark ends the client id";
 }
 
-TEST_F(CheckFixture, NoLeaseUntilTheGroupIsDescribedAndEveryMemberWaits) {
+TEST_F(SeqWaitCheckScriptedTest, NoLeaseUntilTheGroupIsDescribedAndEveryMemberWaits) {
   EXPECT_EQ(check.Now(), SeqWaitCheck::Verdict::kUnchecked);
   script.Give(Members{kNew1, kNew2});
   ASSERT_TRUE(WaitForDescriptions(check, 1));
   EXPECT_EQ(check.Now(), SeqWaitCheck::Verdict::kAllWait) << check.Why();
 }
 
-TEST_F(CheckFixture, AMemberWithoutTheMarkBlocksLeasesUntilItLeaves) {
+TEST_F(SeqWaitCheckScriptedTest, AMemberWithoutTheMarkBlocksLeasesUntilItLeaves) {
   script.Give(Members{kNew1, kOld});
   ASSERT_TRUE(WaitForDescriptions(check, 1));
   EXPECT_EQ(check.Now(), SeqWaitCheck::Verdict::kOldMember);
@@ -113,7 +115,7 @@ TEST_F(CheckFixture, AMemberWithoutTheMarkBlocksLeasesUntilItLeaves) {
   EXPECT_EQ(check.Now(), SeqWaitCheck::Verdict::kAllWait) << check.Why();
 }
 
-TEST_F(CheckFixture, AChangeBlocksLeasesUntilADescriptionBegunAfterItSucceeds) {
+TEST_F(SeqWaitCheckScriptedTest, AChangeBlocksLeasesUntilADescriptionBegunAfterItSucceeds) {
   script.Give(Members{kNew1});
   ASSERT_TRUE(WaitForDescriptions(check, 1));
   ASSERT_EQ(check.Now(), SeqWaitCheck::Verdict::kAllWait);
@@ -133,6 +135,7 @@ TEST(SeqWaitCheckTest, AFailedDescriptionWithNoChangeSinceTheLastKeepsItsVerdict
   Script script;
   // Described every millisecond: the periodic descriptions of a group that did not change.
   SeqWaitCheck check{[&script] { return script.Describe(); }, milliseconds(1), milliseconds(1)};
+  check.Changed();
   script.Give(Members{kNew1});
   ASSERT_TRUE(WaitForDescriptions(check, 1));
   ASSERT_EQ(check.Now(), SeqWaitCheck::Verdict::kAllWait);
@@ -147,7 +150,22 @@ TEST(SeqWaitCheckTest, AFailedDescriptionWithNoChangeSinceTheLastKeepsItsVerdict
   check.Stop();
 }
 
-TEST_F(CheckFixture, ADescriptionBegunBeforeAChangeDoesNotCountForIt) {
+// This node describes its group as a member: an answer without members (the coordinator not yet
+// showing the join) is no description of the group.
+TEST_F(SeqWaitCheckScriptedTest, AnAnswerWithoutMembersIsAFailure) {
+  script.Give(Members{});
+  ASSERT_TRUE(WaitForDescriptions(check, 1));
+  EXPECT_EQ(check.Now(), SeqWaitCheck::Verdict::kUnchecked);
+  EXPECT_NE(check.Why().find("without any member"), std::string::npos) << check.Why();
+  ASSERT_TRUE(check.Blocked());
+  script.Give(Members{kNew1});
+  ASSERT_TRUE(WaitForDescriptions(check, 2));
+  EXPECT_EQ(check.Now(), SeqWaitCheck::Verdict::kAllWait);
+  EXPECT_FALSE(check.Blocked());
+  EXPECT_TRUE(check.AllWait());
+}
+
+TEST_F(SeqWaitCheckScriptedTest, ADescriptionBegunBeforeAChangeDoesNotCountForIt) {
   // The first description is under way (waiting for its answer) when the membership changes.
   ASSERT_TRUE(script.WaitEntered(1));
   check.Changed();
