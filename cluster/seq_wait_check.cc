@@ -110,15 +110,22 @@ void SeqWaitCheck::Run() {
       MutexLock lock(mu_);
       // Nothing to describe before this node is a member (its first assignment or revocation).
       wake_.Wait(lock, [this]() KLEAF_REQUIRES(mu_) { return stop_ || joined_; });
-      // Described already for the newest change: wait for the next one, or the period (or the
-      // retry, after a failure).
-      if (checked_ == changes_ || last_failed) {
-        wake_.WaitFor(lock, last_failed ? retry : period_,
+      // Described already for the newest change: wait for the next one, or the period. After a
+      // failure: at once when a change came while it ran, after `retry_` while a change waits for
+      // its description (leases wait for it), else after the backed-off retry.
+      const bool changed_since = changes_ != begun_last_;
+      if (checked_ == changes_ && !last_failed) {
+        wake_.WaitFor(lock, period_, [this, seen = changes_]() KLEAF_REQUIRES(mu_) {
+          return stop_ || changes_ != seen;
+        });
+      } else if (last_failed && !changed_since) {
+        wake_.WaitFor(lock, checked_ != changes_ ? retry_ : retry,
                       [this, seen = changes_]()
                           KLEAF_REQUIRES(mu_) { return stop_ || changes_ != seen; });
       }
       if (stop_) return;
       begun = changes_;
+      begun_last_ = begun;
     }
     auto members = describe_();
     // This node describes its group as a member of it: an answer without members is not the group.

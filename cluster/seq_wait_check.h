@@ -85,6 +85,7 @@ class SeqWaitCheck {
   bool stop_ KLEAF_GUARDED_BY(mu_) = false;
   uint64_t changes_ KLEAF_GUARDED_BY(mu_) = 1;  // the start counts as one
   bool joined_ KLEAF_GUARDED_BY(mu_) = false;   // a Changed() came: this node is in the group
+  uint64_t begun_last_ KLEAF_GUARDED_BY(mu_) = 0;  // the changes the last description began after
   uint64_t checked_ KLEAF_GUARDED_BY(mu_) = 0;  // the changes the last success began after
   // The last successful description's members without the mark (MembersThatDoNotWait).
   std::string old_members_ KLEAF_GUARDED_BY(mu_);
