@@ -83,10 +83,10 @@ class SeqWaitCheck {
   mutable Mutex mu_;
   CondVar wake_;
   bool stop_ KLEAF_GUARDED_BY(mu_) = false;
-  uint64_t changes_ KLEAF_GUARDED_BY(mu_) = 1;  // the start counts as one
-  bool joined_ KLEAF_GUARDED_BY(mu_) = false;   // a Changed() came: this node is in the group
+  uint64_t changes_ KLEAF_GUARDED_BY(mu_) = 1;     // the start counts as one
+  bool joined_ KLEAF_GUARDED_BY(mu_) = false;      // a Changed() came: this node is in the group
   uint64_t begun_last_ KLEAF_GUARDED_BY(mu_) = 0;  // the changes the last description began after
-  uint64_t checked_ KLEAF_GUARDED_BY(mu_) = 0;  // the changes the last success began after
+  uint64_t checked_ KLEAF_GUARDED_BY(mu_) = 0;     // the changes the last success began after
   // The last successful description's members without the mark (MembersThatDoNotWait).
   std::string old_members_ KLEAF_GUARDED_BY(mu_);
   std::string failure_ KLEAF_GUARDED_BY(mu_);  // the last description's error, if it failed
