@@ -1,8 +1,6 @@
 #include "cluster/sequence_router.h"
 
-#include <algorithm>
 #include <cstddef>
-#include <iterator>
 #include <memory>
 
 namespace kleaf::cluster {
@@ -76,43 +74,19 @@ void SequenceRouter::Route(op::NextSeq next, Callback<std::vector<uint64_t>> don
                                     done = std::move(done)](Result<state::SpaceRecord> space) {
         if (!space) return done(std::unexpected(space.error()));
         // The keys of each partition, in the caller's order (a key's values must rise in it).
-        // A fan-out's keys fall in few sections: each section's partition is hashed once, the
-        // first sections found by a linear search of a short list, further ones through a map
-        // (a fan-out of keys in as many sections costs no more than one hash each).
-        constexpr size_t kShortList = 8;
-        const auto section_size = static_cast<uint64_t>(space->section_size);
-        std::vector<std::pair<uint64_t, int32_t>> first_sections;
-        std::unordered_map<uint64_t, int32_t> more_sections;
-        std::vector<std::pair<int32_t, std::vector<size_t>>> by_partition;
-        std::vector<int32_t> slot_of_partition;  // by partition: its index in by_partition, or -1
+        // A fan-out's keys fall in few sections: each section's partition is hashed once.
+        std::map<int32_t, std::vector<size_t>> by_partition;
+        std::unordered_map<uint64_t, int32_t> partition_of_section;
         for (size_t i = 0; i < keys.size(); ++i) {
-          const uint64_t section = allocator::SectionOf(keys[i], section_size);
-          int32_t partition = -1;
-          if (auto s = std::find_if(first_sections.begin(), first_sections.end(),
-                                    [section](const auto& e) { return e.first == section; });
-              s != first_sections.end()) {
-            partition = s->second;
-          } else if (first_sections.size() < kShortList) {
-            partition = SectionPartition(*space, section);
-            first_sections.emplace_back(section, partition);
-          } else {
-            auto [m, fresh] = more_sections.try_emplace(section, 0);
-            if (fresh) m->second = SectionPartition(*space, section);
-            partition = m->second;
-          }
-          const auto at = static_cast<size_t>(partition);
-          if (at >= slot_of_partition.size()) slot_of_partition.resize(at + 1, -1);
-          if (slot_of_partition[at] < 0) {
-            slot_of_partition[at] = static_cast<int32_t>(by_partition.size());
-            by_partition.emplace_back(partition, std::vector<size_t>());
-          }
-          by_partition[static_cast<size_t>(slot_of_partition[at])].second.push_back(i);
+          const uint64_t section =
+              allocator::SectionOf(keys[i], static_cast<uint64_t>(space->section_size));
+          auto [it, fresh] = partition_of_section.try_emplace(section, 0);
+          if (fresh) it->second = SectionPartition(*space, section);
+          by_partition[it->second].push_back(i);
         }
         if (by_partition.size() == 1) {
-          return SubmitSeq(*space, by_partition.front().first, SeqPart{keys, done});
+          return SubmitSeq(*space, by_partition.begin()->first, SeqPart{keys, done});
         }
-        std::sort(by_partition.begin(), by_partition.end(),
-                  [](const auto& a, const auto& b) { return a.first < b.first; });
         // The answers of every partition, each value put back at its key's position; the call
         // fails when any of them failed (the values of the others are dropped: their keys' next
         // values still rise above them).
